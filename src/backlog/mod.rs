@@ -1,0 +1,393 @@
+//! The backlog: bytes taken in and not yet passed on, in order.
+//!
+//! One input thread appends at the back, one output thread takes from the front, and neither
+//! ever waits for the other except when the backlog is full (input waits for room) or empty
+//! (output waits for data). Everything read is visible to the output at once, so a short line
+//! passes straight through, and memory follows the backlog: chunks are mapped as it grows and
+//! unmapped as it drains, keeping only a spare or two for reuse.
+//!
+//! The backlog is a FIFO of segments, each a run of bytes in one chunk of memory. The input
+//! thread fills the free tail of the back segment; the output thread writes from the front
+//! segment. Both do their I/O without holding the lock, on byte ranges that cannot overlap:
+//!
+//! - the input side only writes to bytes past the back segment's `end` (not yet committed);
+//! - the output side only reads committed bytes, `start..end` of the front segment;
+//! - a segment is removed only by the output side once it is empty and no longer the back one
+//!   (so no input is under way in it), or by the input side when nothing at all is buffered (so
+//!   no output is under way anywhere).
+//!
+//! The lock is taken twice per read or write to exchange offsets, never across a system call.
+
+mod chunk;
+
+use std::collections::VecDeque;
+use std::io;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+
+use chunk::Chunk;
+pub use chunk::MAX_CHUNK;
+
+use crate::meter::Meter;
+
+/// Chunks kept mapped while unused, so that a steady backlog recycles memory instead of mapping
+/// and unmapping it. Anything beyond goes back to the kernel at once.
+const SPARE_CHUNKS: usize = 1;
+
+/// The shared buffer between the input and the output thread.
+#[derive(Debug)]
+pub struct Backlog {
+    state: Mutex<State>,
+    /// Signalled when data arrives or input ends; the output thread waits on it.
+    has_data: Condvar,
+    /// Signalled when room appears or output closes; the input thread waits on it.
+    has_room: Condvar,
+    capacity: usize,
+    chunk_size: usize,
+    meter: Arc<Meter>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    segments: VecDeque<Segment>,
+    /// Committed bytes not yet consumed, over all segments.
+    len: usize,
+    /// How the input ended, once it has: `Ok` at end of file.
+    input_end: Option<io::Result<()>>,
+    /// The output stopped (an error); input should stop too.
+    output_closed: bool,
+    spare: Vec<Arc<Chunk>>,
+    input_waiting: bool,
+    output_waiting: bool,
+}
+
+#[derive(Debug)]
+struct Segment {
+    chunk: Arc<Chunk>,
+    /// First byte not yet written out.
+    start: usize,
+    /// One past the last byte read in.
+    end: usize,
+}
+
+/// Free space at the back of the backlog, which the input thread may fill and then
+/// [`commit`](Backlog::commit).
+#[derive(Debug)]
+pub struct Vacant {
+    chunk: Arc<Chunk>,
+    offset: usize,
+    len: usize,
+}
+
+/// Bytes at the front of the backlog, which the output thread may write and then
+/// [`consume`](Backlog::consume).
+#[derive(Debug)]
+pub struct Filled {
+    chunk: Arc<Chunk>,
+    offset: usize,
+    len: usize,
+}
+
+impl Vacant {
+    /// The free bytes, to read into.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: the backlog hands out a Vacant only for bytes past the back segment's `end`,
+        // which no Filled covers and no other Vacant exists for (one input thread), and the
+        // Arc keeps the mapping alive. The mapping is zero-initialised by the kernel.
+        unsafe { std::slice::from_raw_parts_mut(self.chunk.at(self.offset), self.len) }
+    }
+}
+
+impl Filled {
+    /// The buffered bytes, to write out.
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: committed bytes of the front segment; the input side never writes to
+        // committed bytes, and the Arc keeps the mapping alive.
+        unsafe { std::slice::from_raw_parts(self.chunk.at(self.offset), self.len) }
+    }
+}
+
+impl Backlog {
+    /// A backlog holding at most `capacity` bytes (at least 1), reporting to `meter`.
+    pub fn new(capacity: usize, meter: Arc<Meter>) -> Backlog {
+        assert!(capacity > 0);
+        let page = rustix::param::page_size();
+        let chunk_size = capacity.next_multiple_of(page).min(MAX_CHUNK);
+        Backlog {
+            state: Mutex::new(State::default()),
+            has_data: Condvar::new(),
+            has_room: Condvar::new(),
+            capacity,
+            chunk_size,
+            meter,
+        }
+    }
+
+    /// The most bytes the backlog holds.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    // ----- input side -----
+
+    /// Waits for room, then returns free space to read into; `None` once the output has closed.
+    ///
+    /// Fails only when memory for a new chunk cannot be mapped.
+    pub fn reserve(&self) -> io::Result<Option<Vacant>> {
+        let mut state = self.lock();
+        if state.len >= self.capacity && !state.output_closed {
+            self.meter.input_held(true);
+            state.input_waiting = true;
+            state =
+                self.wait(&self.has_room, state, |s| s.len >= self.capacity && !s.output_closed);
+            state.input_waiting = false;
+            self.meter.input_held(false);
+        }
+        if state.output_closed {
+            return Ok(None);
+        }
+        let room = self.capacity - state.len;
+        if state.len == 0 {
+            // Nothing is buffered and no output is under way: start again at the beginning of
+            // one chunk, whose pages are already resident and likely in cache.
+            while state.segments.len() > 1 {
+                let segment = state.segments.pop_front().expect("more than one segment");
+                state.recycle(segment.chunk);
+            }
+            if let Some(segment) = state.segments.front_mut() {
+                (segment.start, segment.end) = (0, 0);
+            }
+        }
+        let back_is_full =
+            state.segments.back().is_none_or(|segment| segment.end == segment.chunk.size());
+        if back_is_full {
+            let chunk = match state.spare.pop() {
+                Some(chunk) => chunk,
+                None => Arc::new(Chunk::new(self.chunk_size)?),
+            };
+            state.segments.push_back(Segment { chunk, start: 0, end: 0 });
+        }
+        let back = state.segments.back().expect("a back segment");
+        let len = room.min(back.chunk.size() - back.end);
+        Ok(Some(Vacant { chunk: Arc::clone(&back.chunk), offset: back.end, len }))
+    }
+
+    /// Makes the first `n` bytes of the last [`Vacant`] visible to the output.
+    pub fn commit(&self, n: usize) {
+        let mut state = self.lock();
+        let back = state.segments.back_mut().expect("commit follows reserve");
+        back.end += n;
+        assert!(back.end <= back.chunk.size());
+        state.len += n;
+        self.meter.add_in(n, state.len);
+        if state.output_waiting {
+            self.has_data.notify_one();
+        }
+    }
+
+    /// Records how the input ended; the output passes on what is buffered, then stops.
+    pub fn finish_input(&self, end: io::Result<()>) {
+        let mut state = self.lock();
+        state.input_end = Some(end);
+        self.has_data.notify_one();
+    }
+
+    // ----- output side -----
+
+    /// Waits for data, then returns the bytes at the front; `None` once input has ended and
+    /// everything was passed on.
+    pub fn next(&self) -> Option<Filled> {
+        let mut state = self.lock();
+        loop {
+            // Segments emptied and left behind by the input can go.
+            while state.segments.len() > 1 && state.segments[0].start == state.segments[0].end {
+                let segment = state.segments.pop_front().expect("more than one segment");
+                state.recycle(segment.chunk);
+            }
+            if state.len > 0 {
+                let front = state.segments.front().expect("bytes are buffered");
+                return Some(Filled {
+                    chunk: Arc::clone(&front.chunk),
+                    offset: front.start,
+                    len: front.end - front.start,
+                });
+            }
+            if state.input_end.is_some() {
+                return None;
+            }
+            self.meter.output_starved(true);
+            state.output_waiting = true;
+            state = self.wait(&self.has_data, state, |s| s.len == 0 && s.input_end.is_none());
+            state.output_waiting = false;
+            self.meter.output_starved(false);
+        }
+    }
+
+    /// Drops the first `n` bytes of the last [`Filled`]: they were written.
+    pub fn consume(&self, n: usize) {
+        let mut state = self.lock();
+        let front = state.segments.front_mut().expect("consume follows next");
+        front.start += n;
+        assert!(front.start <= front.end);
+        state.len -= n;
+        self.meter.add_out(n);
+        if state.input_waiting {
+            self.has_room.notify_one();
+        }
+    }
+
+    /// Stops the input side: the output failed and nothing more will be passed on.
+    pub fn close_output(&self) {
+        let mut state = self.lock();
+        state.output_closed = true;
+        self.has_room.notify_one();
+    }
+
+    /// How the input ended, once the output has drained it (`None` while input goes on).
+    pub fn take_input_end(&self) -> Option<io::Result<()>> {
+        self.lock().input_end.take()
+    }
+
+    /// Bytes held right now.
+    pub fn len(&self) -> usize {
+        self.lock().len
+    }
+
+    /// Whether nothing is held right now.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bytes of memory mapped for the backlog right now, spares included.
+    pub fn mapped(&self) -> usize {
+        let state = self.lock();
+        state
+            .segments
+            .iter()
+            .map(|s| s.chunk.size())
+            .chain(state.spare.iter().map(|c| c.size()))
+            .sum()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic on either side ends the run anyway; the state itself stays consistent because
+        // every update is completed before the lock is released.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn wait<'a>(
+        &self,
+        condvar: &Condvar,
+        state: MutexGuard<'a, State>,
+        condition: impl FnMut(&mut State) -> bool,
+    ) -> MutexGuard<'a, State> {
+        condvar.wait_while(state, condition).unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl State {
+    fn recycle(&mut self, chunk: Arc<Chunk>) {
+        if self.spare.len() < SPARE_CHUNKS && Arc::strong_count(&chunk) == 1 {
+            self.spare.push(chunk);
+        }
+        // Otherwise dropping the last Arc unmaps the chunk: memory goes back as the backlog
+        // drains.
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::thread;
+
+    fn backlog(capacity: usize) -> Backlog {
+        Backlog::new(capacity, Arc::new(Meter::new(capacity as u64)))
+    }
+
+    fn put(backlog: &Backlog, bytes: &[u8]) -> usize {
+        let mut vacant = backlog.reserve().unwrap().unwrap();
+        let n = bytes.len().min(vacant.as_mut_slice().len());
+        vacant.as_mut_slice()[..n].copy_from_slice(&bytes[..n]);
+        backlog.commit(n);
+        n
+    }
+
+    fn take(backlog: &Backlog) -> Option<Vec<u8>> {
+        let filled = backlog.next()?;
+        let bytes = filled.as_slice().to_vec();
+        backlog.consume(bytes.len());
+        Some(bytes)
+    }
+
+    #[test]
+    fn bytes_come_out_in_order() {
+        let b = backlog(10);
+        assert_eq!(put(&b, b"hello"), 5);
+        assert_eq!(put(&b, b" world"), 5, "capacity limits the vacant space");
+        assert_eq!(b.len(), 10);
+        assert_eq!(take(&b).unwrap(), b"hello worl");
+        b.finish_input(Ok(()));
+        assert_eq!(take(&b), None);
+        assert!(b.take_input_end().unwrap().is_ok());
+    }
+
+    #[test]
+    fn spans_chunks_and_gives_memory_back() {
+        let b = backlog(3 * MAX_CHUNK);
+        let block = vec![7u8; MAX_CHUNK];
+        for _ in 0..3 {
+            assert_eq!(put(&b, &block), MAX_CHUNK);
+        }
+        assert_eq!(b.mapped(), 3 * MAX_CHUNK);
+        for _ in 0..3 {
+            assert_eq!(take(&b).unwrap().len(), MAX_CHUNK);
+        }
+        // Drained: the front chunks went back to the kernel, bar the one being filled and a spare.
+        assert!(b.mapped() <= (1 + SPARE_CHUNKS) * MAX_CHUNK, "{}", b.mapped());
+    }
+
+    #[test]
+    fn rewinds_when_empty() {
+        let b = backlog(1 << 20);
+        put(&b, b"abc");
+        take(&b);
+        let vacant = b.reserve().unwrap().unwrap();
+        assert_eq!(vacant.offset, 0);
+        assert_eq!(vacant.len, 1 << 20);
+    }
+
+    #[test]
+    fn full_backlog_holds_input_until_output_takes() {
+        let b = Arc::new(backlog(4));
+        put(&b, b"1234");
+        let input = {
+            let b = Arc::clone(&b);
+            thread::spawn(move || put(&b, b"5678"))
+        };
+        // The input thread can only finish once room was made.
+        assert_eq!(take(&b).unwrap(), b"1234");
+        assert_eq!(input.join().unwrap(), 4);
+        assert_eq!(take(&b).unwrap(), b"5678");
+    }
+
+    #[test]
+    fn closed_output_releases_waiting_input() {
+        let b = Arc::new(backlog(1));
+        put(&b, b"x");
+        let input = {
+            let b = Arc::clone(&b);
+            thread::spawn(move || b.reserve().unwrap().is_none())
+        };
+        b.close_output();
+        assert!(input.join().unwrap());
+    }
+
+    #[test]
+    fn input_error_is_delivered_after_the_data() {
+        let b = backlog(100);
+        put(&b, b"abc");
+        b.finish_input(Err(io::Error::from_raw_os_error(5)));
+        assert_eq!(take(&b).unwrap(), b"abc");
+        assert_eq!(take(&b), None);
+        assert_eq!(b.take_input_end().unwrap().unwrap_err().raw_os_error(), Some(5));
+    }
+}

@@ -1,0 +1,129 @@
+//! The two descriptors accel sits between, what kind of file each is, and blocking I/O on them
+//! that copes with whatever flags they were inherited with.
+//!
+//! accel never sets `O_NONBLOCK` on a descriptor it inherited: the flag belongs to the open file
+//! description, which the shell, the terminal and sibling processes share, and setting it breaks
+//! them. But someone else may have set it, so every call here treats `EAGAIN` as "wait in
+//! `poll`, then retry", and `EINTR` as "retry".
+
+use std::fmt;
+use std::io;
+use std::os::fd::BorrowedFd;
+
+use rustix::event::{PollFd, PollFlags};
+use rustix::fs::{FileType, OFlags};
+use rustix::io::Errno;
+
+/// What kind of file a descriptor is; decides which data paths are safe and fast.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FdKind {
+    /// A pipe or FIFO.
+    Pipe,
+    /// A regular file.
+    File,
+    /// A terminal.
+    Terminal,
+    /// A socket.
+    Socket,
+    /// Another character device (`/dev/null`, `/dev/full`, ...).
+    CharDevice,
+    /// Anything else (a directory, a block device, ...).
+    Other,
+}
+
+impl fmt::Display for FdKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            FdKind::Pipe => "pipe",
+            FdKind::File => "file",
+            FdKind::Terminal => "terminal",
+            FdKind::Socket => "socket",
+            FdKind::CharDevice => "character device",
+            FdKind::Other => "other",
+        })
+    }
+}
+
+/// One side of accel: stdin (where the producer writes) or stdout (where the consumer reads).
+#[derive(Debug, Clone, Copy)]
+pub struct Endpoint {
+    /// The descriptor; borrowed for the life of the process.
+    pub fd: BorrowedFd<'static>,
+    /// `"stdin"` or `"stdout"`, for messages.
+    pub name: &'static str,
+    /// What kind of file it is.
+    pub kind: FdKind,
+    /// Its size when it is a regular file (how much input to expect).
+    pub file_size: Option<u64>,
+    /// Opened with `O_APPEND` (splice refuses those).
+    pub append: bool,
+}
+
+impl Endpoint {
+    /// Looks at `fd` to learn what it is; changes nothing.
+    pub fn inspect(fd: BorrowedFd<'static>, name: &'static str) -> io::Result<Endpoint> {
+        let stat = rustix::fs::fstat(fd)?;
+        let kind = match FileType::from_raw_mode(stat.st_mode) {
+            FileType::Fifo => FdKind::Pipe,
+            FileType::RegularFile => FdKind::File,
+            FileType::Socket => FdKind::Socket,
+            FileType::CharacterDevice if rustix::termios::isatty(fd) => FdKind::Terminal,
+            FileType::CharacterDevice => FdKind::CharDevice,
+            _ => FdKind::Other,
+        };
+        let file_size = (kind == FdKind::File).then_some(stat.st_size as u64);
+        let append = rustix::fs::fcntl_getfl(fd)?.contains(OFlags::APPEND);
+        Ok(Endpoint { fd, name, kind, file_size, append })
+    }
+
+    /// Reads what is available, up to `buf.len()`; 0 means end of input.
+    ///
+    /// Blocks until at least one byte has arrived, like `read(2)` on a blocking descriptor,
+    /// whatever the descriptor's flags.
+    pub fn read(&self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            match rustix::io::read(self.fd, &mut *buf) {
+                Ok(n) => return Ok(n),
+                Err(Errno::INTR) => continue,
+                Err(Errno::AGAIN) => self.wait(PollFlags::IN)?,
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// Writes some of `buf` (at least one byte), blocking while the consumer is not reading.
+    pub fn write(&self, buf: &[u8]) -> io::Result<usize> {
+        loop {
+            match rustix::io::write(self.fd, buf) {
+                Ok(0) if !buf.is_empty() => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => return Ok(n),
+                Err(Errno::INTR) => continue,
+                Err(Errno::AGAIN) => self.wait(PollFlags::OUT)?,
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// Waits until the descriptor is ready for `events`, or has hung up or failed (the next I/O
+    /// call then says how).
+    pub fn wait(&self, events: PollFlags) -> io::Result<()> {
+        let mut fds = [PollFd::new(&self.fd, events)];
+        loop {
+            match rustix::event::poll(&mut fds, None) {
+                Ok(_) => return Ok(()),
+                Err(Errno::INTR) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+}
+
+/// The text of an OS error without Rust's " (os error N)" tail: what `strerror` says, as other
+/// Unix tools print it.
+pub fn describe(error: &io::Error) -> String {
+    let text = error.to_string();
+    match error.raw_os_error() {
+        Some(code) => text.trim_end_matches(&format!(" (os error {code})")).to_owned(),
+        None => text,
+    }
+}

@@ -1,0 +1,93 @@
+//! accel: a pipeline buffer.
+//!
+//! `producer | accel | consumer`: accel reads stdin as fast as the producer writes and writes
+//! stdout as fast as the consumer reads, holding the difference in memory, so that two bursty
+//! stages overlap their work instead of taking turns.
+//!
+//! The data path, in reading order: [`endpoint`] (the descriptors and safe blocking I/O on
+//! them) → [`engine`] (threads moving bytes) → [`backlog`] (the buffer between them); [`meter`]
+//! publishes counters from the side. [`run`] ties them together for the binary, whose exit
+//! policy lives in [`exit`].
+
+#![deny(missing_docs)]
+
+pub mod backlog;
+pub mod cli;
+pub mod config;
+pub mod endpoint;
+pub mod engine;
+pub mod exit;
+pub mod meter;
+pub mod size;
+pub mod stdio;
+
+mod signals;
+mod sys;
+
+use std::sync::Arc;
+
+use anyhow::Context;
+
+use crate::config::Config;
+use crate::endpoint::{Endpoint, FdKind, describe};
+use crate::engine::Ending;
+use crate::exit::{BROKEN_PIPE, Exit};
+use crate::meter::Meter;
+
+/// Runs accel between stdin and stdout as configured, printing any error, and says how to end.
+pub fn run(config: &Config, closed: stdio::Closed) -> Exit {
+    // Checked before anything is read, so that no byte is taken from the producer in vain.
+    if closed.stdout {
+        eprintln!("accel: stdout is closed: there is nowhere to write");
+        return Exit::OutputFailed;
+    }
+    if closed.stdin {
+        eprintln!("accel: stdin is closed: there is nothing to read");
+        return Exit::InputFailed;
+    }
+    match transfer(config) {
+        Ok(exit) => exit,
+        Err(error) => {
+            eprintln!("accel: {error:#}");
+            Exit::InputFailed
+        }
+    }
+}
+
+fn transfer(config: &Config) -> anyhow::Result<Exit> {
+    signals::install().context("install signal handlers")?;
+    let input = Endpoint::inspect(rustix::stdio::stdin(), "stdin").context("inspect stdin")?;
+    let output = Endpoint::inspect(rustix::stdio::stdout(), "stdout").context("inspect stdout")?;
+    for endpoint in [&input, &output] {
+        if endpoint.kind == FdKind::Pipe {
+            sys::enlarge_pipe(endpoint.fd);
+        }
+    }
+    let meter = Arc::new(Meter::new(config.size as u64));
+    let ending = engine::run(input, output, config.engine, config.size, Arc::clone(&meter))
+        .context("start the transfer")?;
+    let snapshot = meter.snapshot();
+    Ok(match ending {
+        Ending::Complete => Exit::Success,
+        Ending::InputFailed(error) => {
+            eprintln!(
+                "accel: read from stdin: {}; the {} bytes read before it were delivered",
+                describe(&error),
+                snapshot.bytes_in
+            );
+            Exit::InputFailed
+        }
+        Ending::OutputFailed { error, .. } if error.kind() == std::io::ErrorKind::BrokenPipe => {
+            BROKEN_PIPE
+        }
+        Ending::OutputFailed { error, buffered } => {
+            eprintln!(
+                "accel: write to stdout: {}; {} bytes delivered, {} bytes read but not delivered",
+                describe(&error),
+                snapshot.bytes_out,
+                buffered
+            );
+            Exit::OutputFailed
+        }
+    })
+}

@@ -1,0 +1,39 @@
+//! The `accel` binary: parse, run, end as the exit policy says.
+//!
+//! accel defines the C `main` itself instead of Rust's, because Rust's runtime reopens closed
+//! standard descriptors on /dev/null before its `main` runs; accel must see them closed to say so
+//! (`accel >&-` would otherwise discard everything silently). See `stdio.rs`.
+
+#![no_main]
+
+use std::ffi::{CStr, OsStr, OsString, c_char, c_int};
+use std::os::unix::ffi::OsStrExt;
+
+use accel::cli::Cli;
+use accel::config::Config;
+use accel::exit::Exit;
+use clap::Parser;
+
+#[unsafe(no_mangle)]
+extern "C" fn main(argc: c_int, argv: *const *const c_char) -> c_int {
+    let closed = accel::stdio::claim();
+    // SAFETY: the C runtime passes argc valid NUL-terminated strings.
+    let args: Vec<OsString> = (0..argc as usize)
+        .map(|i| OsStr::from_bytes(unsafe { CStr::from_ptr(*argv.add(i)) }.to_bytes()).into())
+        .collect();
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(error) => {
+            let _ = error.print();
+            return error.exit_code();
+        }
+    };
+    let exit = match Config::from_cli(cli) {
+        Ok(config) => accel::run(&config, closed),
+        Err(error) => {
+            eprintln!("accel: {error}");
+            Exit::Usage
+        }
+    };
+    exit.terminate()
+}

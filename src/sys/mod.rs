@@ -1,0 +1,32 @@
+//! The platform facade: the few things accel does differently on Linux.
+//!
+//! Everything else in accel is portable POSIX (threads, `read`, `write`, `poll`, `mmap`). What is
+//! Linux-only lives in `linux.rs`; `portable.rs` provides the same surface elsewhere, where each
+//! call is a no-op that says so. Both always compile on Linux, so the portable answers are tested
+//! too (`--engine copy` takes the portable data path).
+//!
+//! The surface:
+//! - [`enlarge_pipe`]: grow a pipe we sit on (best effort), so that each wakeup moves more.
+//! - [`advise_huge_pages`]: ask for transparent huge pages on a buffer chunk, which makes the
+//!   first touch of a fresh chunk several times cheaper.
+//! - [`PIPE_TARGET_SIZE`]: how large we try to make pipes.
+
+#[cfg(target_os = "linux")]
+mod linux;
+#[cfg(target_os = "linux")]
+use linux as imp;
+
+// Compiled everywhere, so that a change to the surface breaks the build on Linux too.
+#[cfg_attr(target_os = "linux", allow(dead_code))]
+mod portable;
+#[cfg(not(target_os = "linux"))]
+use portable as imp;
+
+pub use imp::{advise_huge_pages, enlarge_pipe};
+
+/// The size we try to give the pipes accel reads from and writes to.
+///
+/// 1 MiB is the default `pipe-max-size`, the largest an unprivileged process may ask for, and
+/// measured to cut the per-GiB cost of a pipe roughly in half against the default 64 KiB; larger
+/// pipes bring little more and are unswappable memory charged to the user who made them.
+pub const PIPE_TARGET_SIZE: usize = 1 << 20;
