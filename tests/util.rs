@@ -1,0 +1,135 @@
+//! Helpers shared by the integration tests: spawning accel, pipes, test data, timeouts.
+
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::os::fd::OwnedFd;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// Every engine `--engine` accepts; each behaviour test runs against each.
+pub const ENGINES: &[&str] = &["auto", "copy"];
+
+/// What "a generous timeout" means here: long enough that only a hang or a deadlock reaches it
+/// on a loaded 2-core CI machine.
+pub const GENEROUS: Duration = Duration::from_secs(60);
+
+/// The accel binary under test.
+pub const ACCEL: &str = env!("CARGO_BIN_EXE_accel");
+
+/// `accel --engine ENGINE ARGS...`, with no stdio set yet.
+pub fn accel(engine: &str, args: &[&str]) -> Command {
+    let mut command = Command::new(ACCEL);
+    command.arg("--engine").arg(engine).args(args);
+    command
+}
+
+/// accel with piped stdin, stdout and stderr.
+pub fn spawn_piped(engine: &str, args: &[&str]) -> Child {
+    accel(engine, args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn accel")
+}
+
+/// A fresh pipe: (read end, write end), close-on-exec.
+pub fn pipe() -> (OwnedFd, OwnedFd) {
+    rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).expect("pipe")
+}
+
+/// Deterministic bytes that differ everywhere (so a lost, repeated or reordered block shows).
+pub fn pattern(len: usize, seed: u64) -> Vec<u8> {
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut out = Vec::with_capacity(len + 8);
+    while out.len() < len {
+        // xorshift64*
+        state ^= state >> 12;
+        state ^= state << 25;
+        state ^= state >> 27;
+        out.extend_from_slice(&state.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes());
+    }
+    out.truncate(len);
+    out
+}
+
+/// Asserts two byte strings are equal, saying where they first differ rather than dumping MiBs.
+#[track_caller]
+pub fn assert_same(got: &[u8], want: &[u8], context: &str) {
+    if got != want {
+        let at =
+            got.iter().zip(want).position(|(a, b)| a != b).unwrap_or(got.len().min(want.len()));
+        panic!(
+            "{context}: output differs from input at byte {at} (got {} bytes, want {})",
+            got.len(),
+            want.len()
+        );
+    }
+}
+
+/// Runs `f` on a thread and waits at most `timeout` for its result; `None` if it did not finish.
+pub fn within<T: Send + 'static>(
+    timeout: Duration,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Option<T> {
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(timeout).ok()
+}
+
+/// Waits for `child` to exit, killing it and failing the test after `timeout`.
+#[track_caller]
+pub fn wait_within(child: &mut Child, timeout: Duration) -> ExitStatus {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            return status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("accel did not exit within {timeout:?}");
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Polls `condition` until it holds, failing the test after `timeout`. For conditions that
+/// depend on another process's progress (memory given back, a line arriving).
+#[track_caller]
+pub fn eventually(timeout: Duration, what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !condition() {
+        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Writes `data` to `sink` in pieces of `chunk` bytes, then closes it.
+pub fn feed(mut sink: impl Write, data: &[u8], chunk: usize) -> std::io::Result<()> {
+    for piece in data.chunks(chunk.max(1)) {
+        sink.write_all(piece)?;
+    }
+    Ok(())
+}
+
+/// Reads everything from `source`.
+pub fn drain(mut source: impl Read) -> Vec<u8> {
+    let mut out = Vec::new();
+    source.read_to_end(&mut out).expect("read accel's output");
+    out
+}
+
+/// A line from `/proc/PID/status`, in KiB (`VmRSS`, `VmHWM`).
+pub fn proc_status_kib(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("read status");
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
+}
