@@ -28,10 +28,16 @@ pub struct Cli {
     #[arg(short = 'm', long = "size", value_name = "SIZE", default_value = "32M")]
     pub size: String,
 
-    /// How bytes are moved: `copy` is the portable path (two threads, read and write through
-    /// the buffer); `auto` picks the fastest path that is safe for the descriptors.
+    /// How bytes are moved: `auto` picks the fastest path that is safe for the descriptors;
+    /// `splice` (Linux) moves them without copying where the kernel allows; `copy` is the
+    /// portable path (read into the buffer, write out of it).
     #[arg(long, value_enum, value_name = "ENGINE", default_value_t = EngineArg::Auto)]
     pub engine: EngineArg,
+
+    /// Say on stderr which way bytes go at each side (splice, read, write), and each change of
+    /// way as it happens (a descriptor refusing splice, the pipe quota running out).
+    #[arg(long)]
+    pub debug: bool,
 }
 
 /// `--engine` values.
@@ -39,6 +45,9 @@ pub struct Cli {
 pub enum EngineArg {
     /// The fastest path that is safe for the descriptors at hand.
     Auto,
+    /// Zero-copy (Linux): splice straight through, or through a few internal pipes, and copy
+    /// only beyond them or where a descriptor cannot be spliced safely.
+    Splice,
     /// Portable: read into the buffer, write from it.
     Copy,
 }

@@ -1,7 +1,7 @@
 //! The validated configuration: real types, conflicts resolved, nothing left to parse.
 
 use crate::cli::{Cli, EngineArg};
-use crate::size::{SizeError, parse_size};
+use crate::size::parse_size;
 
 /// The default buffer size, as `--help` shows it.
 pub const DEFAULT_SIZE: u64 = 32 << 20;
@@ -13,6 +13,8 @@ pub struct Config {
     pub size: usize,
     /// Which data path to use.
     pub engine: EngineArg,
+    /// Report the route and its changes on stderr.
+    pub debug: bool,
 }
 
 /// A command-line value that makes no sense; shown as `accel: -m 3Q: <why>`.
@@ -21,7 +23,7 @@ pub struct Config {
 pub struct ConfigError {
     option: &'static str,
     value: String,
-    reason: SizeError,
+    reason: String,
 }
 
 impl Config {
@@ -30,15 +32,23 @@ impl Config {
         let size = parse_size(&cli.size, 1).map_err(|reason| ConfigError {
             option: "-m",
             value: cli.size.clone(),
-            reason,
+            reason: reason.to_string(),
         })?;
-        Ok(Config { size: size as usize, engine: cli.engine })
+        #[cfg(not(target_os = "linux"))]
+        if cli.engine == EngineArg::Splice {
+            return Err(ConfigError {
+                option: "--engine",
+                value: "splice".into(),
+                reason: "splice exists only on Linux; use auto or copy".into(),
+            });
+        }
+        Ok(Config { size: size as usize, engine: cli.engine, debug: cli.debug })
     }
 }
 
 impl Default for Config {
     fn default() -> Config {
-        Config { size: DEFAULT_SIZE as usize, engine: EngineArg::Auto }
+        Config { size: DEFAULT_SIZE as usize, engine: EngineArg::Auto, debug: false }
     }
 }
 

@@ -8,7 +8,7 @@
 
 use std::fmt;
 use std::io;
-use std::os::fd::BorrowedFd;
+use std::os::fd::{AsFd, BorrowedFd};
 
 use rustix::event::{PollFd, PollFlags};
 use rustix::fs::{FileType, OFlags};
@@ -76,6 +76,29 @@ impl Endpoint {
         Ok(Endpoint { fd, name, kind, file_size, append })
     }
 
+    /// Whether bytes may be spliced out of this descriptor without risk.
+    ///
+    /// Pipes, and regular files (their pages are referenced from the page cache). Never a
+    /// terminal or an inherited socket: splicing from those holds the destination pipe's lock
+    /// while waiting for data, which would freeze whoever uses that pipe (linux-io.md, §7).
+    pub fn can_splice_from(&self) -> bool {
+        matches!(self.kind, FdKind::Pipe | FdKind::File)
+    }
+
+    /// Whether bytes may be spliced into this descriptor without risk.
+    ///
+    /// Pipes, regular files not opened with `O_APPEND` (which splice refuses), and character
+    /// devices such as `/dev/null`. Never a terminal (a stalled splice into it would make the
+    /// producer's writes uninterruptible) or an inherited socket (a blocking send holds the
+    /// source pipe's lock, stopping the input thread too).
+    pub fn can_splice_to(&self) -> bool {
+        match self.kind {
+            FdKind::Pipe | FdKind::CharDevice => true,
+            FdKind::File => !self.append,
+            FdKind::Terminal | FdKind::Socket | FdKind::Other => false,
+        }
+    }
+
     /// Reads what is available, up to `buf.len()`; 0 means end of input.
     ///
     /// Blocks until at least one byte has arrived, like `read(2)` on a blocking descriptor,
@@ -115,6 +138,12 @@ impl Endpoint {
                 Err(e) => return Err(e.into()),
             }
         }
+    }
+}
+
+impl AsFd for Endpoint {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd
     }
 }
 

@@ -30,7 +30,7 @@ use anyhow::Context;
 
 use crate::config::Config;
 use crate::endpoint::{Endpoint, FdKind, describe};
-use crate::engine::Ending;
+use crate::engine::{Ending, Route};
 use crate::exit::{BROKEN_PIPE, Exit};
 use crate::meter::Meter;
 
@@ -64,9 +64,15 @@ fn transfer(config: &Config) -> anyhow::Result<Exit> {
         }
     }
     let meter = Arc::new(Meter::new(config.size as u64));
-    let ending = engine::run(input, output, config.engine, config.size, Arc::clone(&meter))
+    let engine = engine::choose(config.engine, &input, &output);
+    let route = Arc::new(Route::plan(engine, &input, &output, config.debug));
+    let ending = engine::run(input, output, Arc::clone(&route), config.size, Arc::clone(&meter))
         .context("start the transfer")?;
     let snapshot = meter.snapshot();
+    route.note(format_args!(
+        "{route}; bytes straight through {}, via pool pipes {}, via memory {}",
+        snapshot.tiers[0], snapshot.tiers[1], snapshot.tiers[2]
+    ));
     Ok(match ending {
         Ending::Complete => Exit::Success,
         Ending::InputFailed(error) => {

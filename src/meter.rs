@@ -15,8 +15,21 @@ pub struct Meter {
     bytes_in: AtomicU64,
     bytes_out: AtomicU64,
     peak_fill: AtomicU64,
+    /// Bytes by the way they went, indexed by [`Tier`].
+    tiers: [AtomicU64; 3],
     input_held: Wait,
     output_starved: Wait,
+}
+
+/// The ways a byte can pass through accel, cheapest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tier {
+    /// Spliced from stdin straight to stdout while nothing was queued (Linux).
+    Through = 0,
+    /// Queued in one of accel's pipes, spliced in and out without a copy (Linux).
+    Pipe = 1,
+    /// Copied into accel's memory and out again.
+    Memory = 2,
 }
 
 /// Time spent in one kind of wait: finished waits added up, plus the one under way.
@@ -44,6 +57,8 @@ pub struct Snapshot {
     pub producer_blocked: Duration,
     /// How long output waited on an empty buffer: the consumer was starved.
     pub consumer_starved: Duration,
+    /// Bytes by the way they went, indexed by [`Tier`].
+    pub tiers: [u64; 3],
 }
 
 impl Snapshot {
@@ -62,15 +77,25 @@ impl Meter {
             bytes_in: AtomicU64::new(0),
             bytes_out: AtomicU64::new(0),
             peak_fill: AtomicU64::new(0),
+            tiers: Default::default(),
             input_held: Wait::default(),
             output_starved: Wait::default(),
         }
     }
 
-    /// Counts `n` bytes taken in, with `fill` bytes now held.
-    pub fn add_in(&self, n: usize, fill: usize) {
+    /// Counts `n` bytes taken into the buffer by way of `tier`, with `fill` bytes now held.
+    pub fn add_in(&self, n: usize, fill: usize, tier: Tier) {
+        self.tiers[tier as usize].fetch_add(n as u64, Relaxed);
         self.bytes_in.fetch_add(n as u64, Relaxed);
         self.peak_fill.fetch_max(fill as u64, Relaxed);
+    }
+
+    /// Counts `n` bytes passed straight through, in and out at once.
+    pub fn add_through(&self, n: usize) {
+        self.tiers[Tier::Through as usize].fetch_add(n as u64, Relaxed);
+        // Out before in would let a snapshot see more out than in; in first.
+        self.bytes_in.fetch_add(n as u64, Relaxed);
+        self.bytes_out.fetch_add(n as u64, Relaxed);
     }
 
     /// Counts `n` bytes passed on.
@@ -101,6 +126,7 @@ impl Meter {
             peak_fill: self.peak_fill.load(Relaxed),
             producer_blocked: self.input_held.read(now),
             consumer_starved: self.output_starved.read(now),
+            tiers: self.tiers.each_ref().map(|t| t.load(Relaxed)),
         }
     }
 
@@ -135,12 +161,14 @@ mod tests {
     #[test]
     fn counts_bytes_and_peak() {
         let meter = Meter::new(100);
-        meter.add_in(30, 30);
-        meter.add_in(50, 80);
+        meter.add_in(30, 30, Tier::Memory);
+        meter.add_in(50, 80, Tier::Pipe);
         meter.add_out(60);
-        meter.add_in(10, 30);
+        meter.add_in(10, 30, Tier::Memory);
+        meter.add_through(5);
         let s = meter.snapshot();
-        assert_eq!((s.bytes_in, s.bytes_out, s.fill(), s.peak_fill), (90, 60, 30, 80));
+        assert_eq!((s.bytes_in, s.bytes_out, s.fill(), s.peak_fill), (95, 65, 30, 80));
+        assert_eq!(s.tiers, [5, 50, 40]);
     }
 
     #[test]

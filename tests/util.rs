@@ -10,7 +10,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 /// Every engine `--engine` accepts; each behaviour test runs against each.
-pub const ENGINES: &[&str] = &["auto", "copy"];
+pub const ENGINES: &[&str] = &["auto", "splice", "copy"];
 
 /// What "a generous timeout" means here: long enough that only a hang or a deadlock reaches it
 /// on a loaded 2-core CI machine.

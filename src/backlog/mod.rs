@@ -4,13 +4,14 @@
 //! ever waits for the other except when the backlog is full (input waits for room) or empty
 //! (output waits for data). Everything read is visible to the output at once, so a short line
 //! passes straight through, and memory follows the backlog: chunks are mapped as it grows and
-//! unmapped as it drains, keeping only a spare or two for reuse.
+//! unmapped as it drains, keeping only a spare for reuse.
 //!
-//! The backlog is a FIFO of segments, each a run of bytes in one chunk of memory. The input
-//! thread fills the free tail of the back segment; the output thread writes from the front
-//! segment. Both do their I/O without holding the lock, on byte ranges that cannot overlap:
+//! The backlog is a FIFO of segments. A segment's bytes live in a chunk of memory, or (on
+//! Linux) in one of accel's own pipes, where they were spliced without being copied. The input
+//! thread fills the back segment; the output thread writes from the front one. Both do their
+//! I/O without holding the lock, on byte ranges that cannot overlap:
 //!
-//! - the input side only writes to bytes past the back segment's `end` (not yet committed);
+//! - the input side only writes past the back segment's `end` (not yet committed);
 //! - the output side only reads committed bytes, `start..end` of the front segment;
 //! - a segment is removed only by the output side once it is empty and no longer the back one
 //!   (so no input is under way in it), or by the input side when nothing at all is buffered (so
@@ -19,6 +20,8 @@
 //! The lock is taken twice per read or write to exchange offsets, never across a system call.
 
 mod chunk;
+#[cfg(target_os = "linux")]
+mod pipe;
 
 use std::collections::VecDeque;
 use std::io;
@@ -26,12 +29,19 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
 use chunk::Chunk;
 pub use chunk::MAX_CHUNK;
+#[cfg(target_os = "linux")]
+pub use pipe::PoolPipe;
 
-use crate::meter::Meter;
+use crate::meter::{Meter, Tier};
 
 /// Chunks kept mapped while unused, so that a steady backlog recycles memory instead of mapping
 /// and unmapping it. Anything beyond goes back to the kernel at once.
 const SPARE_CHUNKS: usize = 1;
+
+/// Empty pool pipes kept open for reuse; the rest are closed, returning their pages and the
+/// user's pipe quota.
+#[cfg(target_os = "linux")]
+const SPARE_PIPES: usize = 1;
 
 /// The shared buffer between the input and the output thread.
 #[derive(Debug)]
@@ -55,21 +65,59 @@ struct State {
     input_end: Option<io::Result<()>>,
     /// The output stopped (an error); input should stop too.
     output_closed: bool,
-    spare: Vec<Arc<Chunk>>,
+    spare_chunks: Vec<Arc<Chunk>>,
+    #[cfg(target_os = "linux")]
+    spare_pipes: Vec<Arc<PoolPipe>>,
     input_waiting: bool,
     output_waiting: bool,
 }
 
+/// Where a segment's bytes are kept.
+#[derive(Debug, Clone)]
+enum Store {
+    Memory(Arc<Chunk>),
+    #[cfg(target_os = "linux")]
+    Pipe(Arc<PoolPipe>),
+}
+
 #[derive(Debug)]
 struct Segment {
-    chunk: Arc<Chunk>,
-    /// First byte not yet written out.
+    store: Store,
+    /// Bytes consumed so far: the first byte not yet written out.
     start: usize,
-    /// One past the last byte read in.
+    /// Bytes committed so far: one past the last byte read in.
     end: usize,
 }
 
-/// Free space at the back of the backlog, which the input thread may fill and then
+impl Segment {
+    fn new(store: Store) -> Segment {
+        Segment { store, start: 0, end: 0 }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.start == self.end
+    }
+
+    /// Free bytes at the end of a memory segment; `None` for a pipe.
+    fn memory_room(&self) -> Option<usize> {
+        match &self.store {
+            Store::Memory(chunk) => Some(chunk.size() - self.end),
+            #[cfg(target_os = "linux")]
+            Store::Pipe(_) => None,
+        }
+    }
+}
+
+/// The backlog's state as the input side finds it after waiting for room.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Room {
+    /// Bytes that may still be added.
+    pub free: usize,
+    /// Nothing is buffered and no output is under way.
+    pub empty: bool,
+}
+
+/// Free memory at the back of the backlog, which the input thread may fill and then
 /// [`commit`](Backlog::commit).
 #[derive(Debug)]
 pub struct Vacant {
@@ -78,13 +126,23 @@ pub struct Vacant {
     len: usize,
 }
 
-/// Bytes at the front of the backlog, which the output thread may write and then
+/// Bytes in memory at the front of the backlog, which the output thread may write and then
 /// [`consume`](Backlog::consume).
 #[derive(Debug)]
 pub struct Filled {
     chunk: Arc<Chunk>,
     offset: usize,
     len: usize,
+}
+
+/// What the output thread finds at the front of the backlog.
+#[derive(Debug)]
+pub enum Front {
+    /// Bytes in memory.
+    Memory(Filled),
+    /// `len` bytes waiting in one of accel's pipes.
+    #[cfg(target_os = "linux")]
+    Pipe(Arc<PoolPipe>, usize),
 }
 
 impl Vacant {
@@ -127,58 +185,98 @@ impl Backlog {
         self.capacity
     }
 
+    /// The meter this backlog reports to.
+    pub fn meter(&self) -> &Meter {
+        &self.meter
+    }
+
     // ----- input side -----
 
-    /// Waits for room, then returns free space to read into; `None` once the output has closed.
+    /// Waits until there is room; `None` once the output has closed.
+    pub fn wait_for_room(&self) -> Option<Room> {
+        let state = self.room_locked();
+        (!state.output_closed)
+            .then(|| Room { free: self.capacity - state.len, empty: state.len == 0 })
+    }
+
+    /// Waits for room, then returns free memory to read into; `None` once the output has
+    /// closed. Starts a memory segment if the back one is full or a pipe.
     ///
     /// Fails only when memory for a new chunk cannot be mapped.
     pub fn reserve(&self) -> io::Result<Option<Vacant>> {
-        let mut state = self.lock();
-        if state.len >= self.capacity && !state.output_closed {
-            self.meter.input_held(true);
-            state.input_waiting = true;
-            state =
-                self.wait(&self.has_room, state, |s| s.len >= self.capacity && !s.output_closed);
-            state.input_waiting = false;
-            self.meter.input_held(false);
-        }
+        let mut state = self.room_locked();
         if state.output_closed {
             return Ok(None);
         }
-        let room = self.capacity - state.len;
+        let free = self.capacity - state.len;
         if state.len == 0 {
-            // Nothing is buffered and no output is under way: start again at the beginning of
-            // one chunk, whose pages are already resident and likely in cache.
-            while state.segments.len() > 1 {
-                let segment = state.segments.pop_front().expect("more than one segment");
-                state.recycle(segment.chunk);
-            }
-            if let Some(segment) = state.segments.front_mut() {
-                (segment.start, segment.end) = (0, 0);
-            }
+            state.rewind();
         }
-        let back_is_full =
-            state.segments.back().is_none_or(|segment| segment.end == segment.chunk.size());
-        if back_is_full {
-            let chunk = match state.spare.pop() {
+        if state.segments.back().and_then(Segment::memory_room).unwrap_or(0) == 0 {
+            let chunk = match state.spare_chunks.pop() {
                 Some(chunk) => chunk,
                 None => Arc::new(Chunk::new(self.chunk_size)?),
             };
-            state.segments.push_back(Segment { chunk, start: 0, end: 0 });
+            state.segments.push_back(Segment::new(Store::Memory(chunk)));
         }
         let back = state.segments.back().expect("a back segment");
-        let len = room.min(back.chunk.size() - back.end);
-        Ok(Some(Vacant { chunk: Arc::clone(&back.chunk), offset: back.end, len }))
+        let Store::Memory(chunk) = &back.store else { unreachable!("a memory segment") };
+        let len = free.min(chunk.size() - back.end);
+        Ok(Some(Vacant { chunk: Arc::clone(chunk), offset: back.end, len }))
     }
 
-    /// Makes the first `n` bytes of the last [`Vacant`] visible to the output.
+    /// The pipe of the back segment, to splice more into; `None` if the back is not a pipe.
+    #[cfg(target_os = "linux")]
+    pub fn back_pipe(&self) -> Option<Arc<PoolPipe>> {
+        match &self.lock().segments.back()?.store {
+            Store::Pipe(pipe) => Some(Arc::clone(pipe)),
+            Store::Memory(_) => None,
+        }
+    }
+
+    /// Starts a new segment in `pipe`, which must be empty; what is spliced into it next is
+    /// committed there.
+    #[cfg(target_os = "linux")]
+    pub fn push_pipe(&self, pipe: Arc<PoolPipe>) {
+        self.lock().segments.push_back(Segment::new(Store::Pipe(pipe)));
+    }
+
+    /// An empty pool pipe kept from earlier, if any.
+    #[cfg(target_os = "linux")]
+    pub fn spare_pipe(&self) -> Option<Arc<PoolPipe>> {
+        self.lock().spare_pipes.pop()
+    }
+
+    /// Pool pipes open right now: in segments and spare.
+    #[cfg(target_os = "linux")]
+    pub fn pipes_open(&self) -> usize {
+        let state = self.lock();
+        let in_use = state.segments.iter().filter(|s| matches!(s.store, Store::Pipe(_))).count();
+        in_use + state.spare_pipes.len()
+    }
+
+    /// Bytes held in the back segment when it is a pipe (what that pipe holds now).
+    #[cfg(target_os = "linux")]
+    pub fn back_pipe_held(&self) -> usize {
+        let state = self.lock();
+        state.segments.back().map_or(0, |s| s.end - s.start)
+    }
+
+    /// Makes `n` more bytes of the back segment visible to the output.
     pub fn commit(&self, n: usize) {
         let mut state = self.lock();
         let back = state.segments.back_mut().expect("commit follows reserve");
         back.end += n;
-        assert!(back.end <= back.chunk.size());
+        if let Store::Memory(chunk) = &back.store {
+            assert!(back.end <= chunk.size(), "committed past the end of a chunk");
+        }
+        let tier = match back.store {
+            Store::Memory(_) => Tier::Memory,
+            #[cfg(target_os = "linux")]
+            Store::Pipe(_) => Tier::Pipe,
+        };
         state.len += n;
-        self.meter.add_in(n, state.len);
+        self.meter.add_in(n, state.len, tier);
         if state.output_waiting {
             self.has_data.notify_one();
         }
@@ -191,24 +289,41 @@ impl Backlog {
         self.has_data.notify_one();
     }
 
+    /// Locks the state once there is room or the output has closed.
+    fn room_locked(&self) -> MutexGuard<'_, State> {
+        let mut state = self.lock();
+        if state.len >= self.capacity && !state.output_closed {
+            self.meter.input_held(true);
+            state.input_waiting = true;
+            state =
+                self.wait(&self.has_room, state, |s| s.len >= self.capacity && !s.output_closed);
+            state.input_waiting = false;
+            self.meter.input_held(false);
+        }
+        state
+    }
+
     // ----- output side -----
 
-    /// Waits for data, then returns the bytes at the front; `None` once input has ended and
-    /// everything was passed on.
-    pub fn next(&self) -> Option<Filled> {
+    /// Waits for data, then says where the bytes at the front are; `None` once input has
+    /// ended and everything was passed on.
+    pub fn next(&self) -> Option<Front> {
         let mut state = self.lock();
         loop {
             // Segments emptied and left behind by the input can go.
-            while state.segments.len() > 1 && state.segments[0].start == state.segments[0].end {
+            while state.segments.len() > 1 && state.segments[0].is_empty() {
                 let segment = state.segments.pop_front().expect("more than one segment");
-                state.recycle(segment.chunk);
+                state.recycle(segment.store);
             }
             if state.len > 0 {
                 let front = state.segments.front().expect("bytes are buffered");
-                return Some(Filled {
-                    chunk: Arc::clone(&front.chunk),
-                    offset: front.start,
-                    len: front.end - front.start,
+                let len = front.end - front.start;
+                return Some(match &front.store {
+                    Store::Memory(chunk) => {
+                        Front::Memory(Filled { chunk: Arc::clone(chunk), offset: front.start, len })
+                    }
+                    #[cfg(target_os = "linux")]
+                    Store::Pipe(pipe) => Front::Pipe(Arc::clone(pipe), len),
                 });
             }
             if state.input_end.is_some() {
@@ -222,12 +337,12 @@ impl Backlog {
         }
     }
 
-    /// Drops the first `n` bytes of the last [`Filled`]: they were written.
+    /// Drops the first `n` bytes at the front: they were written.
     pub fn consume(&self, n: usize) {
         let mut state = self.lock();
         let front = state.segments.front_mut().expect("consume follows next");
         front.start += n;
-        assert!(front.start <= front.end);
+        assert!(front.start <= front.end, "consumed more than was committed");
         state.len -= n;
         self.meter.add_out(n);
         if state.input_waiting {
@@ -260,12 +375,12 @@ impl Backlog {
     /// Bytes of memory mapped for the backlog right now, spares included.
     pub fn mapped(&self) -> usize {
         let state = self.lock();
-        state
-            .segments
-            .iter()
-            .map(|s| s.chunk.size())
-            .chain(state.spare.iter().map(|c| c.size()))
-            .sum()
+        let in_segments = state.segments.iter().map(|s| match &s.store {
+            Store::Memory(chunk) => chunk.size(),
+            #[cfg(target_os = "linux")]
+            Store::Pipe(_) => 0,
+        });
+        in_segments.chain(state.spare_chunks.iter().map(|c| c.size())).sum()
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -285,12 +400,35 @@ impl Backlog {
 }
 
 impl State {
-    fn recycle(&mut self, chunk: Arc<Chunk>) {
-        if self.spare.len() < SPARE_CHUNKS && Arc::strong_count(&chunk) == 1 {
-            self.spare.push(chunk);
+    /// With nothing buffered and no output under way, keeps only the back segment, rewound to
+    /// its beginning: a chunk whose pages are resident and likely in cache, or an empty pipe.
+    fn rewind(&mut self) {
+        debug_assert_eq!(self.len, 0);
+        while self.segments.len() > 1 {
+            let segment = self.segments.pop_front().expect("more than one segment");
+            self.recycle(segment.store);
         }
-        // Otherwise dropping the last Arc unmaps the chunk: memory goes back as the backlog
-        // drains.
+        if let Some(segment) = self.segments.front_mut() {
+            (segment.start, segment.end) = (0, 0);
+        }
+    }
+
+    fn recycle(&mut self, store: Store) {
+        // Only what nobody else refers to is kept; dropping the last reference unmaps a chunk or
+        // closes a pipe, so memory and pipe quota go back as the backlog drains.
+        match store {
+            Store::Memory(chunk) => {
+                if self.spare_chunks.len() < SPARE_CHUNKS && Arc::strong_count(&chunk) == 1 {
+                    self.spare_chunks.push(chunk);
+                }
+            }
+            #[cfg(target_os = "linux")]
+            Store::Pipe(pipe) => {
+                if self.spare_pipes.len() < SPARE_PIPES && Arc::strong_count(&pipe) == 1 {
+                    self.spare_pipes.push(pipe);
+                }
+            }
+        }
     }
 }
 
@@ -312,7 +450,7 @@ mod tests {
     }
 
     fn take(backlog: &Backlog) -> Option<Vec<u8>> {
-        let filled = backlog.next()?;
+        let Front::Memory(filled) = backlog.next()? else { panic!("only memory was put in") };
         let bytes = filled.as_slice().to_vec();
         backlog.consume(bytes.len());
         Some(bytes)

@@ -4,16 +4,18 @@ use std::os::fd::BorrowedFd;
 
 use rustix::io::Errno;
 
+use std::sync::OnceLock;
+
 use super::PIPE_TARGET_SIZE;
 
-/// Grows the pipe behind `fd` towards `min(PIPE_TARGET_SIZE, pipe-max-size)`.
+/// Grows the pipe behind `fd` towards [`pipe_target_size`].
 ///
 /// Best effort: over the per-user pipe quota the kernel says EPERM, and shrinking below the
 /// current contents says EBUSY; both only mean "keep the size it has". Never shrinks a pipe that
 /// is already larger. Returns the size the pipe has afterwards, or `None` when `fd` is not a pipe.
 pub fn enlarge_pipe(fd: BorrowedFd<'_>) -> Option<usize> {
     let current = rustix::pipe::fcntl_getpipe_size(fd).ok()?;
-    let mut wanted = PIPE_TARGET_SIZE.min(pipe_max_size());
+    let mut wanted = pipe_target_size();
     while wanted > current {
         match rustix::pipe::fcntl_setpipe_size(fd, wanted) {
             Ok(size) => return Some(size),
@@ -25,12 +27,17 @@ pub fn enlarge_pipe(fd: BorrowedFd<'_>) -> Option<usize> {
     Some(current)
 }
 
-/// `/proc/sys/fs/pipe-max-size`, the largest pipe an unprivileged process may ask for.
-fn pipe_max_size() -> usize {
-    std::fs::read_to_string("/proc/sys/fs/pipe-max-size")
-        .ok()
-        .and_then(|text| text.trim().parse().ok())
-        .unwrap_or(PIPE_TARGET_SIZE)
+/// `min(PIPE_TARGET_SIZE, pipe-max-size)`: the largest pipe an unprivileged process may have,
+/// up to the size we want.
+pub fn pipe_target_size() -> usize {
+    static SIZE: OnceLock<usize> = OnceLock::new();
+    *SIZE.get_or_init(|| {
+        let max = std::fs::read_to_string("/proc/sys/fs/pipe-max-size")
+            .ok()
+            .and_then(|text| text.trim().parse().ok())
+            .unwrap_or(PIPE_TARGET_SIZE);
+        PIPE_TARGET_SIZE.min(max)
+    })
 }
 
 /// Asks for transparent huge pages on `len` bytes at `addr` (best effort).

@@ -23,6 +23,8 @@ mod portable;
 use portable as imp;
 
 pub use imp::{advise_huge_pages, enlarge_pipe};
+#[cfg(target_os = "linux")]
+pub use linux::pipe_target_size;
 
 /// The size we try to give the pipes accel reads from and writes to.
 ///
