@@ -20,6 +20,7 @@ pub mod exit;
 pub mod meter;
 pub mod size;
 pub mod stdio;
+pub mod watch;
 
 mod signals;
 mod sys;

@@ -1,0 +1,1 @@
+//! The progress line (to be written).

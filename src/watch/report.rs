@@ -1,0 +1,1 @@
+//! The final report (to be written).
