@@ -10,3 +10,4 @@ mod memory;
 mod ordering;
 mod random;
 mod signals;
+mod tiers;

@@ -133,3 +133,34 @@ pub fn proc_status_kib(pid: u32, field: &str) -> u64 {
         .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
         .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
 }
+
+/// Writes `size` bytes in `write_size` pieces into `command`'s stdin while nobody reads its stdout. Returns whether
+/// the producer finished (wrote everything and closed) within `timeout`, and if so checks that
+/// the consumer, reading only afterwards, gets every byte intact.
+pub fn producer_finishes_before_consumer_reads(
+    mut command: Command,
+    size: usize,
+    write_size: usize,
+    timeout: Duration,
+) -> bool {
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let stdin = child.stdin.take().unwrap();
+    let data = pattern(size, 16);
+    let sent = data.clone();
+    let finished = within(timeout, move || feed(stdin, &sent, write_size).is_ok()).is_some();
+    if finished {
+        // Only now does the consumer read its first byte.
+        let out = drain(child.stdout.take().unwrap());
+        assert_same(&out, &data, "consumer after producer finished");
+        assert!(wait_within(&mut child, GENEROUS).success());
+    } else {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    finished
+}
