@@ -1,7 +1,7 @@
 //! The splice engine's tiers (straight through, pool pipes, memory): every byte arrives, in
 //! order, whichever tier it took, and the buffer holds what `-m` says whatever the write size.
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
