@@ -4,6 +4,8 @@
 //! `config.rs` turns this into a validated [`Config`](crate::config::Config). Nothing past
 //! `config.rs` sees clap.
 
+use std::path::PathBuf;
+
 use clap::{Parser, ValueEnum};
 
 /// Short help: what accel is for, in a few lines.
@@ -16,28 +18,95 @@ Example:
   bzip2 -dc big.tar.bz2 | accel | gzip -9 > big.tar.gz
 
 Exit status: 0 all input delivered; 1 reading failed (what was read was delivered);
-2 usage error; 3 writing failed (buffered bytes lost). Killed by SIGPIPE when the
-consumer exits early, and by SIGINT/SIGTERM/SIGHUP when sent one, like cat.";
+2 usage error; 3 writing failed (buffered bytes lost); 4 stalled (--stall-timeout).
+Killed by SIGPIPE when the consumer exits early, and by SIGINT/SIGTERM/SIGHUP when
+sent one, like cat. SIGUSR1 prints the report so far.";
 
 /// The raw command line.
 #[derive(Debug, Parser)]
 #[command(name = "accel", version, about = ABOUT, after_help = AFTER_HELP)]
 pub struct Cli {
-    /// Buffer size: at most this much is held in memory (binary suffixes: 512K, 32M, 1.5G).
-    /// Memory is taken only as the backlog grows and given back as it drains.
-    #[arg(short = 'm', long = "size", value_name = "SIZE", default_value = "32M")]
+    /// Buffer size (512K, 32M, 1.5G; binary units).
+    ///
+    /// At most this much is held. Memory is taken only as the backlog grows and given back as
+    /// it drains, so a large size costs nothing until data actually waits.
+    #[arg(
+        short = 'm',
+        long = "size",
+        value_name = "SIZE",
+        default_value = "32M",
+        help_heading = "Buffer"
+    )]
     pub size: String,
 
-    /// How bytes are moved: `auto` picks the fastest path that is safe for the descriptors;
-    /// `splice` (Linux) moves them without copying where the kernel allows; `copy` is the
-    /// portable path (read into the buffer, write out of it).
-    #[arg(long, value_enum, value_name = "ENGINE", default_value_t = EngineArg::Auto)]
+    /// Show the progress line even from a background job.
+    ///
+    /// By default it is shown when stderr is a terminal and accel's job holds the foreground,
+    /// as pv does; never into a file or pipe.
+    #[arg(short = 'p', long, help_heading = "Display", conflicts_with = "quiet")]
+    pub progress: bool,
+
+    /// Print nothing but errors.
+    #[arg(short = 'q', long, help_heading = "Display")]
+    pub quiet: bool,
+
+    /// Print a report at the end, naming the bottleneck.
+    ///
+    /// Bytes, rates, how long each side waited on the other, peak fill, and which side was the
+    /// bottleneck. Printed automatically after a progress line was shown.
+    #[arg(short = 'v', long = "stats", help_heading = "Display")]
+    pub stats: bool,
+
+    /// Write NDJSON events to FILE (default: stderr).
+    ///
+    /// A progress event every second and a summary at the end; the README lists the fields.
+    #[arg(
+        long,
+        value_name = "FILE",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "-",
+        help_heading = "Display"
+    )]
+    pub json: Option<PathBuf>,
+
+    /// Bytes to expect, for percent done and ETA.
+    ///
+    /// Default: what is left of stdin when it is a regular file.
+    #[arg(short = 's', long, value_name = "SIZE", help_heading = "Display")]
+    pub expect: Option<String>,
+
+    /// Give up after DURATION (30s, 5m) without progress.
+    ///
+    /// When no byte has moved for that long while the transfer is not finished, accel says
+    /// which side is stuck and exits with status 4.
+    #[arg(long, value_name = "DURATION", help_heading = "Buffer")]
+    pub stall_timeout: Option<String>,
+
+    /// How bytes are moved.
+    ///
+    /// `auto` picks the fastest path that is safe for the descriptors; `splice` (Linux) moves
+    /// them without copying where the kernel allows; `copy` is the portable path (read into
+    /// the buffer, write out of it).
+    #[arg(
+        long,
+        value_enum,
+        value_name = "ENGINE",
+        default_value_t = EngineArg::Auto,
+        help_heading = "Buffer"
+    )]
     pub engine: EngineArg,
 
-    /// Say on stderr which way bytes go at each side (splice, read, write), and each change of
-    /// way as it happens (a descriptor refusing splice, the pipe quota running out).
-    #[arg(long)]
+    /// Say which way bytes go (splice, read, write) and why.
+    ///
+    /// On stderr: the route at the start, each change as it happens (a descriptor refusing
+    /// splice, the pipe quota running out), and how many bytes took each way.
+    #[arg(long, help_heading = "Display")]
     pub debug: bool,
+
+    /// Print the man page or a shell completion script to stdout, then exit.
+    #[arg(long, value_enum, value_name = "WHAT", hide = true)]
+    pub generate: Option<Generate>,
 }
 
 /// `--engine` values.
@@ -50,4 +119,34 @@ pub enum EngineArg {
     Splice,
     /// Portable: read into the buffer, write from it.
     Copy,
+}
+
+/// `--generate` values: documentation derived from this very definition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Generate {
+    /// The man page (roff).
+    Man,
+    /// bash completions.
+    Bash,
+    /// zsh completions.
+    Zsh,
+    /// fish completions.
+    Fish,
+}
+
+impl Generate {
+    /// Writes the man page or completion script to `out`.
+    pub fn write(self, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+        use clap::CommandFactory;
+        use clap_complete::Shell;
+        let mut command = Cli::command();
+        let shell = match self {
+            Generate::Man => return clap_mangen::Man::new(command).render(out),
+            Generate::Bash => Shell::Bash,
+            Generate::Zsh => Shell::Zsh,
+            Generate::Fish => Shell::Fish,
+        };
+        clap_complete::generate(shell, &mut command, "accel", out);
+        Ok(())
+    }
 }

@@ -1,4 +1,8 @@
-//! The validated configuration: real types, conflicts resolved, nothing left to parse.
+//! The validated configuration: real types, conflicts resolved, decisions about the terminal
+//! taken; nothing left to parse.
+
+use std::path::PathBuf;
+use std::time::Duration;
 
 use crate::cli::{Cli, EngineArg};
 use crate::size::parse_size;
@@ -13,8 +17,41 @@ pub struct Config {
     pub size: usize,
     /// Which data path to use.
     pub engine: EngineArg,
+    /// Whether and when to draw the progress line.
+    pub progress: Progress,
+    /// Print the report at the end.
+    pub stats: bool,
+    /// Print nothing but errors.
+    pub quiet: bool,
+    /// Where NDJSON goes, if anywhere.
+    pub json: Option<JsonTarget>,
+    /// Bytes expected, when the user said (`-s`).
+    pub expect: Option<u64>,
+    /// Give up after this long without a byte moving.
+    pub stall_timeout: Option<Duration>,
     /// Report the route and its changes on stderr.
     pub debug: bool,
+}
+
+/// When the progress line is drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Progress {
+    /// Never (`-q`, or stderr is not a terminal).
+    Off,
+    /// While accel's job holds the terminal's foreground (pv's rule: nothing from a
+    /// background job).
+    Foreground,
+    /// Whenever stderr is a terminal (`-p`).
+    Always,
+}
+
+/// Where `--json` writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JsonTarget {
+    /// `--json`: stderr, beside any messages.
+    Stderr,
+    /// `--json=FILE`.
+    File(PathBuf),
 }
 
 /// A command-line value that makes no sense; shown as `accel: -m 3Q: <why>`.
@@ -27,13 +64,29 @@ pub struct ConfigError {
 }
 
 impl Config {
-    /// Validates the raw command line.
-    pub fn from_cli(cli: Cli) -> Result<Config, ConfigError> {
+    /// Validates the raw command line; `stderr_is_terminal` decides about the progress line.
+    pub fn from_cli(cli: Cli, stderr_is_terminal: bool) -> Result<Config, ConfigError> {
         let size = parse_size(&cli.size, 1).map_err(|reason| ConfigError {
             option: "-m",
             value: cli.size.clone(),
             reason: reason.to_string(),
         })?;
+        let expect = match &cli.expect {
+            None => None,
+            Some(text) => Some(parse_size(text, 0).map_err(|reason| ConfigError {
+                option: "-s",
+                value: text.clone(),
+                reason: reason.to_string(),
+            })?),
+        };
+        let stall_timeout = match &cli.stall_timeout {
+            None => None,
+            Some(text) => Some(parse_duration(text).map_err(|reason| ConfigError {
+                option: "--stall-timeout",
+                value: text.clone(),
+                reason,
+            })?),
+        };
         #[cfg(not(target_os = "linux"))]
         if cli.engine == EngineArg::Splice {
             return Err(ConfigError {
@@ -42,13 +95,71 @@ impl Config {
                 reason: "splice exists only on Linux; use auto or copy".into(),
             });
         }
-        Ok(Config { size: size as usize, engine: cli.engine, debug: cli.debug })
+        let json = cli.json.map(|path| {
+            if path.as_os_str() == "-" { JsonTarget::Stderr } else { JsonTarget::File(path) }
+        });
+        let progress = if cli.quiet || !stderr_is_terminal {
+            Progress::Off
+        } else if cli.progress {
+            Progress::Always
+        } else if json == Some(JsonTarget::Stderr) {
+            // NDJSON on the terminal is what was asked for; a redrawn line would garble it.
+            Progress::Off
+        } else {
+            Progress::Foreground
+        };
+        Ok(Config {
+            size: size as usize,
+            engine: cli.engine,
+            progress,
+            stats: cli.stats && !cli.quiet,
+            quiet: cli.quiet,
+            json,
+            expect,
+            stall_timeout,
+            debug: cli.debug,
+        })
     }
+}
+
+/// What a duration argument may look like; shown whenever one is rejected.
+const DURATION_FORMAT: &str = "a number with an optional unit ms, s, m or h (seconds if none), \
+     e.g. 30s, 5m, 1.5h";
+
+/// Parses `30s`, `5m`, `1.5h`, `250ms`, or a bare number of seconds.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let scale = match unit.trim() {
+        "ms" => 0.001,
+        "" | "s" => 1.0,
+        "m" | "min" => 60.0,
+        "h" => 3600.0,
+        _ => return Err(format!("not a duration: expected {DURATION_FORMAT}")),
+    };
+    let seconds = number
+        .parse::<f64>()
+        .ok()
+        .map(|n| n * scale)
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .ok_or_else(|| format!("not a positive duration: expected {DURATION_FORMAT}"))?;
+    Duration::try_from_secs_f64(seconds).map_err(|_| "too long".to_owned())
 }
 
 impl Default for Config {
     fn default() -> Config {
-        Config { size: DEFAULT_SIZE as usize, engine: EngineArg::Auto, debug: false }
+        Config {
+            size: DEFAULT_SIZE as usize,
+            engine: EngineArg::Auto,
+            progress: Progress::Off,
+            stats: false,
+            quiet: false,
+            json: None,
+            expect: None,
+            stall_timeout: None,
+            debug: false,
+        }
     }
 }
 
@@ -57,20 +168,51 @@ mod tests {
     use super::*;
     use clap::Parser;
 
-    fn config(args: &[&str]) -> Result<Config, ConfigError> {
-        Config::from_cli(Cli::try_parse_from([&["accel"], args].concat()).unwrap())
+    fn config(args: &[&str], terminal: bool) -> Result<Config, ConfigError> {
+        Config::from_cli(Cli::try_parse_from([&["accel"], args].concat()).unwrap(), terminal)
     }
 
     #[test]
     fn defaults() {
-        assert_eq!(config(&[]).unwrap(), Config::default());
+        assert_eq!(config(&[], false).unwrap(), Config::default());
+        assert_eq!(config(&[], true).unwrap().progress, Progress::Foreground);
     }
 
     #[test]
     fn size_errors_name_the_option_and_the_format() {
-        let message = config(&["-m", "3Q"]).unwrap_err().to_string();
+        let message = config(&["-m", "3Q"], false).unwrap_err().to_string();
         assert!(message.starts_with("-m 3Q: not a size: expected"), "{message}");
         assert!(message.contains("512K, 32M, 1.5G"), "{message}");
-        assert_eq!(config(&["--size=1.5G"]).unwrap().size, 3 << 29);
+        assert_eq!(config(&["--size=1.5G"], false).unwrap().size, 3 << 29);
+        let message = config(&["-s", "lots"], false).unwrap_err().to_string();
+        assert!(message.starts_with("-s lots: not a size"), "{message}");
+        assert_eq!(config(&["-s", "0"], false).unwrap().expect, Some(0));
+    }
+
+    #[test]
+    fn progress_follows_the_terminal_and_the_flags() {
+        let progress = |args: &[&str], terminal| config(args, terminal).unwrap().progress;
+        assert_eq!(progress(&["-p"], false), Progress::Off, "no terminal, no line");
+        assert_eq!(progress(&["-p"], true), Progress::Always);
+        assert_eq!(progress(&["-q"], true), Progress::Off);
+        assert_eq!(progress(&["--json"], true), Progress::Off, "NDJSON owns stderr");
+        assert_eq!(progress(&["--json=x.ndjson"], true), Progress::Foreground);
+        assert_eq!(config(&["--json"], false).unwrap().json, Some(JsonTarget::Stderr));
+        assert!(!config(&["-q", "-v"], true).unwrap().stats, "quiet wins");
+    }
+
+    #[test]
+    fn durations() {
+        let ok = |text| parse_duration(text).unwrap();
+        assert_eq!(ok("30s"), Duration::from_secs(30));
+        assert_eq!(ok("5m"), Duration::from_secs(300));
+        assert_eq!(ok("1.5h"), Duration::from_secs(5400));
+        assert_eq!(ok("250ms"), Duration::from_millis(250));
+        assert_eq!(ok("2"), Duration::from_secs(2));
+        for bad in ["", "s", "5x", "-1s", "0", "1e999"] {
+            assert!(parse_duration(bad).is_err(), "{bad:?}");
+        }
+        let message = config(&["--stall-timeout", "soon"], false).unwrap_err().to_string();
+        assert!(message.starts_with("--stall-timeout soon: not a duration: expected"), "{message}");
     }
 }

@@ -76,6 +76,13 @@ impl Endpoint {
         Ok(Endpoint { fd, name, kind, file_size, append })
     }
 
+    /// For a regular file, the bytes from the current offset to its end: what there is to read.
+    pub fn remaining(&self) -> Option<u64> {
+        let size = self.file_size?;
+        let offset = rustix::fs::seek(self.fd, rustix::fs::SeekFrom::Current(0)).ok()?;
+        Some(size.saturating_sub(offset))
+    }
+
     /// Whether bytes may be spliced out of this descriptor without risk.
     ///
     /// Pipes, and regular files (their pages are referenced from the page cache). Never a

@@ -29,11 +29,12 @@ use std::sync::Arc;
 
 use anyhow::Context;
 
-use crate::config::Config;
+use crate::config::{Config, JsonTarget};
 use crate::endpoint::{Endpoint, FdKind, describe};
 use crate::engine::{Ending, Route};
 use crate::exit::{BROKEN_PIPE, Exit};
-use crate::meter::Meter;
+use crate::meter::{Meter, Snapshot};
+use crate::watch::Watch;
 
 /// Runs accel between stdin and stdout as configured, printing any error, and says how to end.
 pub fn run(config: &Config, closed: stdio::Closed) -> Exit {
@@ -56,7 +57,6 @@ pub fn run(config: &Config, closed: stdio::Closed) -> Exit {
 }
 
 fn transfer(config: &Config) -> anyhow::Result<Exit> {
-    signals::install().context("install signal handlers")?;
     let input = Endpoint::inspect(rustix::stdio::stdin(), "stdin").context("inspect stdin")?;
     let output = Endpoint::inspect(rustix::stdio::stdout(), "stdout").context("inspect stdout")?;
     for endpoint in [&input, &output] {
@@ -67,6 +67,18 @@ fn transfer(config: &Config) -> anyhow::Result<Exit> {
     let meter = Arc::new(Meter::new(config.size as u64));
     let engine = engine::choose(config.engine, &input, &output);
     let route = Arc::new(Route::plan(engine, &input, &output, config.debug));
+    let expected = config.expect.or_else(|| input.remaining());
+    let watch = match Watch::new(config, Arc::clone(&meter), Arc::clone(&route), expected) {
+        Ok(watch) => watch,
+        Err(error) => {
+            if let Some(JsonTarget::File(path)) = &config.json {
+                eprintln!("accel: --json={}: {}", path.display(), describe(&error));
+            }
+            return Ok(Exit::Usage);
+        }
+    };
+    signals::install(Arc::clone(&watch)).context("install signal handlers")?;
+    watch.start().context("start the watcher")?;
     let ending = engine::run(input, output, Arc::clone(&route), config.size, Arc::clone(&meter))
         .context("start the transfer")?;
     let snapshot = meter.snapshot();
@@ -74,7 +86,14 @@ fn transfer(config: &Config) -> anyhow::Result<Exit> {
         "{route}; bytes straight through {}, via pool pipes {}, via memory {}",
         snapshot.tiers[0], snapshot.tiers[1], snapshot.tiers[2]
     ));
-    Ok(match ending {
+    let exit = conclude(ending, &snapshot);
+    watch.finish(exit);
+    Ok(exit)
+}
+
+/// Says what went wrong, if anything, and how accel ends because of it.
+fn conclude(ending: Ending, snapshot: &Snapshot) -> Exit {
+    match ending {
         Ending::Complete => Exit::Success,
         Ending::InputFailed(error) => {
             eprintln!(
@@ -96,5 +115,5 @@ fn transfer(config: &Config) -> anyhow::Result<Exit> {
             );
             Exit::OutputFailed
         }
-    })
+    }
 }

@@ -28,7 +28,17 @@ extern "C" fn main(argc: c_int, argv: *const *const c_char) -> c_int {
             return error.exit_code();
         }
     };
-    let exit = match Config::from_cli(cli) {
+    if let Some(what) = cli.generate {
+        return match what.write(&mut std::io::stdout().lock()) {
+            Ok(()) => 0,
+            Err(error) => {
+                eprintln!("accel: --generate: {error}");
+                i32::from(Exit::OutputFailed.code())
+            }
+        };
+    }
+    let stderr_is_terminal = rustix::termios::isatty(rustix::stdio::stderr());
+    let exit = match Config::from_cli(cli, stderr_is_terminal) {
         Ok(config) => accel::run(&config, closed),
         Err(error) => {
             eprintln!("accel: {error}");

@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 #[derive(Debug)]
 pub struct Meter {
     started: Instant,
+    /// Time the process spent stopped (Ctrl-Z), which does not count as running.
+    paused_ns: AtomicU64,
     capacity: u64,
     bytes_in: AtomicU64,
     bytes_out: AtomicU64,
@@ -73,6 +75,7 @@ impl Meter {
     pub fn new(capacity: u64) -> Meter {
         Meter {
             started: Instant::now(),
+            paused_ns: AtomicU64::new(0),
             capacity,
             bytes_in: AtomicU64::new(0),
             bytes_out: AtomicU64::new(0),
@@ -108,7 +111,8 @@ impl Meter {
         self.input_held.mark(self.now_ns(), waiting);
     }
 
-    /// Marks the start (`true`) or end of a wait of the output for data.
+    /// Marks the start (`true`) or end of a time the consumer had nothing to read from accel:
+    /// the output waiting for data, or (splicing straight through) the input waiting for it.
     pub fn output_starved(&self, waiting: bool) {
         self.output_starved.mark(self.now_ns(), waiting);
     }
@@ -130,15 +134,22 @@ impl Meter {
         }
     }
 
+    /// Takes `stopped` out of the clock: the job was stopped for that long (SIGTSTP).
+    pub fn pause(&self, stopped: Duration) {
+        self.paused_ns.fetch_add(stopped.as_nanos() as u64, Relaxed);
+    }
+
     fn now_ns(&self) -> u64 {
-        self.started.elapsed().as_nanos() as u64
+        (self.started.elapsed().as_nanos() as u64).saturating_sub(self.paused_ns.load(Relaxed))
     }
 }
 
 impl Wait {
+    /// Starts (`true`) or ends a wait. Starting a wait already under way keeps its start, and
+    /// ending none does nothing, so two threads may mark the same wait (see the splice engine).
     fn mark(&self, now: u64, waiting: bool) {
         if waiting {
-            self.since_ns.store(now + 1, Relaxed);
+            let _ = self.since_ns.compare_exchange(0, now + 1, Relaxed, Relaxed);
         } else {
             let since = self.since_ns.swap(0, Relaxed);
             if since != 0 {
@@ -179,8 +190,11 @@ mod tests {
         assert_eq!(meter.input_held.read(10_000), Duration::from_nanos(2_000));
         meter.input_held.mark(20_000, true);
         assert_eq!(meter.input_held.read(25_000), Duration::from_nanos(7_000));
-        // Ending a wait that never started changes nothing.
+        // Ending a wait that never started changes nothing; starting one twice keeps its start.
         meter.output_starved.mark(5_000, false);
         assert_eq!(meter.output_starved.read(9_000), Duration::ZERO);
+        meter.output_starved.mark(10_000, true);
+        meter.output_starved.mark(12_000, true);
+        assert_eq!(meter.output_starved.read(15_000), Duration::from_nanos(5_000));
     }
 }

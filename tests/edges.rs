@@ -300,6 +300,11 @@ fn help_says_what_accel_is_for() {
     }
     let out = Command::new(ACCEL).arg("--version").output().unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).starts_with("accel "));
+    // The man page and completions come from the same definition.
+    let man = Command::new(ACCEL).args(["--generate", "man"]).output().unwrap();
+    assert!(man.status.success() && String::from_utf8_lossy(&man.stdout).contains(".TH accel 1"));
+    let bash = Command::new(ACCEL).args(["--generate", "bash"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&bash.stdout).contains("--stall-timeout"));
     // Unknown options are usage errors, which do not look like data errors.
     assert_eq!(Command::new(ACCEL).arg("--bogus").output().unwrap().status.code(), Some(2));
 }

@@ -11,3 +11,4 @@ mod ordering;
 mod random;
 mod signals;
 mod tiers;
+mod watch;

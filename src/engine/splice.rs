@@ -118,6 +118,10 @@ impl<'a> Input<'a> {
     /// Splices from stdin to stdout without queueing; only while the backlog is empty, so
     /// that the output thread has nothing under way and order is kept.
     fn straight_through(&mut self) -> io::Result<Step> {
+        // The consumer is fed from here now, not by the output thread (which waits for queued
+        // data meanwhile): it goes without only while stdin is empty.
+        let meter = self.backlog.meter();
+        meter.output_starved(false);
         let flags = SpliceFlags::NONBLOCK;
         match splice(self.input.fd, None, self.output.fd, None, THROUGH_MAX, flags) {
             Ok(0) => Ok(Step::End),
@@ -131,7 +135,9 @@ impl<'a> Input<'a> {
                 if self.output.kind == FdKind::Pipe && !ready(&self.output, PollFlags::OUT)? {
                     self.output_full = true;
                 } else {
+                    meter.output_starved(true);
                     self.input.wait(PollFlags::IN)?;
+                    meter.output_starved(false);
                 }
                 Ok(Step::Again)
             }

@@ -1,6 +1,332 @@
 //! Watching the pipeline from the side: the progress line, the final report, NDJSON events and
-//! the stall watchdog. Everything here reads [`Snapshot`](crate::meter::Snapshot)s of the
-//! meter; nothing here can slow or block the data path.
+//! the stall watchdog.
+//!
+//! Everything here reads [`Snapshot`]s of the meter on its own thread (or the signal thread);
+//! nothing here can slow or block the data path. If the terminal stalls, only this thread
+//! waits.
 
 pub mod line;
 pub mod report;
+
+use std::fs::File;
+use std::io::{self, Write};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::config::{Config, JsonTarget, Progress};
+use crate::engine::Route;
+use crate::exit::Exit;
+use crate::meter::{Meter, Snapshot, Tier};
+use crate::size::Bytes;
+use line::Rates;
+
+/// How often the progress line is redrawn and the watchdog looks.
+const TICK: Duration = Duration::from_millis(500);
+
+/// NDJSON progress events go out every this many ticks (once a second).
+const JSON_EVERY: u64 = 2;
+
+/// Erases the line the cursor is on: back to column 0, clear to its end.
+const CLEAR_LINE: &str = "\r\x1b[K";
+
+/// The watcher of one run.
+pub struct Watch {
+    meter: Arc<Meter>,
+    route: Arc<Route>,
+    progress: Progress,
+    stats: bool,
+    quiet: bool,
+    expected: Option<u64>,
+    stall_timeout: Option<Duration>,
+    state: Mutex<State>,
+}
+
+struct State {
+    rates: Rates,
+    /// A progress line is on the terminal now.
+    drawn: bool,
+    /// A progress line was shown at some point: the report follows at the end.
+    shown: bool,
+    json: Option<Box<dyn Write + Send>>,
+    /// When the job was stopped (SIGTSTP), to take the stop out of the clock.
+    stopped_at: Option<Instant>,
+    /// The counters when they last moved, and when (by the meter's clock).
+    last_motion: (u64, u64, Duration),
+    /// The end was reported; nothing more is drawn or written.
+    finished: bool,
+}
+
+impl Watch {
+    /// A watcher for `config`'s display options; opens the `--json` file.
+    pub fn new(
+        config: &Config,
+        meter: Arc<Meter>,
+        route: Arc<Route>,
+        expected: Option<u64>,
+    ) -> io::Result<Arc<Watch>> {
+        let json: Option<Box<dyn Write + Send>> = match &config.json {
+            None => None,
+            Some(JsonTarget::Stderr) => Some(Box::new(io::stderr())),
+            Some(JsonTarget::File(path)) => Some(Box::new(File::create(path)?)),
+        };
+        Ok(Arc::new(Watch {
+            meter,
+            route,
+            progress: config.progress,
+            stats: config.stats,
+            quiet: config.quiet,
+            expected,
+            stall_timeout: config.stall_timeout,
+            state: Mutex::new(State {
+                rates: Rates::new(),
+                drawn: false,
+                shown: false,
+                json,
+                stopped_at: None,
+                last_motion: (0, 0, Duration::ZERO),
+                finished: false,
+            }),
+        }))
+    }
+
+    /// Starts the watcher thread, if anything needs watching.
+    pub fn start(self: &Arc<Watch>) -> io::Result<()> {
+        let needed = self.progress != Progress::Off
+            || self.lock().json.is_some()
+            || self.stall_timeout.is_some();
+        if needed {
+            let watch = Arc::clone(self);
+            thread::Builder::new().name("accel-watch".into()).spawn(move || {
+                for tick in 1.. {
+                    thread::sleep(TICK);
+                    if !watch.tick(tick) {
+                        break;
+                    }
+                }
+            })?;
+        }
+        Ok(())
+    }
+
+    /// One look at the counters; `false` once the run has finished.
+    fn tick(&self, tick: u64) -> bool {
+        let mut state = self.lock();
+        if state.finished {
+            return false;
+        }
+        if state.stopped_at.is_some() {
+            return true;
+        }
+        let snapshot = self.meter.snapshot();
+        state.rates.update(&snapshot);
+        if let Some(exit) = self.stalled(&mut state, &snapshot) {
+            drop(state);
+            self.finish(exit);
+            std::process::exit(exit.terminate());
+        }
+        if tick % JSON_EVERY == 0 {
+            let event = progress_event(&snapshot, &state.rates);
+            write_json(&mut state, &event);
+        }
+        self.draw(&mut state, &snapshot);
+        true
+    }
+
+    /// The watchdog: `Some` once nothing has moved for `--stall-timeout`, having said which
+    /// side is stuck.
+    fn stalled(&self, state: &mut State, snapshot: &Snapshot) -> Option<Exit> {
+        let timeout = self.stall_timeout?;
+        let (bytes_in, bytes_out, since) = state.last_motion;
+        if (snapshot.bytes_in, snapshot.bytes_out) != (bytes_in, bytes_out) {
+            state.last_motion = (snapshot.bytes_in, snapshot.bytes_out, snapshot.elapsed);
+            return None;
+        }
+        let still = snapshot.elapsed.saturating_sub(since);
+        if still < timeout {
+            return None;
+        }
+        self.clear(state);
+        let still = line::duration(still);
+        if snapshot.fill() > 0 {
+            eprintln!(
+                "accel: stalled: nothing written for {still} with {} waiting; the consumer is \
+                 not reading",
+                Bytes(snapshot.fill())
+            );
+        } else {
+            eprintln!("accel: stalled: no input for {still}; the producer is not writing");
+        }
+        Some(Exit::Stalled)
+    }
+
+    /// Redraws the progress line, when one is wanted and the terminal is ours.
+    fn draw(&self, state: &mut State, snapshot: &Snapshot) {
+        let ours = match self.progress {
+            Progress::Off => return,
+            Progress::Always => true,
+            Progress::Foreground => in_foreground(),
+        };
+        if !ours {
+            // A background job draws nothing; what it drew before belongs to the past.
+            state.drawn = false;
+            return;
+        }
+        let width = terminal_width().unwrap_or(80).saturating_sub(1);
+        let text = line::render(snapshot, &state.rates, self.expected, width);
+        let mut stderr = io::stderr().lock();
+        let _ = write!(stderr, "\r{text}\x1b[K");
+        let _ = stderr.flush();
+        state.drawn = true;
+        state.shown = true;
+    }
+
+    fn clear(&self, state: &mut State) {
+        if state.drawn {
+            let _ = io::stderr().write_all(CLEAR_LINE.as_bytes());
+            state.drawn = false;
+        }
+    }
+
+    /// Reports the end: clears the progress line, prints the report (with `-v`, or after a
+    /// progress line) and the NDJSON summary. Only the first call does anything.
+    pub fn finish(&self, exit: Exit) {
+        let mut state = self.lock();
+        if state.finished {
+            return;
+        }
+        state.finished = true;
+        self.clear(&mut state);
+        let snapshot = self.meter.snapshot();
+        if (self.stats || state.shown) && !self.quiet {
+            eprint!("{}", self.report(&snapshot));
+        }
+        let mut event = summary_event(&snapshot, &self.route, exit);
+        if let (Some(total), Some(map)) = (self.expected, event.as_object_mut()) {
+            map.insert("expected_bytes".into(), total.into());
+        }
+        write_json(&mut state, &event);
+    }
+
+    /// SIGUSR1: the report so far, as `dd` does; the run goes on.
+    pub fn report_now(&self) {
+        if self.quiet {
+            return;
+        }
+        let mut state = self.lock();
+        self.clear(&mut state);
+        eprint!("{}", self.report(&self.meter.snapshot()));
+    }
+
+    /// SIGWINCH: re-fit the line to the new width at once.
+    pub fn redraw(&self) {
+        let mut state = self.lock();
+        if state.drawn && !state.finished {
+            let snapshot = self.meter.snapshot();
+            self.draw(&mut state, &snapshot);
+        }
+    }
+
+    /// SIGTSTP: the job is about to stop; clear the line and stop the clock.
+    pub fn stop(&self) {
+        let mut state = self.lock();
+        self.clear(&mut state);
+        state.stopped_at = Some(Instant::now());
+    }
+
+    /// SIGCONT: the job goes on; the time it was stopped does not count.
+    pub fn resume(&self) {
+        let mut state = self.lock();
+        if let Some(at) = state.stopped_at.take() {
+            self.meter.pause(at.elapsed());
+        }
+    }
+
+    fn report(&self, snapshot: &Snapshot) -> String {
+        let mut text = report::report(snapshot);
+        if !text.ends_with('\n') {
+            text.push('\n');
+        }
+        text
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+fn write_json(state: &mut State, event: &serde_json::Value) {
+    if let Some(out) = &mut state.json {
+        // One write per line, so that lines from a watcher and a signal never interleave.
+        let _ = out.write_all(format!("{event}\n").as_bytes());
+        let _ = out.flush();
+    }
+}
+
+/// `{"event":"progress",...}`: the counters now.
+fn progress_event(snapshot: &Snapshot, rates: &Rates) -> serde_json::Value {
+    json!({
+        "event": "progress",
+        "seconds": snapshot.elapsed.as_secs_f64(),
+        "bytes_in": snapshot.bytes_in,
+        "bytes_out": snapshot.bytes_out,
+        "fill_bytes": snapshot.fill(),
+        "capacity_bytes": snapshot.capacity,
+        "rate_in": rates.input(),
+        "rate_out": rates.output(),
+        "producer_blocked_s": snapshot.producer_blocked.as_secs_f64(),
+        "consumer_starved_s": snapshot.consumer_starved.as_secs_f64(),
+    })
+}
+
+/// `{"event":"summary",...}`: the whole run, once, at the end.
+fn summary_event(snapshot: &Snapshot, route: &Route, exit: Exit) -> serde_json::Value {
+    let tier = |t: Tier| snapshot.tiers[t as usize];
+    let mut event = json!({
+        "event": "summary",
+        "bytes_in": snapshot.bytes_in,
+        "bytes_out": snapshot.bytes_out,
+        "seconds": snapshot.elapsed.as_secs_f64(),
+        "producer_blocked_s": snapshot.producer_blocked.as_secs_f64(),
+        "consumer_starved_s": snapshot.consumer_starved.as_secs_f64(),
+        "peak_fill_bytes": snapshot.peak_fill,
+        "capacity_bytes": snapshot.capacity,
+        "bottleneck": report::bottleneck(snapshot).as_str(),
+        "engine": route.engine.to_string(),
+        "tiers": {
+            "through": tier(Tier::Through),
+            "pipes": tier(Tier::Pipe),
+            "memory": tier(Tier::Memory),
+        },
+        "exit": exit.code(),
+    });
+    if let (Exit::Signal(signal), Some(map)) = (exit, event.as_object_mut()) {
+        map.insert("signal".into(), signal_name(signal).into());
+    }
+    event
+}
+
+fn signal_name(signal: i32) -> String {
+    use signal_hook::consts::signal::*;
+    match signal {
+        SIGPIPE => "SIGPIPE".into(),
+        SIGINT => "SIGINT".into(),
+        SIGTERM => "SIGTERM".into(),
+        SIGHUP => "SIGHUP".into(),
+        other => format!("signal {other}"),
+    }
+}
+
+/// Whether accel's process group holds stderr's terminal (it is not a background job).
+fn in_foreground() -> bool {
+    let stderr = rustix::stdio::stderr();
+    rustix::termios::tcgetpgrp(stderr).is_ok_and(|group| group == rustix::process::getpgrp())
+}
+
+/// The width of stderr's terminal.
+fn terminal_width() -> Option<usize> {
+    let size = rustix::termios::tcgetwinsize(rustix::stdio::stderr()).ok()?;
+    (size.ws_col > 0).then_some(usize::from(size.ws_col))
+}

@@ -1,1 +1,368 @@
-//! The final report (to be written).
+//! The final report, and the verdict that names the bottleneck.
+//!
+//! Every pipeline buffer can say how many bytes went by; what accel can say besides is which side
+//! held the other up, because the meter timed both kinds of wait: input held back by a full
+//! buffer, and output waiting on an empty one. This module owns turning those two times into a
+//! verdict and laying out the `--stats` lines around it. It is pure: everything it says comes
+//! from one [`Snapshot`], so the caller decides where the lines go and what prefixes them.
+
+use std::time::Duration;
+
+use crate::meter::Snapshot;
+use crate::size::Bytes;
+use crate::watch::line::{average_input, average_output, duration, rate};
+
+/// The share of the run one side must have spent waiting before it counts as held up.
+///
+/// A tenth: every run waits a little (for the first bytes, for a scheduler tick, for the buffer
+/// to drain at the very end), and a verdict on a few percent of waiting would name a culprit for
+/// noise. Above a tenth of the run, the waiting side could have gone at least that much faster,
+/// which is worth telling.
+const SIGNIFICANT: f64 = 0.10;
+
+/// Runs shorter than this get no verdict: thread start-up and the first reads alone take a good
+/// part of it, so the shares of waiting would say more about starting than about the pipeline.
+const SHORTEST: Duration = Duration::from_millis(100);
+
+/// What a Linux pipe holds by default: 16 pages of 4 KiB. A buffer that never held more did
+/// nothing a plain `|` would not have done.
+const PIPE_SIZE: u64 = 64 << 10;
+
+/// Which side of the pipeline held the other up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bottleneck {
+    /// The input was the slow side: the output waited on an empty buffer.
+    Producer,
+    /// The output was the slow side: the input was held back by a full buffer.
+    Consumer,
+    /// Neither side waited much on the other, or the run was too short to tell.
+    None,
+}
+
+impl Bottleneck {
+    /// The name used in JSON: `producer`, `consumer` or `none`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Bottleneck::Producer => "producer",
+            Bottleneck::Consumer => "consumer",
+            Bottleneck::None => "none",
+        }
+    }
+}
+
+/// Names the side that held the other up, if either did.
+///
+/// The consumer is the bottleneck when the buffer was full (the producer held back) for at
+/// least a tenth of the run and for longer than it was empty; the producer, when the buffer was
+/// empty (the consumer waiting) for at least a tenth of the run and for longer than it was full.
+/// Runs under 0.1 s, and runs in which no byte moved, are [`Bottleneck::None`].
+pub fn bottleneck(snapshot: &Snapshot) -> Bottleneck {
+    match judge(snapshot) {
+        Judgement::Consumer => Bottleneck::Consumer,
+        Judgement::Producer => Bottleneck::Producer,
+        Judgement::TooShort | Judgement::Idle | Judgement::InTurn | Judgement::Neither => {
+            Bottleneck::None
+        }
+    }
+}
+
+/// Why a run got the verdict it got; finer than [`Bottleneck`], for the words of [`verdict`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Judgement {
+    TooShort,
+    Idle,
+    Consumer,
+    Producer,
+    /// Both sides waited a significant share, equally long: they took turns.
+    InTurn,
+    Neither,
+}
+
+fn judge(snapshot: &Snapshot) -> Judgement {
+    if snapshot.elapsed < SHORTEST {
+        return Judgement::TooShort;
+    }
+    if snapshot.bytes_in == 0 && snapshot.bytes_out == 0 {
+        return Judgement::Idle;
+    }
+    let significant = snapshot.elapsed.mul_f64(SIGNIFICANT);
+    let (full, empty) = (snapshot.producer_blocked, snapshot.consumer_starved);
+    if full.max(empty) < significant {
+        Judgement::Neither
+    } else if full > empty {
+        Judgement::Consumer
+    } else if empty > full {
+        Judgement::Producer
+    } else {
+        Judgement::InTurn
+    }
+}
+
+/// The verdict in plain words, one line, e.g.
+/// `bottleneck: consumer - the buffer was full 83% of the time; the producer was held back 41.0 s`.
+pub fn verdict(snapshot: &Snapshot) -> String {
+    let full = share_of_run(snapshot.producer_blocked, snapshot.elapsed);
+    let empty = share_of_run(snapshot.consumer_starved, snapshot.elapsed);
+    match judge(snapshot) {
+        Judgement::TooShort => {
+            format!("no bottleneck: the run was too short to tell ({})", span(snapshot.elapsed))
+        }
+        Judgement::Idle => "no bottleneck: no data passed".to_string(),
+        Judgement::Consumer => format!(
+            "bottleneck: consumer - the buffer was full {full} of the time; \
+             the producer was held back {}",
+            span(snapshot.producer_blocked)
+        ),
+        Judgement::Producer => format!(
+            "bottleneck: producer - the buffer was empty {empty} of the time; \
+             the consumer waited {} for data",
+            span(snapshot.consumer_starved)
+        ),
+        Judgement::InTurn => format!(
+            "no bottleneck: the sides took turns waiting (buffer full {full}, empty {empty} \
+             of the time); a larger buffer may help"
+        ),
+        Judgement::Neither if snapshot.peak_fill <= PIPE_SIZE => {
+            "no bottleneck: neither side waited long on the other, and the buffer never held \
+             more than a pipe does (accel was not needed)"
+                .to_string()
+        }
+        Judgement::Neither => format!(
+            "no bottleneck: neither side waited long on the other; the buffer absorbed up to {}",
+            Bytes(snapshot.peak_fill)
+        ),
+    }
+}
+
+/// The `--stats` report: a few aligned lines, the verdict last, without trailing newline or
+/// prefix; the caller adds `accel: ` or whatever it likes to each line.
+pub fn report(snapshot: &Snapshot) -> String {
+    let count_width = snapshot.bytes_in.max(snapshot.bytes_out).to_string().len();
+    let counted = |bytes: u64, per_second: f64| {
+        format!(
+            "{bytes:>count_width$} bytes  {:>8}  {:>10} on average",
+            Bytes(bytes).to_string(),
+            rate(per_second)
+        )
+    };
+    let mut lines = vec![
+        ("in", counted(snapshot.bytes_in, average_input(snapshot))),
+        ("out", counted(snapshot.bytes_out, average_output(snapshot))),
+        ("time", span(snapshot.elapsed)),
+        (
+            "producer",
+            format!(
+                "held back {}, {} of the run: the buffer was full",
+                span(snapshot.producer_blocked),
+                share_of_run(snapshot.producer_blocked, snapshot.elapsed)
+            ),
+        ),
+        (
+            "consumer",
+            format!(
+                "waited {}, {} of the run: the buffer was empty",
+                span(snapshot.consumer_starved),
+                share_of_run(snapshot.consumer_starved, snapshot.elapsed)
+            ),
+        ),
+        (
+            "peak fill",
+            format!(
+                "{}, {} of the {} buffer",
+                Bytes(snapshot.peak_fill),
+                // Clamped, like the bar: the fill may pass the capacity by part of a read.
+                share(snapshot.peak_fill.min(snapshot.capacity), snapshot.capacity),
+                Bytes(snapshot.capacity)
+            ),
+        ),
+    ];
+    let tiered: u64 = snapshot.tiers.iter().fold(0, |sum, &n| sum.saturating_add(n));
+    if tiered > 0 {
+        let [through, pipes, memory] = snapshot.tiers.map(|n| share(n, tiered));
+        lines.push((
+            "bytes went",
+            format!("straight through {through}, pool pipes {pipes}, memory {memory}"),
+        ));
+    }
+    let label_width = lines.iter().map(|(label, _)| label.len()).max().unwrap_or(0);
+    let mut report: String =
+        lines.iter().map(|(label, text)| format!("{label:<label_width$}  {text}\n")).collect();
+    report += &verdict(snapshot);
+    report
+}
+
+/// A span of time as the report shows it: tenths of a second under a minute, where waits are
+/// usually short and `0:00:00` would hide them; `h:mm:ss` beyond.
+fn span(d: Duration) -> String {
+    if d < Duration::from_secs(60) { format!("{:.1} s", d.as_secs_f64()) } else { duration(d) }
+}
+
+/// How much of a run of `elapsed` the wait `part` took, as [`share`] says it.
+fn share_of_run(part: Duration, elapsed: Duration) -> String {
+    // The ongoing wait is read a moment after the elapsed time, so it may pass it by a hair.
+    let part = part.min(elapsed);
+    let nanos = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+    share(nanos(part), nanos(elapsed))
+}
+
+/// `part` as a whole percentage of `whole`, rounded; but never `0%` for something nor `100%`
+/// for less than everything, since those would read as "never" and "always".
+fn share(part: u64, whole: u64) -> String {
+    if whole == 0 {
+        return "0%".to_string();
+    }
+    let percent = (u128::from(part) * 100 + u128::from(whole) / 2) / u128::from(whole);
+    if part > 0 && percent == 0 {
+        "<1%".to_string()
+    } else if part < whole && percent >= 100 {
+        ">99%".to_string()
+    } else {
+        format!("{percent}%")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1 << 20;
+
+    /// A finished run of `seconds`, 1 GiB through a 64 MiB buffer, with the given waits.
+    fn run(seconds: f64, held_back: f64, waited: f64) -> Snapshot {
+        Snapshot {
+            elapsed: Duration::from_secs_f64(seconds),
+            capacity: 64 * MIB,
+            bytes_in: 1 << 30,
+            bytes_out: 1 << 30,
+            peak_fill: 64 * MIB,
+            producer_blocked: Duration::from_secs_f64(held_back),
+            consumer_starved: Duration::from_secs_f64(waited),
+            tiers: [0, 160 * MIB, 864 * MIB],
+        }
+    }
+
+    #[test]
+    fn a_slow_consumer_is_named() {
+        let snapshot = run(50.0, 41.5, 0.2);
+        assert_eq!(bottleneck(&snapshot), Bottleneck::Consumer);
+        assert_eq!(
+            verdict(&snapshot),
+            "bottleneck: consumer - the buffer was full 83% of the time; \
+             the producer was held back 41.5 s"
+        );
+    }
+
+    #[test]
+    fn a_slow_producer_is_named() {
+        let snapshot = Snapshot { peak_fill: 4096, ..run(64.0, 0.0, 62.0) };
+        assert_eq!(bottleneck(&snapshot), Bottleneck::Producer);
+        assert_eq!(
+            verdict(&snapshot),
+            "bottleneck: producer - the buffer was empty 97% of the time; \
+             the consumer waited 0:01:02 for data"
+        );
+    }
+
+    #[test]
+    fn a_balanced_run_has_no_bottleneck() {
+        let small = Snapshot { peak_fill: 60 << 10, ..run(10.0, 0.5, 0.9) };
+        assert_eq!(bottleneck(&small), Bottleneck::None);
+        assert!(verdict(&small).starts_with("no bottleneck: neither side"), "{}", verdict(&small));
+        assert!(verdict(&small).ends_with("(accel was not needed)"));
+        // A buffer that held more than a pipe could did its work, even if no one waited.
+        let absorbed = run(10.0, 0.5, 0.9);
+        assert_eq!(bottleneck(&absorbed), Bottleneck::None);
+        assert!(verdict(&absorbed).ends_with("the buffer absorbed up to 64 MiB"));
+    }
+
+    #[test]
+    fn the_threshold_is_a_tenth_of_the_run() {
+        assert_eq!(bottleneck(&run(10.0, 0.99, 0.0)), Bottleneck::None);
+        assert_eq!(bottleneck(&run(10.0, 1.0, 0.0)), Bottleneck::Consumer);
+        assert_eq!(bottleneck(&run(10.0, 0.0, 1.0)), Bottleneck::Producer);
+        // Both significant: the longer wait decides.
+        assert_eq!(bottleneck(&run(10.0, 4.0, 3.0)), Bottleneck::Consumer);
+        assert_eq!(bottleneck(&run(10.0, 3.0, 4.0)), Bottleneck::Producer);
+        let in_turn = run(10.0, 4.0, 4.0);
+        assert_eq!(bottleneck(&in_turn), Bottleneck::None);
+        assert!(verdict(&in_turn).contains("took turns"), "{}", verdict(&in_turn));
+    }
+
+    #[test]
+    fn short_or_idle_runs_have_no_bottleneck() {
+        let zero = run(0.0, 0.0, 0.0);
+        assert_eq!(bottleneck(&zero), Bottleneck::None);
+        assert_eq!(verdict(&zero), "no bottleneck: the run was too short to tell (0.0 s)");
+        // All waiting, but under a tenth of a second.
+        assert_eq!(bottleneck(&run(0.09, 0.09, 0.0)), Bottleneck::None);
+        let idle = Snapshot { bytes_in: 0, bytes_out: 0, ..run(30.0, 0.0, 30.0) };
+        assert_eq!(bottleneck(&idle), Bottleneck::None);
+        assert_eq!(verdict(&idle), "no bottleneck: no data passed");
+        // No division by zero anywhere in the report either.
+        let report = report(&zero);
+        assert!(report.contains("0.0 s, 0% of the run"), "{report}");
+    }
+
+    #[test]
+    fn json_names() {
+        let names =
+            [Bottleneck::Producer, Bottleneck::Consumer, Bottleneck::None].map(|b| b.as_str());
+        assert_eq!(names, ["producer", "consumer", "none"]);
+    }
+
+    #[test]
+    fn the_report_of_a_consumer_bound_run() {
+        let snapshot =
+            Snapshot { bytes_in: 1_073_741_824, bytes_out: 1_006_632_960, ..run(50.0, 41.5, 0.2) };
+        assert_eq!(
+            report(&snapshot),
+            "in          1073741824 bytes     1 GiB  20.5 MiB/s on average\n\
+             out         1006632960 bytes   960 MiB  19.2 MiB/s on average\n\
+             time        50.0 s\n\
+             producer    held back 41.5 s, 83% of the run: the buffer was full\n\
+             consumer    waited 0.2 s, <1% of the run: the buffer was empty\n\
+             peak fill   64 MiB, 100% of the 64 MiB buffer\n\
+             bytes went  straight through 0%, pool pipes 16%, memory 84%\n\
+             bottleneck: consumer - the buffer was full 83% of the time; \
+             the producer was held back 41.5 s"
+        );
+    }
+
+    #[test]
+    fn the_report_is_short_and_ends_with_the_verdict() {
+        for snapshot in [run(50.0, 41.5, 0.2), run(0.0, 0.0, 0.0), run(3_700.0, 10.0, 3_000.0)] {
+            let report = report(&snapshot);
+            let lines: Vec<&str> = report.lines().collect();
+            assert!(lines.len() <= 8, "{report}");
+            assert_eq!(*lines.last().unwrap(), verdict(&snapshot));
+            assert!(report.contains("1073741824 bytes"), "{report}");
+        }
+        let long = report(&run(3_700.0, 10.0, 3_000.0));
+        assert!(long.contains("time        1:01:40\n"), "{long}");
+        assert!(long.contains("waited 0:50:00, 81% of the run"), "{long}");
+    }
+
+    #[test]
+    fn tiers_only_when_something_was_counted() {
+        let untiered = Snapshot { tiers: [0; 3], ..run(10.0, 0.0, 0.0) };
+        assert!(!report(&untiered).contains("bytes went"));
+        let through = Snapshot { tiers: [800, 150, 50], ..run(10.0, 0.0, 0.0) };
+        assert!(
+            report(&through)
+                .contains("bytes went  straight through 80%, pool pipes 15%, memory 5%")
+        );
+    }
+
+    #[test]
+    fn shares_never_say_never_or_always_wrongly() {
+        assert_eq!(share(0, 100), "0%");
+        assert_eq!(share(1, 1000), "<1%");
+        assert_eq!(share(50, 100), "50%");
+        assert_eq!(share(999, 1000), ">99%");
+        assert_eq!(share(100, 100), "100%");
+        assert_eq!(share(5, 0), "0%");
+        assert_eq!(share(u64::MAX, u64::MAX), "100%");
+        // A wait read a hair after the elapsed time is the whole run, not more.
+        assert_eq!(share_of_run(Duration::from_secs(11), Duration::from_secs(10)), "100%");
+    }
+}
