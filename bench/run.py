@@ -78,6 +78,10 @@ MIB = 1 << 20
 GIB = 1 << 30
 
 DEFAULT_VARIANTS = "accel=accel,accel-copy=accel --engine copy"
+
+# Commands whose stderr is a pseudo-terminal (variants named NAME+tty), so that a progress
+# line is really drawn; what they draw is read and discarded.
+TTY_STDERR: set[tuple[str, ...]] = set()
 SECTIONS = ("seed", "throughput", "latency", "rss")
 CORPUS_VERSION = 2  # bump when the file selection changes, to invalidate cached corpora
 CORPUS_ROOTS = [
@@ -154,6 +158,8 @@ def parse_variants(spec: str, accel: str) -> list[Tool]:
             raise SystemExit(f"run.py: empty command in variant {item!r}")
         if any(t.name == name for t in tools):
             raise SystemExit(f"run.py: duplicate variant name {name!r}")
+        if name.endswith("+tty"):
+            TTY_STDERR.add(tuple(argv))
         tools.append(
             Tool(name, argv, "variant", set_size(argv, "1G"), set_size(argv, "512M"))
         )
@@ -298,9 +304,12 @@ def run_pipeline(stages: list[list[str]], stdin_path: str | None = None,
         prev = stdin_f
         for i, argv in enumerate(stages):
             last = i == len(stages) - 1
+            stderr = errfiles[i]
+            if tuple(argv) in TTY_STDERR:
+                stderr = tty_sink()
             try:
                 p = subprocess.Popen(argv, stdin=prev, stdout=out_f if last else subprocess.PIPE,
-                                     stderr=errfiles[i])
+                                     stderr=stderr)
             except OSError as e:
                 spawn_error = f"cannot start `{argv[0]}`: {e.strerror or e}"
                 break
@@ -309,6 +318,8 @@ def run_pipeline(stages: list[list[str]], stdin_path: str | None = None,
                 # the previous stage when this one dies.
                 if prev is not stdin_f:
                     prev.close()
+                if stderr is not errfiles[i]:
+                    os.close(stderr)
             procs.append(p)
             prev = p.stdout
     finally:
@@ -352,6 +363,25 @@ def run_pipeline(stages: list[list[str]], stdin_path: str | None = None,
                 parts.append(f"{msg}: {line}" if line and not parts else msg)
             error = parts[0] + (f" (also {', '.join(parts[1:])})" if parts[1:] else "")
     return RunResult(t1 - t0, results, error, killed.is_set())
+
+
+def tty_sink() -> int:
+    """The slave end of a new 120-column pseudo-terminal whose output is read and dropped."""
+    import pty
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 120, 0, 0))
+
+    def drain() -> None:
+        try:
+            while os.read(master, 65536):
+                pass
+        except OSError:
+            pass  # EIO once the last writer has closed the slave
+        finally:
+            os.close(master)
+
+    threading.Thread(target=drain, daemon=True).start()
+    return slave
 
 
 def sanity_check(tool: Tool, timeout: float = 60.0) -> str | None:

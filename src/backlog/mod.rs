@@ -26,6 +26,7 @@ mod pipe;
 use std::collections::VecDeque;
 use std::io;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 
 use chunk::Chunk;
 pub use chunk::MAX_CHUNK;
@@ -34,14 +35,18 @@ pub use pipe::PoolPipe;
 
 use crate::meter::{Meter, Tier};
 
-/// Chunks kept mapped while unused, so that a steady backlog recycles memory instead of mapping
-/// and unmapping it. Anything beyond goes back to the kernel at once.
-const SPARE_CHUNKS: usize = 1;
+/// Chunks and pool pipes kept once the backlog has drained. While a backlog stands, every
+/// drained chunk or pipe is kept for the input to reuse: mapping a fresh chunk means the kernel
+/// zeroes it again, which cost a fifth of accel's CPU with a standing backlog. Once the backlog
+/// has stayed empty for [`GIVE_BACK_AFTER`], all but this many go back to the kernel.
+const SPARES_WHEN_DRAINED: usize = 1;
 
-/// Empty pool pipes kept open for reuse; the rest are closed, returning their pages and the
-/// user's pipe quota.
-#[cfg(target_os = "linux")]
-const SPARE_PIPES: usize = 1;
+/// How long the backlog must stay empty before its spare memory and pipes are given back.
+const GIVE_BACK_AFTER: Duration = Duration::from_secs(1);
+
+/// A full backlog resumes input once 1/RESUME_FRACTION of it is free, or RESUME_MAX bytes.
+const RESUME_FRACTION: usize = 16;
+const RESUME_MAX: usize = 1 << 20;
 
 /// The shared buffer between the input and the output thread.
 #[derive(Debug)]
@@ -52,6 +57,10 @@ pub struct Backlog {
     /// Signalled when room appears or output closes; the input thread waits on it.
     has_room: Condvar,
     capacity: usize,
+    /// A full backlog takes input again once this much room has been made, not at the first
+    /// byte: with a consumer that reads 64 KiB at a time, waking the input for every read
+    /// would cost a futex wakeup and a small read per 64 KiB.
+    resume_gap: usize,
     chunk_size: usize,
     meter: Arc<Meter>,
 }
@@ -175,6 +184,7 @@ impl Backlog {
             has_data: Condvar::new(),
             has_room: Condvar::new(),
             capacity,
+            resume_gap: (capacity / RESUME_FRACTION).clamp(1, RESUME_MAX),
             chunk_size,
             meter,
         }
@@ -295,8 +305,8 @@ impl Backlog {
         if state.len >= self.capacity && !state.output_closed {
             self.meter.input_held(true);
             state.input_waiting = true;
-            state =
-                self.wait(&self.has_room, state, |s| s.len >= self.capacity && !s.output_closed);
+            let resume = self.capacity - self.resume_gap;
+            state = self.wait(&self.has_room, state, |s| s.len > resume && !s.output_closed);
             state.input_waiting = false;
             self.meter.input_held(false);
         }
@@ -327,11 +337,25 @@ impl Backlog {
                 });
             }
             if state.input_end.is_some() {
+                state.give_back_spares();
                 return None;
             }
             self.meter.output_starved(true);
             state.output_waiting = true;
-            state = self.wait(&self.has_data, state, |s| s.len == 0 && s.input_end.is_none());
+            let empty = |s: &mut State| s.len == 0 && s.input_end.is_none();
+            if state.has_surplus_spares() {
+                // Drained. If it stays so, what the backlog grew to is not needed: give it
+                // back. A backlog that only touched empty refills at once and keeps it.
+                let (guard, waited) = self
+                    .has_data
+                    .wait_timeout_while(state, GIVE_BACK_AFTER, empty)
+                    .unwrap_or_else(PoisonError::into_inner);
+                state = guard;
+                if waited.timed_out() {
+                    state.give_back_spares();
+                }
+            }
+            state = self.wait(&self.has_data, state, empty);
             state.output_waiting = false;
             self.meter.output_starved(false);
         }
@@ -345,7 +369,7 @@ impl Backlog {
         assert!(front.start <= front.end, "consumed more than was committed");
         state.len -= n;
         self.meter.add_out(n);
-        if state.input_waiting {
+        if state.input_waiting && state.len <= self.capacity - self.resume_gap {
             self.has_room.notify_one();
         }
     }
@@ -400,6 +424,20 @@ impl Backlog {
 }
 
 impl State {
+    fn has_surplus_spares(&self) -> bool {
+        #[cfg(target_os = "linux")]
+        let pipes = self.spare_pipes.len();
+        #[cfg(not(target_os = "linux"))]
+        let pipes = 0;
+        self.spare_chunks.len().max(pipes) > SPARES_WHEN_DRAINED
+    }
+
+    fn give_back_spares(&mut self) {
+        self.spare_chunks.truncate(SPARES_WHEN_DRAINED);
+        #[cfg(target_os = "linux")]
+        self.spare_pipes.truncate(SPARES_WHEN_DRAINED);
+    }
+
     /// With nothing buffered and no output under way, keeps only the back segment, rewound to
     /// its beginning: a chunk whose pages are resident and likely in cache, or an empty pipe.
     fn rewind(&mut self) {
@@ -414,17 +452,17 @@ impl State {
     }
 
     fn recycle(&mut self, store: Store) {
-        // Only what nobody else refers to is kept; dropping the last reference unmaps a chunk or
-        // closes a pipe, so memory and pipe quota go back as the backlog drains.
+        // Only what nobody else refers to is kept; dropping the last reference unmaps a chunk
+        // or closes a pipe. Spares are bounded by the capacity, since each held bytes of it.
         match store {
             Store::Memory(chunk) => {
-                if self.spare_chunks.len() < SPARE_CHUNKS && Arc::strong_count(&chunk) == 1 {
+                if Arc::strong_count(&chunk) == 1 {
                     self.spare_chunks.push(chunk);
                 }
             }
             #[cfg(target_os = "linux")]
             Store::Pipe(pipe) => {
-                if self.spare_pipes.len() < SPARE_PIPES && Arc::strong_count(&pipe) == 1 {
+                if Arc::strong_count(&pipe) == 1 {
                     self.spare_pipes.push(pipe);
                 }
             }
@@ -479,8 +517,12 @@ mod tests {
         for _ in 0..3 {
             assert_eq!(take(&b).unwrap().len(), MAX_CHUNK);
         }
-        // Drained: the front chunks went back to the kernel, bar the one being filled and a spare.
-        assert!(b.mapped() <= (1 + SPARE_CHUNKS) * MAX_CHUNK, "{}", b.mapped());
+        // Kept for reuse while the output has not yet found the backlog empty...
+        assert_eq!(b.mapped(), 3 * MAX_CHUNK);
+        // ...then given back, bar the chunk being filled and a spare.
+        b.finish_input(Ok(()));
+        assert!(take(&b).is_none());
+        assert!(b.mapped() <= (1 + SPARES_WHEN_DRAINED) * MAX_CHUNK, "{}", b.mapped());
     }
 
     #[test]

@@ -36,7 +36,7 @@ use crate::sys::pipe_target_size;
 
 /// At most this much of the backlog sits in pool pipes: large enough to absorb bursts at
 /// splice cost, small enough to leave most of the user's 64 MiB pipe quota to everyone else.
-const POOL_BYTES: usize = 8 << 20;
+const POOL_BYTES: usize = 16 << 20;
 
 /// The most one straight-through splice asks for; the pipes' sizes bound it anyway.
 const THROUGH_MAX: usize = 16 << 20;
