@@ -25,7 +25,7 @@ What it measures (every X is run as a real process between real OS pipes):
               child's ru_maxrss.)  And, for each accel variant, "given back": ``accel -m 512M``
               absorbs 256 MiB while the consumer does not read, then the consumer drains it
               all while stdin stays open; reported are VmHWM (peak), VmRSS when full, and
-              VmRSS after the drain (polled up to 5 s until it stops falling).
+              VmRSS after the drain (polled up to 5 s until it has not fallen for 2 s).
 
 How to read it: the machine is shared and noisy, so every timed figure is the median over
 ``--rounds`` rounds, and within a round the tools run in a rotating order (round r starts
@@ -82,7 +82,7 @@ DEFAULT_VARIANTS = "accel=accel,accel-copy=accel --engine copy"
 # Commands whose stderr is a pseudo-terminal (variants named NAME+tty), so that a progress
 # line is really drawn; what they draw is read and discarded.
 TTY_STDERR: set[tuple[str, ...]] = set()
-SECTIONS = ("seed", "throughput", "latency", "rss")
+SECTIONS = ("seed", "throughput", "cpu", "latency", "rss")
 CORPUS_VERSION = 2  # bump when the file selection changes, to invalidate cached corpora
 CORPUS_ROOTS = [
     "/usr/include",
@@ -688,6 +688,51 @@ def section_throughput(tools: list[Tool], accel: str, rounds: int, count: int,
     return head + "\n" + table + "\n"
 
 
+def section_cpu(tools: list[Tool], accel: str, rounds: int, count: int,
+                timeout: float) -> str:
+    """X's own CPU per GiB in the two regimes that matter, with the pace set by `pv -L`:
+    a consumer that keeps up (the producer is paced) and a standing backlog (the consumer is
+    paced, so X's buffer stays full). The pacing pv is outside X and not counted."""
+    if shutil.which("pv") is None:
+        return "## CPU per GiB\n\nSkipped: needs pv (`apt-get install pv`) to pace the pipeline.\n"
+    rate = "1G"
+    count = max(count // 4, 256)
+    gib = count * MIB / GIB
+    dd = ["dd", "if=/dev/zero", "bs=1M", f"count={count}", "status=none"]
+    pace = ["pv", "-q", "-L", rate]
+    regimes = {
+        "consumer keeps up": lambda argv: [dd, pace, argv, ["cat"]],
+        "standing backlog": lambda argv: [dd, argv, pace],
+    }
+    measured = [t for t in tools if t.argv is not None]
+    samples = {(t.name, r): Samples.for_tool(t) for t in measured for r in regimes}
+    for rnd in range(rounds):
+        for t in rotated(measured, rnd):
+            for regime, stages in regimes.items():
+                s = samples[(t.name, regime)]
+                if s.dropped:
+                    continue
+                pipeline = stages(t.argv)
+                rr = run_pipeline(pipeline, timeout=timeout)
+                s.add(rr, pipeline.index(t.argv))
+                note(f"cpu round {rnd + 1}/{rounds}: {t.name:<12} {regime:<18} "
+                     + (f"{rr.procs[pipeline.index(t.argv)].cpu / gib:.3f} s/GiB"
+                        if rr.ok else f"FAILED: {rr.error}"))
+    rows = []
+    for t in measured:
+        row = [t.name, code(t.display(accel))]
+        for regime in regimes:
+            s = samples[(t.name, regime)]
+            row.append(fmt_spread([c / gib for c in s.x_cpu], 3) if s.x_cpu else s.status())
+        rows.append(row)
+    head = (f"## CPU per GiB of X, paced by `pv -q -L {rate}`\n\n"
+            f"{gib:g} GiB per run, {rounds} rounds, rotating order; median user+sys seconds "
+            f"of X per GiB [min–max]. Consumer keeps up: `dd | pv -L {rate} | X | cat`. "
+            f"Standing backlog: `dd | X | pv -L {rate}` (X's buffer stays full).\n")
+    table = md_table(["X", "command"] + [f"{r} s/GiB" for r in regimes], rows)
+    return head + "\n" + table + "\n"
+
+
 def measure_latency(argv: list[str] | None, n: int = 10, gap: float = 0.05,
                     limit: float = 5.0) -> tuple[list[float | None], str | None]:
     """Write n short lines gap seconds apart (fixed schedule) and time their arrival.
@@ -837,8 +882,11 @@ def _pipe_queued(fd: int) -> int:
     return struct.unpack("i", buf)[0]
 
 
-def _settle_rss(pid: int, limit: float = 5.0, step: float = 0.1, still: int = 5):
-    """Poll VmRSS every `step` s until it has not fallen for `still` polls, at most `limit` s."""
+def _settle_rss(pid: int, limit: float = 5.0, step: float = 0.1, still: int = 20):
+    """Poll VmRSS every `step` s until it has not fallen for `still` polls, at most `limit` s.
+
+    `still` spans 2 s: accel keeps a drained backlog's memory for 1 s (a backlog that only
+    touched empty refills at once), and gives it back if the backlog stays empty."""
     t0 = time.perf_counter()
     best = proc_status(pid).get("VmRSS")
     quiet = 0
@@ -1098,7 +1146,7 @@ def section_rss(tools: list[Tool], accel: str, rounds: int, timeout: float) -> s
         out += ("\n### Given back: accel holds a 256 MiB burst, then drains it (stdin still "
                 "open)\n\n"
                 "The consumer does not read while 256 MiB are pushed, then reads all of it; "
-                "VmRSS after drain is polled up to 5 s until it stops falling (settle s).\n\n")
+                "VmRSS after drain is polled up to 5 s until it has not fallen for 2 s (settle s).\n\n")
         out += md_table(["variant", "command", "VmHWM MiB", "VmRSS full MiB",
                          "VmRSS after drain MiB", "settle s", "status"], gb_rows) + "\n"
     return out
@@ -1230,6 +1278,8 @@ def main() -> int:
             text = section_seed(tools, accel, args.rounds, sizes["corpus"], timeout)
         elif sec == "throughput":
             text = section_throughput(tools, accel, args.rounds, sizes["count"], timeout)
+        elif sec == "cpu":
+            text = section_cpu(tools, accel, args.rounds, sizes["count"], timeout)
         elif sec == "latency":
             text = section_latency(tools, accel)
         else:

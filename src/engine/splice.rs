@@ -31,11 +31,13 @@ use rustix::pipe::{SpliceFlags, splice};
 
 use super::{Route, copy};
 use crate::backlog::{Backlog, PoolPipe};
-use crate::endpoint::{Endpoint, FdKind};
+use crate::endpoint::Endpoint;
 use crate::sys::pipe_target_size;
 
-/// At most this much of the backlog sits in pool pipes: large enough to absorb bursts at
-/// splice cost, small enough to leave most of the user's 64 MiB pipe quota to everyone else.
+/// At most this much of the backlog sits in pool pipes: half of the default buffer, so that
+/// half of a standing 32 MiB backlog moves without a copy, and a quarter of the default
+/// per-user pipe quota (64 MiB), held only while a backlog stands, so that the user's other
+/// pipes (and other accels) keep theirs.
 const POOL_BYTES: usize = 16 << 20;
 
 /// The most one straight-through splice asks for; the pipes' sizes bound it anyway.
@@ -92,6 +94,7 @@ impl<'a> Input<'a> {
 
     /// Moves input until it ends, fails, or the output closes.
     pub fn run(mut self) -> io::Result<()> {
+        let meter = self.backlog.meter();
         loop {
             let Some(room) = self.backlog.wait_for_room() else { return Ok(()) };
             if room.empty {
@@ -100,9 +103,25 @@ impl<'a> Input<'a> {
             }
             let splicing =
                 self.route.input_splice.load(Relaxed) && self.route.output_splice.load(Relaxed);
-            let step = if !splicing {
-                self.queue_in_memory()?
-            } else if room.empty && self.through && !self.output_full {
+            if !splicing {
+                if let Step::End = self.queue_in_memory()? {
+                    return Ok(());
+                }
+                continue;
+            }
+            // Wait for data before splicing, so that a splice refused with EAGAIN can only mean
+            // a full destination: one poll per producer write instead of a failed splice and
+            // two polls. With nothing queued, the consumer waits for stdin as much as we do.
+            if room.empty {
+                meter.output_starved(true);
+                self.input.wait(PollFlags::IN)?;
+                meter.output_starved(false);
+            } else {
+                self.input.wait(PollFlags::IN)?;
+            }
+            // Only this thread adds to the backlog: there is at least as much room now.
+            let Some(room) = self.backlog.wait_for_room() else { return Ok(()) };
+            let step = if room.empty && self.through && !self.output_full {
                 self.straight_through()?
             } else if !self.small_writes {
                 self.queue_in_pool(room.free)?
@@ -116,12 +135,11 @@ impl<'a> Input<'a> {
     }
 
     /// Splices from stdin to stdout without queueing; only while the backlog is empty, so
-    /// that the output thread has nothing under way and order is kept.
+    /// that the output thread has nothing under way and order is kept. Stdin has data.
     fn straight_through(&mut self) -> io::Result<Step> {
-        // The consumer is fed from here now, not by the output thread (which waits for queued
-        // data meanwhile): it goes without only while stdin is empty.
-        let meter = self.backlog.meter();
-        meter.output_starved(false);
+        // The consumer is fed from here now, not by the output thread, which waits for queued
+        // data meanwhile and must not count that as the consumer starving.
+        self.backlog.meter().output_starved(false);
         let flags = SpliceFlags::NONBLOCK;
         match splice(self.input.fd, None, self.output.fd, None, THROUGH_MAX, flags) {
             Ok(0) => Ok(Step::End),
@@ -131,14 +149,9 @@ impl<'a> Input<'a> {
             }
             Err(Errno::INTR) => Ok(Step::Again),
             Err(Errno::AGAIN) => {
-                // Either stdin is empty or stdout is full (only a pipe can be full).
-                if self.output.kind == FdKind::Pipe && !ready(&self.output, PollFlags::OUT)? {
-                    self.output_full = true;
-                } else {
-                    meter.output_starved(true);
-                    self.input.wait(PollFlags::IN)?;
-                    meter.output_starved(false);
-                }
+                // Stdin has data, so stdout is full: queue instead, and the output thread
+                // (which may block on stdout) takes over until the queue has drained.
+                self.output_full = true;
                 Ok(Step::Again)
             }
             Err(e) => {
@@ -172,14 +185,10 @@ impl<'a> Input<'a> {
                 Ok(Step::Again)
             }
             Err(Errno::INTR) => Ok(Step::Again),
-            Err(Errno::AGAIN) if ready(&pipe.write, PollFlags::OUT)? => {
-                // The pool pipe has room: stdin is empty.
-                self.input.wait(PollFlags::IN)?;
-                Ok(Step::Again)
-            }
             Err(Errno::AGAIN) => {
-                // The pool pipe is full. A pipe counts pages: if it holds less than half its
-                // size, the producer writes small pieces and copying packs them better.
+                // Stdin has data, so the pool pipe is full. A pipe counts pages: if it holds
+                // less than half its size, the producer writes small pieces and copying packs
+                // them better.
                 let held = self.backlog.back_pipe_held();
                 if held < pipe.size / 2 {
                     self.small_writes = true;
@@ -271,16 +280,5 @@ impl<'a> PipeWriter<'a> {
             written += self.output.write(&self.scratch[written..n])?;
         }
         Ok(n)
-    }
-}
-
-/// Whether `endpoint` is ready for `events` right now, without waiting.
-fn ready(endpoint: &impl rustix::fd::AsFd, events: PollFlags) -> io::Result<bool> {
-    let mut fds = [rustix::event::PollFd::new(endpoint, events)];
-    let zero = rustix::event::Timespec { tv_sec: 0, tv_nsec: 0 };
-    match rustix::event::poll(&mut fds, Some(&zero)) {
-        Ok(n) => Ok(n > 0),
-        Err(Errno::INTR) => Ok(false),
-        Err(e) => Err(e.into()),
     }
 }
