@@ -274,8 +274,10 @@ def cleanup_shm(pids: set[int]) -> None:
 
 
 def run_pipeline(stages: list[list[str]], stdin_path: str | None = None,
-                 timeout: float = 600.0) -> RunResult:
+                 timeout: float = 600.0, pipe_sizes: dict[int, int] | None = None) -> RunResult:
     """Run stages[0] | stages[1] | ... > /dev/null over real pipes.
+
+    pipe_sizes maps a stage index to the size (F_SETPIPE_SZ) of the pipe it writes into.
 
     Wall time runs from just before the first process is started until every process has
     exited (each is reaped with os.wait4, which also gives its user+sys CPU time).
@@ -322,6 +324,8 @@ def run_pipeline(stages: list[list[str]], stdin_path: str | None = None,
                     os.close(stderr)
             procs.append(p)
             prev = p.stdout
+            if pipe_sizes and i in pipe_sizes and prev is not None:
+                fcntl.fcntl(prev.fileno(), 1031, pipe_sizes[i])  # F_SETPIPE_SZ
     finally:
         stdin_f.close()
         out_f.close()
@@ -690,9 +694,11 @@ def section_throughput(tools: list[Tool], accel: str, rounds: int, count: int,
 
 def section_cpu(tools: list[Tool], accel: str, rounds: int, count: int,
                 timeout: float) -> str:
-    """X's own CPU per GiB in the two regimes that matter, with the pace set by `pv -L`:
-    a consumer that keeps up (the producer is paced) and a standing backlog (the consumer is
-    paced, so X's buffer stays full). The pacing pv is outside X and not counted."""
+    """X's own CPU per GiB in the regimes that matter, the pace set by `pv -L` outside X (not
+    counted): a consumer that keeps up (the producer is paced; with pieces of 1 MiB, as from
+    `dd bs=1M`, and of 64 KiB, pv's default pipe), and a standing backlog (the consumer is
+    paced, so X's buffer stays full). A relay pays about one wakeup per piece it is handed,
+    so the piece size, not the byte count, sets the cost when the consumer keeps up."""
     if shutil.which("pv") is None:
         return "## CPU per GiB\n\nSkipped: needs pv (`apt-get install pv`) to pace the pipeline.\n"
     rate = "1G"
@@ -700,35 +706,41 @@ def section_cpu(tools: list[Tool], accel: str, rounds: int, count: int,
     gib = count * MIB / GIB
     dd = ["dd", "if=/dev/zero", "bs=1M", f"count={count}", "status=none"]
     pace = ["pv", "-q", "-L", rate]
+    # (stages, index of X, pipe sizes): pv moves what its input pipe holds, so a 1 MiB pipe
+    # into pv makes it hand X 1 MiB pieces.
     regimes = {
-        "consumer keeps up": lambda argv: [dd, pace, argv, ["cat"]],
-        "standing backlog": lambda argv: [dd, argv, pace],
+        "keeps up, 1 MiB pieces": (lambda x: [dd, pace, x, ["cat"]], {0: MIB}),
+        "keeps up, 64 KiB pieces": (lambda x: [dd, pace, x, ["cat"]], {}),
+        "standing backlog": (lambda x: [dd, x, pace], {}),
     }
-    measured = [t for t in tools if t.argv is not None]
+    relay = Tool("splice relay (pv -q, no buffer)", ["pv", "-q"], "peer")
+    measured = [t for t in tools if t.argv is not None] + [relay]
     samples = {(t.name, r): Samples.for_tool(t) for t in measured for r in regimes}
     for rnd in range(rounds):
         for t in rotated(measured, rnd):
-            for regime, stages in regimes.items():
+            for regime, (stages, sizes) in regimes.items():
                 s = samples[(t.name, regime)]
-                if s.dropped:
+                if s.dropped or (t is relay and regime == "standing backlog"):
                     continue
                 pipeline = stages(t.argv)
-                rr = run_pipeline(pipeline, timeout=timeout)
-                s.add(rr, pipeline.index(t.argv))
-                note(f"cpu round {rnd + 1}/{rounds}: {t.name:<12} {regime:<18} "
-                     + (f"{rr.procs[pipeline.index(t.argv)].cpu / gib:.3f} s/GiB"
-                        if rr.ok else f"FAILED: {rr.error}"))
+                x = pipeline.index(t.argv)
+                rr = run_pipeline(pipeline, timeout=timeout, pipe_sizes=sizes)
+                s.add(rr, x)
+                note(f"cpu round {rnd + 1}/{rounds}: {t.name:<12} {regime:<24} "
+                     + (f"{rr.procs[x].cpu / gib:.3f} s/GiB" if rr.ok else f"FAILED: {rr.error}"))
     rows = []
     for t in measured:
         row = [t.name, code(t.display(accel))]
         for regime in regimes:
             s = samples[(t.name, regime)]
-            row.append(fmt_spread([c / gib for c in s.x_cpu], 3) if s.x_cpu else s.status())
+            row.append(fmt_spread([c / gib for c in s.x_cpu], 3) if s.x_cpu else "—")
         rows.append(row)
     head = (f"## CPU per GiB of X, paced by `pv -q -L {rate}`\n\n"
             f"{gib:g} GiB per run, {rounds} rounds, rotating order; median user+sys seconds "
-            f"of X per GiB [min–max]. Consumer keeps up: `dd | pv -L {rate} | X | cat`. "
-            f"Standing backlog: `dd | X | pv -L {rate}` (X's buffer stays full).\n")
+            f"of X per GiB [min–max]. Keeps up: `dd | pv -L {rate} | X | cat`, pv handing X "
+            f"pieces of 1 MiB (its input pipe enlarged) or 64 KiB (default pipe). Standing "
+            f"backlog: `dd | X | pv -L {rate}` (X's buffer stays full). The last row is the "
+            f"floor of any relay: a bare splice loop with no buffer.\n")
     table = md_table(["X", "command"] + [f"{r} s/GiB" for r in regimes], rows)
     return head + "\n" + table + "\n"
 

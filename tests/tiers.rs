@@ -29,12 +29,7 @@ fn tiers(stderr: &str) -> [u64; 3] {
 /// Writes `data` while the consumer is stalled, closes stdin (EOF while bytes wait in
 /// whatever tiers they reached), then drains and checks. Returns the tier counts.
 fn eof_while_queued(engine: &str, args: &[&str], data: &[u8], write_size: usize) -> [u64; 3] {
-    let mut child = accel(engine, &[&["--debug"], args].concat())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_piped(engine, &[&["--debug"], args].concat());
     let stdin = child.stdin.take().unwrap();
     let sent = data.to_vec();
     within(GENEROUS, move || feed(stdin, &sent, write_size).unwrap())
@@ -156,12 +151,7 @@ fn stalls_and_bursts_through_every_tier() {
             // Single-byte writes of many MiB would take minutes; keep the syscall count sane.
             let write_size = write_size.max(size / 50_000);
             let data = pattern(size, seed);
-            let mut child = accel("splice", &["--debug", "-m", "12M"])
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap();
+            let mut child = spawn_piped("splice", &["--debug", "-m", "12M"]);
             let stdin = child.stdin.take().unwrap();
             let sent = data.clone();
             let producer = thread::spawn(move || feed(stdin, &sent, write_size));
