@@ -37,7 +37,7 @@ pub enum PoolError {
 }
 
 impl PoolPipe {
-    /// Creates a pipe of [`pipe_target_size`] bytes.
+    /// Creates a pipe of 1 MiB, or what `pipe-max-size` allows.
     pub fn new() -> Result<PoolPipe, PoolError> {
         let (read, write) = rustix::pipe::pipe_with(PipeFlags::CLOEXEC).map_err(io::Error::from)?;
         let size = match rustix::pipe::fcntl_setpipe_size(&write, pipe_target_size()) {

@@ -9,7 +9,7 @@
 //! - `splice` (Linux): zero-copy tiers, cheapest first: straight from stdin to stdout while
 //!   nothing is queued, then into a small pool of accel's own pipes, then into memory.
 //!
-//! The output side is the same for both: [`write_output`] writes whatever the front of the
+//! The output side is the same for both: `write_output` writes whatever the front of the
 //! backlog holds, by `write` from memory or by `splice` from a pool pipe.
 
 pub mod copy;
