@@ -121,6 +121,7 @@ impl fmt::Display for Route {
 }
 
 /// Chooses the engine for `--engine` and the descriptors at hand.
+#[cfg_attr(not(target_os = "linux"), allow(unused_variables))]
 pub fn choose(engine: EngineArg, input: &Endpoint, output: &Endpoint) -> EngineKind {
     match engine {
         EngineArg::Copy => EngineKind::Copy,

@@ -31,4 +31,5 @@ pub use linux::pipe_target_size;
 /// 1 MiB is the default `pipe-max-size`, the largest an unprivileged process may ask for, and
 /// measured to cut the per-GiB cost of a pipe roughly in half against the default 64 KiB; larger
 /// pipes bring little more and are unswappable memory charged to the user who made them.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 pub const PIPE_TARGET_SIZE: usize = 1 << 20;
