@@ -14,15 +14,19 @@
 //! which the output side turns into death by SIGPIPE once it has stopped cleanly.
 
 use std::io;
-use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, mpsc};
 use std::thread;
+use std::time::Duration;
 
 use signal_hook::consts::signal::{SIGCONT, SIGPIPE, SIGTSTP, SIGUSR1, SIGWINCH};
 use signal_hook::iterator::Signals;
 
 use crate::exit::{Exit, TERMINATING_SIGNALS, die_by};
 use crate::watch::Watch;
+
+/// How long a terminating signal waits for the report before ending accel regardless.
+const REPORT_GRACE: Duration = Duration::from_secs(1);
 
 /// Installs the handlers and starts the signal thread.
 pub fn install(watch: Arc<Watch>) -> io::Result<()> {
@@ -44,7 +48,15 @@ pub fn install(watch: Arc<Watch>) -> io::Result<()> {
                 }
                 SIGCONT => watch.resume(),
                 terminating => {
-                    watch.finish(Exit::Signal(terminating));
+                    // The report is worth a moment, not a hang: on a terminal stopped with
+                    // Ctrl-S, writing it would block, and stopping promptly comes first.
+                    let (done, reported) = mpsc::channel();
+                    let watch = Arc::clone(&watch);
+                    thread::spawn(move || {
+                        watch.finish(Exit::Signal(terminating));
+                        let _ = done.send(());
+                    });
+                    let _ = reported.recv_timeout(REPORT_GRACE);
                     die_by(terminating);
                 }
             }
