@@ -246,6 +246,8 @@ fn tmux(args: &[&str]) -> String {
 
 /// The screen of a tmux session running `script`, sampled until `done` appears.
 fn screens_of(session: &str, script: &str) -> Vec<String> {
+    // A session left over by an aborted run would otherwise be captured instead.
+    tmux(&["kill-session", "-t", session]);
     tmux(&[
         "new-session",
         "-d",
