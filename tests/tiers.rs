@@ -86,7 +86,13 @@ fn pipe_quota_exhausted_degrades_to_copying() {
         eprintln!("skipped: needs root to run accel as another user");
         return;
     }
-    let mut command = accel("splice", &["--debug"]);
+    // `nobody` may not be able to reach the build directory (a checkout under /root, say):
+    // run a copy from the temporary directory.
+    let binary = std::env::temp_dir().join(format!("accel-quota-{}", std::process::id()));
+    std::fs::copy(ACCEL, &binary).unwrap();
+    std::fs::set_permissions(&binary, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let mut command = std::process::Command::new(&binary);
+    command.args(["--engine", "splice", "--debug"]);
     // SAFETY: only async-signal-safe calls between fork and exec.
     unsafe {
         command.pre_exec(|| {
@@ -124,6 +130,7 @@ fn pipe_quota_exhausted_degrades_to_copying() {
     let mut stderr = String::new();
     child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
     assert!(wait_within(&mut child, GENEROUS).success(), "{stderr}");
+    std::fs::remove_file(&binary).unwrap();
     assert_same(&out, &data, "quota exhausted");
     assert!(
         stderr.contains("no pool pipes: the per-user pipe quota is exhausted; copying instead"),
