@@ -388,6 +388,27 @@ def tty_sink() -> int:
     return slave
 
 
+def reap(proc: subprocess.Popen, errf, error: str | None) -> tuple[int, str | None]:
+    """Waits up to 15 s for `proc` after its input ended (killing it after that), closes its
+    stdout and stderr file, and returns its status and `error`, or, if none was given and it
+    failed, its status and first stderr line."""
+    try:
+        rc = proc.wait(15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        rc = proc.wait()
+        cleanup_shm({proc.pid})
+        error = error or "no exit within 15 s of EOF"
+    proc.stdout.close()
+    errf.seek(0)
+    err_text = errf.read(4096).decode(errors="replace")
+    errf.close()
+    if rc != 0 and not error:
+        line = _first_line(err_text)
+        error = _describe_rc(rc) + (f": {line}" if line else "")
+    return rc, error
+
+
 def sanity_check(tool: Tool, timeout: float = 60.0) -> str | None:
     """8 MiB of random bytes through X must come out unchanged. Returns an error or None."""
     data = os.urandom(8 * MIB)
@@ -822,20 +843,7 @@ def measure_latency(argv: list[str] | None, n: int = 10, gap: float = 0.05,
             pass
     th.join(15)
     if proc is not None:
-        try:
-            rc = proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            rc = proc.wait()
-            cleanup_shm({proc.pid})
-            error = error or "no exit within 15 s of EOF"
-        proc.stdout.close()
-        errf.seek(0)
-        err_text = errf.read(4096).decode(errors="replace")
-        errf.close()
-        if rc != 0 and not error:
-            line = _first_line(err_text)
-            error = _describe_rc(rc) + (f": {line}" if line else "")
+        rc, error = reap(proc, errf, error)
     else:
         os.close(r_fd)
     lat: list[float | None] = []
@@ -977,23 +985,11 @@ def measure_giveback(argv: list[str], push: int = 256 * MIB, timeout: float = 12
         p.stdin.close()
     except OSError:
         pass
-    try:
-        while True:
-            rl, _, _ = select.select([r], [], [], 15)
-            if not rl or not os.read(r, 4 * MIB):
-                break
-        rc = p.wait(15)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        rc = p.wait()
-        res["error"] = res["error"] or "no exit within 15 s of EOF"
-    p.stdout.close()
-    errf.seek(0)
-    err_text = errf.read(4096).decode(errors="replace")
-    errf.close()
-    if rc != 0 and not res["error"]:
-        line = _first_line(err_text)
-        res["error"] = _describe_rc(rc) + (f": {line}" if line else "")
+    while True:
+        rl, _, _ = select.select([r], [], [], 15)
+        if not rl or not os.read(r, 4 * MIB):
+            break
+    _, res["error"] = reap(p, errf, res["error"])
     return res
 
 
@@ -1085,20 +1081,7 @@ def measure_peak_rss(argv: list[str], nbytes: int = MIB, timeout: float = 60.0):
         if not chunk:
             break
         out += chunk
-    try:
-        rc = p.wait(15)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        rc = p.wait()
-        cleanup_shm({p.pid})
-        error = error or "no exit within 15 s of EOF"
-    p.stdout.close()
-    errf.seek(0)
-    err_text = errf.read(4096).decode(errors="replace")
-    errf.close()
-    if rc != 0 and not error:
-        line = _first_line(err_text)
-        error = _describe_rc(rc) + (f": {line}" if line else "")
+    _, error = reap(p, errf, error)
     if not error and bytes(out) != data:
         error = f"output differs from input ({len(out)} of {nbytes} bytes)"
     return hwm, error
