@@ -238,34 +238,26 @@ fn signal_prints_the_report_then_ends_by_it() {
 
 // ----- a real terminal -----
 
-fn tmux(args: &[&str]) -> String {
-    let out =
-        Command::new("tmux").args(["-L", "accel-tests"]).args(args).output().expect("run tmux");
-    String::from_utf8_lossy(&out.stdout).into_owned()
+/// Runs tmux against the server `socket`; its stdout, and whether it succeeded.
+fn tmux(socket: &str, args: &[&str]) -> (String, bool) {
+    let out = Command::new("tmux").args(["-L", socket]).args(args).output().expect("run tmux");
+    (String::from_utf8_lossy(&out.stdout).into_owned(), out.status.success())
 }
 
-/// The screen of a tmux session running `script`, sampled until `done` appears.
+/// The screens of a 100x20 terminal running `script`, sampled until `DONE` appears.
 fn screens_of(session: &str, script: &str) -> Vec<String> {
-    // A session left over by an aborted run would otherwise be captured instead.
-    tmux(&["kill-session", "-t", session]);
-    tmux(&[
-        "new-session",
-        "-d",
-        "-s",
-        session,
-        "-x",
-        "100",
-        "-y",
-        "20",
-        "bash",
-        "--norc",
-        "-c",
-        script,
-    ]);
+    // A server of its own: a shared one exits when its last session is killed, and a session
+    // started meanwhile would be lost with it.
+    let socket = format!("accel-tests-{}-{session}", std::process::id());
+    let size = ["-x", "100", "-y", "20"];
+    let command = ["bash", "--norc", "-c", script];
+    let (_, started) =
+        tmux(&socket, &[&["new-session", "-d", "-s", session], &size[..], &command].concat());
+    assert!(started, "tmux could not start a session");
     let mut screens = Vec::new();
     let deadline = Instant::now() + GENEROUS;
     loop {
-        let screen = tmux(&["capture-pane", "-p", "-t", session]);
+        let (screen, _) = tmux(&socket, &["capture-pane", "-p", "-t", session]);
         let finished = screen.contains("DONE");
         screens.push(screen);
         if finished || Instant::now() > deadline {
@@ -273,7 +265,7 @@ fn screens_of(session: &str, script: &str) -> Vec<String> {
         }
         thread::sleep(Duration::from_millis(100));
     }
-    tmux(&["kill-session", "-t", session]);
+    tmux(&socket, &["kill-server"]);
     screens
 }
 
