@@ -49,8 +49,6 @@ impl fmt::Display for FdKind {
 pub struct Endpoint {
     /// The descriptor; borrowed for the life of the process.
     pub fd: BorrowedFd<'static>,
-    /// `"stdin"` or `"stdout"`, for messages.
-    pub name: &'static str,
     /// What kind of file it is.
     pub kind: FdKind,
     /// Its size when it is a regular file (how much input to expect).
@@ -61,7 +59,7 @@ pub struct Endpoint {
 
 impl Endpoint {
     /// Looks at `fd` to learn what it is; changes nothing.
-    pub fn inspect(fd: BorrowedFd<'static>, name: &'static str) -> io::Result<Endpoint> {
+    pub fn inspect(fd: BorrowedFd<'static>) -> io::Result<Endpoint> {
         let stat = rustix::fs::fstat(fd)?;
         let kind = match FileType::from_raw_mode(stat.st_mode) {
             FileType::Fifo => FdKind::Pipe,
@@ -73,7 +71,7 @@ impl Endpoint {
         };
         let file_size = (kind == FdKind::File).then_some(stat.st_size as u64);
         let append = rustix::fs::fcntl_getfl(fd)?.contains(OFlags::APPEND);
-        Ok(Endpoint { fd, name, kind, file_size, append })
+        Ok(Endpoint { fd, kind, file_size, append })
     }
 
     /// For a regular file, the bytes from the current offset to its end: what there is to read.

@@ -57,8 +57,8 @@ pub fn run(config: &Config, closed: stdio::Closed) -> Exit {
 }
 
 fn transfer(config: &Config) -> anyhow::Result<Exit> {
-    let input = Endpoint::inspect(rustix::stdio::stdin(), "stdin").context("inspect stdin")?;
-    let output = Endpoint::inspect(rustix::stdio::stdout(), "stdout").context("inspect stdout")?;
+    let input = Endpoint::inspect(rustix::stdio::stdin()).context("inspect stdin")?;
+    let output = Endpoint::inspect(rustix::stdio::stdout()).context("inspect stdout")?;
     for endpoint in [&input, &output] {
         if endpoint.kind == FdKind::Pipe {
             sys::enlarge_pipe(endpoint.fd);

@@ -193,11 +193,6 @@ impl Backlog {
         }
     }
 
-    /// The most bytes the backlog holds.
-    pub fn capacity(&self) -> usize {
-        self.capacity
-    }
-
     /// The meter this backlog reports to.
     pub fn meter(&self) -> &Meter {
         &self.meter
