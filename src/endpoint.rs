@@ -14,6 +14,8 @@ use rustix::event::{PollFd, PollFlags};
 use rustix::fs::{FileType, OFlags};
 use rustix::io::Errno;
 
+use crate::sys;
+
 /// What kind of file a descriptor is; decides which data paths are safe and fast.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FdKind {
@@ -53,8 +55,14 @@ pub struct Endpoint {
     pub kind: FdKind,
     /// Its size when it is a regular file (how much input to expect).
     pub file_size: Option<u64>,
+    /// Device and inode when it is a regular file, to tell whether two are the same file.
+    pub file_id: Option<(u64, u64)>,
     /// Opened with `O_APPEND` (splice refuses those).
     pub append: bool,
+    /// Our end of a packet-mode pipe (`O_DIRECT`, pipe(7)), where each write makes packets of
+    /// up to a page and a read shorter than a packet discards the rest of it. Only the write
+    /// end shows the flag: a packet-mode stdin is found by reading (see the splice engine).
+    pub packets: bool,
 }
 
 impl Endpoint {
@@ -70,8 +78,11 @@ impl Endpoint {
             _ => FdKind::Other,
         };
         let file_size = (kind == FdKind::File).then_some(stat.st_size as u64);
-        let append = rustix::fs::fcntl_getfl(fd)?.contains(OFlags::APPEND);
-        Ok(Endpoint { fd, kind, file_size, append })
+        let file_id = (kind == FdKind::File).then_some((stat.st_dev as u64, stat.st_ino as u64));
+        let flags = rustix::fs::fcntl_getfl(fd)?;
+        let append = flags.contains(OFlags::APPEND);
+        let packets = kind == FdKind::Pipe && sys::is_packet_mode(flags);
+        Ok(Endpoint { fd, kind, file_size, file_id, append, packets })
     }
 
     /// For a regular file, the bytes from the current offset to its end: what there is to read.
@@ -81,13 +92,22 @@ impl Endpoint {
         Some(size.saturating_sub(offset))
     }
 
+    /// Whether `self`, read from here on, would read what is written to `output`: the same
+    /// regular file with bytes still ahead (`accel < f >> f` would grow `f` without end, so
+    /// `cat` refuses it too).
+    pub fn feeds(&self, output: &Endpoint) -> bool {
+        self.file_id.is_some() && self.file_id == output.file_id && self.remaining() != Some(0)
+    }
+
     /// Whether bytes may be spliced out of this descriptor without risk.
     ///
     /// Pipes, and regular files (their pages are referenced from the page cache). Never a
     /// terminal or an inherited socket: splicing from those holds the destination pipe's lock
     /// while waiting for data, which would freeze whoever uses that pipe (linux-io.md, §7).
+    /// Never a packet-mode pipe either (when it shows): splice would carry the packet marks on
+    /// into the consumer's pipe, where a short read then discards the rest of a packet.
     pub fn can_splice_from(&self) -> bool {
-        matches!(self.kind, FdKind::Pipe | FdKind::File)
+        matches!(self.kind, FdKind::Pipe | FdKind::File) && !self.packets
     }
 
     /// Whether bytes may be spliced into this descriptor without risk.
@@ -96,9 +116,11 @@ impl Endpoint {
     /// devices such as `/dev/null`. Never a terminal (a stalled splice into it would make the
     /// producer's writes uninterruptible) or an inherited socket (a blocking send holds the
     /// source pipe's lock, stopping the input thread too).
+    /// Nor a packet-mode pipe, whose reader expects one packet per write, as `cat` makes them.
     pub fn can_splice_to(&self) -> bool {
         match self.kind {
-            FdKind::Pipe | FdKind::CharDevice => true,
+            FdKind::Pipe => !self.packets,
+            FdKind::CharDevice => true,
             FdKind::File => !self.append,
             FdKind::Terminal | FdKind::Socket | FdKind::Other => false,
         }
@@ -130,6 +152,11 @@ impl Endpoint {
                 Err(e) => return Err(e.into()),
             }
         }
+    }
+
+    /// Bytes a pipe, socket or terminal holds for reading now (`FIONREAD`), if it can say.
+    pub fn queued(&self) -> Option<u64> {
+        rustix::io::ioctl_fionread(self.fd).ok()
     }
 
     /// Waits until the descriptor is ready for `events`, or has hung up or failed (the next I/O

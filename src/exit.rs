@@ -9,7 +9,8 @@
 //!   (130, 143, 129) and a script's `trap` logic works unchanged.
 //! - Other failures get their own status, so that a script can tell whether everything read was
 //!   delivered (1: input failed, but what was read got out) or bytes were lost (3: output
-//!   failed with data still buffered).
+//!   failed with data still buffered), and whether accel ever started (2: the command line,
+//!   5: the machine refused a thread or memory; in both, nothing was read).
 
 use signal_hook::consts::signal::{SIGHUP, SIGINT, SIGPIPE, SIGTERM};
 
@@ -26,6 +27,9 @@ pub enum Exit {
     OutputFailed,
     /// 4: no byte moved for `--stall-timeout` while work was pending.
     Stalled,
+    /// 5: accel could not start (a thread, the signal handlers, the buffer's first memory);
+    /// nothing was read.
+    Setup,
     /// Ended by this signal, as the default action would (SIGPIPE, SIGINT, SIGTERM, SIGHUP).
     Signal(i32),
 }
@@ -39,6 +43,7 @@ impl Exit {
             Exit::Usage => 2,
             Exit::OutputFailed => 3,
             Exit::Stalled => 4,
+            Exit::Setup => 5,
             Exit::Signal(signal) => 128u8.saturating_add(signal as u8),
         }
     }
@@ -78,6 +83,7 @@ mod tests {
             Exit::Usage,
             Exit::OutputFailed,
             Exit::Stalled,
+            Exit::Setup,
             BROKEN_PIPE,
             Exit::Signal(SIGINT),
             Exit::Signal(SIGTERM),
@@ -86,6 +92,6 @@ mod tests {
         .into_iter()
         .map(Exit::code)
         .collect();
-        assert_eq!(codes, [0, 1, 2, 3, 4, 141, 130, 143, 129]);
+        assert_eq!(codes, [0, 1, 2, 3, 4, 5, 141, 130, 143, 129]);
     }
 }

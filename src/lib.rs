@@ -17,6 +17,7 @@ pub mod config;
 pub mod endpoint;
 pub mod engine;
 pub mod exit;
+pub mod log;
 pub mod meter;
 pub mod size;
 pub mod stdio;
@@ -27,13 +28,15 @@ mod sys;
 
 use std::sync::Arc;
 
-use anyhow::Context;
-
+use crate::backlog::Backlog;
 use crate::config::{Config, JsonTarget};
 use crate::endpoint::{Endpoint, FdKind, describe};
 use crate::engine::{Ending, Route};
 use crate::exit::{BROKEN_PIPE, Exit};
+use crate::log::Log;
 use crate::meter::{Meter, Snapshot};
+use crate::signals::Dispositions;
+use crate::size::Bytes;
 use crate::watch::Watch;
 
 /// Runs accel between stdin and stdout as configured, printing any error, and says how to end.
@@ -49,50 +52,93 @@ pub fn run(config: &Config, closed: stdio::Closed) -> Exit {
     }
     match transfer(config) {
         Ok(exit) => exit,
-        Err(error) => {
-            eprintln!("accel: {error:#}");
-            Exit::InputFailed
+        Err(Refusal::Usage(why)) => {
+            eprintln!("accel: {why}");
+            Exit::Usage
+        }
+        Err(Refusal::Setup { what, error }) => {
+            eprintln!("accel: cannot start: {what}: {}; nothing was read", describe(&error));
+            Exit::Setup
         }
     }
 }
 
-fn transfer(config: &Config) -> anyhow::Result<Exit> {
-    let input = Endpoint::inspect(rustix::stdio::stdin()).context("inspect stdin")?;
-    let output = Endpoint::inspect(rustix::stdio::stdout()).context("inspect stdout")?;
+/// Why a run did not start; nothing was read.
+enum Refusal {
+    /// What was asked makes no sense for these descriptors.
+    Usage(String),
+    /// The machine refused something accel needs (a thread, memory, a descriptor).
+    Setup {
+        /// What accel was doing: `start the signal thread`.
+        what: &'static str,
+        /// Why it could not.
+        error: std::io::Error,
+    },
+}
+
+/// Turns an error of starting up into a [`Refusal::Setup`] saying what was being done.
+fn setup(what: &'static str) -> impl FnOnce(std::io::Error) -> Refusal {
+    move |error| Refusal::Setup { what, error }
+}
+
+fn transfer(config: &Config) -> Result<Exit, Refusal> {
+    let input = Endpoint::inspect(rustix::stdio::stdin()).map_err(setup("inspect stdin"))?;
+    let output = Endpoint::inspect(rustix::stdio::stdout()).map_err(setup("inspect stdout"))?;
+    if input.feeds(&output) {
+        return Err(Refusal::Usage(
+            "stdin and stdout are the same file: input file is output file".into(),
+        ));
+    }
     for endpoint in [&input, &output] {
         if endpoint.kind == FdKind::Pipe {
             sys::enlarge_pipe(endpoint.fd);
         }
     }
-    let meter = Arc::new(Meter::new(config.size as u64));
+    let log = Arc::new(Log::new(config.quiet, config.debug));
+    let capacity = Backlog::capacity_for(within_memory(config.size, &log));
+    let meter = Arc::new(Meter::new(capacity as u64));
     let engine = engine::choose(config.engine, &input, &output);
-    let route = Arc::new(Route::plan(engine, &input, &output, config.debug));
+    let route = Arc::new(Route::plan(engine, &input, &output, log));
     let expected = config.expect.or_else(|| input.remaining());
     let watch = match Watch::new(config, Arc::clone(&meter), Arc::clone(&route), expected) {
         Ok(watch) => watch,
         Err(error) => {
-            if let Some(JsonTarget::File(path)) = &config.json {
-                eprintln!("accel: --json={}: {}", path.display(), describe(&error));
-            }
-            return Ok(Exit::Usage);
+            let Some(JsonTarget::File(path)) = &config.json else { unreachable!("only a file") };
+            return Err(Refusal::Usage(format!("--json={}: {}", path.display(), describe(&error))));
         }
     };
-    signals::install(Arc::clone(&watch)).context("install signal handlers")?;
-    watch.start().context("start the watcher")?;
-    let ending = engine::run(input, output, Arc::clone(&route), config.size, Arc::clone(&meter))
-        .context("start the transfer")?;
+    let signals = signals::install(Arc::clone(&watch)).map_err(setup("install signal handlers"))?;
+    watch.start().map_err(setup("start the watcher"))?;
+    let ending = engine::run(input, output, Arc::clone(&route), capacity, Arc::clone(&meter))
+        .map_err(setup("start the transfer"))?;
     let snapshot = meter.snapshot();
     route.note(format_args!(
         "{route}; bytes straight through {}, via pool pipes {}, via memory {}",
         snapshot.tiers[0], snapshot.tiers[1], snapshot.tiers[2]
     ));
-    let exit = conclude(ending, &snapshot);
+    let exit = conclude(ending, &snapshot, signals);
     watch.finish(exit);
     Ok(exit)
 }
 
+/// The buffer size to use for `-m size`: under the memory this process may really have,
+/// saying so when that is less.
+fn within_memory(size: usize, log: &Log) -> usize {
+    match sys::memory_limit() {
+        Some(limit) if size as u64 > limit.bytes => {
+            log.warn(format_args!(
+                "-m {} is more than {limit} allows; at most {} will be held",
+                Bytes(size as u64),
+                Bytes(limit.bytes)
+            ));
+            limit.bytes as usize
+        }
+        _ => size,
+    }
+}
+
 /// Says what went wrong, if anything, and how accel ends because of it.
-fn conclude(ending: Ending, snapshot: &Snapshot) -> Exit {
+fn conclude(ending: Ending, snapshot: &Snapshot, signals: Dispositions) -> Exit {
     match ending {
         Ending::Complete => Exit::Success,
         Ending::InputFailed(error) => {
@@ -103,7 +149,10 @@ fn conclude(ending: Ending, snapshot: &Snapshot) -> Exit {
             );
             Exit::InputFailed
         }
-        Ending::OutputFailed { error, .. } if error.kind() == std::io::ErrorKind::BrokenPipe => {
+        // As `cat` ends, quietly; unless SIGPIPE was ignored, when `cat` reports the error too.
+        Ending::OutputFailed { error, .. }
+            if error.kind() == std::io::ErrorKind::BrokenPipe && !signals.pipe_ignored =>
+        {
             BROKEN_PIPE
         }
         Ending::OutputFailed { error, buffered } => {

@@ -36,6 +36,7 @@ pub use chunk::MAX_CHUNK;
 #[cfg(target_os = "linux")]
 pub use pipe::PoolPipe;
 
+use crate::log::{Log, Once};
 use crate::meter::{Meter, Tier};
 
 /// Chunks and pool pipes kept once the backlog has drained. While a backlog stands, every
@@ -60,12 +61,19 @@ pub struct Backlog {
     /// Signalled when room appears or output closes; the input thread waits on it.
     has_room: Condvar,
     capacity: usize,
+    /// The least room the input is ever offered: a page. A packet-mode pipe discards what
+    /// does not fit in a read, and its packets are up to a page long; and moving less than a
+    /// page per thread handoff would make tiny buffers crawl.
+    min_read: usize,
     /// A full backlog takes input again once this much room has been made, not at the first
     /// byte: with a consumer that reads 64 KiB at a time, waking the input for every read
     /// would cost a futex wakeup and a small read per 64 KiB.
     resume_gap: usize,
     chunk_size: usize,
     meter: Arc<Meter>,
+    log: Arc<Log>,
+    /// The kernel refused memory for a chunk at least once; said once.
+    memory_refused: Once,
 }
 
 #[derive(Debug, Default)]
@@ -81,6 +89,8 @@ struct State {
     #[cfg(target_os = "linux")]
     spare_pipes: Vec<Arc<PoolPipe>>,
     input_waiting: bool,
+    /// The input waits for a chunk to come free, since no new one could be mapped.
+    input_waiting_for_memory: bool,
     output_waiting: bool,
 }
 
@@ -177,20 +187,39 @@ impl Filled {
 }
 
 impl Backlog {
-    /// A backlog holding at most `capacity` bytes (at least 1), reporting to `meter`.
-    pub fn new(capacity: usize, meter: Arc<Meter>) -> Backlog {
-        assert!(capacity > 0);
-        let page = rustix::param::page_size();
-        let chunk_size = capacity.next_multiple_of(page).min(MAX_CHUNK);
-        Backlog {
-            state: Mutex::new(State::default()),
+    /// The capacity a backlog asked for `asked` bytes has: at least a page, the least it
+    /// moves at once.
+    pub fn capacity_for(asked: usize) -> usize {
+        asked.max(rustix::param::page_size())
+    }
+
+    /// A backlog holding at most `capacity` bytes, but at least a page, reporting to `meter`.
+    ///
+    /// Maps its first chunk now (address space only: nothing is touched), so that a backlog
+    /// always has memory to read into when it is empty, even once the kernel refuses more.
+    pub fn new(capacity: usize, meter: Arc<Meter>, log: Arc<Log>) -> io::Result<Backlog> {
+        let min_read = rustix::param::page_size();
+        let capacity = Backlog::capacity_for(capacity);
+        let chunk_size = capacity.min(MAX_CHUNK).next_multiple_of(min_read);
+        let state =
+            State { spare_chunks: vec![Arc::new(Chunk::new(chunk_size)?)], ..State::default() };
+        Ok(Backlog {
+            state: Mutex::new(state),
             has_data: Condvar::new(),
             has_room: Condvar::new(),
             capacity,
-            resume_gap: (capacity / RESUME_FRACTION).clamp(1, RESUME_MAX),
+            min_read,
+            resume_gap: (capacity / RESUME_FRACTION).clamp(min_read, RESUME_MAX.max(min_read)),
             chunk_size,
             meter,
-        }
+            log,
+            memory_refused: Once::default(),
+        })
+    }
+
+    /// The most bytes held: what was asked for, or a page if that was less.
+    pub fn capacity(&self) -> usize {
+        self.capacity
     }
 
     /// The meter this backlog reports to.
@@ -207,30 +236,67 @@ impl Backlog {
             .then(|| Room { free: self.capacity - state.len, empty: state.len == 0 })
     }
 
-    /// Waits for room, then returns free memory to read into; `None` once the output has
-    /// closed. Starts a memory segment if the back one is full or a pipe.
+    /// Waits for room, then returns free memory to read into (at least a page); `None` once
+    /// the output has closed. Starts a memory segment if the back one is full or a pipe.
     ///
-    /// Fails only when memory for a new chunk cannot be mapped.
+    /// When the kernel refuses memory for a new chunk (a memory limit below the buffer size),
+    /// the backlog counts as full: the input waits until the output frees a chunk, and the
+    /// user is told once. Fails only when no memory can be had with nothing buffered.
     pub fn reserve(&self) -> io::Result<Option<Vacant>> {
         let mut state = self.room_locked();
-        if state.output_closed {
-            return Ok(None);
-        }
-        let free = self.capacity - state.len;
-        if state.len == 0 {
-            state.rewind();
-        }
-        if state.segments.back().and_then(Segment::memory_room).unwrap_or(0) == 0 {
+        loop {
+            if state.output_closed {
+                return Ok(None);
+            }
+            if state.len == 0 {
+                state.rewind();
+            }
+            let room = state.segments.back().and_then(Segment::memory_room).unwrap_or(0);
+            if room >= self.min_read {
+                break;
+            }
             let chunk = match state.spare_chunks.pop() {
                 Some(chunk) => chunk,
-                None => Arc::new(Chunk::new(self.chunk_size)?),
+                None => match Chunk::new(self.chunk_size) {
+                    Ok(chunk) => Arc::new(chunk),
+                    Err(error) if state.len == 0 => return Err(error),
+                    Err(error) => {
+                        state = self.wait_for_memory(state, &error);
+                        continue;
+                    }
+                },
             };
             state.segments.push_back(Segment::new(Store::Memory(chunk)));
         }
+        let free = self.capacity - state.len;
         let back = state.segments.back().expect("a back segment");
         let Store::Memory(chunk) = &back.store else { unreachable!("a memory segment") };
         let len = free.min(chunk.size() - back.end);
         Ok(Some(Vacant { chunk: Arc::clone(chunk), offset: back.end, len }))
+    }
+
+    /// Holds the input, as if the backlog were full, until a chunk comes free or the backlog
+    /// has drained; says why, once.
+    fn wait_for_memory<'a>(
+        &self,
+        mut state: MutexGuard<'a, State>,
+        error: &io::Error,
+    ) -> MutexGuard<'a, State> {
+        if self.memory_refused.first() {
+            self.log.warn(format_args!(
+                "memory refused with {} buffered ({}); the producer waits while it drains",
+                crate::size::Bytes(state.len as u64),
+                crate::endpoint::describe(error)
+            ));
+        }
+        self.meter.input_held(true);
+        state.input_waiting_for_memory = true;
+        state = self.wait(&self.has_room, state, |s| {
+            s.spare_chunks.is_empty() && s.len > 0 && !s.output_closed
+        });
+        state.input_waiting_for_memory = false;
+        self.meter.input_held(false);
+        state
     }
 
     /// The pipe of the back segment, to splice more into; `None` if the back is not a pipe.
@@ -297,10 +363,11 @@ impl Backlog {
         self.has_data.notify_one();
     }
 
-    /// Locks the state once there is room or the output has closed.
+    /// Locks the state once there is room for a read of at least a page, or the output has
+    /// closed.
     fn room_locked(&self) -> MutexGuard<'_, State> {
         let mut state = self.lock();
-        if state.len >= self.capacity && !state.output_closed {
+        if state.len > self.capacity - self.min_read && !state.output_closed {
             self.meter.input_held(true);
             state.input_waiting = true;
             let resume = self.capacity - self.resume_gap;
@@ -322,6 +389,9 @@ impl Backlog {
             while state.segments.len() > 1 && state.segments[0].is_empty() {
                 let segment = state.segments.pop_front().expect("more than one segment");
                 state.recycle(segment.store);
+                if state.input_waiting_for_memory && !state.spare_chunks.is_empty() {
+                    self.has_room.notify_one();
+                }
             }
             if state.len > 0 {
                 let front = state.segments.front().expect("bytes are buffered");
@@ -367,7 +437,9 @@ impl Backlog {
         assert!(front.start <= front.end, "consumed more than was committed");
         state.len -= n;
         self.meter.add_out(n);
-        if state.input_waiting && state.len <= self.capacity - self.resume_gap {
+        if (state.input_waiting && state.len <= self.capacity - self.resume_gap)
+            || (state.input_waiting_for_memory && state.len == 0)
+        {
             self.has_room.notify_one();
         }
     }
@@ -387,6 +459,13 @@ impl Backlog {
     /// Bytes held right now.
     pub fn len(&self) -> usize {
         self.lock().len
+    }
+
+    /// Whether the input waits for room right now (for tests that must know it waits).
+    #[cfg(test)]
+    fn input_waiting(&self) -> bool {
+        let state = self.lock();
+        state.input_waiting || state.input_waiting_for_memory
     }
 
     /// Whether nothing is held right now.
@@ -474,7 +553,8 @@ mod tests {
     use std::thread;
 
     fn backlog(capacity: usize) -> Backlog {
-        Backlog::new(capacity, Arc::new(Meter::new(capacity as u64)))
+        let meter = Arc::new(Meter::new(capacity as u64));
+        Backlog::new(capacity, meter, Arc::new(Log::default())).unwrap()
     }
 
     fn put(backlog: &Backlog, bytes: &[u8]) -> usize {
@@ -485,6 +565,19 @@ mod tests {
         n
     }
 
+    fn pattern(len: usize) -> Vec<u8> {
+        (0..len).map(|i| (i * 7 + i / 251) as u8).collect()
+    }
+
+    /// Waits (for another thread) until `condition` holds; a minute means a hang.
+    fn eventually(mut condition: impl FnMut() -> bool) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while !condition() {
+            assert!(std::time::Instant::now() < deadline, "timed out");
+            thread::sleep(Duration::from_millis(1));
+        }
+    }
+
     fn take(backlog: &Backlog) -> Option<Vec<u8>> {
         let Front::Memory(filled) = backlog.next()? else { panic!("only memory was put in") };
         let bytes = filled.as_slice().to_vec();
@@ -492,16 +585,45 @@ mod tests {
         Some(bytes)
     }
 
+    fn page() -> usize {
+        rustix::param::page_size()
+    }
+
     #[test]
     fn bytes_come_out_in_order() {
-        let b = backlog(10);
-        assert_eq!(put(&b, b"hello"), 5);
-        assert_eq!(put(&b, b" world"), 5, "capacity limits the vacant space");
-        assert_eq!(b.len(), 10);
-        assert_eq!(take(&b).unwrap(), b"hello worl");
+        let b = backlog(page() + 10);
+        let data = pattern(page() + 20);
+        assert_eq!(put(&b, &data[..5]), 5);
+        assert_eq!(put(&b, &data[5..]), page() + 5, "capacity limits the vacant space");
+        assert_eq!(b.len(), page() + 10);
+        assert_eq!(take(&b).unwrap(), &data[..page() + 10]);
         b.finish_input(Ok(()));
         assert_eq!(take(&b), None);
         assert!(b.take_input_end().unwrap().is_ok());
+    }
+
+    #[test]
+    fn a_tiny_buffer_holds_a_page() {
+        for asked in [1, 100, page() - 1] {
+            let b = backlog(asked);
+            assert_eq!(b.capacity(), page());
+            assert_eq!(put(&b, &pattern(2 * page())), page(), "-m {asked}");
+        }
+    }
+
+    #[test]
+    fn every_read_is_offered_at_least_a_page() {
+        // A chunk's tail shorter than a page is skipped, and a backlog with less than a page
+        // of room waits: a packet-mode pipe would discard what does not fit in a read.
+        let b = Arc::new(backlog(3 * page()));
+        put(&b, &pattern(2 * page() + page() / 2));
+        let input = {
+            let b = Arc::clone(&b);
+            thread::spawn(move || b.reserve().unwrap().unwrap().len)
+        };
+        eventually(|| b.input_waiting());
+        assert_eq!(take(&b).unwrap().len(), 2 * page() + page() / 2);
+        assert!(input.join().unwrap() >= page());
     }
 
     #[test]
@@ -535,33 +657,37 @@ mod tests {
 
     #[test]
     fn full_backlog_holds_input_until_output_takes() {
-        let b = Arc::new(backlog(4));
-        put(&b, b"1234");
+        let b = Arc::new(backlog(page()));
+        let data = pattern(2 * page());
+        put(&b, &data[..page()]);
         let input = {
-            let b = Arc::clone(&b);
-            thread::spawn(move || put(&b, b"5678"))
+            let (b, rest) = (Arc::clone(&b), data[page()..].to_vec());
+            thread::spawn(move || put(&b, &rest))
         };
-        // The input thread can only finish once room was made.
-        assert_eq!(take(&b).unwrap(), b"1234");
-        assert_eq!(input.join().unwrap(), 4);
-        assert_eq!(take(&b).unwrap(), b"5678");
+        eventually(|| b.input_waiting());
+        assert_eq!(b.len(), page(), "nothing more was taken while full");
+        assert_eq!(take(&b).unwrap(), &data[..page()]);
+        assert_eq!(input.join().unwrap(), page());
+        assert_eq!(take(&b).unwrap(), &data[page()..]);
     }
 
     #[test]
     fn closed_output_releases_waiting_input() {
         let b = Arc::new(backlog(1));
-        put(&b, b"x");
+        put(&b, &pattern(page()));
         let input = {
             let b = Arc::clone(&b);
             thread::spawn(move || b.reserve().unwrap().is_none())
         };
+        // Closed only once the input is known to wait, so that the close is what releases it.
+        eventually(|| b.input_waiting());
         b.close_output();
-        assert!(input.join().unwrap());
+        assert!(input.join().unwrap(), "a closed output hands the input no room");
     }
 
     #[test]
     fn input_error_is_delivered_after_the_data() {
-        let b = backlog(100);
+        let b = backlog(page());
         put(&b, b"abc");
         b.finish_input(Err(io::Error::from_raw_os_error(5)));
         assert_eq!(take(&b).unwrap(), b"abc");

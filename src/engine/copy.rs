@@ -11,18 +11,28 @@ use crate::endpoint::Endpoint;
 
 /// Reads until end of input, an error, or the output closing.
 pub fn read_input(input: &Endpoint, backlog: &Backlog) -> io::Result<()> {
-    while read_once(input, backlog)? {}
+    while read_once(input, backlog)?.is_some() {}
     Ok(())
 }
 
-/// One `read` into the backlog; `false` at end of input or once the output has closed.
-pub fn read_once(input: &Endpoint, backlog: &Backlog) -> io::Result<bool> {
-    let Some(mut vacant) = backlog.reserve()? else { return Ok(false) };
+/// What one read took: `got` bytes, when `offered` could have been.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Took {
+    /// The room the read was given (at least a page).
+    pub offered: usize,
+    /// The bytes it returned.
+    pub got: usize,
+}
+
+/// One `read` into the backlog; `None` at end of input or once the output has closed.
+pub fn read_once(input: &Endpoint, backlog: &Backlog) -> io::Result<Option<Took>> {
+    let Some(mut vacant) = backlog.reserve()? else { return Ok(None) };
+    let offered = vacant.as_mut_slice().len();
     match input.read(vacant.as_mut_slice())? {
-        0 => Ok(false),
-        n => {
-            backlog.commit(n);
-            Ok(true)
+        0 => Ok(None),
+        got => {
+            backlog.commit(got);
+            Ok(Some(Took { offered, got }))
         }
     }
 }

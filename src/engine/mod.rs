@@ -26,6 +26,7 @@ use std::thread;
 use crate::backlog::{Backlog, Front};
 use crate::cli::EngineArg;
 use crate::endpoint::Endpoint;
+use crate::log::Log;
 use crate::meter::Meter;
 
 /// How a transfer ended.
@@ -72,19 +73,19 @@ pub struct Route {
     pub input_splice: AtomicBool,
     /// stdout is spliced (otherwise written).
     pub output_splice: AtomicBool,
-    /// Print each change of route as it happens.
-    debug: bool,
+    /// Where each change of route is noted (with `--debug`).
+    pub log: Arc<Log>,
 }
 
 impl Route {
     /// The route for `engine` between `input` and `output`: splicing where it is safe.
-    pub fn plan(engine: EngineKind, input: &Endpoint, output: &Endpoint, debug: bool) -> Route {
+    pub fn plan(engine: EngineKind, input: &Endpoint, output: &Endpoint, log: Arc<Log>) -> Route {
         let splice = engine == EngineKind::Splice;
         let route = Route {
             engine,
             input_splice: AtomicBool::new(splice && input.can_splice_from()),
             output_splice: AtomicBool::new(splice && output.can_splice_to()),
-            debug,
+            log,
         };
         route.note(format_args!("{route}"));
         route
@@ -92,9 +93,7 @@ impl Route {
 
     /// Reports a change of route (with `--debug`).
     pub fn note(&self, what: fmt::Arguments<'_>) {
-        if self.debug {
-            eprintln!("accel: {what}");
-        }
+        self.log.debug(what);
     }
 
     /// Stops splicing at one side, saying why (with `--debug`).
@@ -148,7 +147,7 @@ pub fn run(
     size: usize,
     meter: Arc<Meter>,
 ) -> io::Result<Ending> {
-    let backlog = Arc::new(Backlog::new(size, meter));
+    let backlog = Arc::new(Backlog::new(size, meter, Arc::clone(&route.log))?);
     match route.engine {
         EngineKind::Copy => drive(backlog, &output, &route, move |b| copy::read_input(&input, b)),
         #[cfg(target_os = "linux")]

@@ -22,6 +22,7 @@
 //! so no byte is ever lost by a fallback.
 
 use std::io;
+use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -31,7 +32,7 @@ use rustix::pipe::{SpliceFlags, splice};
 
 use super::{Route, copy};
 use crate::backlog::{Backlog, PoolPipe};
-use crate::endpoint::Endpoint;
+use crate::endpoint::{Endpoint, FdKind};
 use crate::sys::pipe_target_size;
 
 /// At most this much of the backlog sits in pool pipes: half of the default buffer, so that
@@ -69,6 +70,26 @@ pub struct Input<'a> {
     /// No more pool pipes can be had (quota, descriptors).
     pool_closed: bool,
     max_pipes: usize,
+    /// What reading has shown of stdin so far.
+    stdin: Stream,
+}
+
+/// Whether stdin delivers a byte stream, which may be spliced on.
+///
+/// A packet-mode pipe (`pipe2(O_DIRECT)`) marks each write as a packet, and splice carries the
+/// marks on into the consumer's pipe, where a read shorter than a packet discards the rest of
+/// it. Only the writer's end shows the flag, so stdin is read into memory until one read
+/// tells: a read given room for everything queued returns all of it from a stream pipe, but
+/// a single packet (at most a page) from a packet-mode one. Once more than a page is queued,
+/// the first read decides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stream {
+    /// Not known yet: read, and watch what a read returns.
+    Unknown,
+    /// A byte stream (or a file): splicing is safe.
+    Bytes,
+    /// Packets: never spliced.
+    Packets,
 }
 
 impl<'a> Input<'a> {
@@ -89,6 +110,7 @@ impl<'a> Input<'a> {
             small_writes: false,
             pool_closed: false,
             max_pipes: (POOL_BYTES / pipe_target_size()).max(1),
+            stdin: if input.kind == FdKind::Pipe { Stream::Unknown } else { Stream::Bytes },
         }
     }
 
@@ -103,7 +125,13 @@ impl<'a> Input<'a> {
             }
             let splicing =
                 self.route.input_splice.load(Relaxed) && self.route.output_splice.load(Relaxed);
-            if !splicing {
+            if splicing && self.stdin == Stream::Unknown {
+                if let Step::End = self.read_and_tell()? {
+                    return Ok(());
+                }
+                continue;
+            }
+            if !splicing || self.stdin == Stream::Packets {
                 if let Step::End = self.queue_in_memory()? {
                     return Ok(());
                 }
@@ -217,7 +245,31 @@ impl<'a> Input<'a> {
     /// Reads into the backlog's memory, as the copy engine does.
     fn queue_in_memory(&mut self) -> io::Result<Step> {
         self.output_full = false;
-        Ok(if copy::read_once(&self.input, self.backlog)? { Step::Again } else { Step::End })
+        Ok(match copy::read_once(&self.input, self.backlog)? {
+            Some(_) => Step::Again,
+            None => Step::End,
+        })
+    }
+
+    /// Reads into memory, and tells from what the read returned whether stdin is a byte
+    /// stream or a packet-mode pipe (see [`Stream`]).
+    fn read_and_tell(&mut self) -> io::Result<Step> {
+        self.output_full = false;
+        let queued = self.input.queued().unwrap_or(0) as usize;
+        let Some(took) = copy::read_once(&self.input, self.backlog)? else { return Ok(Step::End) };
+        if queued > rustix::param::page_size() && took.offered >= queued {
+            if took.got >= queued {
+                self.stdin = Stream::Bytes;
+            } else {
+                self.stdin = Stream::Packets;
+                self.route.note(format_args!(
+                    "stdin is a packet-mode pipe (a read of {queued} queued bytes returned {}); \
+                     reading it, never splicing",
+                    took.got
+                ));
+            }
+        }
+        Ok(Step::Again)
     }
 
     /// A pool pipe for the next segment: a spare, or a new one while the pool has room.
@@ -243,42 +295,96 @@ impl<'a> Input<'a> {
 pub struct PipeWriter<'a> {
     output: &'a Endpoint,
     route: &'a Route,
+    /// Where bytes are copied out of a pool pipe when stdout cannot be spliced.
     scratch: Vec<u8>,
+    /// `scratch[pending]` are the first bytes of the front segment: taken out of its pipe,
+    /// not yet written. They are written before anything else, and count as delivered only
+    /// once written, so that an error after a partial write reports exactly what arrived.
+    pending: Range<usize>,
 }
 
 impl<'a> PipeWriter<'a> {
     /// Writes to `output` along `route`.
     pub fn new(output: &'a Endpoint, route: &'a Route) -> PipeWriter<'a> {
-        PipeWriter { output, route, scratch: Vec::new() }
+        PipeWriter { output, route, scratch: Vec::new(), pending: 0..0 }
     }
 
     /// Passes on some of the `len` bytes waiting in `pipe` (at least one); returns how many.
     pub fn write(&mut self, pipe: &PoolPipe, len: usize) -> io::Result<usize> {
-        while self.route.output_splice.load(Relaxed) {
-            // Blocking: waits for room in stdout, never for data (`len` bytes are there).
-            match splice(&pipe.read, None, self.output.fd, None, len, SpliceFlags::empty()) {
-                Ok(n) if n > 0 => return Ok(n),
-                Err(Errno::INTR) => {}
-                Err(Errno::AGAIN) => self.output.wait(PollFlags::OUT)?,
-                result => {
-                    let why = result.err().map_or("no progress".to_owned(), |e| e.to_string());
-                    let route = self.route;
-                    route.stop_splicing(&route.output_splice, "stdout", format_args!("{why}"));
+        if self.pending.is_empty() {
+            while self.route.output_splice.load(Relaxed) {
+                // Blocking: waits for room in stdout, never for data (`len` bytes are there).
+                match splice(&pipe.read, None, self.output.fd, None, len, SpliceFlags::empty()) {
+                    Ok(n) if n > 0 => return Ok(n),
+                    Err(Errno::INTR) => {}
+                    Err(Errno::AGAIN) => self.output.wait(PollFlags::OUT)?,
+                    result => {
+                        let why = result.err().map_or("no progress".to_owned(), |e| e.to_string());
+                        let route = self.route;
+                        route.stop_splicing(&route.output_splice, "stdout", format_args!("{why}"));
+                    }
                 }
             }
+            // Copy out what the pipe holds; `write` meets any real error of stdout.
+            self.scratch.resize(len.min(SCRATCH), 0);
+            let n = loop {
+                match rustix::io::read(&pipe.read, &mut self.scratch) {
+                    Err(Errno::INTR) => continue,
+                    result => break result?,
+                }
+            };
+            self.pending = 0..n;
         }
-        // Copy out what the pipe holds; `write` meets any real error of stdout.
-        self.scratch.resize(len.min(SCRATCH), 0);
-        let n = loop {
-            match rustix::io::read(&pipe.read, &mut self.scratch) {
-                Err(Errno::INTR) => continue,
-                result => break result?,
-            }
+        let written = self.output.write(&self.scratch[self.pending.clone()])?;
+        self.pending.start += written;
+        Ok(written)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+    use std::sync::atomic::AtomicBool;
+
+    use super::*;
+    use crate::engine::EngineKind;
+    use crate::log::Log;
+
+    /// An error after a partial write reports the partial write first, so that what reached
+    /// the output counts as delivered. (Regression: after falling back from splice to
+    /// copying, a partial write before an error went uncounted, and the message said fewer
+    /// bytes were delivered than the output held.)
+    #[test]
+    fn a_partial_write_before_an_error_is_counted() {
+        let pool = PoolPipe::new().unwrap();
+        let queued = 256 << 10;
+        let mut put = 0;
+        while put < queued {
+            put += rustix::io::write(&pool.write, &vec![7u8; queued - put]).unwrap();
+        }
+        // A default pipe holds 64 KiB; its reader goes away once it is full.
+        let (out_r, out_w) = rustix::pipe::pipe().unwrap();
+        let room = rustix::pipe::fcntl_getpipe_size(&out_w).unwrap();
+        // SAFETY: `out_w` outlives every use of the endpoint (it is leaked).
+        let fd = unsafe { BorrowedFd::borrow_raw(Box::leak(Box::new(out_w)).as_raw_fd()) };
+        let output = Endpoint::inspect(fd).unwrap();
+        let route = Route {
+            engine: EngineKind::Splice,
+            input_splice: AtomicBool::new(false),
+            // As after a refused splice: copying out of the pool pipe.
+            output_splice: AtomicBool::new(false),
+            log: Arc::new(Log::default()),
         };
-        let mut written = 0;
-        while written < n {
-            written += self.output.write(&self.scratch[written..n])?;
-        }
-        Ok(n)
+        let reader = std::thread::spawn(move || {
+            while rustix::io::ioctl_fionread(out_r.as_fd()).unwrap() < room as u64 {
+                std::thread::yield_now();
+            }
+        });
+        let mut writer = PipeWriter::new(&output, &route);
+        let first = writer.write(&pool, queued);
+        reader.join().unwrap();
+        assert_eq!(first.unwrap(), room, "the partial write is reported as such");
+        let second = writer.write(&pool, queued - room);
+        assert_eq!(second.unwrap_err().kind(), io::ErrorKind::BrokenPipe);
     }
 }

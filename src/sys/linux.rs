@@ -2,6 +2,8 @@
 
 use std::os::fd::BorrowedFd;
 
+use std::path::Path;
+
 use rustix::io::Errno;
 
 use std::sync::OnceLock;
@@ -48,4 +50,72 @@ pub unsafe fn advise_huge_pages(addr: *mut std::ffi::c_void, len: usize) {
     // THP in "madvise" mode (the common default) gives huge pages only where asked. A failure
     // (THP compiled out, "never") leaves ordinary pages, which work the same, only dearer.
     let _ = unsafe { rustix::mm::madvise(addr, len, rustix::mm::Advice::LinuxHugepage) };
+}
+
+/// Whether a pipe's descriptor flags make it a packet-mode pipe (`O_DIRECT`, pipe(7)).
+pub fn is_packet_mode(flags: rustix::fs::OFlags) -> bool {
+    flags.contains(rustix::fs::OFlags::DIRECT)
+}
+
+/// Room left under a memory cgroup's limit for the kernel's own use on accel's behalf: pipe
+/// pages (unswappable, charged to the cgroup), the page cache of files written.
+const CGROUP_HEADROOM: u64 = 32 << 20;
+
+/// The memory the buffer may take under this process's memory cgroup and its ancestors:
+/// the smallest limit less what that cgroup uses already. Reads cgroup v2 (`memory.max`) and
+/// the v1 memory controller (`memory.limit_in_bytes`), whichever the process is in.
+pub fn cgroup_memory_limit() -> Option<super::MemoryLimit> {
+    let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    // Lines are `id:controllers:path`; v2 is `0::path`, v1's memory controller `N:memory:path`.
+    let hierarchies = own.lines().filter_map(|line| {
+        let mut fields = line.splitn(3, ':');
+        let (_, controllers, path) = (fields.next()?, fields.next()?, fields.next()?);
+        let path = path.trim().trim_start_matches('/');
+        match controllers {
+            "" => Some((Path::new("/sys/fs/cgroup").join(path), "memory.max", "memory.current")),
+            c if c.split(',').any(|c| c == "memory") => Some((
+                Path::new("/sys/fs/cgroup/memory").join(path),
+                "memory.limit_in_bytes",
+                "memory.usage_in_bytes",
+            )),
+            _ => None,
+        }
+    });
+    let read = |dir: &Path, file: &str| -> Option<u64> {
+        std::fs::read_to_string(dir.join(file)).ok()?.trim().parse().ok()
+    };
+    let mut tightest: Option<(u64, u64)> = None;
+    for (leaf, limit_file, usage_file) in hierarchies {
+        for dir in leaf.ancestors().take_while(|d| d.starts_with("/sys/fs/cgroup")) {
+            // v2 says "max" for no limit, which does not parse; v1 says a number near 2^63.
+            if let (Some(max), Some(used)) = (read(dir, limit_file), read(dir, usage_file)) {
+                let room = max.saturating_sub(used).saturating_sub(CGROUP_HEADROOM);
+                if tightest.is_none_or(|(best, _)| room < best) {
+                    tightest = Some((room, max));
+                }
+            }
+        }
+    }
+    let (bytes, max) = tightest?;
+    Some(super::MemoryLimit {
+        bytes,
+        what: format!("the memory cgroup's limit of {}", crate::size::Bytes(max)),
+    })
+}
+
+/// Bytes of address space the process uses now (`VmSize`).
+pub fn address_space_used() -> Option<u64> {
+    status_kib("VmSize:").map(|kib| kib << 10)
+}
+
+/// Bytes of private writable memory the process uses now (`VmData`), which `RLIMIT_DATA`
+/// counts.
+pub fn data_used() -> Option<u64> {
+    status_kib("VmData:").map(|kib| kib << 10)
+}
+
+fn status_kib(field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find_map(|line| line.strip_prefix(field))?;
+    line.trim().trim_end_matches("kB").trim().parse().ok()
 }

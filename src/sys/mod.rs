@@ -10,6 +10,9 @@
 //! - [`advise_huge_pages`]: ask for transparent huge pages on a buffer chunk, which makes the
 //!   first touch of a fresh chunk several times cheaper.
 //! - [`PIPE_TARGET_SIZE`]: how large we try to make pipes.
+//! - [`is_packet_mode`]: whether a pipe delivers packets (Linux `O_DIRECT` pipes).
+//! - [`memory_limit`]: how much the buffer may take under the machine's memory, rlimits and
+//!   (Linux) the memory cgroup.
 
 #[cfg(target_os = "linux")]
 mod linux;
@@ -22,9 +25,12 @@ mod portable;
 #[cfg(not(target_os = "linux"))]
 use portable as imp;
 
-pub use imp::{advise_huge_pages, enlarge_pipe};
+mod memory;
+
+pub use imp::{advise_huge_pages, enlarge_pipe, is_packet_mode};
 #[cfg(target_os = "linux")]
 pub use linux::pipe_target_size;
+pub use memory::{MemoryLimit, memory_limit};
 
 /// The size we try to give the pipes accel reads from and writes to.
 ///
