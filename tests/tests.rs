@@ -1,11 +1,15 @@
 //! Integration tests: the `accel` binary between real pipes, files and devices.
 //!
-//! Every behaviour test runs against every engine (`util::ENGINES`). Overlap and latency are
-//! proven by orderings with generous timeouts, never by tight wall-clock bounds.
+//! Every behaviour test runs against every engine, as one test per engine (`per_engine!`).
+//! Overlap and latency are proven by orderings with generous timeouts, never by tight
+//! wall-clock bounds. Random tests print the seed that replays them when they fail. A test
+//! that needs what the machine lacks fails unless `ACCEL_TESTS_MAY_SKIP=1` (`util::require`).
 
+#[macro_use]
 mod util;
 
 mod edges;
+mod faults;
 mod memory;
 mod ordering;
 mod random;

@@ -9,8 +9,81 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-/// Every engine `--engine` accepts; each behaviour test runs against each.
+/// Every engine `--engine` accepts; each behaviour test runs against each, as a test of its
+/// own (see [`per_engine!`]).
 pub const ENGINES: &[&str] = &["auto", "splice", "copy"];
+
+/// For each `fn name(engine: &str)` listed, one test per engine: `name::auto`,
+/// `name::splice`, `name::copy` (the names of [`ENGINES`]), so that a failure in one engine
+/// never hides the others.
+macro_rules! per_engine {
+    ($($name:ident),+ $(,)?) => {
+        $(
+            mod $name {
+                #[test]
+                fn auto() {
+                    super::$name("auto")
+                }
+                #[test]
+                fn splice() {
+                    super::$name("splice")
+                }
+                #[test]
+                fn copy() {
+                    super::$name("copy")
+                }
+            }
+        )+
+    };
+}
+
+/// Whether a test that needs `what` (root, tmux, a cgroup) may go on. Where it is missing the
+/// test fails, saying so, unless `ACCEL_TESTS_MAY_SKIP=1` is set: then it says on stderr that
+/// it skips. A missing requirement never passes silently. CI has everything and sets nothing.
+#[track_caller]
+pub fn require(what: &str, present: bool) -> bool {
+    if present {
+        return true;
+    }
+    let skip = std::env::var_os("ACCEL_TESTS_MAY_SKIP").is_some_and(|v| v == "1");
+    assert!(skip, "this test needs {what}; set ACCEL_TESTS_MAY_SKIP=1 to skip such tests");
+    eprintln!("SKIPPED (ACCEL_TESTS_MAY_SKIP=1): needs {what}");
+    false
+}
+
+/// Whether the tests run as root (mounts, cgroups, other users).
+pub fn is_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+/// Runs `test` on `cases` values of `strategy`, drawn from a seed that every failure reports
+/// with the command that replays it: `ACCEL_TEST_SEED` when set, else a fresh one.
+#[track_caller]
+pub fn run_seeded<S: proptest::strategy::Strategy>(
+    name: &str,
+    cases: u32,
+    strategy: S,
+    test: impl Fn(S::Value) -> Result<(), proptest::test_runner::TestCaseError>,
+) {
+    use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+    let seed = match std::env::var("ACCEL_TEST_SEED") {
+        Ok(text) => u64::from_str_radix(text.trim_start_matches("0x"), 16).expect("a hex seed"),
+        Err(_) => {
+            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+            now.map_or(1, |d| d.as_nanos() as u64) ^ u64::from(std::process::id())
+        }
+    };
+    let bytes: Vec<u8> = (0..4).flat_map(|i| (seed ^ i).to_le_bytes()).collect();
+    let config = Config { cases, failure_persistence: None, ..Config::default() };
+    let mut runner =
+        TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &bytes));
+    if let Err(failure) = runner.run(&strategy, test) {
+        panic!(
+            "{failure}\nseed {seed:#x}; replay with: \
+             ACCEL_TEST_SEED={seed:#x} cargo test --test integration {name} -- --exact"
+        );
+    }
+}
 
 /// What "a generous timeout" means here: long enough that only a hang or a deadlock reaches it
 /// on a loaded 2-core CI machine.
@@ -163,4 +236,9 @@ pub fn producer_finishes_before_consumer_reads(
         let _ = child.wait();
     }
     finished
+}
+
+/// Runs `script` in bash with `$ACCEL` set to the binary under test.
+pub fn sh(script: &str) -> std::process::Output {
+    Command::new("bash").arg("-c").arg(script).env("ACCEL", ACCEL).output().expect("run bash")
 }
