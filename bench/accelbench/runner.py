@@ -156,6 +156,17 @@ def tool_versions(accel: str) -> list[tuple[str, str]]:
     return out
 
 
+@dataclass(frozen=True)
+class Context:
+    """What every measure's run(ctx) is given."""
+    tools: list[Tool]  # the bare pipe, the variants, then the installed peers
+    accel: str  # the binary under test; `show` prints it as `accel`
+    rounds: int
+    corpus_bytes: int  # target size of the seed corpus
+    stream_mib: int  # MiB of the dd stream in throughput (cpu streams a quarter of it)
+    timeout: float  # seconds before a pipeline run is killed
+
+
 # --------------------------------------------------------------------------------------------
 # Running pipelines
 
