@@ -394,6 +394,17 @@ def rotated(jobs: list, r: int) -> list:
     return jobs[k:] + jobs[:k]
 
 
+def interleaved(jobs: list, rounds: int, samples: dict, key=lambda job: job.name):
+    """Yields (round, job, its Samples) for every job in every round, round r starting at
+    job r; a job whose samples were dropped (excluded, or timed out in an earlier run) is
+    skipped. samples maps key(job) to the job's Samples."""
+    for r in range(rounds):
+        for job in rotated(jobs, r):
+            s = samples[key(job)]
+            if not s.dropped:
+                yield r, job, s
+
+
 def med(xs: list[float]) -> float:
     return statistics.median(xs)
 

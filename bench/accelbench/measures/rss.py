@@ -21,8 +21,8 @@ import time
 from pathlib import Path
 
 from ..runner import (
-    MIB, WORK, Context, Samples, code, excluded_status, fmt_spread, md_table, note, reap,
-    rotated, show,
+    MIB, WORK, Context, Samples, code, excluded_status, fmt_spread, interleaved, md_table,
+    note, reap, show,
 )
 
 
@@ -30,19 +30,15 @@ def run(ctx: Context) -> str:
     tools, accel, rounds, timeout = ctx.tools, ctx.accel, ctx.rounds, ctx.timeout
     xs = [t for t in tools if t.rss_argv]
     samples = {t.name: Samples.for_tool(t) for t in xs}
-    for r in range(rounds):
-        for t in rotated(xs, r):
-            s = samples[t.name]
-            if s.dropped:
-                continue
-            hwm, err = measure_peak_rss(t.rss_argv, timeout=timeout)
-            s.runs += 1
-            if err:
-                s.failures.append(err)
-            elif hwm is not None:
-                s.rss_kib.append(hwm)
-            note(f"rss round {r + 1}/{rounds}: {t.name:<12} "
-                 + (f"{hwm / 1024:8.1f} MiB" if not err and hwm else f"FAILED: {err}"))
+    for r, t, s in interleaved(xs, rounds, samples):
+        hwm, err = measure_peak_rss(t.rss_argv, timeout=timeout)
+        s.runs += 1
+        if err:
+            s.failures.append(err)
+        elif hwm is not None:
+            s.rss_kib.append(hwm)
+        note(f"rss round {r + 1}/{rounds}: {t.name:<12} "
+             + (f"{hwm / 1024:8.1f} MiB" if not err and hwm else f"FAILED: {err}"))
     rows = []
     for t in xs:
         s = samples[t.name]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from ..corpus import build_corpus, warm_cache
 from ..runner import (
-    MIB, Context, Samples, code, fmt_spread, md_table, med, note, rotated, run_pipeline,
+    MIB, Context, Samples, code, fmt_spread, interleaved, md_table, med, note, run_pipeline,
 )
 
 
@@ -26,25 +26,21 @@ def run(ctx: Context) -> str:
     jobs: list[tuple[str, str, object]] = [("stage", "bzip2", None), ("stage", "gzip", None)]
     jobs += [("x", t.name, t) for t in tools]
     samples = {name: Samples.for_tool(t) for _, name, t in jobs}
-    for r in range(rounds):
-        for kind, name, t in rotated(jobs, r):
-            s = samples[name]
-            if s.dropped:
-                continue
-            if kind == "stage" and name == "bzip2":
-                rr = run_pipeline([bz], timeout=timeout)
-                s.add(rr, None)
-            elif kind == "stage":
-                rr = run_pipeline([gz], stdin_path=str(tar_path), timeout=timeout)
-                s.add(rr, None)
-            elif t.argv is None:
-                rr = run_pipeline([bz, gz], timeout=timeout)
-                s.add(rr, None)
-            else:
-                rr = run_pipeline([bz, t.argv, gz], timeout=timeout)
-                s.add(rr, 1)
-            note(f"seed round {r + 1}/{rounds}: {name:<12} "
-                 + (f"{rr.wall:7.2f} s" if rr.ok else f"FAILED: {rr.error}"))
+    for r, (kind, name, t), s in interleaved(jobs, rounds, samples, key=lambda j: j[1]):
+        if kind == "stage" and name == "bzip2":
+            rr = run_pipeline([bz], timeout=timeout)
+            s.add(rr, None)
+        elif kind == "stage":
+            rr = run_pipeline([gz], stdin_path=str(tar_path), timeout=timeout)
+            s.add(rr, None)
+        elif t.argv is None:
+            rr = run_pipeline([bz, gz], timeout=timeout)
+            s.add(rr, None)
+        else:
+            rr = run_pipeline([bz, t.argv, gz], timeout=timeout)
+            s.add(rr, 1)
+        note(f"seed round {r + 1}/{rounds}: {name:<12} "
+             + (f"{rr.wall:7.2f} s" if rr.ok else f"FAILED: {rr.error}"))
     stage_meds = [med(samples[n].wall) for n in ("bzip2", "gzip") if samples[n].wall]
     optimum = max(stage_meds) if len(stage_meds) == 2 else None
     rows = []

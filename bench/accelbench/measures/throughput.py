@@ -6,7 +6,7 @@ intermediary adds to every pipeline it sits in).  "× bare" = GiB/s / bare pipe'
 from __future__ import annotations
 
 from ..runner import (
-    GIB, MIB, Context, Samples, code, fmt_spread, md_table, med, note, rotated,
+    GIB, MIB, Context, Samples, code, fmt_spread, interleaved, md_table, med, note,
     run_pipeline,
 )
 
@@ -18,19 +18,15 @@ def run(ctx: Context) -> str:
     dd = ["dd", "if=/dev/zero", "bs=1M", f"count={count}", "status=none"]
     cat = ["cat"]
     samples = {t.name: Samples.for_tool(t) for t in tools}
-    for r in range(rounds):
-        for t in rotated(tools, r):
-            s = samples[t.name]
-            if s.dropped:
-                continue
-            if t.argv is None:
-                rr = run_pipeline([dd, cat], timeout=timeout)
-                s.add(rr, None)
-            else:
-                rr = run_pipeline([dd, t.argv, cat], timeout=timeout)
-                s.add(rr, 1)
-            note(f"throughput round {r + 1}/{rounds}: {t.name:<12} "
-                 + (f"{gib / rr.wall:6.2f} GiB/s" if rr.ok else f"FAILED: {rr.error}"))
+    for r, t, s in interleaved(tools, rounds, samples):
+        if t.argv is None:
+            rr = run_pipeline([dd, cat], timeout=timeout)
+            s.add(rr, None)
+        else:
+            rr = run_pipeline([dd, t.argv, cat], timeout=timeout)
+            s.add(rr, 1)
+        note(f"throughput round {r + 1}/{rounds}: {t.name:<12} "
+             + (f"{gib / rr.wall:6.2f} GiB/s" if rr.ok else f"FAILED: {rr.error}"))
     bare = next((t for t in tools if t.argv is None), None)
     bare_rate = (med([gib / w for w in samples[bare.name].wall])
                  if bare and samples[bare.name].wall else None)
