@@ -1,0 +1,150 @@
+"""The command line of bench/run.py: options, the accel binary under test, the tools that
+pass the sanity check, then the machine header, each measure chosen by --only in ORDER, and
+the notes, in Markdown on stdout (progress goes to stderr)."""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from .measures import MEASURES, ORDER
+from .runner import (
+    MIB, REPO, WORK, Context, Tool, machine_header, note, parse_variants, peer_tools,
+    sanity_check,
+)
+
+DEFAULT_VARIANTS = "accel=accel,accel-copy=accel --engine copy"
+
+ABOUT = """\
+Benchmark accel against a bare pipe and its peers (mbuffer, pv -B, buffer).
+
+What it measures (every X is run as a real process between real OS pipes):
+"""
+
+HOW_TO_READ = """\
+How to read it: the machine is shared and noisy, so every timed figure is the median over
+``--rounds`` rounds, and within a round the tools run in a rotating order (round r starts
+at tool r), so slow drifts in background load hit all tools alike.  [min-max] is the spread
+over rounds; compare ratios rather than absolute seconds, and distrust differences smaller
+than the spread.  A tool that exits non-zero (checked for every process of a pipeline, like
+``set -o pipefail``) is reported as FAILED with its exit status and the first stderr line;
+its median then covers only the successful runs.  Before anything is timed, 8 MiB of random
+data goes through each X and must come out unchanged; a tool that fails this is excluded.
+"""
+
+USAGE_NOTES = """\
+In --variants, each comma-separated item is NAME=COMMAND; the word ``accel`` in COMMAND is
+replaced by the accel binary.  Without --accel, ``cargo build --release`` runs in the repo
+root and target/release/accel is used.  --quick shrinks the corpus (20 MiB) and the stream
+(512 MiB) so the whole run takes about a minute; it is for testing this script, its numbers
+are not meaningful.  Tables go to stdout (Markdown), progress to stderr.
+"""
+
+
+def describe() -> str:
+    """ABOUT, each measure's docstring under its name, and HOW_TO_READ: the --help text."""
+    lines = []
+    for name, measure in MEASURES.items():
+        first, *rest = inspect.cleandoc(measure.__doc__).splitlines()
+        lines.append(f"  {name:<12}{first}")
+        lines += [f"{'':14}{line}".rstrip() for line in rest]
+    return ABOUT + "\n" + "\n".join(lines) + "\n\n" + HOW_TO_READ
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=describe(), epilog=USAGE_NOTES,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=5, help="rounds per timed section (min 3)")
+    ap.add_argument("--quick", action="store_true",
+                    help="small sizes (~1 minute in total), for testing this script")
+    ap.add_argument("--accel", metavar="PATH", help="accel binary (default: cargo build --release)")
+    ap.add_argument("--only", metavar="LIST", default=",".join(ORDER),
+                    help="comma-separated subset of: " + ",".join(ORDER))
+    ap.add_argument("--variants", metavar="SPEC", default=DEFAULT_VARIANTS,
+                    help=f"NAME=COMMAND,... ('accel' is replaced by the binary); "
+                         f"default {DEFAULT_VARIANTS!r}")
+    ap.add_argument("--corpus-mb", type=int, metavar="MIB",
+                    help="corpus tar size in MiB (default 300, --quick 20)")
+    ap.add_argument("--timeout", type=float, metavar="S",
+                    help="kill a pipeline run after S seconds (default 600, --quick 60)")
+    args = ap.parse_args()
+    if args.rounds < 3:
+        ap.error("--rounds must be at least 3")
+    only = [s.strip() for s in args.only.split(",") if s.strip()]
+    bad = [s for s in only if s not in ORDER]
+    if bad or not only:
+        ap.error(f"--only: unknown section(s) {', '.join(bad) or '(none)'}; "
+                 f"choose from {','.join(ORDER)}")
+    sizes = {
+        "corpus": (args.corpus_mb or (20 if args.quick else 300)) * MIB,
+        "count": 512 if args.quick else 8192,
+    }
+    timeout = args.timeout or (60.0 if args.quick else 600.0)
+
+    missing = [c for c in ("bzip2", "gzip", "dd", "cat", "head") if not shutil.which(c)]
+    if missing:
+        print(f"run.py: required tools missing: {', '.join(missing)}", file=sys.stderr)
+        return 2
+
+    if args.accel:
+        accel = os.path.abspath(args.accel)
+        accel_origin = accel
+        if not os.access(accel, os.X_OK):
+            print(f"run.py: --accel {args.accel}: not an executable file", file=sys.stderr)
+            return 2
+    else:
+        note("cargo build --release")
+        r = subprocess.run(["cargo", "build", "--release"], cwd=REPO, stdout=sys.stderr)
+        if r.returncode != 0:
+            print("run.py: cargo build --release failed", file=sys.stderr)
+            return 1
+        built = REPO / "target" / "release" / "accel"
+        # Snapshot the binary so that a rebuild by someone else during the run cannot mix
+        # two versions of accel into one set of medians.
+        WORK.mkdir(parents=True, exist_ok=True)
+        snap = WORK / "accel-under-test"
+        tmp = WORK / "accel-under-test.tmp"
+        shutil.copy2(built, tmp)
+        os.replace(tmp, snap)
+        accel = str(snap)
+        accel_origin = f"{built} (snapshot: {snap})"
+    WORK.mkdir(parents=True, exist_ok=True)
+
+    notes: list[str] = []
+    variants = parse_variants(args.variants, accel)
+    tools = [Tool("bare", None, "bare")] + variants + peer_tools(notes)
+    for t in tools:
+        if t.argv is None:
+            continue
+        err = sanity_check(t)
+        if err:
+            t.excluded = err
+            notes.append(f"{t.name} (`{t.display(accel)}`) excluded: 8 MiB sanity check "
+                         f"failed: {err}")
+            note(f"sanity: {t.name}: FAILED: {err}")
+        else:
+            note(f"sanity: {t.name}: ok")
+
+    t_start = time.perf_counter()
+    print(machine_header(accel, accel_origin, args, sizes))
+    sys.stdout.flush()
+    ctx = Context(tools, accel, args.rounds, sizes["corpus"], sizes["count"], timeout)
+    for name, measure in MEASURES.items():
+        if name not in only:
+            continue
+        note(f"--- {name}")
+        print(measure.run(ctx))
+        sys.stdout.flush()
+    loadavg = " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    notes.append(f"load average at end: {loadavg}; total {time.perf_counter() - t_start:.0f} s.")
+    print("## Notes\n")
+    for n in notes:
+        print(f"- {n}")
+    return 0
+

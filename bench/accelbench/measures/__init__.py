@@ -1,0 +1,16 @@
+"""The registry of measures: one module each, named by its file, run and reported in ORDER.
+
+A measure module has
+  a docstring  what it runs and how to read its table; --help shows it under the name,
+  run(ctx)     runs its rounds on ctx.tools (see runner.Context) and returns its Markdown
+               section, a `## ` heading, a paragraph and a table.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+# The order in which the measures run and are reported; a new measure adds its name here.
+ORDER = ("seed", "throughput", "cpu", "latency", "rss")
+
+MEASURES = {name: importlib.import_module(f"{__name__}.{name}") for name in ORDER}

@@ -1,0 +1,137 @@
+"""A Python producer writes a short line into X's stdin every 50 ms (10 lines,
+stdin kept open) and a reader thread times its arrival on X's stdout.  Tools
+that hold partial blocks until a block fills or EOF show timeouts (>5000 ms).
+Baseline: the producer writes straight into a pipe read by the reader.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import tempfile
+import threading
+import time
+
+from ..runner import WORK, Context, code, excluded_status, md_table, note, reap
+
+
+def run(ctx: Context) -> str:
+    tools, accel = ctx.tools, ctx.accel
+    rows = []
+    for t in tools:
+        if t.excluded:
+            rows.append([t.name, code(t.display(accel)), "—", "—", "—",
+                         excluded_status(t.excluded)])
+            continue
+        lat, err = measure_latency(t.argv)
+        got = [x * 1000 for x in lat if x is not None]
+        timeouts = sum(1 for x in lat if x is None)
+        m = statistics.median([x * 1000 if x is not None else float("inf") for x in lat])
+        median_s = ">5000" if m == float("inf") else f"{m:.2f}"
+        max_s = ">5000" if timeouts else (f"{max(got):.2f}" if got else "—")
+        status = "ok" if err is None else f"FAILED: {err}".replace("|", "\\|")
+        label = t.name if t.argv else "direct pipe (no X)"
+        rows.append([label, code(t.display(accel)) if t.argv else "—", median_s, max_s,
+                     f"{timeouts}/{len(lat)}", status])
+        note(f"latency: {label:<18} median {median_s} ms, max {max_s} ms, "
+             f"timeouts {timeouts}" + (f", {err}" if err else ""))
+    head = ("## Line latency: producer writes a short line into X, reader times its arrival\n\n"
+            "10 lines of 20 bytes, written 50 ms apart, producer's stdin kept open; per-line "
+            "timeout 5 s (counted as >5000 ms). Single run per tool (ms-scale, not "
+            "throughput).\n")
+    table = md_table(["X", "command", "median ms", "max ms", "timeouts", "status"], rows)
+    return head + "\n" + table + "\n"
+
+
+
+def measure_latency(argv: list[str] | None, n: int = 10, gap: float = 0.05,
+                    limit: float = 5.0) -> tuple[list[float | None], str | None]:
+    """Write n short lines gap seconds apart (fixed schedule) and time their arrival.
+    Returns per-line latency in seconds (None = not within `limit`) and an error or None."""
+    proc = None
+    errf = None
+    if argv is None:
+        r_fd, w_fd = os.pipe()
+    else:
+        errf = tempfile.TemporaryFile(dir=WORK)
+        try:
+            proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    stderr=errf)
+        except OSError as e:
+            errf.close()
+            return [None] * n, f"cannot start: {e.strerror or e}"
+        w_fd, r_fd = proc.stdin.fileno(), proc.stdout.fileno()
+    arrivals: dict[int, float] = {}
+    cond = threading.Condition()
+    extra = []
+
+    def reader() -> None:
+        buf = b""
+        while True:
+            try:
+                chunk = os.read(r_fd, 65536)
+            except OSError:
+                break
+            t = time.perf_counter()
+            if not chunk:
+                break
+            buf += chunk
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                try:
+                    idx = int(line.split()[0][1:])
+                except (ValueError, IndexError):
+                    extra.append(line)
+                    continue
+                with cond:
+                    arrivals.setdefault(idx, t)
+                    cond.notify_all()
+        if buf:
+            extra.append(buf)
+
+    th = threading.Thread(target=reader, daemon=True)
+    th.start()
+    writes: dict[int, float] = {}
+    error = None
+    t0 = time.perf_counter() + 0.1  # let X start up first
+    try:
+        for i in range(n):
+            delay = t0 + i * gap - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)
+            writes[i] = time.perf_counter()
+            os.write(w_fd, f"L{i:02d} latency probe\n".encode())
+    except OSError as e:
+        error = f"write failed: {e.strerror}"
+    if writes:
+        deadline = writes[max(writes)] + limit
+        with cond:
+            while len(arrivals) < len(writes):
+                left = deadline - time.perf_counter()
+                if left <= 0:
+                    break
+                cond.wait(left)
+    # Close stdin; a well-behaved X flushes and exits.
+    if proc is None:
+        os.close(w_fd)
+    else:
+        try:
+            proc.stdin.close()
+        except OSError:
+            pass
+    th.join(15)
+    if proc is not None:
+        rc, error = reap(proc, errf, error)
+    else:
+        os.close(r_fd)
+    lat: list[float | None] = []
+    for i in range(n):
+        if i in writes and i in arrivals and arrivals[i] - writes[i] <= limit:
+            lat.append(arrivals[i] - writes[i])
+        else:
+            lat.append(None)
+    lost = [i for i in writes if i not in arrivals]
+    if lost and not error:
+        error = f"{len(lost)} line(s) never arrived, even after EOF"
+    return lat, error

@@ -1,0 +1,67 @@
+"""The pipeline accel exists for:
+``bzip2 -dc corpus.tar.bz2 | X | gzip -6 > /dev/null`` on a tar of real files
+from this machine (cached in bench/work/).  Both stages are also timed alone.
+Two CPU-bound stages that take turns (bare pipe, 64 KiB) run slower than the
+slower stage alone; a good buffer lets them overlap, so the wall time
+approaches that of the slower stage.
+ratio = median wall / max(median wall of the two stages alone).
+1.00 is the optimum (the slower stage is never kept waiting); the bare-pipe row
+shows how far from it the pipeline starts.  "X CPU s" is user+sys of X itself.
+"""
+
+from __future__ import annotations
+
+from ..corpus import build_corpus, warm_cache
+from ..runner import (
+    MIB, Context, Samples, code, fmt_spread, interleaved, md_table, med, note, run_pipeline,
+)
+
+
+def run(ctx: Context) -> str:
+    tools, accel, rounds, timeout = ctx.tools, ctx.accel, ctx.rounds, ctx.timeout
+    tar_path, bz_path, meta = build_corpus(ctx.corpus_bytes)
+    warm_cache(tar_path, bz_path)
+    bz = ["bzip2", "-dc", str(bz_path)]
+    gz = ["gzip", "-6"]
+    jobs: list[tuple[str, str, object]] = [("stage", "bzip2", None), ("stage", "gzip", None)]
+    jobs += [("x", t.name, t) for t in tools]
+    samples = {name: Samples.for_tool(t) for _, name, t in jobs}
+    for r, (kind, name, t), s in interleaved(jobs, rounds, samples, key=lambda j: j[1]):
+        if kind == "stage" and name == "bzip2":
+            rr = run_pipeline([bz], timeout=timeout)
+            s.add(rr, None)
+        elif kind == "stage":
+            rr = run_pipeline([gz], stdin_path=str(tar_path), timeout=timeout)
+            s.add(rr, None)
+        elif t.argv is None:
+            rr = run_pipeline([bz, gz], timeout=timeout)
+            s.add(rr, None)
+        else:
+            rr = run_pipeline([bz, t.argv, gz], timeout=timeout)
+            s.add(rr, 1)
+        note(f"seed round {r + 1}/{rounds}: {name:<12} "
+             + (f"{rr.wall:7.2f} s" if rr.ok else f"FAILED: {rr.error}"))
+    stage_meds = [med(samples[n].wall) for n in ("bzip2", "gzip") if samples[n].wall]
+    optimum = max(stage_meds) if len(stage_meds) == 2 else None
+    rows = []
+    labels = {"bzip2": code(f"bzip2 -dc {bz_path.name} > /dev/null") + " alone",
+              "gzip": code(f"gzip -6 < {tar_path.name} > /dev/null") + " alone"}
+    for kind, name, t in jobs:
+        s = samples[name]
+        if kind == "stage":
+            label, cmd = labels[name], "—"
+        else:
+            label = name if t.argv else "bare pipe"
+            cmd = code(t.display(accel)) if t.argv else "—"
+        ratio = f"{med(s.wall) / optimum:.3f}" if optimum and s.wall else "—"
+        xcpu = f"{med(s.x_cpu):.2f}" if s.x_cpu else "—"
+        acpu = f"{med(s.all_cpu):.2f}" if s.all_cpu else "—"
+        rows.append([label, cmd, fmt_spread(s.wall), ratio, xcpu, acpu, s.status()])
+    head = (f"## Seed pipeline: `bzip2 -dc corpus.tar.bz2 | X | gzip -6 > /dev/null`\n\n"
+            f"Corpus: {meta['tar_bytes'] / MIB:.0f} MiB tar of {meta['files']} real files "
+            f"({', '.join(meta['per_root_bytes'])}), {meta['bz2_bytes'] / MIB:.1f} MiB as "
+            f"bzip2 -9. {rounds} rounds, rotating order. ratio = median wall / max(median of "
+            f"the two stages alone); 1.000 = optimum. CPU columns are medians of user+sys.\n")
+    table = md_table(["X", "command", "wall s median [min–max]", "ratio", "X CPU s",
+                      "all CPU s", "status"], rows)
+    return head + "\n" + table + "\n"
