@@ -11,6 +11,8 @@
 //!
 //! - `soak::short` (CI): `ACCEL_SOAK_CASES` cases (default [`SHORT_CASES`]).
 //! - `soak::cases` (ignored): the same, 10,000 cases by default.
+//! - `soak::long` (ignored): `ACCEL_SOAK_BYTES` (default 1T) through each engine of
+//!   `ACCEL_SOAK_ENGINES` (default `splice,copy`), watching accel's memory.
 //!
 //! The master seed comes from `ACCEL_SOAK_SEED` (else the clock) and is printed first; a failing
 //! case prints a command that replays it alone (`ACCEL_SOAK_REPLAY=SEED`).
@@ -425,6 +427,7 @@ struct Ended {
     hang: Option<String>,
     stderr: String,
     signalled: Signalled,
+    seconds: f64,
 }
 
 /// The producer's part: given accel's stdin and pid, writes the stream (counting it in
@@ -518,7 +521,8 @@ fn finish(mut run: Run, deadline: Option<Duration>, mut tick: impl FnMut(&Run)) 
     let signalled = run.signaller.join().expect("signaller thread");
     let status = reap(&mut run.child, &mut hang);
     let stderr = run.stderr.join().expect("stderr thread");
-    Ended { written, read, status, hang, stderr, signalled }
+    let seconds = run.started.elapsed().as_secs_f64();
+    Ended { written, read, status, hang, stderr, signalled, seconds }
 }
 
 /// Waits for accel to exit once its stdout has closed; kills it after [`GENEROUS`].
@@ -695,6 +699,21 @@ fn env_number(name: &str) -> Option<u64> {
     Some(parsed.unwrap_or_else(|_| panic!("{name}={text:?}: not a number")))
 }
 
+/// A size from the environment: a number with an optional binary suffix K, M, G or T.
+fn env_size(name: &str) -> Option<u64> {
+    let text = std::env::var(name).ok()?;
+    let text = text.trim();
+    let (digits, shift) = match text.char_indices().last() {
+        Some((at, unit)) if "kKmMgGtT".contains(unit) => {
+            let shift = 10 * (1 + "KMGT".find(unit.to_ascii_uppercase()).unwrap() as u32);
+            (&text[..at], shift)
+        }
+        _ => (text, 0),
+    };
+    let number: u64 = digits.parse().unwrap_or_else(|_| panic!("{name}={text:?}: not a size"));
+    Some(number.checked_mul(1 << shift).unwrap_or_else(|| panic!("{name}={text:?}: too large")))
+}
+
 /// The run's master seed, printed so that the run can be repeated.
 fn master_seed() -> u64 {
     let seed = env_number("ACCEL_SOAK_SEED").unwrap_or_else(|| {
@@ -799,4 +818,177 @@ fn short() {
 #[ignore = "10,000 cases; run on purpose"]
 fn cases() {
     soak_cases(MANY_CASES);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The long run.
+
+/// The long run's buffer.
+const LONG_BUFFER: u64 = 64 * MIB;
+
+/// How much more than at rest early in the run accel may hold at rest at the end.
+const REST_SLACK: u64 = 8 * MIB;
+
+/// The long run's pacing, for either side: mostly large operations for throughput, a few small
+/// ones, short pauses, and a stall of 20 to 500 ms every few GiB, so that the buffer fills (the
+/// consumer stalls) and drains (the producer stalls) many times.
+fn long_pacing() -> Pacing {
+    Pacing {
+        sizes: (64 * KIB, 4 * MIB),
+        small: 0.02,
+        floor: 1,
+        pause: 0.002,
+        pause_us: (10, 2_000),
+        stall: 1.0 / 10_000.0,
+        stall_us: (20_000, 500_000),
+        budget: Duration::MAX,
+    }
+}
+
+/// accel's resident memory in bytes (`VmRSS`; 0 once it is gone).
+fn rss(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|status| {
+            let field = status.lines().find_map(|line| line.strip_prefix("VmRSS:"))?;
+            field.trim().trim_end_matches("kB").trim().parse::<u64>().ok()
+        })
+        .map_or(0, |kib| kib * KIB)
+}
+
+/// accel's resident memory at rest: once the consumer has read everything written, accel gives
+/// its memory back after a second of empty backlog. The least of samples taken from 1.5 s on,
+/// until one is at most `enough` or `within` has passed.
+fn rss_at_rest(pid: u32, shared: &Shared, enough: u64, within: Duration) -> u64 {
+    while shared.read.load(Relaxed) < shared.written.load(Relaxed) && !shared.done.load(Relaxed) {
+        thread::sleep(Duration::from_millis(10));
+    }
+    thread::sleep(Duration::from_millis(1500));
+    let since = Instant::now();
+    let mut least = u64::MAX;
+    loop {
+        least = least.min(rss(pid));
+        if least <= enough || since.elapsed() >= within {
+            return least;
+        }
+        thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// What the long run's producer learnt at its two rests: accel's memory early and at the end,
+/// and the time the rests took.
+struct Rests {
+    early: u64,
+    end: u64,
+    took: Duration,
+}
+
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / MIB as f64
+}
+
+/// `total` bytes through `--engine ENGINE -m 64M`, paced by [`long_pacing`] on both sides,
+/// sampling accel's memory every second and printing progress every ten.
+fn long_run(engine: &str, total: u64, seed: u64) {
+    let warm_up = (total / 16).min(4 * GIB);
+    let (rests_tx, rests_rx) = mpsc::channel();
+    let mut rng = Rng::new(mix(seed ^ 1));
+    let producer: Producer = Box::new(move |mut stdin, pid, shared| {
+        let (pacing, mut hash) = (long_pacing(), Xxh3::new());
+        let mut write =
+            |len| produce(&mut stdin, len, &pacing, &mut rng, &mut hash, &shared.written);
+        let rested = Instant::now();
+        let error = write(warm_up).err().or_else(|| {
+            let early = rss_at_rest(pid, shared, 0, Duration::from_millis(2500));
+            let took = rested.elapsed();
+            let error = write(total - warm_up).err();
+            let resting = Instant::now();
+            let end = rss_at_rest(pid, shared, early + REST_SLACK, Duration::from_secs(20));
+            let _ = rests_tx.send(Rests { early, end, took: took + resting.elapsed() });
+            error
+        });
+        Side { bytes: shared.written.load(Relaxed), hash: hash.digest(), error }
+    });
+    let consumer = (long_pacing(), Rng::new(mix(seed ^ 2)));
+    let run = start(engine, LONG_BUFFER, producer, consumer, Vec::new());
+    let pid = run.child.id();
+    let mut samples: Vec<(f64, u64)> = Vec::new();
+    let mut noted = (0.0, 0);
+    let ended = finish(run, None, |run| {
+        let seconds = run.started.elapsed().as_secs_f64();
+        if samples.last().is_none_or(|&(at, _)| seconds - at >= 1.0) {
+            samples.push((seconds, rss(pid)));
+        }
+        if seconds - noted.0 >= 10.0 {
+            let read = run.shared.read.load(Relaxed);
+            eprintln!(
+                "soak long --engine {engine}: {:.1} GiB of {:.1}, {:.2} GiB/s lately, RSS {:.1} MiB",
+                gib(read),
+                gib(total),
+                gib(read - noted.1) / (seconds - noted.0),
+                mib(samples.last().map_or(0, |&(_, rss)| rss))
+            );
+            noted = (seconds, read);
+        }
+    });
+    let rests = rests_rx.try_recv().ok();
+    let mut rss_sorted: Vec<u64> = samples.iter().map(|&(_, rss)| rss).collect();
+    rss_sorted.sort_unstable();
+    let rested = rests.as_ref().map_or(0.0, |rests| rests.took.as_secs_f64());
+    let summary = format!(
+        "soak long --engine {engine}: {} bytes ({:.1} GiB) checked in {:.1} s, {:.2} GiB/s \
+         (the {rested:.1} s of rests excluded); RSS start {:.1} MiB, median {:.1}, max {:.1}, \
+         end {:.1}; at rest early {:.1} MiB, at the end {:.1}",
+        ended.read.bytes,
+        gib(ended.read.bytes),
+        ended.seconds,
+        gib(ended.read.bytes) / (ended.seconds - rested).max(0.001),
+        mib(samples.first().map_or(0, |&(_, rss)| rss)),
+        mib(rss_sorted.get(rss_sorted.len() / 2).copied().unwrap_or(0)),
+        mib(rss_sorted.last().copied().unwrap_or(0)),
+        mib(samples.last().map_or(0, |&(_, rss)| rss)),
+        mib(rests.as_ref().map_or(0, |rests| rests.early)),
+        mib(rests.as_ref().map_or(0, |rests| rests.end)),
+    );
+    eprintln!("{summary}");
+    let mut problems = ended.problems(total);
+    // Memory follows the backlog and does not leak:
+    // - after the first minute, accel never holds more than its buffer plus 64 MiB (a chunk may
+    //   pass -m by part of a read; the rest is code, stacks, pipes' bookkeeping, the allocator);
+    // - at rest at the end (everything read, the backlog empty for a second and more), it holds
+    //   at most REST_SLACK (8 MiB) more than at rest after the warm-up.
+    let ceiling = LONG_BUFFER + 64 * MIB;
+    if let Some(&(at, rss)) = samples.iter().find(|&&(at, rss)| at >= 60.0 && rss > ceiling) {
+        problems.push(format!(
+            "RSS {:.1} MiB at {at:.0} s, above {:.0} MiB",
+            mib(rss),
+            mib(ceiling)
+        ));
+    }
+    if let Some(rests) = rests.filter(|rests| rests.end > rests.early + REST_SLACK) {
+        problems.push(format!(
+            "RSS at rest grew from {:.1} MiB early to {:.1} MiB at the end",
+            mib(rests.early),
+            mib(rests.end)
+        ));
+    }
+    assert!(
+        problems.is_empty(),
+        "soak long --engine {engine} (seed {seed:#018x}) failed:\n  - {}\n  {summary}",
+        problems.join("\n  - ")
+    );
+}
+
+/// `ACCEL_SOAK_BYTES` (default 1 TiB) through each engine of `ACCEL_SOAK_ENGINES` (default
+/// `splice,copy`; `auto` picks splice between pipes), checksummed, watching accel's memory:
+/// `cargo test --release --test integration soak::long -- --ignored --nocapture`.
+#[test]
+#[ignore = "1 TiB per engine by default; run on purpose, with --release"]
+fn long() {
+    let total = env_size("ACCEL_SOAK_BYTES").unwrap_or(1 << 40);
+    let engines = std::env::var("ACCEL_SOAK_ENGINES").unwrap_or_else(|_| "splice,copy".into());
+    let master = master_seed();
+    for (index, engine) in engines.split(',').map(str::trim).enumerate() {
+        long_run(engine, total, case_seed(master, index as u64));
+    }
 }
