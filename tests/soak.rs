@@ -30,9 +30,10 @@ use xxhash_rust::xxh3::Xxh3;
 
 use crate::util::{ACCEL, GENEROUS};
 
-/// Cases `soak::short` runs by default: about two minutes on a loaded 2-core machine, beside the
-/// rest of the suite (debug build).
-const SHORT_CASES: u64 = 300;
+/// Cases `soak::short` runs by default. A case takes about 30 ms (the slowest about half a
+/// second): on 2 cores, 1,000 take about 27 s alone and 30 s beside the rest of `cargo test`,
+/// which they lengthen from about 42 s to 54 s (debug build).
+const SHORT_CASES: u64 = 1_000;
 
 /// Cases `soak::cases` runs by default.
 const MANY_CASES: u64 = 10_000;
@@ -743,9 +744,12 @@ fn soak_cases(default_cases: u64) {
     };
     let started = Instant::now();
     let mut last_note = Instant::now();
-    let (mut bytes, mut failures) = (0, Vec::new());
+    let (mut bytes, mut failures, mut slowest) = (0, Vec::new(), (Duration::ZERO, 0));
     for (index, &seed) in seeds.iter().enumerate() {
-        match Case::draw(seed).run() {
+        let case_started = Instant::now();
+        let outcome = Case::draw(seed).run();
+        slowest = slowest.max((case_started.elapsed(), seed));
+        match outcome {
             Ok(checked) => bytes += checked,
             Err(failure) => {
                 eprintln!("{failure}");
@@ -758,11 +762,14 @@ fn soak_cases(default_cases: u64) {
         }
     }
     eprintln!(
-        "soak: {} cases, {} failed, {bytes} bytes ({:.2} GiB) checked in {:.1} s",
+        "soak: {} cases, {} failed, {bytes} bytes ({:.2} GiB) checked in {:.1} s; the slowest \
+         case, {:#018x}, took {:.2} s",
         seeds.len(),
         failures.len(),
         gib(bytes),
-        started.elapsed().as_secs_f64()
+        started.elapsed().as_secs_f64(),
+        slowest.1,
+        slowest.0.as_secs_f64()
     );
     assert!(
         failures.is_empty(),
@@ -806,7 +813,7 @@ fn stderr_classification_knows_the_report() {
     assert_eq!(unexpected_stderr(cut), report.lines().next(), "a report cut short");
 }
 
-/// Random pipelines, a few hundred: part of every `cargo test`.
+/// Random pipelines, a thousand: part of every `cargo test`.
 #[test]
 fn short() {
     soak_cases(SHORT_CASES);
