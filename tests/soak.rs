@@ -896,7 +896,8 @@ fn mib(bytes: u64) -> f64 {
 
 /// `total` bytes through `--engine ENGINE -m 64M`, paced by [`long_pacing`] on both sides,
 /// sampling accel's memory every second and printing progress every ten.
-fn long_run(engine: &str, total: u64, seed: u64) {
+fn long_run(engine: &str, total: u64, master: u64) -> Result<(), String> {
+    let seed = mix(master ^ xxhash_rust::xxh3::xxh3_64(engine.as_bytes()));
     let warm_up = (total / 16).min(4 * GIB);
     let (rests_tx, rests_rx) = mpsc::channel();
     let mut rng = Rng::new(mix(seed ^ 1));
@@ -979,11 +980,15 @@ fn long_run(engine: &str, total: u64, seed: u64) {
             mib(rests.end)
         ));
     }
-    assert!(
-        problems.is_empty(),
-        "soak long --engine {engine} (seed {seed:#018x}) failed:\n  - {}\n  {summary}",
+    if problems.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "soak long --engine {engine} failed:\n  - {}\n  {summary}\n  repeat: \
+         ACCEL_SOAK_SEED={master:#018x} ACCEL_SOAK_ENGINES={engine} ACCEL_SOAK_BYTES={total} \
+         cargo test --release --test integration soak::long -- --ignored --nocapture",
         problems.join("\n  - ")
-    );
+    ))
 }
 
 /// `ACCEL_SOAK_BYTES` (default 1 TiB) through each engine of `ACCEL_SOAK_ENGINES` (default
@@ -995,7 +1000,9 @@ fn long() {
     let total = env_size("ACCEL_SOAK_BYTES").unwrap_or(1 << 40);
     let engines = std::env::var("ACCEL_SOAK_ENGINES").unwrap_or_else(|_| "splice,copy".into());
     let master = master_seed();
-    for (index, engine) in engines.split(',').map(str::trim).enumerate() {
-        long_run(engine, total, case_seed(master, index as u64));
-    }
+    let failures: Vec<String> = engines
+        .split(',')
+        .filter_map(|engine| long_run(engine.trim(), total, master).err())
+        .collect();
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
