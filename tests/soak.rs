@@ -93,10 +93,14 @@ impl Rng {
         self.unit() < p
     }
 
-    /// Log-uniform in `lo..=hi` (`lo >= 1`): as many small values as large ones.
+    /// About log-uniform in `lo..=hi` (`1 <= lo <= hi < 2^63`): a power of two drawn uniformly,
+    /// then a value within it; as many small values as large ones. Integers only, so that a seed
+    /// draws the same case on every machine.
     fn log_uniform(&mut self, lo: u64, hi: u64) -> u64 {
-        let (ln_lo, ln_hi) = ((lo as f64).ln(), ((hi + 1) as f64).ln());
-        ((ln_lo + self.unit() * (ln_hi - ln_lo)).exp() as u64).clamp(lo, hi)
+        let (low_bit, high_bit) = (lo.ilog2(), hi.ilog2());
+        let bit = low_bit + self.below(u64::from(high_bit - low_bit + 1)) as u32;
+        let (from, to) = (lo.max(1 << bit), hi.min((2 << bit) - 1));
+        from + self.below(to - from + 1)
     }
 
     fn pick<T: Copy>(&mut self, items: &[T]) -> T {
@@ -930,7 +934,8 @@ fn long_run(engine: &str, total: u64, master: u64) -> Result<(), String> {
         if seconds - noted.0 >= 10.0 {
             let read = run.shared.read.load(Relaxed);
             eprintln!(
-                "soak long --engine {engine}: {:.1} GiB of {:.1}, {:.2} GiB/s lately, RSS {:.1} MiB",
+                "soak long --engine {engine}: {:.1} GiB of {:.1}, {:.2} GiB/s lately, RSS {:.1} \
+                 MiB",
                 gib(read),
                 gib(total),
                 gib(read - noted.1) / (seconds - noted.0),
