@@ -31,8 +31,8 @@ use xxhash_rust::xxh3::Xxh3;
 use crate::util::{ACCEL, GENEROUS};
 
 /// Cases `soak::short` runs by default. A case takes about 30 ms (the slowest about half a
-/// second): on 2 cores, 1,000 take about 27 s alone and 30 s beside the rest of `cargo test`,
-/// which they lengthen from about 42 s to 54 s (debug build).
+/// second): on 2 cores, 1,000 take about 30 s alone and 33 s beside the rest of `cargo test`,
+/// which they lengthen from about 42 s to 53 s (debug build).
 const SHORT_CASES: u64 = 1_000;
 
 /// Cases `soak::cases` runs by default.
