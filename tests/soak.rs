@@ -16,6 +16,10 @@
 //!
 //! The master seed comes from `ACCEL_SOAK_SEED` (else the clock) and is printed first; a failing
 //! case prints a command that replays it alone (`ACCEL_SOAK_REPLAY=SEED`).
+//!
+//! SIGCONT follows SIGTSTP only once accel has stopped, as a job-control shell does between
+//! Ctrl-Z and `fg`; `ACCEL_SOAK_TSTP_RACE=1` sends it regardless, as `kill -TSTP; kill -CONT`
+//! would, which today can leave accel stopped for good ([`tstp_race`]).
 
 use std::fmt;
 use std::io::{self, Read, Write};
