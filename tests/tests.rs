@@ -14,5 +14,6 @@ mod memory;
 mod ordering;
 mod random;
 mod signals;
+mod soak;
 mod tiers;
 mod watch;
