@@ -5,47 +5,43 @@ use std::io::{Read, Write};
 use crate::util::*;
 
 /// `-m 1G` passing 1 MiB: accel's peak resident memory stays within a few MiB.
-#[test]
-fn a_big_buffer_costs_only_what_is_used() {
-    for engine in ENGINES {
-        let mut child = spawn_piped(engine, &["-m", "1G"]);
-        let mut stdin = child.stdin.take().unwrap();
-        let mut stdout = child.stdout.take().unwrap();
-        let data = pattern(1 << 20, 11);
-        stdin.write_all(&data).unwrap();
-        let mut got = vec![0u8; data.len()];
-        stdout.read_exact(&mut got).unwrap();
-        assert_same(&got, &data, engine);
-        // Still running (stdin open): read its peak resident set.
-        let peak_kib = proc_status_kib(child.id(), "VmHWM");
-        assert!(
-            peak_kib <= 8 << 10,
-            "--engine {engine}: peak RSS {peak_kib} KiB with 1 MiB through -m 1G"
-        );
-        drop(stdin);
-        assert!(wait_within(&mut child, GENEROUS).success());
-    }
+fn a_big_buffer_costs_only_what_is_used(engine: &str) {
+    let mut child = spawn_piped(engine, &["-m", "1G"]);
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let data = pattern(1 << 20, 11);
+    stdin.write_all(&data).unwrap();
+    let mut got = vec![0u8; data.len()];
+    stdout.read_exact(&mut got).unwrap();
+    assert_same(&got, &data, engine);
+    // Still running (stdin open): read its peak resident set.
+    let peak_kib = proc_status_kib(child.id(), "VmHWM");
+    assert!(
+        peak_kib <= 8 << 10,
+        "--engine {engine}: peak RSS {peak_kib} KiB with 1 MiB through -m 1G"
+    );
+    drop(stdin);
+    assert!(wait_within(&mut child, GENEROUS).success());
 }
 
 /// After a 128 MiB burst has drained, the memory goes back to the system while accel runs on.
-#[test]
-fn a_drained_burst_is_given_back() {
-    for engine in ENGINES {
-        let mut child = spawn_piped(engine, &["-m", "256M"]);
-        let mut stdin = child.stdin.take().unwrap();
-        let mut stdout = child.stdout.take().unwrap();
-        let data = pattern(128 << 20, 12);
-        // The consumer is stalled: the whole burst lands in accel's buffer.
-        stdin.write_all(&data).unwrap();
-        let pid = child.id();
-        eventually(GENEROUS, "the burst is buffered", || proc_status_kib(pid, "VmRSS") > 100 << 10);
-        let mut got = vec![0u8; data.len()];
-        stdout.read_exact(&mut got).unwrap();
-        assert_same(&got, &data, engine);
-        eventually(GENEROUS, "the drained burst's memory is given back", || {
-            proc_status_kib(pid, "VmRSS") < 16 << 10
-        });
-        drop(stdin);
-        assert!(wait_within(&mut child, GENEROUS).success());
-    }
+fn a_drained_burst_is_given_back(engine: &str) {
+    let mut child = spawn_piped(engine, &["-m", "256M"]);
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let data = pattern(128 << 20, 12);
+    // The consumer is stalled: the whole burst lands in accel's buffer.
+    stdin.write_all(&data).unwrap();
+    let pid = child.id();
+    eventually(GENEROUS, "the burst is buffered", || proc_status_kib(pid, "VmRSS") > 100 << 10);
+    let mut got = vec![0u8; data.len()];
+    stdout.read_exact(&mut got).unwrap();
+    assert_same(&got, &data, engine);
+    eventually(GENEROUS, "the drained burst's memory is given back", || {
+        proc_status_kib(pid, "VmRSS") < 16 << 10
+    });
+    drop(stdin);
+    assert!(wait_within(&mut child, GENEROUS).success());
 }
+
+per_engine!(a_big_buffer_costs_only_what_is_used, a_drained_burst_is_given_back);

@@ -6,7 +6,6 @@ use std::thread;
 use std::time::Duration;
 
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestRunner};
 
 use crate::util::*;
 
@@ -104,20 +103,14 @@ fn run_case(engine: &str, case: &Case) -> Result<(), TestCaseError> {
     Ok(())
 }
 
-#[test]
-fn output_equals_input_whatever_the_pattern() {
-    for engine in ENGINES {
-        let config = Config { cases: 24, failure_persistence: None, ..Config::default() };
-        TestRunner::new(config)
-            .run(&case(), |case| run_case(engine, &case))
-            .unwrap_or_else(|e| panic!("--engine {engine}: {e}"));
-    }
+fn output_equals_input_whatever_the_pattern(engine: &str) {
+    let name = format!("random::output_equals_input_whatever_the_pattern::{engine}");
+    run_seeded(&name, 24, case(), |case| run_case(engine, &case));
 }
 
 /// The extremes, every time: single bytes through the smallest buffer, and a large transfer
 /// in huge writes through a buffer smaller than one write.
-#[test]
-fn extremes() {
+fn extremes(engine: &str) {
     let cases = [
         Case {
             size: 100_000,
@@ -147,9 +140,9 @@ fn extremes() {
             seed: 3,
         },
     ];
-    for engine in ENGINES {
-        for case in &cases {
-            run_case(engine, case).unwrap_or_else(|e| panic!("--engine {engine} {case:?}: {e}"));
-        }
+    for case in &cases {
+        run_case(engine, case).unwrap_or_else(|e| panic!("{case:?}: {e}"));
     }
 }
+
+per_engine!(output_equals_input_whatever_the_pattern, extremes);

@@ -17,9 +17,9 @@
 //! The master seed comes from `ACCEL_SOAK_SEED` (else the clock) and is printed first; a failing
 //! case prints a command that replays it alone (`ACCEL_SOAK_REPLAY=SEED`).
 //!
-//! SIGCONT follows SIGTSTP only once accel has stopped, as a job-control shell does between
-//! Ctrl-Z and `fg`; `ACCEL_SOAK_TSTP_RACE=1` sends it regardless, as `kill -TSTP; kill -CONT`
-//! would, which today can leave accel stopped for good ([`tstp_race`]).
+//! A drawn SIGTSTP is followed by SIGCONT either once accel has stopped, as a job-control shell
+//! does between Ctrl-Z and `fg`, or after the drawn delay whatever accel has done by then, as
+//! `kill -TSTP PID; kill -CONT PID` would (a SIGCONT that overtakes the stop must cancel it).
 
 use std::fmt;
 use std::io::{self, Read, Write};
@@ -281,13 +281,14 @@ struct Interrupt {
 enum Poke {
     /// SIGUSR1: accel prints the report so far.
     Report,
-    /// SIGTSTP, then SIGCONT that many microseconds later.
-    Suspend(u64),
+    /// SIGTSTP, then SIGCONT that many microseconds later; once accel has stopped (as a shell
+    /// does) when `shell` is set, else at once.
+    Suspend { cont_after: u64, shell: bool },
     /// SIGSTOP, then SIGCONT that many microseconds later.
     Stop(u64),
 }
 
-/// Whether `pid` catches SIGUSR1, SIGTSTP and SIGCONT yet (`SigCgt` in /proc/PID/status).
+/// Whether `pid` catches SIGUSR1 and SIGCONT yet (`SigCgt` in /proc/PID/status).
 /// Before that, SIGUSR1 would kill accel, as it would kill `dd` before its handler is in place.
 fn handlers_installed(pid: u32) -> bool {
     let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
@@ -298,16 +299,7 @@ fn handlers_installed(pid: u32) -> bool {
         .find_map(|line| line.strip_prefix("SigCgt:"))
         .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
         .unwrap_or(0);
-    [Signal::USR1, Signal::TSTP, Signal::CONT]
-        .iter()
-        .all(|signal| caught & (1 << (signal.as_raw() - 1)) != 0)
-}
-
-/// With `ACCEL_SOAK_TSTP_RACE=1`, SIGCONT follows SIGTSTP after the drawn delay whether or not
-/// accel has stopped yet, as `kill -TSTP PID; kill -CONT PID` would. Otherwise the signaller
-/// waits for the stop first, as a job-control shell does between Ctrl-Z and `fg`.
-fn tstp_race() -> bool {
-    std::env::var("ACCEL_SOAK_TSTP_RACE").is_ok_and(|value| value == "1")
+    [Signal::USR1, Signal::CONT].iter().all(|signal| caught & (1 << (signal.as_raw() - 1)) != 0)
 }
 
 /// Whether accel is stopped (`T`), or has ended (`Z`, gone): no longer running, either way.
@@ -339,7 +331,6 @@ fn signal(pid: u32, plan: &[Interrupt], shared: &Shared) -> Signalled {
     }
     let target = Pid::from_raw(pid as i32).expect("a child's pid is positive");
     let send = |signal| kill_process(target, signal).expect("signal accel");
-    let race = tstp_race();
     for interrupt in plan {
         while written.load(Relaxed) < interrupt.after && !done.load(Relaxed) {
             thread::sleep(Duration::from_micros(200));
@@ -357,31 +348,22 @@ fn signal(pid: u32, plan: &[Interrupt], shared: &Shared) -> Signalled {
                 send(Signal::STOP);
                 us
             }
-            Poke::Suspend(us) => {
+            Poke::Suspend { cont_after, shell } => {
                 send(Signal::TSTP);
                 let since = Instant::now();
-                while !race && !halted(pid) && since.elapsed() < Duration::from_secs(10) {
+                while shell && !halted(pid) && since.elapsed() < Duration::from_secs(10) {
                     thread::sleep(Duration::from_micros(200));
                 }
-                if !race && !halted(pid) {
+                if shell && !halted(pid) {
                     signalled.problems.push("SIGTSTP did not stop accel within 10 s".into());
                 }
-                us
+                cont_after
             }
         };
+        // Without waiting for the stop, the SIGCONT may overtake it; accel must not then stop
+        // for good (the run would end as a hang).
         thread::sleep(Duration::from_micros(cont_after));
         send(Signal::CONT);
-        if race && matches!(interrupt.kind, Poke::Suspend(_)) {
-            // accel stops itself when its signal thread gets to SIGTSTP: if that comes after
-            // the SIGCONT, nothing continues it. Say so at once, and continue it.
-            thread::sleep(Duration::from_secs(1));
-            if process_state(pid).starts_with('T') {
-                signalled.problems.push(format!(
-                    "accel stayed stopped after SIGTSTP and, {cont_after} us later, SIGCONT"
-                ));
-                send(Signal::CONT);
-            }
-        }
     }
     signalled
 }
@@ -626,7 +608,7 @@ impl Case {
                 let cont_after = rng.log_uniform(1, 50_000);
                 let kind = match rng.below(4) {
                     0 | 1 => Poke::Report,
-                    2 => Poke::Suspend(cont_after),
+                    2 => Poke::Suspend { cont_after, shell: rng.chance(0.5) },
                     _ => Poke::Stop(cont_after),
                 };
                 Interrupt { after, kind }
@@ -663,10 +645,9 @@ impl Case {
 
     /// A shell command that runs exactly this case again.
     fn replay(&self) -> String {
-        let race = if tstp_race() { "ACCEL_SOAK_TSTP_RACE=1 " } else { "" };
         let release = if cfg!(debug_assertions) { "" } else { " --release" };
         format!(
-            "{race}ACCEL_SOAK_REPLAY={:#018x} cargo test{release} --test integration soak::short \
+            "ACCEL_SOAK_REPLAY={:#018x} cargo test{release} --test integration soak::short \
              -- --nocapture",
             self.seed
         )
@@ -686,7 +667,10 @@ impl fmt::Display for Case {
         for Interrupt { after, kind } in &self.interrupts {
             match kind {
                 Poke::Report => write!(f, " [at {after} B: USR1]")?,
-                Poke::Suspend(us) => write!(f, " [at {after} B: TSTP, CONT {us} us later]")?,
+                Poke::Suspend { cont_after, shell } => {
+                    let stopped = if *shell { " the stop and" } else { "" };
+                    write!(f, " [at {after} B: TSTP, CONT{stopped} {cont_after} us later]")?
+                }
                 Poke::Stop(us) => write!(f, " [at {after} B: STOP, CONT {us} us later]")?,
             }
         }

@@ -81,7 +81,9 @@ pub struct Input<'a> {
 /// it. Only the writer's end shows the flag, so stdin is read into memory until one read
 /// tells: a read given room for everything queued returns all of it from a stream pipe, but
 /// a single packet (at most a page) from a packet-mode one. Once more than a page is queued,
-/// the first read decides.
+/// the first read decides. A producer whose writes are a page or less, and never pile up
+/// because accel keeps up, is never spliced: it costs a copy, at the low rates such a
+/// producer has, rather than risk what the consumer reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Stream {
     /// Not known yet: read, and watch what a read returns.
@@ -255,6 +257,8 @@ impl<'a> Input<'a> {
     /// stream or a packet-mode pipe (see [`Stream`]).
     fn read_and_tell(&mut self) -> io::Result<Step> {
         self.output_full = false;
+        // Waiting first lets a write land whole, so that what is queued says more.
+        self.input.wait(PollFlags::IN)?;
         let queued = self.input.queued().unwrap_or(0) as usize;
         let Some(took) = copy::read_once(&self.input, self.backlog)? else { return Ok(Step::End) };
         if queued > rustix::param::page_size() && took.offered >= queued {

@@ -10,6 +10,7 @@ pub mod report;
 
 use std::fs::File;
 use std::io::{self, Write};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -41,6 +42,8 @@ pub struct Watch {
     quiet: bool,
     expected: Option<u64>,
     stall_timeout: Option<Duration>,
+    /// A SIGCONT came: the next look takes the stop out of the clock.
+    continued: AtomicBool,
     state: Mutex<State>,
 }
 
@@ -51,8 +54,10 @@ struct State {
     /// A progress line was shown at some point: the report follows at the end.
     shown: bool,
     json: Option<Box<dyn Write + Send>>,
-    /// When the job was stopped (SIGTSTP), to take the stop out of the clock.
-    stopped_at: Option<Instant>,
+    /// When the watcher last looked, and how long the interval before that was: a stop
+    /// (Ctrl-Z, SIGSTOP) lies in one of the two when a SIGCONT is seen.
+    last_tick: Instant,
+    last_gap: Duration,
     /// The counters when they last moved, and when (by the meter's clock).
     last_motion: (u64, u64, Duration),
     /// The end was reported; nothing more is drawn or written.
@@ -80,12 +85,14 @@ impl Watch {
             quiet: config.quiet,
             expected,
             stall_timeout: config.stall_timeout,
+            continued: AtomicBool::new(false),
             state: Mutex::new(State {
                 rates: Rates::new(),
                 drawn: false,
                 shown: false,
                 json,
-                stopped_at: None,
+                last_tick: Instant::now(),
+                last_gap: Duration::ZERO,
                 last_motion: (0, 0, Duration::ZERO),
                 finished: false,
             }),
@@ -95,6 +102,7 @@ impl Watch {
     /// Starts the watcher thread, if anything needs watching.
     pub fn start(self: &Arc<Watch>) -> io::Result<()> {
         let needed = self.progress != Progress::Off
+            || self.stats
             || self.lock().json.is_some()
             || self.stall_timeout.is_some();
         if needed {
@@ -117,8 +125,16 @@ impl Watch {
         if state.finished {
             return false;
         }
-        if state.stopped_at.is_some() {
-            return true;
+        let now = Instant::now();
+        let gap = now - state.last_tick;
+        state.last_tick = now;
+        if self.continued.swap(false, Relaxed) {
+            // Stopped and continued: the stop lies in this interval or the one before (when
+            // the SIGCONT was seen late). Beyond a tick, that time was not running.
+            self.meter.pause(gap.max(state.last_gap).saturating_sub(TICK));
+            state.last_gap = Duration::ZERO;
+        } else {
+            state.last_gap = gap;
         }
         let snapshot = self.meter.snapshot();
         state.rates.update(&snapshot);
@@ -229,19 +245,10 @@ impl Watch {
         }
     }
 
-    /// SIGTSTP: the job is about to stop; clear the line and stop the clock.
-    pub fn stop(&self) {
-        let mut state = self.lock();
-        self.clear(&mut state);
-        state.stopped_at = Some(Instant::now());
-    }
-
-    /// SIGCONT: the job goes on; the time it was stopped does not count.
+    /// SIGCONT: the job goes on after a stop (Ctrl-Z, SIGSTOP); the time it was stopped,
+    /// found by the watcher's next look to within a tick, does not count as running.
     pub fn resume(&self) {
-        let mut state = self.lock();
-        if let Some(at) = state.stopped_at.take() {
-            self.meter.pause(at.elapsed());
-        }
+        self.continued.store(true, Relaxed);
     }
 
     fn report(&self, snapshot: &Snapshot) -> String {
