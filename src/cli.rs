@@ -10,22 +10,84 @@ use clap::{Parser, ValueEnum};
 
 /// Short help: what accel is for, in a few lines.
 const ABOUT: &str = "\
-A pipeline buffer: reads stdin as fast as the producer writes and writes stdout as fast as the
-consumer reads, holding up to --size bytes in between, so neither side waits on the other.";
+A pipeline buffer: reads stdin (or -i FILE) as fast as the producer writes and writes stdout
+(or each -o FILE) as fast as its consumer reads, holding up to --size bytes in between, so
+neither side waits on the other.";
 
 const AFTER_HELP: &str = "\
-Example:
+Examples:
   bzip2 -dc big.tar.bz2 | accel | gzip -9 > big.tar.gz
+  zfs send pool/fs@snap | accel -m 1G -o backup.zfs -o - --hash sha256 | ssh host zfs receive
 
 Exit status: 0 all input delivered; 1 reading failed (what was read was delivered);
-2 usage error; 3 writing failed (buffered bytes lost); 4 stalled (--stall-timeout).
-Killed by SIGPIPE when the consumer exits early, and by SIGINT/SIGTERM/SIGHUP when
-sent one, like cat. SIGUSR1 prints the report so far.";
+2 usage error, nothing read; 3 writing an output failed (the message says what it missed);
+4 stalled (--stall-timeout); 5 could not start, nothing read. Killed by SIGPIPE when the
+consumer exits early, and by SIGINT/SIGTERM/SIGHUP when sent one, like cat. SIGUSR1 prints
+the report so far.";
 
 /// The raw command line.
 #[derive(Debug, Parser)]
-#[command(name = "accel", version, about = ABOUT, after_help = AFTER_HELP)]
+#[command(name = "accel", version, about = ABOUT, after_help = AFTER_HELP, args_override_self = true)]
 pub struct Cli {
+    /// Read FILE instead of stdin (`-` is stdin).
+    #[arg(short = 'i', long, value_name = "FILE", help_heading = "Input and output")]
+    pub input: Option<PathBuf>,
+
+    /// Write to FILE instead of stdout; repeat for several (`-` is stdout).
+    ///
+    /// Every output gets every byte, in order, each at its own pace: a slow output may fall
+    /// behind by up to the buffer size before the producer is held back, and never slows a
+    /// fast one within that. An existing regular file is refused unless -f or -a; devices,
+    /// FIFOs and sockets are opened as they are.
+    #[arg(short = 'o', long = "output", value_name = "FILE", help_heading = "Input and output")]
+    pub outputs: Vec<PathBuf>,
+
+    /// Overwrite existing files named by -o.
+    #[arg(short = 'f', long, conflicts_with = "append", help_heading = "Input and output")]
+    pub force: bool,
+
+    /// Append to existing files named by -o.
+    #[arg(short = 'a', long, help_heading = "Input and output")]
+    pub append: bool,
+
+    /// Flush file outputs to stable storage (fdatasync) before a successful exit.
+    ///
+    /// Status 0 then means the data is on the disk, not only in the page cache.
+    #[arg(long, help_heading = "Input and output")]
+    pub sync: bool,
+
+    /// What a failing output does to the others, as tee: warn, warn-nopipe, exit, exit-nopipe.
+    ///
+    /// Without this option: a reader that goes away (EPIPE) ends accel by SIGPIPE, as for
+    /// cat; another error is reported and the other outputs go on (status 3 at the end).
+    /// `warn`: every error, EPIPE too, is reported and the others go on. `exit`: every error
+    /// ends the run at once. The `-nopipe` modes only note a reader that went away, and the
+    /// others go on. Bare `--output-error` means warn-nopipe. Every output that lost bytes
+    /// is named, with the bytes it got and missed.
+    #[arg(
+        long,
+        value_enum,
+        value_name = "MODE",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "warn-nopipe",
+        help_heading = "Input and output"
+    )]
+    pub output_error: Option<OutputErrorArg>,
+
+    /// Hash the stream: sha256, sha512, blake3, md5, sha1, sha224, sha384; repeatable.
+    ///
+    /// Printed at the end as sha256sum prints it (`<hex>  <input name>`, `-` for stdin), one
+    /// line per hash in the order given, to stderr or --hash-file, and in the JSON summary.
+    /// Each hash reads the buffer on a thread of its own; one slower than the outputs is the
+    /// bottleneck, and the report says so.
+    #[arg(long = "hash", value_name = "ALG", help_heading = "Input and output")]
+    pub hashes: Vec<String>,
+
+    /// Write the hash lines to FILE instead of stderr.
+    #[arg(long, value_name = "FILE", requires = "hashes", help_heading = "Input and output")]
+    pub hash_file: Option<PathBuf>,
+
     /// Buffer size (512K, 32M, 1.5G; binary units).
     ///
     /// At most this much is held. Memory is taken only as the backlog grows and given back as
@@ -86,8 +148,9 @@ pub struct Cli {
     /// How bytes are moved.
     ///
     /// `auto` picks the fastest path that is safe for the descriptors; `splice` (Linux) moves
-    /// them without copying where the kernel allows; `copy` is the portable path (read into
-    /// the buffer, write out of it).
+    /// them without copying where the kernel allows, with one output and no hash (several
+    /// readers share the bytes through memory); `copy` is the portable path (read into the
+    /// buffer, write out of it).
     #[arg(
         long,
         value_enum,
@@ -119,6 +182,19 @@ pub enum EngineArg {
     Splice,
     /// Portable: read into the buffer, write from it.
     Copy,
+}
+
+/// `--output-error` values, as tee's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputErrorArg {
+    /// Report every failing output, EPIPE too; the others go on.
+    Warn,
+    /// As warn, but a reader that goes away is only noted.
+    WarnNopipe,
+    /// Any failing output ends the run at once.
+    Exit,
+    /// As exit, but a reader that goes away is only noted and the others go on.
+    ExitNopipe,
 }
 
 /// `--generate` values: documentation derived from this very definition.

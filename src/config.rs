@@ -4,7 +4,11 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::cli::{Cli, EngineArg};
+use crate::cli::{Cli, EngineArg, OutputErrorArg};
+use crate::digest::Algorithm;
+use crate::engine::Preference;
+use crate::exit::OutputErrors;
+use crate::open::Existing;
 use crate::size::parse_size;
 
 /// The default buffer size, as `--help` shows it.
@@ -13,10 +17,24 @@ pub const DEFAULT_SIZE: u64 = 32 << 20;
 /// Everything a run needs to know.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
+    /// Where bytes come from: `-i FILE`, or stdin (`None`).
+    pub input: Option<PathBuf>,
+    /// Where they go, in order; stdout alone when no `-o` was given.
+    pub outputs: Vec<Target>,
+    /// What `-o` does to an existing regular file.
+    pub existing: Existing,
+    /// Flush file outputs to stable storage before a successful exit.
+    pub sync: bool,
+    /// What a failing output does to the others.
+    pub output_errors: OutputErrors,
+    /// The hashes of the stream to compute.
+    pub hashes: Vec<Algorithm>,
+    /// Where the hash lines go, if not to stderr.
+    pub hash_file: Option<PathBuf>,
     /// Most bytes held in accel's own buffer.
     pub size: usize,
-    /// Which data path to use.
-    pub engine: EngineArg,
+    /// Which data path to prefer.
+    pub engine: Preference,
     /// Whether and when to draw the progress line.
     pub progress: Progress,
     /// Print the report at the end.
@@ -43,6 +61,15 @@ pub enum Progress {
     Foreground,
     /// Whenever stderr is a terminal (`-p`).
     Always,
+}
+
+/// An output as `-o` names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// `-o -`, or no `-o` at all.
+    Stdout,
+    /// `-o FILE`.
+    Path(PathBuf),
 }
 
 /// Where `--json` writes.
@@ -87,14 +114,68 @@ impl Config {
                 reason,
             })?),
         };
-        #[cfg(not(target_os = "linux"))]
-        if cli.engine == EngineArg::Splice {
-            return Err(ConfigError {
-                option: "--engine",
-                value: "splice".into(),
-                reason: "splice exists only on Linux; use auto or copy".into(),
-            });
+        let engine = match cli.engine {
+            EngineArg::Auto => Preference::Auto,
+            EngineArg::Copy => Preference::Copy,
+            EngineArg::Splice if crate::sys::CAN_SPLICE => Preference::Splice,
+            EngineArg::Splice => {
+                return Err(ConfigError {
+                    option: "--engine",
+                    value: "splice".into(),
+                    reason: "splice exists only on Linux; use auto or copy".into(),
+                });
+            }
+        };
+        let hashes = cli
+            .hashes
+            .iter()
+            .map(|name| {
+                Algorithm::named(name).ok_or_else(|| ConfigError {
+                    option: "--hash",
+                    value: name.clone(),
+                    reason: format!(
+                        "not a hash accel knows: expected one of {}",
+                        Algorithm::ALL.map(Algorithm::name).join(", ")
+                    ),
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let input = cli.input.filter(|path| path.as_os_str() != "-");
+        let mut outputs: Vec<Target> = cli
+            .outputs
+            .into_iter()
+            .map(|path| if path.as_os_str() == "-" { Target::Stdout } else { Target::Path(path) })
+            .collect();
+        if outputs.is_empty() {
+            outputs.push(Target::Stdout);
         }
+        for (at, target) in outputs.iter().enumerate() {
+            if outputs[..at].contains(target) {
+                let value = match target {
+                    Target::Stdout => "-".to_owned(),
+                    Target::Path(path) => path.display().to_string(),
+                };
+                return Err(ConfigError {
+                    option: "-o",
+                    value,
+                    reason: "named twice: each output gets every byte once".into(),
+                });
+            }
+        }
+        let existing = if cli.force {
+            Existing::Overwrite
+        } else if cli.append {
+            Existing::Append
+        } else {
+            Existing::Refuse
+        };
+        let output_errors = match cli.output_error {
+            None => OutputErrors::Default,
+            Some(OutputErrorArg::Warn) => OutputErrors::Warn,
+            Some(OutputErrorArg::WarnNopipe) => OutputErrors::WarnNoPipe,
+            Some(OutputErrorArg::Exit) => OutputErrors::Exit,
+            Some(OutputErrorArg::ExitNopipe) => OutputErrors::ExitNoPipe,
+        };
         let json = cli.json.map(|path| {
             if path.as_os_str() == "-" { JsonTarget::Stderr } else { JsonTarget::File(path) }
         });
@@ -109,8 +190,15 @@ impl Config {
             Progress::Foreground
         };
         Ok(Config {
+            input,
+            outputs,
+            existing,
+            sync: cli.sync,
+            output_errors,
+            hashes,
+            hash_file: cli.hash_file,
             size: size as usize,
-            engine: cli.engine,
+            engine,
             progress,
             stats: cli.stats && !cli.quiet,
             quiet: cli.quiet,
@@ -150,8 +238,15 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 impl Default for Config {
     fn default() -> Config {
         Config {
+            input: None,
+            outputs: vec![Target::Stdout],
+            existing: Existing::Refuse,
+            sync: false,
+            output_errors: OutputErrors::Default,
+            hashes: Vec::new(),
+            hash_file: None,
             size: DEFAULT_SIZE as usize,
-            engine: EngineArg::Auto,
+            engine: Preference::Auto,
             progress: Progress::Off,
             stats: false,
             quiet: false,

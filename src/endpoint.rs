@@ -1,19 +1,21 @@
-//! The two descriptors accel sits between, what kind of file each is, and blocking I/O on them
-//! that copes with whatever flags they were inherited with.
+//! The descriptors accel sits between, what kind of file each is, and blocking I/O on them
+//! that copes with whatever flags they were inherited with, and ends when the run does.
 //!
 //! accel never sets `O_NONBLOCK` on a descriptor it inherited: the flag belongs to the open file
 //! description, which the shell, the terminal and sibling processes share, and setting it breaks
 //! them. But someone else may have set it, so every call here treats `EAGAIN` as "wait in
-//! `poll`, then retry", and `EINTR` as "retry".
+//! `poll`, then retry", and `EINTR` as "retry, unless the run is over" (see `stop.rs`).
 
 use std::fmt;
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::Arc;
 
 use rustix::event::{PollFd, PollFlags};
 use rustix::fs::{FileType, OFlags};
 use rustix::io::Errno;
 
+use crate::stop::Stop;
 use crate::sys;
 
 /// What kind of file a descriptor is; decides which data paths are safe and fast.
@@ -46,11 +48,12 @@ impl fmt::Display for FdKind {
     }
 }
 
-/// One side of accel: stdin (where the producer writes) or stdout (where the consumer reads).
-#[derive(Debug, Clone, Copy)]
+/// One end of accel: its input (stdin, or `-i FILE`) or one of its outputs (stdout, `-o`).
+#[derive(Debug, Clone)]
 pub struct Endpoint {
-    /// The descriptor; borrowed for the life of the process.
-    pub fd: BorrowedFd<'static>,
+    fd: Descriptor,
+    /// How the user knows it: `stdin`, `stdout`, or the path given.
+    pub name: String,
     /// What kind of file it is.
     pub kind: FdKind,
     /// Its size when it is a regular file (how much input to expect).
@@ -63,32 +66,97 @@ pub struct Endpoint {
     /// up to a page and a read shorter than a packet discards the rest of it. Only the write
     /// end shows the flag: a packet-mode stdin is found by reading (see the splice engine).
     pub packets: bool,
+    /// The run's stop: an interrupted call gives up once it is requested.
+    stop: Arc<Stop>,
+}
+
+/// A descriptor accel inherited (kept open for the whole process) or opened (closed when the
+/// last endpoint holding it goes).
+#[derive(Debug, Clone)]
+enum Descriptor {
+    Inherited(BorrowedFd<'static>),
+    Opened(Arc<OwnedFd>),
 }
 
 impl Endpoint {
+    /// Standard input, as the producer left it.
+    pub fn stdin(stop: &Arc<Stop>) -> io::Result<Endpoint> {
+        Endpoint::inspect(Descriptor::Inherited(rustix::stdio::stdin()), "stdin", stop)
+    }
+
+    /// Standard output, as the consumer left it.
+    pub fn stdout(stop: &Arc<Stop>) -> io::Result<Endpoint> {
+        Endpoint::inspect(Descriptor::Inherited(rustix::stdio::stdout()), "stdout", stop)
+    }
+
+    /// A descriptor accel opened, known to the user as `name`.
+    pub fn opened(fd: OwnedFd, name: &str, stop: &Arc<Stop>) -> io::Result<Endpoint> {
+        Endpoint::inspect(Descriptor::Opened(Arc::new(fd)), name, stop)
+    }
+
     /// Looks at `fd` to learn what it is; changes nothing.
-    pub fn inspect(fd: BorrowedFd<'static>) -> io::Result<Endpoint> {
-        let stat = rustix::fs::fstat(fd)?;
+    fn inspect(fd: Descriptor, name: &str, stop: &Arc<Stop>) -> io::Result<Endpoint> {
+        let borrowed = fd.as_fd();
+        let stat = rustix::fs::fstat(borrowed)?;
         let kind = match FileType::from_raw_mode(stat.st_mode) {
             FileType::Fifo => FdKind::Pipe,
             FileType::RegularFile => FdKind::File,
             FileType::Socket => FdKind::Socket,
-            FileType::CharacterDevice if rustix::termios::isatty(fd) => FdKind::Terminal,
+            FileType::CharacterDevice if rustix::termios::isatty(borrowed) => FdKind::Terminal,
             FileType::CharacterDevice => FdKind::CharDevice,
             _ => FdKind::Other,
         };
         let file_size = (kind == FdKind::File).then_some(stat.st_size as u64);
         let file_id = (kind == FdKind::File).then_some((stat.st_dev as u64, stat.st_ino as u64));
-        let flags = rustix::fs::fcntl_getfl(fd)?;
+        let flags = rustix::fs::fcntl_getfl(borrowed)?;
         let append = flags.contains(OFlags::APPEND);
         let packets = kind == FdKind::Pipe && sys::is_packet_mode(flags);
-        Ok(Endpoint { fd, kind, file_size, file_id, append, packets })
+        Ok(Endpoint {
+            fd,
+            name: name.to_owned(),
+            kind,
+            file_size,
+            file_id,
+            append,
+            packets,
+            stop: Arc::clone(stop),
+        })
+    }
+
+    /// The descriptor.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
+    /// The run's stop, which every blocking call here heeds.
+    pub fn stop(&self) -> &Stop {
+        &self.stop
+    }
+
+    /// Whether `self` and `other` are the same regular file.
+    pub fn same_file(&self, other: &Endpoint) -> bool {
+        self.file_id.is_some() && self.file_id == other.file_id
+    }
+
+    /// Flushes what was written to a file or a block device to stable storage (`--sync`);
+    /// nothing to do for pipes, sockets and character devices.
+    pub fn sync(&self) -> io::Result<()> {
+        let stat = rustix::fs::fstat(self.fd())?;
+        match FileType::from_raw_mode(stat.st_mode) {
+            FileType::RegularFile | FileType::BlockDevice => loop {
+                match rustix::fs::fdatasync(self.fd()) {
+                    Err(Errno::INTR) => continue,
+                    result => return result.map_err(io::Error::from),
+                }
+            },
+            _ => Ok(()),
+        }
     }
 
     /// For a regular file, the bytes from the current offset to its end: what there is to read.
     pub fn remaining(&self) -> Option<u64> {
         let size = self.file_size?;
-        let offset = rustix::fs::seek(self.fd, rustix::fs::SeekFrom::Current(0)).ok()?;
+        let offset = rustix::fs::seek(self.fd(), rustix::fs::SeekFrom::Current(0)).ok()?;
         Some(size.saturating_sub(offset))
     }
 
@@ -96,7 +164,7 @@ impl Endpoint {
     /// regular file with bytes still ahead (`accel < f >> f` would grow `f` without end, so
     /// `cat` refuses it too).
     pub fn feeds(&self, output: &Endpoint) -> bool {
-        self.file_id.is_some() && self.file_id == output.file_id && self.remaining() != Some(0)
+        self.same_file(output) && self.remaining() != Some(0)
     }
 
     /// Whether bytes may be spliced out of this descriptor without risk.
@@ -132,9 +200,9 @@ impl Endpoint {
     /// whatever the descriptor's flags.
     pub fn read(&self, buf: &mut [u8]) -> io::Result<usize> {
         loop {
-            match rustix::io::read(self.fd, &mut *buf) {
+            match rustix::io::read(self.fd(), &mut *buf) {
                 Ok(n) => return Ok(n),
-                Err(Errno::INTR) => continue,
+                Err(Errno::INTR) => self.stop.check()?,
                 Err(Errno::AGAIN) => self.wait(PollFlags::IN)?,
                 Err(e) => return Err(e.into()),
             }
@@ -144,10 +212,10 @@ impl Endpoint {
     /// Writes some of `buf` (at least one byte), blocking while the consumer is not reading.
     pub fn write(&self, buf: &[u8]) -> io::Result<usize> {
         loop {
-            match rustix::io::write(self.fd, buf) {
+            match rustix::io::write(self.fd(), buf) {
                 Ok(0) if !buf.is_empty() => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(n) => return Ok(n),
-                Err(Errno::INTR) => continue,
+                Err(Errno::INTR) => self.stop.check()?,
                 Err(Errno::AGAIN) => self.wait(PollFlags::OUT)?,
                 Err(e) => return Err(e.into()),
             }
@@ -156,17 +224,18 @@ impl Endpoint {
 
     /// Bytes a pipe, socket or terminal holds for reading now (`FIONREAD`), if it can say.
     pub fn queued(&self) -> Option<u64> {
-        rustix::io::ioctl_fionread(self.fd).ok()
+        rustix::io::ioctl_fionread(self.fd()).ok()
     }
 
     /// Waits until the descriptor is ready for `events`, or has hung up or failed (the next I/O
     /// call then says how).
     pub fn wait(&self, events: PollFlags) -> io::Result<()> {
-        let mut fds = [PollFd::new(&self.fd, events)];
+        let fd = self.fd();
+        let mut fds = [PollFd::new(&fd, events)];
         loop {
             match rustix::event::poll(&mut fds, None) {
                 Ok(_) => return Ok(()),
-                Err(Errno::INTR) => continue,
+                Err(Errno::INTR) => self.stop.check()?,
                 Err(e) => return Err(e.into()),
             }
         }
@@ -175,7 +244,16 @@ impl Endpoint {
 
 impl AsFd for Endpoint {
     fn as_fd(&self) -> BorrowedFd<'_> {
-        self.fd
+        self.fd()
+    }
+}
+
+impl AsFd for Descriptor {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        match self {
+            Descriptor::Inherited(fd) => *fd,
+            Descriptor::Opened(fd) => fd.as_fd(),
+        }
     }
 }
 

@@ -11,8 +11,18 @@
 //!   delivered (1: input failed, but what was read got out) or bytes were lost (3: output
 //!   failed with data still buffered), and whether accel ever started (2: the command line,
 //!   5: the machine refused a thread or memory; in both, nothing was read).
+//!
+//! With several outputs, one failing is the question `tee` answers with `--output-error`,
+//! and accel answers it the same way ([`OutputErrors`]); whatever the answer, every output
+//! that lost bytes is named with the bytes it got and missed ([`conclude`]).
+
+use std::io;
 
 use signal_hook::consts::signal::{SIGHUP, SIGINT, SIGPIPE, SIGTERM};
+
+use crate::endpoint::describe;
+use crate::engine::{End, Ending, Failure};
+use crate::meter::Snapshot;
 
 /// The ways accel ends, each with its documented status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,6 +58,11 @@ impl Exit {
         }
     }
 
+    /// This end, unless it is success: then `other`.
+    pub fn or(self, other: Exit) -> Exit {
+        if self == Exit::Success { other } else { self }
+    }
+
     /// Ends the way described: by the signal itself for [`Exit::Signal`] (never returning),
     /// otherwise by returning the status for `main` to return.
     pub fn terminate(self) -> i32 {
@@ -56,6 +71,145 @@ impl Exit {
         }
         i32::from(self.code())
     }
+}
+
+/// What a failing output does to the others (`--output-error`), as `tee` has it.
+///
+/// Whatever the mode, an output's failure is told with the bytes it got and missed, and a
+/// failed output never holds the others back: it leaves the backlog.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutputErrors {
+    /// No `--output-error`: `tee`'s default, which keeps `cat`'s behaviour for one output. A
+    /// reader that goes away (EPIPE) ends the run by SIGPIPE; another error is told, and the
+    /// other outputs go on (status 3 at the end).
+    Default,
+    /// Every error is told, EPIPE too, and the other outputs go on (status 3 at the end).
+    Warn,
+    /// As `warn`, but a reader that goes away is only noted, not a failure: that output
+    /// stops, the others go on, and the status does not change for it.
+    WarnNoPipe,
+    /// Every error ends the run at once, EPIPE too (status 3).
+    Exit,
+    /// As `exit`, but a reader that goes away is only noted: the others go on.
+    ExitNoPipe,
+}
+
+/// What the run does when an output fails.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reaction {
+    /// The other outputs go on.
+    GoOn,
+    /// The whole run ends now.
+    EndTheRun,
+}
+
+/// Whether `error` is a reader that went away (EPIPE).
+fn is_broken_pipe(error: &io::Error) -> bool {
+    error.kind() == io::ErrorKind::BrokenPipe
+}
+
+/// What the run does when an output fails with `error`, under `policy`.
+pub fn react(policy: OutputErrors, error: &io::Error) -> Reaction {
+    match policy {
+        OutputErrors::Default if is_broken_pipe(error) => Reaction::EndTheRun,
+        OutputErrors::Exit => Reaction::EndTheRun,
+        OutputErrors::ExitNoPipe if !is_broken_pipe(error) => Reaction::EndTheRun,
+        _ => Reaction::GoOn,
+    }
+}
+
+/// Whether an output's failure with `error` makes the run a failure under `policy`: all do
+/// but a reader going away in the `-nopipe` modes.
+fn is_failure(policy: OutputErrors, error: &io::Error) -> bool {
+    !(is_broken_pipe(error)
+        && matches!(policy, OutputErrors::WarnNoPipe | OutputErrors::ExitNoPipe))
+}
+
+/// Said at once when an output fails and the others go on: the final word, with the counts,
+/// comes at the end.
+pub fn going_on(name: &str, failure: &Failure) -> String {
+    format!("{name}: {}; it gets no more bytes, the other outputs go on", describe(failure.error()))
+}
+
+/// What the run's data path ended as, said in words, and how accel ends because of it.
+///
+/// `names` are the outputs' names in the plan's order; `pipe_ignored` says SIGPIPE was
+/// ignored when accel started, when a reader going away is an ordinary write error, as `cat`
+/// reports it.
+pub fn conclude(
+    ending: &Ending,
+    snapshot: &Snapshot,
+    input: &str,
+    names: &[String],
+    policy: OutputErrors,
+    pipe_ignored: bool,
+    quiet: bool,
+) -> Exit {
+    let total = snapshot.bytes_in;
+    let got = |index: usize| snapshot.readers.get(index).map_or(0, |r| r.bytes);
+    if let Some(why) = &ending.stalled {
+        eprintln!("accel: {why}");
+        return Exit::Stalled;
+    }
+    let mut exit = Exit::Success;
+    if let End::Failed(failure) = &ending.input {
+        eprintln!(
+            "accel: read from {input}: {}; the {total} bytes read before it were delivered",
+            describe(failure.error())
+        );
+        exit = Exit::InputFailed;
+    }
+    let mut died_of_pipe = false;
+    for (index, (end, name)) in ending.outputs.iter().zip(names).enumerate() {
+        let (delivered, missed) = (got(index), total - got(index).min(total));
+        match end {
+            End::Complete => {}
+            End::Failed(Failure::Sync(error)) => {
+                eprintln!(
+                    "accel: sync {name}: {}; all {delivered} bytes were written, but may not \
+                     be on stable storage",
+                    describe(error)
+                );
+                exit = Exit::OutputFailed;
+            }
+            End::Failed(Failure::Io(error))
+                if is_broken_pipe(error) && policy == OutputErrors::Default && !pipe_ignored =>
+            {
+                // As `cat` ends: by SIGPIPE, and quietly when it was the only output.
+                died_of_pipe = true;
+                if names.len() > 1 {
+                    eprintln!(
+                        "accel: {name}: the reader went away; {delivered} bytes delivered, \
+                         {missed} bytes read but not delivered"
+                    );
+                }
+            }
+            End::Failed(Failure::Io(error)) if !is_failure(policy, error) => {
+                if !quiet {
+                    eprintln!(
+                        "accel: {name}: the reader went away; {delivered} bytes delivered, \
+                         {missed} bytes read but not delivered"
+                    );
+                }
+            }
+            End::Failed(Failure::Io(error)) => {
+                eprintln!(
+                    "accel: write to {name}: {}; {delivered} bytes delivered, {missed} bytes \
+                     read but not delivered",
+                    describe(error)
+                );
+                exit = Exit::OutputFailed;
+            }
+            End::Stopped => {
+                eprintln!(
+                    "accel: {name}: cut short when the run ended; {delivered} bytes \
+                     delivered, {missed} bytes read but not delivered"
+                );
+                exit = Exit::OutputFailed;
+            }
+        }
+    }
+    if died_of_pipe { BROKEN_PIPE } else { exit }
 }
 
 /// The signals that end accel the way they would end `cat`.

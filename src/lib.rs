@@ -1,57 +1,58 @@
 //! accel: a pipeline buffer.
 //!
-//! `producer | accel | consumer`: accel reads stdin as fast as the producer writes and writes
-//! stdout as fast as the consumer reads, holding the difference in memory, so that two bursty
-//! stages overlap their work instead of taking turns.
+//! `producer | accel | consumer`: accel reads its input as fast as the producer writes and
+//! writes each output as fast as its consumer reads, holding the difference in memory, so that
+//! bursty stages overlap their work instead of taking turns.
 //!
-//! The data path, in reading order: [`endpoint`] (the descriptors and safe blocking I/O on
-//! them) → [`engine`] (threads moving bytes) → [`backlog`] (the buffer between them); [`meter`]
-//! publishes counters from the side. [`run`] ties them together for the binary, whose exit
-//! policy lives in [`exit`].
+//! The data path, in reading order: [`open`] and [`endpoint`] (the descriptors, and safe
+//! blocking I/O on them) → [`engine`] (threads moving bytes) → [`backlog`] (the buffer between
+//! them, shared by every output and [`digest`]); [`meter`] publishes counters from the side,
+//! and [`watch`] shows them. [`run`] ties them together for the binary; how a run ends is
+//! decided in [`exit`].
 
 #![deny(missing_docs)]
 
 pub mod backlog;
 pub mod cli;
 pub mod config;
+pub mod digest;
 pub mod endpoint;
 pub mod engine;
 pub mod exit;
 pub mod log;
 pub mod meter;
+pub mod open;
 pub mod size;
 pub mod stdio;
+pub mod stop;
 pub mod watch;
 
 mod signals;
 mod sys;
 
-use std::sync::Arc;
+use std::fs::File;
+use std::io::Write;
+use std::sync::{Arc, mpsc};
 
-use crate::backlog::Backlog;
-use crate::config::{Config, JsonTarget};
+use crate::config::{Config, JsonTarget, Target};
+use crate::digest::Digest;
 use crate::endpoint::{Endpoint, FdKind, describe};
-use crate::engine::{Ending, Route};
-use crate::exit::{BROKEN_PIPE, Exit};
+use crate::engine::{Plan, Route};
+use crate::exit::Exit;
 use crate::log::Log;
-use crate::meter::{Meter, Snapshot};
-use crate::signals::Dispositions;
+use crate::meter::Meter;
 use crate::size::Bytes;
-use crate::watch::Watch;
+use crate::stop::Stop;
+use crate::watch::{Names, Watch};
 
-/// Runs accel between stdin and stdout as configured, printing any error, and says how to end.
+/// Runs accel as configured, printing any error, and says how to end.
 pub fn run(config: &Config, closed: stdio::Closed) -> Exit {
-    // Checked before anything is read, so that no byte is taken from the producer in vain.
-    if closed.stdout {
-        eprintln!("accel: stdout is closed: there is nowhere to write");
-        return Exit::OutputFailed;
-    }
-    if closed.stdin {
-        eprintln!("accel: stdin is closed: there is nothing to read");
-        return Exit::InputFailed;
-    }
-    match transfer(config) {
+    match start(config, closed) {
         Ok(exit) => exit,
+        Err(Refusal::Closed(exit, why)) => {
+            eprintln!("accel: {why}");
+            exit
+        }
         Err(Refusal::Usage(why)) => {
             eprintln!("accel: {why}");
             Exit::Usage
@@ -65,7 +66,10 @@ pub fn run(config: &Config, closed: stdio::Closed) -> Exit {
 
 /// Why a run did not start; nothing was read.
 enum Refusal {
-    /// What was asked makes no sense for these descriptors.
+    /// A standard descriptor accel needs is closed: there is nothing to read, or nowhere to
+    /// write (status 1 or 3, as a read or write error would give).
+    Closed(Exit, &'static str),
+    /// What was asked makes no sense, or names what cannot be opened (status 2).
     Usage(String),
     /// The machine refused something accel needs (a thread, memory, a descriptor).
     Setup {
@@ -76,49 +80,150 @@ enum Refusal {
     },
 }
 
+/// A usage refusal saying `why`.
+fn usage(why: impl ToString) -> Refusal {
+    Refusal::Usage(why.to_string())
+}
+
 /// Turns an error of starting up into a [`Refusal::Setup`] saying what was being done.
 fn setup(what: &'static str) -> impl FnOnce(std::io::Error) -> Refusal {
     move |error| Refusal::Setup { what, error }
 }
 
-fn transfer(config: &Config) -> Result<Exit, Refusal> {
-    let input = Endpoint::inspect(rustix::stdio::stdin()).map_err(setup("inspect stdin"))?;
-    let output = Endpoint::inspect(rustix::stdio::stdout()).map_err(setup("inspect stdout"))?;
-    if input.feeds(&output) {
-        return Err(Refusal::Usage(
-            "stdin and stdout are the same file: input file is output file".into(),
-        ));
+/// Opens and checks everything before a byte is read, then runs the transfer and concludes.
+fn start(config: &Config, closed: stdio::Closed) -> Result<Exit, Refusal> {
+    let stop = Arc::new(Stop::default());
+    let input = match &config.input {
+        None if closed.stdin => {
+            return Err(Refusal::Closed(
+                Exit::InputFailed,
+                "stdin is closed: there is nothing to read",
+            ));
+        }
+        None => Endpoint::stdin(&stop).map_err(setup("inspect stdin"))?,
+        Some(path) => open::input(path, &stop).map_err(usage)?,
+    };
+    let outputs = open_outputs(config, closed, &stop)?;
+    for output in &outputs {
+        if input.feeds(output) {
+            return Err(usage(format!(
+                "{} and {} are the same file: input file is output file",
+                input.name, output.name
+            )));
+        }
     }
-    for endpoint in [&input, &output] {
+    for (at, output) in outputs.iter().enumerate() {
+        if let Some(twin) = outputs[..at].iter().find(|other| other.same_file(output)) {
+            return Err(usage(format!(
+                "{} and {} are the same file: each output gets every byte once",
+                twin.name, output.name
+            )));
+        }
+    }
+    let mut hash_file = match &config.hash_file {
+        Some(path) => Some(File::create(path).map_err(|error| {
+            usage(format!("--hash-file {}: {}", path.display(), describe(&error)))
+        })?),
+        None => None,
+    };
+    for endpoint in std::iter::once(&input).chain(&outputs) {
         if endpoint.kind == FdKind::Pipe {
-            sys::enlarge_pipe(endpoint.fd);
+            sys::enlarge_pipe(endpoint.fd());
         }
     }
     let log = Arc::new(Log::new(config.quiet, config.debug));
-    let capacity = Backlog::capacity_for(within_memory(config.size, &log));
-    let meter = Arc::new(Meter::new(capacity as u64));
-    let engine = engine::choose(config.engine, &input, &output);
-    let route = Arc::new(Route::plan(engine, &input, &output, log));
-    let expected = config.expect.or_else(|| input.remaining());
-    let watch = match Watch::new(config, Arc::clone(&meter), Arc::clone(&route), expected) {
-        Ok(watch) => watch,
-        Err(error) => {
-            let Some(JsonTarget::File(path)) = &config.json else { unreachable!("only a file") };
-            return Err(Refusal::Usage(format!("--json={}: {}", path.display(), describe(&error))));
-        }
+    let capacity = backlog::capacity_for(within_memory(config.size, &log));
+    let readers = outputs.len() + config.hashes.len();
+    let meter = Arc::new(Meter::new(capacity as u64, readers));
+    let names = Names {
+        input: input.name.clone(),
+        outputs: outputs.iter().map(|o| o.name.clone()).collect(),
+        hashes: config.hashes.clone(),
     };
+    let expected = config.expect.or_else(|| input.remaining());
+    let plan = Plan {
+        input,
+        outputs,
+        hashes: config.hashes.clone(),
+        capacity,
+        sync: config.sync,
+        output_errors: config.output_errors,
+    };
+    let route = Arc::new(Route::plan(config.engine, &plan, log));
+    let watch = Watch::new(config, Arc::clone(&meter), names, route.engine.to_string(), expected)
+        .map_err(|error| {
+        let Some(JsonTarget::File(path)) = &config.json else { unreachable!("a file") };
+        usage(format!("--json={}: {}", path.display(), describe(&error)))
+    })?;
+    Stop::install().map_err(setup("install the interrupt handler"))?;
     let signals = signals::install(Arc::clone(&watch)).map_err(setup("install signal handlers"))?;
-    watch.start().map_err(setup("start the watcher"))?;
-    let ending = engine::run(input, output, Arc::clone(&route), capacity, Arc::clone(&meter))
+    let (events, inbox) = mpsc::channel();
+    watch.start(events.clone()).map_err(setup("start the watcher"))?;
+    let input_name = plan.input.name.clone();
+    let output_names: Vec<String> = plan.outputs.iter().map(|o| o.name.clone()).collect();
+    let ending = engine::run(plan, Arc::clone(&route), Arc::clone(&meter), stop, events, inbox)
         .map_err(setup("start the transfer"))?;
     let snapshot = meter.snapshot();
-    route.note(format_args!(
-        "{route}; bytes straight through {}, via pool pipes {}, via memory {}",
-        snapshot.tiers[0], snapshot.tiers[1], snapshot.tiers[2]
-    ));
-    let exit = conclude(ending, &snapshot, signals);
-    watch.finish(exit);
+    route.note(format_args!("{route}; bytes went {}", snapshot.tiers));
+    let mut exit = exit::conclude(
+        &ending,
+        &snapshot,
+        &input_name,
+        &output_names,
+        config.output_errors,
+        signals.pipe_ignored,
+        config.quiet,
+    );
+    let digests: Vec<Digest> = ending.digests.iter().flatten().cloned().collect();
+    let lines = digest_lines(&digests, config.input.as_deref());
+    // To a file, before the summary, which must say if that failed; to stderr, after the
+    // report, where they are easy to copy.
+    if let (Some(file), Some(path)) = (hash_file.as_mut(), &config.hash_file) {
+        if let Err(error) = file.write_all(lines.as_bytes()) {
+            eprintln!("accel: --hash-file {}: {}", path.display(), describe(&error));
+            exit = exit.or(Exit::OutputFailed);
+        }
+    }
+    watch.finish(exit, &digests);
+    if config.hash_file.is_none() {
+        eprint!("{lines}");
+    }
     Ok(exit)
+}
+
+/// The outputs in the order given: stdout where `-` (or nothing) was given, the files opened.
+fn open_outputs(
+    config: &Config,
+    closed: stdio::Closed,
+    stop: &Arc<Stop>,
+) -> Result<Vec<Endpoint>, Refusal> {
+    let paths: Vec<_> = config
+        .outputs
+        .iter()
+        .filter_map(|target| match target {
+            Target::Path(path) => Some(path.clone()),
+            Target::Stdout => None,
+        })
+        .collect();
+    let mut files = open::outputs(&paths, config.existing, stop).map_err(usage)?.into_iter();
+    config
+        .outputs
+        .iter()
+        .map(|target| match target {
+            Target::Path(_) => Ok(files.next().expect("one endpoint per path")),
+            Target::Stdout if closed.stdout => Err(Refusal::Closed(
+                Exit::OutputFailed,
+                "stdout is closed: there is nowhere to write",
+            )),
+            Target::Stdout => Endpoint::stdout(stop).map_err(setup("inspect stdout")),
+        })
+        .collect()
+}
+
+/// Each digest as `sha256sum` prints it: `<hex>  <name>`, `-` for stdin.
+fn digest_lines(digests: &[Digest], input: Option<&std::path::Path>) -> String {
+    let name = input.map_or("-".into(), |path| path.to_string_lossy());
+    digests.iter().map(|d| format!("{}  {name}\n", d.hex)).collect()
 }
 
 /// The buffer size to use for `-m size`: under the memory this process may really have,
@@ -134,35 +239,5 @@ fn within_memory(size: usize, log: &Log) -> usize {
             limit.bytes as usize
         }
         _ => size,
-    }
-}
-
-/// Says what went wrong, if anything, and how accel ends because of it.
-fn conclude(ending: Ending, snapshot: &Snapshot, signals: Dispositions) -> Exit {
-    match ending {
-        Ending::Complete => Exit::Success,
-        Ending::InputFailed(error) => {
-            eprintln!(
-                "accel: read from stdin: {}; the {} bytes read before it were delivered",
-                describe(&error),
-                snapshot.bytes_in
-            );
-            Exit::InputFailed
-        }
-        // As `cat` ends, quietly; unless SIGPIPE was ignored, when `cat` reports the error too.
-        Ending::OutputFailed { error, .. }
-            if error.kind() == std::io::ErrorKind::BrokenPipe && !signals.pipe_ignored =>
-        {
-            BROKEN_PIPE
-        }
-        Ending::OutputFailed { error, buffered } => {
-            eprintln!(
-                "accel: write to stdout: {}; {} bytes delivered, {} bytes read but not delivered",
-                describe(&error),
-                snapshot.bytes_out,
-                buffered
-            );
-            Exit::OutputFailed
-        }
     }
 }

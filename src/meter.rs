@@ -1,10 +1,14 @@
 //! Counters the data path publishes for whoever watches from the side.
 //!
-//! The input and output threads only ever do relaxed atomic adds and stores here; the progress
-//! display, the final report, JSON output and the stall watchdog read [`Snapshot`]s whenever they
-//! like. Nothing that watches can slow or block the data.
+//! The input, output and hash threads only ever do relaxed atomic adds and stores here; the
+//! progress display, the final report, JSON output and the stall watchdog read [`Snapshot`]s
+//! whenever they like. Nothing that watches can slow or block the data.
+//!
+//! The backlog's readers (one per output, one per hash) are counted by index, in the order
+//! the run gave them; what each is called is the watcher's business.
 
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 /// Live counters of one run.
@@ -15,12 +19,21 @@ pub struct Meter {
     paused_ns: AtomicU64,
     capacity: u64,
     bytes_in: AtomicU64,
-    bytes_out: AtomicU64,
     peak_fill: AtomicU64,
     /// Bytes by the way they went, indexed by [`Tier`].
     tiers: [AtomicU64; 3],
     input_held: Wait,
-    output_starved: Wait,
+    readers: Box<[ReaderMeter]>,
+}
+
+/// The counters of one reader of the backlog: an output or a hash.
+#[derive(Debug, Default)]
+struct ReaderMeter {
+    bytes: AtomicU64,
+    /// Waiting for data: the buffer held nothing this reader had not taken.
+    starved: Wait,
+    /// The reader left before the end (its output failed).
+    gone: AtomicBool,
 }
 
 /// The ways a byte can pass through accel, cheapest first.
@@ -34,6 +47,43 @@ pub enum Tier {
     Memory = 2,
 }
 
+/// Bytes by the way they went through accel.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tiers {
+    /// Spliced straight through while nothing was queued.
+    pub through: u64,
+    /// Through accel's pool pipes.
+    pub pipes: u64,
+    /// Through accel's memory.
+    pub memory: u64,
+}
+
+impl Tiers {
+    /// All bytes counted.
+    pub fn total(&self) -> u64 {
+        self.through.saturating_add(self.pipes).saturating_add(self.memory)
+    }
+}
+
+/// `straight through 12 MiB (7%), pool pipes 150 MiB (88%), memory 8.5 MiB (5%)`.
+impl fmt::Display for Tiers {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let total = self.total();
+        let share = |n: u64| crate::size::share(n, total);
+        let bytes = crate::size::Bytes;
+        write!(
+            f,
+            "straight through {} ({}), pool pipes {} ({}), memory {} ({})",
+            bytes(self.through),
+            share(self.through),
+            bytes(self.pipes),
+            share(self.pipes),
+            bytes(self.memory),
+            share(self.memory)
+        )
+    }
+}
+
 /// Time spent in one kind of wait: finished waits added up, plus the one under way.
 #[derive(Debug, Default)]
 struct Wait {
@@ -43,7 +93,7 @@ struct Wait {
 }
 
 /// What the counters said at one moment.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Snapshot {
     /// Time since the run started.
     pub elapsed: Duration,
@@ -51,38 +101,57 @@ pub struct Snapshot {
     pub capacity: u64,
     /// Bytes read from the input.
     pub bytes_in: u64,
-    /// Bytes written to the output.
+    /// Bytes the slowest reader still there has taken: for one output, what it was written.
     pub bytes_out: u64,
     /// The most bytes held at once.
     pub peak_fill: u64,
     /// How long input was held back because the buffer was full: the producer was blocked.
     pub producer_blocked: Duration,
-    /// How long output waited on an empty buffer: the consumer was starved.
+    /// How long the slowest reader waited on an empty buffer: the consumer was starved.
     pub consumer_starved: Duration,
-    /// Bytes by the way they went, indexed by [`Tier`].
-    pub tiers: [u64; 3],
+    /// Bytes by the way they went.
+    pub tiers: Tiers,
+    /// Each reader, in the run's order.
+    pub readers: Vec<ReaderSnapshot>,
+}
+
+/// One reader's counters at one moment.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReaderSnapshot {
+    /// Bytes it has taken (written, for an output; hashed, for a hash).
+    pub bytes: u64,
+    /// How long it waited for data.
+    pub starved: Duration,
+    /// It left before the end.
+    pub gone: bool,
 }
 
 impl Snapshot {
-    /// Bytes read but not yet written: what the buffer holds.
+    /// Bytes read but not yet taken by every reader: what the buffer holds.
     pub fn fill(&self) -> u64 {
         self.bytes_in.saturating_sub(self.bytes_out)
+    }
+
+    /// The reader still there that is furthest behind, and so holds the buffer: the fewest
+    /// bytes taken, and of those the one that waited least for data.
+    pub fn slowest(&self) -> Option<usize> {
+        let live = self.readers.iter().enumerate().filter(|(_, r)| !r.gone);
+        live.min_by_key(|(_, r)| (r.bytes, r.starved)).map(|(index, _)| index)
     }
 }
 
 impl Meter {
-    /// Starts the clock for a buffer of `capacity` bytes.
-    pub fn new(capacity: u64) -> Meter {
+    /// Starts the clock for a buffer of `capacity` bytes and `readers` readers.
+    pub fn new(capacity: u64, readers: usize) -> Meter {
         Meter {
             started: Instant::now(),
             paused_ns: AtomicU64::new(0),
             capacity,
             bytes_in: AtomicU64::new(0),
-            bytes_out: AtomicU64::new(0),
             peak_fill: AtomicU64::new(0),
             tiers: Default::default(),
             input_held: Wait::default(),
-            output_starved: Wait::default(),
+            readers: (0..readers).map(|_| ReaderMeter::default()).collect(),
         }
     }
 
@@ -93,17 +162,22 @@ impl Meter {
         self.peak_fill.fetch_max(fill as u64, Relaxed);
     }
 
-    /// Counts `n` bytes passed straight through, in and out at once.
+    /// Counts `n` bytes passed straight through to the only reader, in and out at once.
     pub fn add_through(&self, n: usize) {
         self.tiers[Tier::Through as usize].fetch_add(n as u64, Relaxed);
         // Out before in would let a snapshot see more out than in; in first.
         self.bytes_in.fetch_add(n as u64, Relaxed);
-        self.bytes_out.fetch_add(n as u64, Relaxed);
+        self.readers[0].bytes.fetch_add(n as u64, Relaxed);
     }
 
-    /// Counts `n` bytes passed on.
-    pub fn add_out(&self, n: usize) {
-        self.bytes_out.fetch_add(n as u64, Relaxed);
+    /// Counts `n` bytes taken by reader `reader`.
+    pub fn add_out(&self, reader: usize, n: usize) {
+        self.readers[reader].bytes.fetch_add(n as u64, Relaxed);
+    }
+
+    /// Marks reader `reader` as gone before the end.
+    pub fn reader_gone(&self, reader: usize) {
+        self.readers[reader].gone.store(true, Relaxed);
     }
 
     /// Marks the start (`true`) or end of a wait of the input for room in the buffer.
@@ -111,30 +185,46 @@ impl Meter {
         self.input_held.mark(self.now_ns(), waiting);
     }
 
-    /// Marks the start (`true`) or end of a time the consumer had nothing to read from accel:
-    /// the output waiting for data, or (splicing straight through) the input waiting for it.
-    pub fn output_starved(&self, waiting: bool) {
-        self.output_starved.mark(self.now_ns(), waiting);
+    /// Marks the start (`true`) or end of a time reader `reader` had nothing to take: waiting
+    /// for data, or (splicing straight through) the input waiting for it on its behalf.
+    pub fn reader_starved(&self, reader: usize, waiting: bool) {
+        self.readers[reader].starved.mark(self.now_ns(), waiting);
     }
 
     /// Reads all counters.
     pub fn snapshot(&self) -> Snapshot {
         let now = self.now_ns();
-        // Read out before in, so that a snapshot never shows more out than in.
-        let bytes_out = self.bytes_out.load(Relaxed);
-        Snapshot {
+        // Readers before input, so that a snapshot never shows more out than in.
+        let readers: Vec<ReaderSnapshot> = self
+            .readers
+            .iter()
+            .map(|r| ReaderSnapshot {
+                bytes: r.bytes.load(Relaxed),
+                starved: r.starved.read(now),
+                gone: r.gone.load(Relaxed),
+            })
+            .collect();
+        let [through, pipes, memory] = self.tiers.each_ref().map(|t| t.load(Relaxed));
+        let mut snapshot = Snapshot {
             elapsed: Duration::from_nanos(now),
             capacity: self.capacity,
-            bytes_in: self.bytes_in.load(Relaxed).max(bytes_out),
-            bytes_out,
+            bytes_in: self.bytes_in.load(Relaxed),
+            bytes_out: 0,
             peak_fill: self.peak_fill.load(Relaxed),
             producer_blocked: self.input_held.read(now),
-            consumer_starved: self.output_starved.read(now),
-            tiers: self.tiers.each_ref().map(|t| t.load(Relaxed)),
+            consumer_starved: Duration::ZERO,
+            tiers: Tiers { through, pipes, memory },
+            readers,
+        };
+        if let Some(slowest) = snapshot.slowest() {
+            snapshot.bytes_out = snapshot.readers[slowest].bytes;
+            snapshot.consumer_starved = snapshot.readers[slowest].starved;
         }
+        snapshot.bytes_in = snapshot.bytes_in.max(snapshot.bytes_out);
+        snapshot
     }
 
-    /// Takes `stopped` out of the clock: the job was stopped for that long (SIGTSTP).
+    /// Takes `stopped` out of the clock: the job was stopped for that long (Ctrl-Z).
     pub fn pause(&self, stopped: Duration) {
         self.paused_ns.fetch_add(stopped.as_nanos() as u64, Relaxed);
     }
@@ -171,30 +261,55 @@ mod tests {
 
     #[test]
     fn counts_bytes_and_peak() {
-        let meter = Meter::new(100);
+        let meter = Meter::new(100, 1);
         meter.add_in(30, 30, Tier::Memory);
         meter.add_in(50, 80, Tier::Pipe);
-        meter.add_out(60);
+        meter.add_out(0, 60);
         meter.add_in(10, 30, Tier::Memory);
         meter.add_through(5);
         let s = meter.snapshot();
         assert_eq!((s.bytes_in, s.bytes_out, s.fill(), s.peak_fill), (95, 65, 30, 80));
-        assert_eq!(s.tiers, [5, 50, 40]);
+        assert_eq!(s.tiers, Tiers { through: 5, pipes: 50, memory: 40 });
+    }
+
+    #[test]
+    fn the_slowest_reader_still_there_sets_the_output_side() {
+        let meter = Meter::new(100, 3);
+        meter.add_in(90, 90, Tier::Memory);
+        meter.add_out(0, 90);
+        meter.add_out(1, 10);
+        meter.add_out(2, 40);
+        let s = meter.snapshot();
+        assert_eq!((s.slowest(), s.bytes_out, s.fill()), (Some(1), 10, 80));
+        // Once it is gone, the next slowest holds the buffer.
+        meter.reader_gone(1);
+        let s = meter.snapshot();
+        assert_eq!((s.slowest(), s.bytes_out, s.fill()), (Some(2), 40, 50));
+    }
+
+    #[test]
+    fn tiers_say_bytes_and_shares() {
+        let tiers = Tiers { through: 0, pipes: 3 << 20, memory: 1 << 20 };
+        assert_eq!(
+            tiers.to_string(),
+            "straight through 0 B (0%), pool pipes 3 MiB (75%), memory 1 MiB (25%)"
+        );
     }
 
     #[test]
     fn waits_add_up_and_include_the_one_under_way() {
-        let meter = Meter::new(1);
+        let meter = Meter::new(1, 1);
         meter.input_held.mark(1_000, true);
         meter.input_held.mark(3_000, false);
         assert_eq!(meter.input_held.read(10_000), Duration::from_nanos(2_000));
         meter.input_held.mark(20_000, true);
         assert_eq!(meter.input_held.read(25_000), Duration::from_nanos(7_000));
         // Ending a wait that never started changes nothing; starting one twice keeps its start.
-        meter.output_starved.mark(5_000, false);
-        assert_eq!(meter.output_starved.read(9_000), Duration::ZERO);
-        meter.output_starved.mark(10_000, true);
-        meter.output_starved.mark(12_000, true);
-        assert_eq!(meter.output_starved.read(15_000), Duration::from_nanos(5_000));
+        let starved = &meter.readers[0].starved;
+        starved.mark(5_000, false);
+        assert_eq!(starved.read(9_000), Duration::ZERO);
+        starved.mark(10_000, true);
+        starved.mark(12_000, true);
+        assert_eq!(starved.read(15_000), Duration::from_nanos(5_000));
     }
 }

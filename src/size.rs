@@ -72,6 +72,22 @@ impl fmt::Display for Bytes {
     }
 }
 
+/// `part` as a whole percentage of `whole`, rounded; but never `0%` for something nor `100%`
+/// for less than everything, since those would read as "never" and "always".
+pub fn share(part: u64, whole: u64) -> String {
+    if whole == 0 {
+        return "0%".to_string();
+    }
+    let percent = (u128::from(part) * 100 + u128::from(whole) / 2) / u128::from(whole);
+    if part > 0 && percent == 0 {
+        "<1%".to_string()
+    } else if part < whole && percent >= 100 {
+        ">99%".to_string()
+    } else {
+        format!("{percent}%")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -116,5 +132,16 @@ mod tests {
             shown,
             ["0 B", "1023 B", "1 KiB", "1.5 KiB", "10 MiB", "12.3 MiB", "150 MiB", "3 TiB"]
         );
+    }
+
+    #[test]
+    fn shares_never_say_never_or_always_wrongly() {
+        assert_eq!(share(0, 100), "0%");
+        assert_eq!(share(1, 1000), "<1%");
+        assert_eq!(share(50, 100), "50%");
+        assert_eq!(share(999, 1000), ">99%");
+        assert_eq!(share(100, 100), "100%");
+        assert_eq!(share(5, 0), "0%");
+        assert_eq!(share(u64::MAX, u64::MAX), "100%");
     }
 }

@@ -90,7 +90,8 @@ fn help_says_what_accel_is_for() {
     let out = Command::new(ACCEL).arg("--help").output().unwrap();
     assert!(out.status.success());
     let help = String::from_utf8_lossy(&out.stdout);
-    for needle in ["pipeline buffer", "Example:", "| accel |", "--size", "Exit status"] {
+    for needle in ["pipeline buffer", "Examples:", "| accel |", "--size", "--output", "Exit status"]
+    {
         assert!(help.contains(needle), "--help lacks {needle:?}");
     }
     let out = Command::new(ACCEL).arg("--version").output().unwrap();

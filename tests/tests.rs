@@ -12,6 +12,7 @@ mod edges;
 mod faults;
 mod memory;
 mod ordering;
+mod outputs;
 mod random;
 mod signals;
 mod soak;

@@ -238,3 +238,40 @@ pub fn producer_finishes_before_consumer_reads(
 pub fn sh(script: &str) -> std::process::Output {
     Command::new("bash").arg("-c").arg(script).env("ACCEL", ACCEL).output().expect("run bash")
 }
+
+/// Held by a test while what it does as `nobody` must not overlap another's: the per-user pipe
+/// quota is one for all of `nobody`'s processes, so one test's pipes going away would hand
+/// another's accel the quota it was meant to find spent.
+pub static AS_NOBODY: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// accel run as `nobody` (the tests run as root, who passes every permission and quota check):
+/// a copy of the binary in `dir` (which `nobody` may not reach in the build directory), with
+/// `--engine engine`. `then` runs in the child, as `nobody`, before accel starts.
+pub fn accel_as_nobody(
+    dir: &std::path::Path,
+    engine: &str,
+    then: impl Fn() + Send + Sync + 'static,
+) -> Command {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    std::fs::set_permissions(dir, PermissionsExt::from_mode(0o755)).unwrap();
+    let binary = dir.join(format!("accel-{engine}"));
+    std::fs::copy(ACCEL, &binary).unwrap();
+    std::fs::set_permissions(&binary, PermissionsExt::from_mode(0o755)).unwrap();
+    let mut command = Command::new(&binary);
+    command.args(["--engine", engine]);
+    // SAFETY: setgroups, setgid, setuid and what `then` does are async-signal-safe.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::setgroups(0, std::ptr::null()) != 0
+                || libc::setgid(65534) != 0
+                || libc::setuid(65534) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            then();
+            Ok(())
+        });
+    }
+    command
+}

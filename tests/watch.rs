@@ -261,7 +261,8 @@ fn stall_timeout_names_the_stuck_side(engine: &str) {
     child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
     assert_eq!(status.code(), Some(4), "--engine {engine}: {stderr}");
     assert!(
-        stderr.contains("stalled: no input for") && stderr.contains("the producer is not writing"),
+        stderr.contains("stalled: no input from stdin for")
+            && stderr.contains("the producer is not writing"),
         "{stderr}"
     );
     drop(stdin);
@@ -274,7 +275,11 @@ fn stall_timeout_names_the_stuck_side(engine: &str) {
     let mut stderr = String::new();
     child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
     assert_eq!(status.code(), Some(4), "--engine {engine}: {stderr}");
-    assert!(stderr.contains("the consumer is not reading"), "{stderr}");
+    assert!(
+        stderr.contains("stalled: nothing written to stdout for")
+            && stderr.contains("its reader is not reading"),
+        "{stderr}"
+    );
 }
 
 per_engine!(sigusr1_prints_the_report_so_far, stall_timeout_names_the_stuck_side);

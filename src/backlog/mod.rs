@@ -1,43 +1,46 @@
-//! The backlog: bytes taken in and not yet passed on, in order.
+//! The backlog: bytes taken in and not yet passed on, in order, shared by one producer and any
+//! number of readers (one per output, one per hash).
 //!
-//! One input thread appends at the back, one output thread takes from the front, and neither
-//! ever waits for the other except when the backlog is full (input waits for room) or empty
-//! (output waits for data). Everything read is visible to the output at once, so a short line
-//! passes straight through, and memory follows the backlog: chunks are mapped as it grows and
-//! unmapped as it drains, keeping only a spare for reuse.
+//! The producer appends at the back; each reader takes from its own place, at its own pace:
+//! nobody waits for anybody except when the backlog is full (the producer waits for the
+//! slowest reader) or a reader has taken everything (it waits for data). Everything read is
+//! visible to every reader at once, so a short line passes straight through, and memory is
+//! held once however many readers there are: a chunk is given back (or kept as a spare) when
+//! the slowest reader has passed it.
 //!
-//! The backlog is a FIFO of segments. A segment's bytes live in a chunk of memory, or (on
-//! Linux) in one of accel's own pipes, where they were spliced without being copied. The input
-//! thread fills the back segment; the output thread writes from the front one. Both do their
-//! I/O without holding the lock, on byte ranges that cannot overlap:
+//! The halves are types that cannot be misused: [`Producer`] is the only way to add, there is
+//! one and it is not `Clone`; a [`Vacant`] borrows it mutably, so there is one place to write
+//! into at a time; each [`Reader`] has its own cursor, and a [`Filled`] borrows its reader, so
+//! its bytes cannot be consumed while they are being written out.
 //!
-//! - the input side only writes past the back segment's `end` (not yet committed);
-//! - the output side only reads committed bytes, `start..end` of the front segment;
-//! - a segment is removed only by the output side once it is empty and no longer the back one
-//!   (so no input is under way in it), or by the input side when nothing at all is buffered (so
-//!   no output is under way anywhere).
+//! The backlog is a FIFO of segments, each covering a range of the stream. A segment's bytes
+//! live in a chunk of memory, or in one of accel's own pipes, where they were spliced without
+//! being copied. A pipe's bytes can be read once, so pipe segments are only for a backlog with
+//! a single reader (one output, no hash). I/O happens without the lock, on byte ranges that
+//! cannot overlap:
+//!
+//! - the producer only writes past the back segment's committed end;
+//! - readers only read committed bytes, each from its own cursor;
+//! - a segment is removed only once every reader has passed it and it is not the back one
+//!   (no input under way in it); its chunk is reused only when nothing refers to it any more.
 //!
 //! The lock is taken twice per read or write to exchange offsets, never across a system call.
 
-// Off Linux a segment can only be in memory, so matching on its store cannot fail.
-#![cfg_attr(not(target_os = "linux"), allow(irrefutable_let_patterns))]
-
 mod chunk;
-#[cfg(target_os = "linux")]
-mod pipe;
 
 use std::collections::VecDeque;
 use std::io;
+use std::marker::PhantomData;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use chunk::Chunk;
 pub use chunk::MAX_CHUNK;
-#[cfg(target_os = "linux")]
-pub use pipe::PoolPipe;
 
 use crate::log::{Log, Once};
 use crate::meter::{Meter, Tier};
+use crate::size::Bytes;
+use crate::sys::PoolPipe;
 
 /// Chunks and pool pipes kept once the backlog has drained. While a backlog stands, every
 /// drained chunk or pipe is kept for the input to reuse: mapping a fresh chunk means the kernel
@@ -52,13 +55,57 @@ const GIVE_BACK_AFTER: Duration = Duration::from_secs(1);
 const RESUME_FRACTION: usize = 16;
 const RESUME_MAX: usize = 1 << 20;
 
-/// The shared buffer between the input and the output thread.
+/// Makes a backlog holding at most `capacity` bytes (but at least a page) for `readers`
+/// readers, reporting to `meter`: its producing half and one reading half per reader, in
+/// the meter's order.
+///
+/// Maps its first chunk now (address space only: nothing is touched), so that a backlog
+/// always has memory to read into when it is empty, even once the kernel refuses more.
+pub fn backlog(
+    capacity: usize,
+    readers: usize,
+    meter: Arc<Meter>,
+    log: Arc<Log>,
+) -> io::Result<(Producer, Vec<Reader>)> {
+    let min_read = rustix::param::page_size();
+    let capacity = capacity_for(capacity);
+    let chunk_size = capacity.min(MAX_CHUNK).next_multiple_of(min_read);
+    let state = State {
+        spare_chunks: vec![Arc::new(Chunk::new(chunk_size)?)],
+        cursors: vec![Some(0); readers],
+        readers_left: readers,
+        ..State::default()
+    };
+    let shared = Arc::new(Shared {
+        state: Mutex::new(state),
+        has_data: Condvar::new(),
+        has_room: Condvar::new(),
+        capacity,
+        min_read,
+        resume_gap: (capacity / RESUME_FRACTION).clamp(min_read, RESUME_MAX.max(min_read)),
+        chunk_size,
+        meter,
+        log,
+        memory_refused: Once::default(),
+    });
+    let readers = (0..readers).map(|index| Reader { shared: Arc::clone(&shared), index });
+    Ok((Producer { shared: Arc::clone(&shared) }, readers.collect()))
+}
+
+/// The capacity a backlog asked for `asked` bytes has: at least a page, the least it moves
+/// at once.
+pub fn capacity_for(asked: usize) -> usize {
+    asked.max(rustix::param::page_size())
+}
+
+/// What the two halves share.
 #[derive(Debug)]
-pub struct Backlog {
+struct Shared {
     state: Mutex<State>,
-    /// Signalled when data arrives or input ends; the output thread waits on it.
+    /// Signalled when data arrives or input ends; readers wait on it.
     has_data: Condvar,
-    /// Signalled when room appears or output closes; the input thread waits on it.
+    /// Signalled when room appears, a chunk comes free, or readers leave; the producer waits
+    /// on it.
     has_room: Condvar,
     capacity: usize,
     /// The least room the input is ever offered: a page. A packet-mode pipe discards what
@@ -79,411 +126,159 @@ pub struct Backlog {
 #[derive(Debug, Default)]
 struct State {
     segments: VecDeque<Segment>,
-    /// Committed bytes not yet consumed, over all segments.
-    len: usize,
-    /// How the input ended, once it has: `Ok` at end of file.
-    input_end: Option<io::Result<()>>,
-    /// The output stopped (an error); input should stop too.
-    output_closed: bool,
+    /// Stream offset one past the last committed byte.
+    produced: u64,
+    /// Each reader's stream offset; `None` once it has left.
+    cursors: Vec<Option<u64>>,
+    /// The smallest cursor of the readers still there (`produced` when none is): every byte
+    /// before it has been taken by all.
+    released: u64,
+    /// Readers still there.
+    readers_left: usize,
+    /// The input has ended (or failed): readers pass on what is there, then stop.
+    input_ended: bool,
+    /// The run is over: nobody waits for anything any more (see [`Closer`]).
+    closed: bool,
     spare_chunks: Vec<Arc<Chunk>>,
-    #[cfg(target_os = "linux")]
     spare_pipes: Vec<Arc<PoolPipe>>,
-    input_waiting: bool,
-    /// The input waits for a chunk to come free, since no new one could be mapped.
-    input_waiting_for_memory: bool,
-    output_waiting: bool,
+    /// The producer waits for room, or for a chunk to come free.
+    producer_waiting: Option<Shortage>,
+    /// Readers waiting for data.
+    readers_waiting: usize,
+}
+
+/// What the producer is short of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shortage {
+    /// Room: the backlog is full.
+    Room,
+    /// Memory: the kernel refused a new chunk.
+    Memory,
 }
 
 /// Where a segment's bytes are kept.
 #[derive(Debug, Clone)]
 enum Store {
     Memory(Arc<Chunk>),
-    #[cfg(target_os = "linux")]
     Pipe(Arc<PoolPipe>),
 }
 
+/// A range of the stream, `start..start + len`, kept in one store (from the beginning of a
+/// chunk, or in a pipe).
 #[derive(Debug)]
 struct Segment {
     store: Store,
-    /// Bytes consumed so far: the first byte not yet written out.
-    start: usize,
-    /// Bytes committed so far: one past the last byte read in.
-    end: usize,
+    start: u64,
+    len: usize,
 }
 
 impl Segment {
-    fn new(store: Store) -> Segment {
-        Segment { store, start: 0, end: 0 }
+    fn end(&self) -> u64 {
+        self.start + self.len as u64
     }
 
-    fn is_empty(&self) -> bool {
-        self.start == self.end
-    }
-
-    /// Free bytes at the end of a memory segment; `None` for a pipe.
-    fn memory_room(&self) -> Option<usize> {
+    /// Free bytes at the end of a memory segment; 0 for a pipe.
+    fn memory_room(&self) -> usize {
         match &self.store {
-            Store::Memory(chunk) => Some(chunk.size() - self.end),
-            #[cfg(target_os = "linux")]
-            Store::Pipe(_) => None,
+            Store::Memory(chunk) => chunk.size() - self.len,
+            Store::Pipe(_) => 0,
         }
     }
 }
 
-/// The backlog's state as the input side finds it after waiting for room.
+/// The backlog as the producer finds it after waiting for room.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Room {
     /// Bytes that may still be added.
     pub free: usize,
-    /// Nothing is buffered and no output is under way.
+    /// Every reader has taken everything: nothing is held and no output is under way.
     pub empty: bool,
 }
 
-/// Free memory at the back of the backlog, which the input thread may fill and then
-/// [`commit`](Backlog::commit).
+/// The producing half: the only way to add to the backlog.
 #[derive(Debug)]
-pub struct Vacant {
-    chunk: Arc<Chunk>,
-    offset: usize,
-    len: usize,
+pub struct Producer {
+    shared: Arc<Shared>,
 }
 
-/// Bytes in memory at the front of the backlog, which the output thread may write and then
-/// [`consume`](Backlog::consume).
-#[derive(Debug)]
-pub struct Filled {
-    chunk: Arc<Chunk>,
-    offset: usize,
-    len: usize,
+/// Ends every wait in the backlog when the run is over, whoever holds the halves.
+#[derive(Debug, Clone)]
+pub struct Closer {
+    shared: Arc<Shared>,
 }
 
-/// What the output thread finds at the front of the backlog.
-#[derive(Debug)]
-pub enum Front {
-    /// Bytes in memory.
-    Memory(Filled),
-    /// `len` bytes waiting in one of accel's pipes.
-    #[cfg(target_os = "linux")]
-    Pipe(Arc<PoolPipe>, usize),
-}
-
-impl Vacant {
-    /// The free bytes, to read into.
-    pub fn as_mut_slice(&mut self) -> &mut [u8] {
-        // SAFETY: the backlog hands out a Vacant only for bytes past the back segment's `end`,
-        // which no Filled covers and no other Vacant exists for (one input thread), and the
-        // Arc keeps the mapping alive. The mapping is zero-initialised by the kernel.
-        unsafe { std::slice::from_raw_parts_mut(self.chunk.at(self.offset), self.len) }
+impl Closer {
+    /// From now on the producer gets no room and readers get no more bytes; whoever waits
+    /// wakes up.
+    pub fn close(&self) {
+        let mut state = self.shared.lock();
+        state.closed = true;
+        self.shared.has_data.notify_all();
+        self.shared.has_room.notify_all();
     }
 }
 
-impl Filled {
-    /// The buffered bytes, to write out.
+/// Free memory at the back of the backlog, to read into and then [`commit`](Vacant::commit).
+#[derive(Debug)]
+pub struct Vacant<'a> {
+    producer: &'a mut Producer,
+    chunk: Arc<Chunk>,
+    offset: usize,
+    len: usize,
+}
+
+/// One reading half: an output's or a hash's place in the stream.
+#[derive(Debug)]
+pub struct Reader {
+    shared: Arc<Shared>,
+    index: usize,
+}
+
+/// What a reader finds at its place in the backlog.
+#[derive(Debug)]
+pub enum Front<'a> {
+    /// Bytes in memory.
+    Memory(Filled<'a>),
+    /// `len` bytes waiting in one of accel's pipes (only with a single reader).
+    Pipe(Arc<PoolPipe>, usize),
+}
+
+/// Bytes in memory at a reader's place, to write out and then
+/// [`consume`](Reader::consume).
+#[derive(Debug)]
+pub struct Filled<'a> {
+    chunk: Arc<Chunk>,
+    offset: usize,
+    len: usize,
+    _reader: PhantomData<&'a mut Reader>,
+}
+
+impl Vacant<'_> {
+    /// The free bytes, to read into; at least a page.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: a Vacant covers bytes past the back segment's committed end, which no Filled
+        // covers, and it borrows the one Producer, so no other Vacant exists; the Arc keeps
+        // the mapping alive, which the kernel zero-initialised.
+        unsafe { std::slice::from_raw_parts_mut(self.chunk.at(self.offset), self.len) }
+    }
+
+    /// Makes the first `n` bytes visible to every reader.
+    pub fn commit(self, n: usize) {
+        assert!(n <= self.len, "committed more than was vacant");
+        self.producer.commit(n, Tier::Memory);
+    }
+}
+
+impl Filled<'_> {
+    /// The bytes, to write out.
     pub fn as_slice(&self) -> &[u8] {
-        // SAFETY: committed bytes of the front segment; the input side never writes to
-        // committed bytes, and the Arc keeps the mapping alive.
+        // SAFETY: committed bytes, which the producer never writes again, of a chunk that is
+        // reused only when nothing refers to it; the Arc keeps the mapping alive.
         unsafe { std::slice::from_raw_parts(self.chunk.at(self.offset), self.len) }
     }
 }
 
-impl Backlog {
-    /// The capacity a backlog asked for `asked` bytes has: at least a page, the least it
-    /// moves at once.
-    pub fn capacity_for(asked: usize) -> usize {
-        asked.max(rustix::param::page_size())
-    }
-
-    /// A backlog holding at most `capacity` bytes, but at least a page, reporting to `meter`.
-    ///
-    /// Maps its first chunk now (address space only: nothing is touched), so that a backlog
-    /// always has memory to read into when it is empty, even once the kernel refuses more.
-    pub fn new(capacity: usize, meter: Arc<Meter>, log: Arc<Log>) -> io::Result<Backlog> {
-        let min_read = rustix::param::page_size();
-        let capacity = Backlog::capacity_for(capacity);
-        let chunk_size = capacity.min(MAX_CHUNK).next_multiple_of(min_read);
-        let state =
-            State { spare_chunks: vec![Arc::new(Chunk::new(chunk_size)?)], ..State::default() };
-        Ok(Backlog {
-            state: Mutex::new(state),
-            has_data: Condvar::new(),
-            has_room: Condvar::new(),
-            capacity,
-            min_read,
-            resume_gap: (capacity / RESUME_FRACTION).clamp(min_read, RESUME_MAX.max(min_read)),
-            chunk_size,
-            meter,
-            log,
-            memory_refused: Once::default(),
-        })
-    }
-
-    /// The most bytes held: what was asked for, or a page if that was less.
-    pub fn capacity(&self) -> usize {
-        self.capacity
-    }
-
-    /// The meter this backlog reports to.
-    pub fn meter(&self) -> &Meter {
-        &self.meter
-    }
-
-    // ----- input side -----
-
-    /// Waits until there is room; `None` once the output has closed.
-    pub fn wait_for_room(&self) -> Option<Room> {
-        let state = self.room_locked();
-        (!state.output_closed)
-            .then(|| Room { free: self.capacity - state.len, empty: state.len == 0 })
-    }
-
-    /// Waits for room, then returns free memory to read into (at least a page); `None` once
-    /// the output has closed. Starts a memory segment if the back one is full or a pipe.
-    ///
-    /// When the kernel refuses memory for a new chunk (a memory limit below the buffer size),
-    /// the backlog counts as full: the input waits until the output frees a chunk, and the
-    /// user is told once. Fails only when no memory can be had with nothing buffered.
-    pub fn reserve(&self) -> io::Result<Option<Vacant>> {
-        let mut state = self.room_locked();
-        loop {
-            if state.output_closed {
-                return Ok(None);
-            }
-            if state.len == 0 {
-                state.rewind();
-            }
-            let room = state.segments.back().and_then(Segment::memory_room).unwrap_or(0);
-            if room >= self.min_read {
-                break;
-            }
-            let chunk = match state.spare_chunks.pop() {
-                Some(chunk) => chunk,
-                None => match Chunk::new(self.chunk_size) {
-                    Ok(chunk) => Arc::new(chunk),
-                    Err(error) if state.len == 0 => return Err(error),
-                    Err(error) => {
-                        state = self.wait_for_memory(state, &error);
-                        continue;
-                    }
-                },
-            };
-            state.segments.push_back(Segment::new(Store::Memory(chunk)));
-        }
-        let free = self.capacity - state.len;
-        let back = state.segments.back().expect("a back segment");
-        let Store::Memory(chunk) = &back.store else { unreachable!("a memory segment") };
-        let len = free.min(chunk.size() - back.end);
-        Ok(Some(Vacant { chunk: Arc::clone(chunk), offset: back.end, len }))
-    }
-
-    /// Holds the input, as if the backlog were full, until a chunk comes free or the backlog
-    /// has drained; says why, once.
-    fn wait_for_memory<'a>(
-        &self,
-        mut state: MutexGuard<'a, State>,
-        error: &io::Error,
-    ) -> MutexGuard<'a, State> {
-        if self.memory_refused.first() {
-            self.log.warn(format_args!(
-                "memory refused with {} buffered ({}); the producer waits while it drains",
-                crate::size::Bytes(state.len as u64),
-                crate::endpoint::describe(error)
-            ));
-        }
-        self.meter.input_held(true);
-        state.input_waiting_for_memory = true;
-        state = self.wait(&self.has_room, state, |s| {
-            s.spare_chunks.is_empty() && s.len > 0 && !s.output_closed
-        });
-        state.input_waiting_for_memory = false;
-        self.meter.input_held(false);
-        state
-    }
-
-    /// The pipe of the back segment, to splice more into; `None` if the back is not a pipe.
-    #[cfg(target_os = "linux")]
-    pub fn back_pipe(&self) -> Option<Arc<PoolPipe>> {
-        match &self.lock().segments.back()?.store {
-            Store::Pipe(pipe) => Some(Arc::clone(pipe)),
-            Store::Memory(_) => None,
-        }
-    }
-
-    /// Starts a new segment in `pipe`, which must be empty; what is spliced into it next is
-    /// committed there.
-    #[cfg(target_os = "linux")]
-    pub fn push_pipe(&self, pipe: Arc<PoolPipe>) {
-        self.lock().segments.push_back(Segment::new(Store::Pipe(pipe)));
-    }
-
-    /// An empty pool pipe kept from earlier, if any.
-    #[cfg(target_os = "linux")]
-    pub fn spare_pipe(&self) -> Option<Arc<PoolPipe>> {
-        self.lock().spare_pipes.pop()
-    }
-
-    /// Pool pipes open right now: in segments and spare.
-    #[cfg(target_os = "linux")]
-    pub fn pipes_open(&self) -> usize {
-        let state = self.lock();
-        let in_use = state.segments.iter().filter(|s| matches!(s.store, Store::Pipe(_))).count();
-        in_use + state.spare_pipes.len()
-    }
-
-    /// Bytes held in the back segment when it is a pipe (what that pipe holds now).
-    #[cfg(target_os = "linux")]
-    pub fn back_pipe_held(&self) -> usize {
-        let state = self.lock();
-        state.segments.back().map_or(0, |s| s.end - s.start)
-    }
-
-    /// Makes `n` more bytes of the back segment visible to the output.
-    pub fn commit(&self, n: usize) {
-        let mut state = self.lock();
-        let back = state.segments.back_mut().expect("commit follows reserve");
-        back.end += n;
-        if let Store::Memory(chunk) = &back.store {
-            assert!(back.end <= chunk.size(), "committed past the end of a chunk");
-        }
-        let tier = match back.store {
-            Store::Memory(_) => Tier::Memory,
-            #[cfg(target_os = "linux")]
-            Store::Pipe(_) => Tier::Pipe,
-        };
-        state.len += n;
-        self.meter.add_in(n, state.len, tier);
-        if state.output_waiting {
-            self.has_data.notify_one();
-        }
-    }
-
-    /// Records how the input ended; the output passes on what is buffered, then stops.
-    pub fn finish_input(&self, end: io::Result<()>) {
-        let mut state = self.lock();
-        state.input_end = Some(end);
-        self.has_data.notify_one();
-    }
-
-    /// Locks the state once there is room for a read of at least a page, or the output has
-    /// closed.
-    fn room_locked(&self) -> MutexGuard<'_, State> {
-        let mut state = self.lock();
-        if state.len > self.capacity - self.min_read && !state.output_closed {
-            self.meter.input_held(true);
-            state.input_waiting = true;
-            let resume = self.capacity - self.resume_gap;
-            state = self.wait(&self.has_room, state, |s| s.len > resume && !s.output_closed);
-            state.input_waiting = false;
-            self.meter.input_held(false);
-        }
-        state
-    }
-
-    // ----- output side -----
-
-    /// Waits for data, then says where the bytes at the front are; `None` once input has
-    /// ended and everything was passed on.
-    pub fn next(&self) -> Option<Front> {
-        let mut state = self.lock();
-        loop {
-            // Segments emptied and left behind by the input can go.
-            while state.segments.len() > 1 && state.segments[0].is_empty() {
-                let segment = state.segments.pop_front().expect("more than one segment");
-                state.recycle(segment.store);
-                if state.input_waiting_for_memory && !state.spare_chunks.is_empty() {
-                    self.has_room.notify_one();
-                }
-            }
-            if state.len > 0 {
-                let front = state.segments.front().expect("bytes are buffered");
-                let len = front.end - front.start;
-                return Some(match &front.store {
-                    Store::Memory(chunk) => {
-                        Front::Memory(Filled { chunk: Arc::clone(chunk), offset: front.start, len })
-                    }
-                    #[cfg(target_os = "linux")]
-                    Store::Pipe(pipe) => Front::Pipe(Arc::clone(pipe), len),
-                });
-            }
-            if state.input_end.is_some() {
-                state.give_back_spares();
-                return None;
-            }
-            self.meter.output_starved(true);
-            state.output_waiting = true;
-            let empty = |s: &mut State| s.len == 0 && s.input_end.is_none();
-            if state.has_surplus_spares() {
-                // Drained. If it stays so, what the backlog grew to is not needed: give it
-                // back. A backlog that only touched empty refills at once and keeps it.
-                let (guard, waited) = self
-                    .has_data
-                    .wait_timeout_while(state, GIVE_BACK_AFTER, empty)
-                    .unwrap_or_else(PoisonError::into_inner);
-                state = guard;
-                if waited.timed_out() {
-                    state.give_back_spares();
-                }
-            }
-            state = self.wait(&self.has_data, state, empty);
-            state.output_waiting = false;
-            self.meter.output_starved(false);
-        }
-    }
-
-    /// Drops the first `n` bytes at the front: they were written.
-    pub fn consume(&self, n: usize) {
-        let mut state = self.lock();
-        let front = state.segments.front_mut().expect("consume follows next");
-        front.start += n;
-        assert!(front.start <= front.end, "consumed more than was committed");
-        state.len -= n;
-        self.meter.add_out(n);
-        if (state.input_waiting && state.len <= self.capacity - self.resume_gap)
-            || (state.input_waiting_for_memory && state.len == 0)
-        {
-            self.has_room.notify_one();
-        }
-    }
-
-    /// Stops the input side: the output failed and nothing more will be passed on.
-    pub fn close_output(&self) {
-        let mut state = self.lock();
-        state.output_closed = true;
-        self.has_room.notify_one();
-    }
-
-    /// How the input ended, once the output has drained it (`None` while input goes on).
-    pub fn take_input_end(&self) -> Option<io::Result<()>> {
-        self.lock().input_end.take()
-    }
-
-    /// Bytes held right now.
-    pub fn len(&self) -> usize {
-        self.lock().len
-    }
-
-    /// Whether the input waits for room right now (for tests that must know it waits).
-    #[cfg(test)]
-    fn input_waiting(&self) -> bool {
-        let state = self.lock();
-        state.input_waiting || state.input_waiting_for_memory
-    }
-
-    /// Whether nothing is held right now.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Bytes of memory mapped for the backlog right now, spares included.
-    pub fn mapped(&self) -> usize {
-        let state = self.lock();
-        let in_segments = state.segments.iter().map(|s| match &s.store {
-            Store::Memory(chunk) => chunk.size(),
-            #[cfg(target_os = "linux")]
-            Store::Pipe(_) => 0,
-        });
-        in_segments.chain(state.spare_chunks.iter().map(|c| c.size())).sum()
-    }
-
+impl Shared {
     fn lock(&self) -> MutexGuard<'_, State> {
         // A panic on either side ends the run anyway; the state itself stays consistent because
         // every update is completed before the lock is released.
@@ -498,33 +293,319 @@ impl Backlog {
     ) -> MutexGuard<'a, State> {
         condvar.wait_while(state, condition).unwrap_or_else(PoisonError::into_inner)
     }
+
+    /// Bytes held: committed and not yet taken by every reader.
+    fn fill(state: &State) -> usize {
+        (state.produced - state.released) as usize
+    }
+}
+
+impl Producer {
+    /// The meter this backlog reports to.
+    pub fn meter(&self) -> &Meter {
+        &self.shared.meter
+    }
+
+    /// A handle that ends every wait when the run is over.
+    pub fn closer(&self) -> Closer {
+        Closer { shared: Arc::clone(&self.shared) }
+    }
+
+    /// Waits until there is room for a read of at least a page; `None` once no reader is left
+    /// or the run is over.
+    pub fn wait_for_room(&mut self) -> Option<Room> {
+        let state = self.shared.room_locked();
+        state.open().then(|| {
+            let fill = Shared::fill(&state);
+            Room { free: self.shared.capacity - fill, empty: fill == 0 }
+        })
+    }
+
+    /// Waits for room, then returns free memory to read into (at least a page); `None` once no
+    /// reader is left. Starts a memory segment if the back one is full or a pipe.
+    ///
+    /// When the kernel refuses memory for a new chunk (a memory limit below the buffer size),
+    /// the backlog counts as full: the producer waits until a reader frees a chunk, and the
+    /// user is told once. Fails only when no memory can be had with nothing buffered.
+    pub fn reserve(&mut self) -> io::Result<Option<Vacant<'_>>> {
+        let shared = Arc::clone(&self.shared);
+        let mut state = shared.room_locked();
+        loop {
+            if !state.open() {
+                return Ok(None);
+            }
+            if Shared::fill(&state) == 0 {
+                state.rewind();
+            }
+            if state.segments.back().map_or(0, Segment::memory_room) >= shared.min_read {
+                break;
+            }
+            let chunk = match state.spare_chunks.pop() {
+                Some(chunk) => chunk,
+                None => match Chunk::new(shared.chunk_size) {
+                    Ok(chunk) => Arc::new(chunk),
+                    Err(error) if Shared::fill(&state) == 0 => return Err(error),
+                    Err(error) => {
+                        state = shared.wait_for_memory(state, &error);
+                        continue;
+                    }
+                },
+            };
+            let start = state.produced;
+            state.segments.push_back(Segment { store: Store::Memory(chunk), start, len: 0 });
+        }
+        let free = shared.capacity - Shared::fill(&state);
+        let back = state.segments.back().expect("a back segment");
+        let Store::Memory(chunk) = &back.store else { unreachable!("a memory segment") };
+        let (chunk, offset) = (Arc::clone(chunk), back.len);
+        let len = free.min(chunk.size() - offset);
+        drop(state);
+        Ok(Some(Vacant { producer: self, chunk, offset, len }))
+    }
+
+    /// The pipe of the back segment, to splice more into; `None` if the back is not a pipe.
+    pub fn back_pipe(&mut self) -> Option<Arc<PoolPipe>> {
+        match &self.shared.lock().segments.back()?.store {
+            Store::Pipe(pipe) => Some(Arc::clone(pipe)),
+            Store::Memory(_) => None,
+        }
+    }
+
+    /// Bytes held in the back segment when it is a pipe (what that pipe holds now).
+    pub fn back_pipe_held(&mut self) -> usize {
+        let state = self.shared.lock();
+        let Some(back) = state.segments.back() else { return 0 };
+        let taken = state.released.clamp(back.start, back.end());
+        (back.end() - taken) as usize
+    }
+
+    /// Starts a new segment in `pipe`, which must be empty; what is spliced into it next is
+    /// [`commit_pipe`](Producer::commit_pipe)ted there.
+    ///
+    /// # Panics
+    /// With more than one reader: a pipe's bytes can be read only once.
+    pub fn push_pipe(&mut self, pipe: Arc<PoolPipe>) {
+        let mut state = self.shared.lock();
+        assert_eq!(state.cursors.len(), 1, "pipe segments need a single reader");
+        let start = state.produced;
+        state.segments.push_back(Segment { store: Store::Pipe(pipe), start, len: 0 });
+    }
+
+    /// Makes `n` bytes spliced into the back pipe visible to the reader.
+    pub fn commit_pipe(&mut self, n: usize) {
+        self.commit(n, Tier::Pipe);
+    }
+
+    /// An empty pool pipe kept from earlier, if any.
+    pub fn spare_pipe(&mut self) -> Option<Arc<PoolPipe>> {
+        self.shared.lock().spare_pipes.pop()
+    }
+
+    /// Pool pipes open right now: in segments and spare.
+    pub fn pipes_open(&mut self) -> usize {
+        let state = self.shared.lock();
+        let in_use = state.segments.iter().filter(|s| matches!(s.store, Store::Pipe(_))).count();
+        in_use + state.spare_pipes.len()
+    }
+
+    fn commit(&mut self, n: usize, tier: Tier) {
+        let shared = &self.shared;
+        let mut state = shared.lock();
+        let back = state.segments.back_mut().expect("commit follows reserve or push_pipe");
+        back.len += n;
+        if let Store::Memory(chunk) = &back.store {
+            assert!(back.len <= chunk.size(), "committed past the end of a chunk");
+        }
+        state.produced += n as u64;
+        shared.meter.add_in(n, Shared::fill(&state), tier);
+        if state.readers_waiting > 0 {
+            shared.has_data.notify_all();
+        }
+    }
+}
+
+impl Shared {
+    /// Locks the state once there is room for a read of at least a page, or no reader is left.
+    fn room_locked(&self) -> MutexGuard<'_, State> {
+        let mut state = self.lock();
+        if Shared::fill(&state) > self.capacity - self.min_read && state.open() {
+            self.meter.input_held(true);
+            state.producer_waiting = Some(Shortage::Room);
+            let resume = self.capacity - self.resume_gap;
+            state = self.wait(&self.has_room, state, |s| Shared::fill(s) > resume && s.open());
+            state.producer_waiting = None;
+            self.meter.input_held(false);
+        }
+        state
+    }
+
+    /// Holds the producer, as if the backlog were full, until a chunk comes free or the
+    /// backlog has drained; says why, once.
+    fn wait_for_memory<'a>(
+        &self,
+        mut state: MutexGuard<'a, State>,
+        error: &io::Error,
+    ) -> MutexGuard<'a, State> {
+        if self.memory_refused.first() {
+            self.log.warn(format_args!(
+                "memory refused with {} buffered ({}); the producer waits while it drains",
+                Bytes(Shared::fill(&state) as u64),
+                crate::endpoint::describe(error)
+            ));
+        }
+        self.meter.input_held(true);
+        state.producer_waiting = Some(Shortage::Memory);
+        state = self.wait(&self.has_room, state, |s| {
+            s.spare_chunks.is_empty() && Shared::fill(s) > 0 && s.open()
+        });
+        state.producer_waiting = None;
+        self.meter.input_held(false);
+        state
+    }
+}
+
+/// The input has ended, or failed: readers pass on what is there, then stop. Whatever the
+/// producer was doing, dropping it says so.
+impl Drop for Producer {
+    fn drop(&mut self) {
+        let mut state = self.shared.lock();
+        state.input_ended = true;
+        self.shared.has_data.notify_all();
+    }
+}
+
+impl Reader {
+    /// This reader's place in the meter's order.
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
+    /// Waits for data, then says where the bytes at this reader's place are; `None` once
+    /// input has ended and this reader has taken everything, or the run is over.
+    pub fn front(&mut self) -> Option<Front<'_>> {
+        let shared = &self.shared;
+        let mut state = shared.lock();
+        loop {
+            if state.closed {
+                return None;
+            }
+            let cursor = state.cursors[self.index].expect("a reader still there");
+            if state.produced > cursor {
+                let at = state.segments.partition_point(|s| s.end() <= cursor);
+                let segment = &state.segments[at];
+                let len = (segment.end() - cursor) as usize;
+                return Some(match &segment.store {
+                    Store::Memory(chunk) => Front::Memory(Filled {
+                        chunk: Arc::clone(chunk),
+                        offset: (cursor - segment.start) as usize,
+                        len,
+                        _reader: PhantomData,
+                    }),
+                    Store::Pipe(pipe) => Front::Pipe(Arc::clone(pipe), len),
+                });
+            }
+            if state.input_ended {
+                state.give_back_spares();
+                return None;
+            }
+            shared.meter.reader_starved(self.index, true);
+            state.readers_waiting += 1;
+            let nothing_new = |s: &mut State| s.produced <= cursor && !s.input_ended && !s.closed;
+            if state.has_surplus_spares() && state.released == state.produced {
+                // Drained. If it stays so, what the backlog grew to is not needed: give it
+                // back. A backlog that only touched empty refills at once and keeps it.
+                let (guard, waited) = shared
+                    .has_data
+                    .wait_timeout_while(state, GIVE_BACK_AFTER, nothing_new)
+                    .unwrap_or_else(PoisonError::into_inner);
+                state = guard;
+                if waited.timed_out() && state.released == state.produced {
+                    state.give_back_spares();
+                }
+            }
+            state = shared.wait(&shared.has_data, state, nothing_new);
+            state.readers_waiting -= 1;
+            shared.meter.reader_starved(self.index, false);
+        }
+    }
+
+    /// Moves this reader's place past `n` bytes: they were written (or hashed).
+    pub fn consume(&mut self, n: usize) {
+        let shared = &self.shared;
+        let mut state = shared.lock();
+        let cursor = state.cursors[self.index].as_mut().expect("a reader still there");
+        *cursor += n as u64;
+        assert!(*cursor <= state.produced, "consumed more than was committed");
+        shared.meter.add_out(self.index, n);
+        shared.release(&mut state);
+    }
+}
+
+impl Shared {
+    /// Recomputes what every reader has passed, frees the segments behind it, and wakes the
+    /// producer if that made what it waits for.
+    fn release(&self, state: &mut State) {
+        let slowest = state.cursors.iter().flatten().min().copied();
+        state.released = slowest.unwrap_or(state.produced);
+        while state.segments.len() > 1 && state.segments[0].end() <= state.released {
+            let segment = state.segments.pop_front().expect("more than one segment");
+            state.recycle(segment.store);
+        }
+        let wake = match state.producer_waiting {
+            None => false,
+            _ if state.readers_left == 0 => true,
+            Some(Shortage::Room) => Shared::fill(state) <= self.capacity - self.resume_gap,
+            Some(Shortage::Memory) => !state.spare_chunks.is_empty() || Shared::fill(state) == 0,
+        };
+        if wake {
+            self.has_room.notify_one();
+        }
+    }
+}
+
+/// A reader that goes (its output failed, or it finished) no longer holds the backlog back;
+/// when the last one goes, the producer stops.
+impl Drop for Reader {
+    fn drop(&mut self) {
+        let mut state = self.shared.lock();
+        if let Some(cursor) = state.cursors[self.index].take() {
+            if cursor < state.produced || !state.input_ended {
+                // Left before taking everything: the meter no longer counts it as a reader.
+                self.shared.meter.reader_gone(self.index);
+            }
+            state.readers_left -= 1;
+            self.shared.release(&mut state);
+        }
+    }
 }
 
 impl State {
+    /// Whether the producer may go on: a reader is left, and the run is not over.
+    fn open(&self) -> bool {
+        self.readers_left > 0 && !self.closed
+    }
+
     fn has_surplus_spares(&self) -> bool {
-        #[cfg(target_os = "linux")]
-        let pipes = self.spare_pipes.len();
-        #[cfg(not(target_os = "linux"))]
-        let pipes = 0;
-        self.spare_chunks.len().max(pipes) > SPARES_WHEN_DRAINED
+        self.spare_chunks.len().max(self.spare_pipes.len()) > SPARES_WHEN_DRAINED
     }
 
     fn give_back_spares(&mut self) {
         self.spare_chunks.truncate(SPARES_WHEN_DRAINED);
-        #[cfg(target_os = "linux")]
         self.spare_pipes.truncate(SPARES_WHEN_DRAINED);
     }
 
-    /// With nothing buffered and no output under way, keeps only the back segment, rewound to
-    /// its beginning: a chunk whose pages are resident and likely in cache, or an empty pipe.
+    /// With nothing held (every reader has taken everything, so no output is under way),
+    /// keeps only the back segment, restarted at the stream's end: a chunk whose pages are
+    /// resident and likely in cache, or an empty pipe.
     fn rewind(&mut self) {
-        debug_assert_eq!(self.len, 0);
+        debug_assert_eq!(self.produced, self.released);
         while self.segments.len() > 1 {
             let segment = self.segments.pop_front().expect("more than one segment");
             self.recycle(segment.store);
         }
+        let produced = self.produced;
         if let Some(segment) = self.segments.front_mut() {
-            (segment.start, segment.end) = (0, 0);
+            (segment.start, segment.len) = (produced, 0);
         }
     }
 
@@ -537,7 +618,6 @@ impl State {
                     self.spare_chunks.push(chunk);
                 }
             }
-            #[cfg(target_os = "linux")]
             Store::Pipe(pipe) => {
                 if Arc::strong_count(&pipe) == 1 {
                     self.spare_pipes.push(pipe);
@@ -548,150 +628,4 @@ impl State {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::thread;
-
-    fn backlog(capacity: usize) -> Backlog {
-        let meter = Arc::new(Meter::new(capacity as u64));
-        Backlog::new(capacity, meter, Arc::new(Log::default())).unwrap()
-    }
-
-    fn put(backlog: &Backlog, bytes: &[u8]) -> usize {
-        let mut vacant = backlog.reserve().unwrap().unwrap();
-        let n = bytes.len().min(vacant.as_mut_slice().len());
-        vacant.as_mut_slice()[..n].copy_from_slice(&bytes[..n]);
-        backlog.commit(n);
-        n
-    }
-
-    fn pattern(len: usize) -> Vec<u8> {
-        (0..len).map(|i| (i * 7 + i / 251) as u8).collect()
-    }
-
-    /// Waits (for another thread) until `condition` holds; a minute means a hang.
-    fn eventually(mut condition: impl FnMut() -> bool) {
-        let deadline = std::time::Instant::now() + Duration::from_secs(60);
-        while !condition() {
-            assert!(std::time::Instant::now() < deadline, "timed out");
-            thread::sleep(Duration::from_millis(1));
-        }
-    }
-
-    fn take(backlog: &Backlog) -> Option<Vec<u8>> {
-        let Front::Memory(filled) = backlog.next()? else { panic!("only memory was put in") };
-        let bytes = filled.as_slice().to_vec();
-        backlog.consume(bytes.len());
-        Some(bytes)
-    }
-
-    fn page() -> usize {
-        rustix::param::page_size()
-    }
-
-    #[test]
-    fn bytes_come_out_in_order() {
-        let b = backlog(page() + 10);
-        let data = pattern(page() + 20);
-        assert_eq!(put(&b, &data[..5]), 5);
-        assert_eq!(put(&b, &data[5..]), page() + 5, "capacity limits the vacant space");
-        assert_eq!(b.len(), page() + 10);
-        assert_eq!(take(&b).unwrap(), &data[..page() + 10]);
-        b.finish_input(Ok(()));
-        assert_eq!(take(&b), None);
-        assert!(b.take_input_end().unwrap().is_ok());
-    }
-
-    #[test]
-    fn a_tiny_buffer_holds_a_page() {
-        for asked in [1, 100, page() - 1] {
-            let b = backlog(asked);
-            assert_eq!(b.capacity(), page());
-            assert_eq!(put(&b, &pattern(2 * page())), page(), "-m {asked}");
-        }
-    }
-
-    #[test]
-    fn every_read_is_offered_at_least_a_page() {
-        // A chunk's tail shorter than a page is skipped, and a backlog with less than a page
-        // of room waits: a packet-mode pipe would discard what does not fit in a read.
-        let b = Arc::new(backlog(3 * page()));
-        put(&b, &pattern(2 * page() + page() / 2));
-        let input = {
-            let b = Arc::clone(&b);
-            thread::spawn(move || b.reserve().unwrap().unwrap().len)
-        };
-        eventually(|| b.input_waiting());
-        assert_eq!(take(&b).unwrap().len(), 2 * page() + page() / 2);
-        assert!(input.join().unwrap() >= page());
-    }
-
-    #[test]
-    fn spans_chunks_and_gives_memory_back() {
-        let b = backlog(3 * MAX_CHUNK);
-        let block = vec![7u8; MAX_CHUNK];
-        for _ in 0..3 {
-            assert_eq!(put(&b, &block), MAX_CHUNK);
-        }
-        assert_eq!(b.mapped(), 3 * MAX_CHUNK);
-        for _ in 0..3 {
-            assert_eq!(take(&b).unwrap().len(), MAX_CHUNK);
-        }
-        // Kept for reuse while the output has not yet found the backlog empty...
-        assert_eq!(b.mapped(), 3 * MAX_CHUNK);
-        // ...then given back, bar the chunk being filled and a spare.
-        b.finish_input(Ok(()));
-        assert!(take(&b).is_none());
-        assert!(b.mapped() <= (1 + SPARES_WHEN_DRAINED) * MAX_CHUNK, "{}", b.mapped());
-    }
-
-    #[test]
-    fn rewinds_when_empty() {
-        let b = backlog(1 << 20);
-        put(&b, b"abc");
-        take(&b);
-        let vacant = b.reserve().unwrap().unwrap();
-        assert_eq!(vacant.offset, 0);
-        assert_eq!(vacant.len, 1 << 20);
-    }
-
-    #[test]
-    fn full_backlog_holds_input_until_output_takes() {
-        let b = Arc::new(backlog(page()));
-        let data = pattern(2 * page());
-        put(&b, &data[..page()]);
-        let input = {
-            let (b, rest) = (Arc::clone(&b), data[page()..].to_vec());
-            thread::spawn(move || put(&b, &rest))
-        };
-        eventually(|| b.input_waiting());
-        assert_eq!(b.len(), page(), "nothing more was taken while full");
-        assert_eq!(take(&b).unwrap(), &data[..page()]);
-        assert_eq!(input.join().unwrap(), page());
-        assert_eq!(take(&b).unwrap(), &data[page()..]);
-    }
-
-    #[test]
-    fn closed_output_releases_waiting_input() {
-        let b = Arc::new(backlog(1));
-        put(&b, &pattern(page()));
-        let input = {
-            let b = Arc::clone(&b);
-            thread::spawn(move || b.reserve().unwrap().is_none())
-        };
-        // Closed only once the input is known to wait, so that the close is what releases it.
-        eventually(|| b.input_waiting());
-        b.close_output();
-        assert!(input.join().unwrap(), "a closed output hands the input no room");
-    }
-
-    #[test]
-    fn input_error_is_delivered_after_the_data() {
-        let b = backlog(page());
-        put(&b, b"abc");
-        b.finish_input(Err(io::Error::from_raw_os_error(5)));
-        assert_eq!(take(&b).unwrap(), b"abc");
-        assert_eq!(take(&b), None);
-        assert_eq!(b.take_input_end().unwrap().unwrap_err().raw_os_error(), Some(5));
-    }
-}
+mod tests;

@@ -6,12 +6,12 @@
 
 use std::io;
 
-use crate::backlog::Backlog;
+use crate::backlog::Producer;
 use crate::endpoint::Endpoint;
 
-/// Reads until end of input, an error, or the output closing.
-pub fn read_input(input: &Endpoint, backlog: &Backlog) -> io::Result<()> {
-    while read_once(input, backlog)?.is_some() {}
+/// Reads until end of input, an error, or no reader being left (an `Interrupted` error).
+pub fn read_input(input: &Endpoint, mut producer: Producer) -> io::Result<()> {
+    while read_once(input, &mut producer)?.is_some() {}
     Ok(())
 }
 
@@ -24,15 +24,21 @@ pub struct Took {
     pub got: usize,
 }
 
-/// One `read` into the backlog; `None` at end of input or once the output has closed.
-pub fn read_once(input: &Endpoint, backlog: &Backlog) -> io::Result<Option<Took>> {
-    let Some(mut vacant) = backlog.reserve()? else { return Ok(None) };
+/// One `read` into the backlog; `None` at end of input. Once no reader is left (or the run is
+/// over), an `Interrupted` error: there is nobody to read for.
+pub fn read_once(input: &Endpoint, producer: &mut Producer) -> io::Result<Option<Took>> {
+    let Some(mut vacant) = producer.reserve()? else { return Err(nobody_left()) };
     let offered = vacant.as_mut_slice().len();
     match input.read(vacant.as_mut_slice())? {
         0 => Ok(None),
         got => {
-            backlog.commit(got);
+            vacant.commit(got);
             Ok(Some(Took { offered, got }))
         }
     }
+}
+
+/// The input side's end when no output is left to deliver to: the run's end, not a failure.
+pub fn nobody_left() -> io::Error {
+    io::Error::new(io::ErrorKind::Interrupted, "no output is left")
 }

@@ -1,48 +1,58 @@
-//! The data path: moves bytes from the input endpoint through the backlog to the output.
+//! The data path: moves bytes from the input endpoint through the backlog to every output,
+//! and to every hash.
 //!
-//! Every engine runs two threads, one per side, so that a blocked write never stops reading and
-//! an empty input never stops writing: the input thread blocks only on stdin or on a full
-//! backlog, the output thread only on stdout or on an empty one. The engines differ in how the
-//! input side moves bytes:
+//! Every reader of the backlog (each output, each hash) and the input have a thread of their
+//! own, so that a blocked write never stops reading, an empty input never stops writing, and a
+//! slow output never paces a fast one within the buffer. The input thread blocks only on its
+//! input or on a full backlog, an output thread only on its output or on having taken
+//! everything. The engines differ in how the input side moves bytes:
 //!
-//! - [`copy`]: `read` into the backlog's memory. Portable POSIX; every kind of descriptor.
-//! - `splice` (Linux): zero-copy tiers, cheapest first: straight from stdin to stdout while
-//!   nothing is queued, then into a small pool of accel's own pipes, then into memory.
+//! - [`copy`]: `read` into the backlog's memory. Portable POSIX; every kind of descriptor,
+//!   any number of readers.
+//! - [`splice`] (Linux, one output and no hash): zero-copy tiers, cheapest first: straight
+//!   from the input to the output while nothing is queued, then into a small pool of
+//!   accel's own pipes, then into memory. A pipe's bytes can be read once, so with several
+//!   readers the bytes are shared through memory, which every reader can read.
 //!
-//! The output side is the same for both: `write_output` writes whatever the front of the
-//! backlog holds, by `write` from memory or by `splice` from a pool pipe.
+//! The output side is the same for both ([`output`]): write whatever is at the reader's place,
+//! by `write` from memory or by `splice` from a pool pipe.
+//!
+//! [`run`] starts the threads, hears how each ends, and applies the policy for a failing
+//! output (`--output-error`, decided in `exit.rs`); the run's end is decided by the caller.
 
 pub mod copy;
-#[cfg(target_os = "linux")]
+pub mod output;
 pub mod splice;
 
 use std::fmt;
 use std::io;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use std::thread;
+use std::sync::{Arc, mpsc};
+use std::thread::{self, JoinHandle};
+use std::time::Duration;
 
-use crate::backlog::{Backlog, Front};
-use crate::cli::EngineArg;
+use crate::backlog::{self, Producer};
+use crate::digest::{Algorithm, Digest};
 use crate::endpoint::Endpoint;
+use crate::exit::{self, OutputErrors, Reaction};
 use crate::log::Log;
 use crate::meter::Meter;
+use crate::stop::Stop;
+use crate::sys;
 
-/// How a transfer ended.
-#[derive(Debug)]
-pub enum Ending {
-    /// Input reached its end and everything was written.
-    Complete,
-    /// Reading failed; everything read before was written.
-    InputFailed(io::Error),
-    /// Writing failed (EPIPE included); `buffered` bytes read were not delivered.
-    OutputFailed {
-        /// What went wrong.
-        error: io::Error,
-        /// Bytes read but not written when output stopped.
-        buffered: u64,
-    },
+/// How long a stopped thread may take to notice before the run goes on without it.
+const PATIENCE: Duration = Duration::from_secs(2);
+
+/// Which engine the user asked for (`--engine`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Preference {
+    /// The fastest that is safe for the descriptors at hand.
+    Auto,
+    /// Zero-copy where it applies (one output, no hash), memory beyond.
+    Splice,
+    /// Portable read and write through memory.
+    Copy,
 }
 
 /// The engine a run uses.
@@ -63,23 +73,97 @@ impl fmt::Display for EngineKind {
     }
 }
 
+/// Everything the data path needs.
+#[derive(Debug)]
+pub struct Plan {
+    /// Where bytes come from.
+    pub input: Endpoint,
+    /// Where they go, each getting every byte.
+    pub outputs: Vec<Endpoint>,
+    /// The hashes of the stream to compute.
+    pub hashes: Vec<Algorithm>,
+    /// The most bytes held.
+    pub capacity: usize,
+    /// Flush each file output to stable storage before calling it complete.
+    pub sync: bool,
+    /// What a failing output does to the others.
+    pub output_errors: OutputErrors,
+}
+
+/// How the data path ended.
+#[derive(Debug)]
+pub struct Ending {
+    /// How the input ended.
+    pub input: End,
+    /// How each output ended, in the plan's order.
+    pub outputs: Vec<End>,
+    /// Each hash, in the plan's order, when the input ended at its end.
+    pub digests: Vec<Option<Digest>>,
+    /// The stall watchdog ended the run, saying this.
+    pub stalled: Option<String>,
+}
+
+/// How one side ended.
+#[derive(Debug)]
+pub enum End {
+    /// Input: its end was reached. Output: it got every byte read.
+    Complete,
+    /// It failed; an output gets no more bytes after this.
+    Failed(Failure),
+    /// The run ended first (another output's failure, a stall): cut short, no error of its own.
+    Stopped,
+}
+
+/// Why a side failed.
+#[derive(Debug)]
+pub enum Failure {
+    /// Reading the input, or writing an output.
+    Io(io::Error),
+    /// `--sync`: every byte was written, but flushing it to stable storage failed.
+    Sync(io::Error),
+}
+
+impl Failure {
+    /// The error itself.
+    pub fn error(&self) -> &io::Error {
+        match self {
+            Failure::Io(error) | Failure::Sync(error) => error,
+        }
+    }
+}
+
+/// What the data path tells the thread that runs it.
+#[derive(Debug)]
+pub enum Event {
+    /// The input thread ended.
+    Input(io::Result<()>),
+    /// Output `index`'s thread ended.
+    Output(usize, Result<(), Failure>),
+    /// A hash's thread ended.
+    Hash(usize),
+    /// The stall watchdog gave up, saying this.
+    Stalled(String),
+}
+
 /// Which way bytes go at each side, as decided at the start and revised when the kernel
-/// refuses a splice. Shared by both threads; shown by `-v` and `--debug`.
+/// refuses a splice. Shared by the threads; shown by `--debug`.
 #[derive(Debug)]
 pub struct Route {
     /// The engine in use.
     pub engine: EngineKind,
-    /// stdin is spliced (otherwise read).
+    /// The input is spliced (otherwise read).
     pub input_splice: AtomicBool,
-    /// stdout is spliced (otherwise written).
+    /// The output is spliced (otherwise written); only with the splice engine's one output.
     pub output_splice: AtomicBool,
     /// Where each change of route is noted (with `--debug`).
     pub log: Arc<Log>,
 }
 
 impl Route {
-    /// The route for `engine` between `input` and `output`: splicing where it is safe.
-    pub fn plan(engine: EngineKind, input: &Endpoint, output: &Endpoint, log: Arc<Log>) -> Route {
+    /// The route for the plan's endpoints: splicing where it is safe, with the splice engine.
+    pub fn plan(preference: Preference, plan: &Plan, log: Arc<Log>) -> Route {
+        let engine = choose(preference, plan);
+        let (input, output) = (&plan.input, &plan.outputs[0]);
         let splice = engine == EngineKind::Splice;
         let route = Route {
             engine,
@@ -87,6 +171,12 @@ impl Route {
             output_splice: AtomicBool::new(splice && output.can_splice_to()),
             log,
         };
+        if preference == Preference::Splice && !splice {
+            route.note(format_args!(
+                "several readers (outputs, hashes) share the bytes through memory: a pipe's \
+                 bytes can be read only once"
+            ));
+        }
         route.note(format_args!("{route}"));
         route
     }
@@ -111,7 +201,7 @@ impl fmt::Display for Route {
         };
         write!(
             f,
-            "engine {}: stdin by {}, stdout by {}",
+            "engine {}: input by {}, output by {}",
             self.engine,
             way(&self.input_splice, "read"),
             way(&self.output_splice, "write")
@@ -119,85 +209,175 @@ impl fmt::Display for Route {
     }
 }
 
-/// Chooses the engine for `--engine` and the descriptors at hand.
-#[cfg_attr(not(target_os = "linux"), allow(unused_variables))]
-pub fn choose(engine: EngineArg, input: &Endpoint, output: &Endpoint) -> EngineKind {
-    match engine {
-        EngineArg::Copy => EngineKind::Copy,
-        #[cfg(target_os = "linux")]
-        EngineArg::Splice => EngineKind::Splice,
-        #[cfg(target_os = "linux")]
-        EngineArg::Auto if input.can_splice_from() && output.can_splice_to() => EngineKind::Splice,
-        EngineArg::Auto => EngineKind::Copy,
-        #[cfg(not(target_os = "linux"))]
-        EngineArg::Splice => unreachable!("config.rs refuses splice off Linux"),
+/// Chooses the engine for the preference and the plan: splice only where it exists, with a
+/// single reader (one output, no hash), and for `auto` only where both ends can be spliced.
+fn choose(preference: Preference, plan: &Plan) -> EngineKind {
+    let single_reader = plan.outputs.len() == 1 && plan.hashes.is_empty();
+    let splices = plan.input.can_splice_from() && plan.outputs[0].can_splice_to();
+    match preference {
+        Preference::Copy => EngineKind::Copy,
+        _ if !sys::CAN_SPLICE || !single_reader => EngineKind::Copy,
+        Preference::Splice => EngineKind::Splice,
+        Preference::Auto if splices => EngineKind::Splice,
+        Preference::Auto => EngineKind::Copy,
     }
 }
 
-/// Moves everything from `input` to `output` through a backlog of `size` bytes along `route`,
-/// publishing progress to `meter`. Returns once input has ended and been written, or output
-/// has failed.
+/// A thread of the run, and which side it serves.
+struct Running {
+    handle: JoinHandle<Option<Digest>>,
+    side: Side,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Side {
+    Input,
+    Output(usize),
+    Hash(usize),
+}
+
+/// Moves everything from the plan's input to its outputs and hashes along `route`,
+/// publishing progress to `meter`, until the input has ended and every output has it all, or
+/// the run is stopped. `events` is the channel the watchdog also reports to; `inbox` its end.
 ///
-/// On an output failure the input thread may still be blocked in `read`; it stops at its next
-/// step, or when the process exits.
+/// Fails only when a thread cannot be started, before anything is read.
 pub fn run(
+    plan: Plan,
+    route: Arc<Route>,
+    meter: Arc<Meter>,
+    stop: Arc<Stop>,
+    events: mpsc::Sender<Event>,
+    inbox: mpsc::Receiver<Event>,
+) -> io::Result<Ending> {
+    let readers = plan.outputs.len() + plan.hashes.len();
+    let (producer, mut backlog_readers) =
+        backlog::backlog(plan.capacity, readers, Arc::clone(&meter), Arc::clone(&route.log))?;
+    let closer = producer.closer();
+    let mut threads = Vec::new();
+    let hashes = backlog_readers.split_off(plan.outputs.len());
+    // Readers first: they wait for data, so that if a thread cannot be had, nothing was read.
+    for (index, (output, reader)) in plan.outputs.iter().zip(backlog_readers).enumerate() {
+        let (output, route, events) = (output.clone(), Arc::clone(&route), events.clone());
+        let sync = plan.sync;
+        let handle = spawn("accel-output", move || {
+            let end = output::write_all(&output, reader, &route, sync);
+            let _ = events.send(Event::Output(index, end));
+            None
+        })?;
+        threads.push(Running { handle, side: Side::Output(index) });
+    }
+    for (index, (algorithm, reader)) in plan.hashes.iter().zip(hashes).enumerate() {
+        let (algorithm, events) = (*algorithm, events.clone());
+        let stop = Arc::clone(&stop);
+        let handle = spawn("accel-hash", move || {
+            let digest = crate::digest::hash(algorithm, reader, &stop);
+            let _ = events.send(Event::Hash(index));
+            digest
+        })?;
+        threads.push(Running { handle, side: Side::Hash(index) });
+    }
+    let input = plan.input.clone();
+    let output = plan.outputs[0].clone();
+    let input_route = Arc::clone(&route);
+    let input_events = events.clone();
+    let handle = spawn("accel-input", move || {
+        let end = read_input(input, output, producer, &input_route);
+        let _ = input_events.send(Event::Input(end));
+        None
+    })?;
+    threads.push(Running { handle, side: Side::Input });
+    drop(events);
+    Ok(follow(&plan, &route.log, threads, &stop, &closer, inbox))
+}
+
+/// Runs the input side along the route until the input ends, fails, or no reader is left.
+fn read_input(
     input: Endpoint,
     output: Endpoint,
-    route: Arc<Route>,
-    size: usize,
-    meter: Arc<Meter>,
-) -> io::Result<Ending> {
-    let backlog = Arc::new(Backlog::new(size, meter, Arc::clone(&route.log))?);
-    match route.engine {
-        EngineKind::Copy => drive(backlog, &output, &route, move |b| copy::read_input(&input, b)),
-        #[cfg(target_os = "linux")]
-        EngineKind::Splice => {
-            let input_route = Arc::clone(&route);
-            drive(backlog, &output, &route, move |b| {
-                splice::Input::new(input, output, b, &input_route).run()
-            })
-        }
-        #[cfg(not(target_os = "linux"))]
-        EngineKind::Splice => unreachable!("splice is chosen only on Linux"),
-    }
-}
-
-/// Runs `read_input` on a new thread and the output on this one, until the transfer ends.
-fn drive(
-    backlog: Arc<Backlog>,
-    output: &Endpoint,
+    producer: Producer,
     route: &Route,
-    read_input: impl FnOnce(&Backlog) -> io::Result<()> + Send + 'static,
-) -> io::Result<Ending> {
-    let input_backlog = Arc::clone(&backlog);
-    thread::Builder::new().name("accel-input".into()).spawn(move || {
-        let end = catch_unwind(AssertUnwindSafe(|| read_input(&input_backlog)))
-            .unwrap_or_else(|_| Err(io::Error::other("input thread panicked")));
-        input_backlog.finish_input(end);
-    })?;
-    if let Err(error) = write_output(output, &backlog, route) {
-        backlog.close_output();
-        return Ok(Ending::OutputFailed { error, buffered: backlog.len() as u64 });
-    }
-    Ok(match backlog.take_input_end() {
-        Some(Err(error)) => Ending::InputFailed(error),
-        _ => Ending::Complete,
-    })
+) -> io::Result<()> {
+    let result = catch_unwind(AssertUnwindSafe(|| match route.engine {
+        EngineKind::Copy => copy::read_input(&input, producer),
+        EngineKind::Splice => splice::Input::new(input, output, producer, route).run(),
+    }));
+    result.unwrap_or_else(|_| Err(io::Error::other("the input thread panicked")))
 }
 
-/// Writes until the backlog is drained after input ended, or an error.
-fn write_output(output: &Endpoint, backlog: &Backlog, route: &Route) -> io::Result<()> {
-    #[cfg(target_os = "linux")]
-    let mut pipes = splice::PipeWriter::new(output, route);
-    #[cfg(not(target_os = "linux"))]
-    let _ = route;
-    while let Some(front) = backlog.next() {
-        let n = match front {
-            Front::Memory(filled) => output.write(filled.as_slice())?,
-            #[cfg(target_os = "linux")]
-            Front::Pipe(pipe, len) => pipes.write(&pipe, len)?,
-        };
-        backlog.consume(n);
+/// Hears how each thread ends, applying the output policy, until all have ended or the run
+/// is over; then ends what still runs, and says how each side ended.
+fn follow(
+    plan: &Plan,
+    log: &Log,
+    threads: Vec<Running>,
+    stop: &Stop,
+    closer: &backlog::Closer,
+    inbox: mpsc::Receiver<Event>,
+) -> Ending {
+    let mut ending = Ending {
+        input: End::Stopped,
+        outputs: plan.outputs.iter().map(|_| End::Stopped).collect(),
+        digests: plan.hashes.iter().map(|_| None).collect(),
+        stalled: None,
+    };
+    let mut running = threads.len();
+    let mut outputs_left = plan.outputs.len();
+    let end_the_run = || {
+        stop.request();
+        closer.close();
+    };
+    while running > 0 && !stop.requested() {
+        let Ok(event) = inbox.recv() else { break };
+        match event {
+            Event::Input(result) => {
+                running -= 1;
+                ending.input = ended(result.map_err(Failure::Io));
+            }
+            Event::Output(index, result) => {
+                running -= 1;
+                ending.outputs[index] = ended(result);
+                let End::Failed(failure) = &ending.outputs[index] else { continue };
+                outputs_left -= 1;
+                match exit::react(plan.output_errors, failure.error()) {
+                    Reaction::EndTheRun => end_the_run(),
+                    Reaction::GoOn if outputs_left == 0 => end_the_run(),
+                    Reaction::GoOn => log.warn(format_args!(
+                        "{}",
+                        exit::going_on(&plan.outputs[index].name, failure)
+                    )),
+                }
+            }
+            Event::Hash(_) => running -= 1,
+            Event::Stalled(why) => {
+                ending.stalled = Some(why);
+                end_the_run();
+            }
+        }
     }
-    Ok(())
+    let input_complete = matches!(ending.input, End::Complete);
+    for thread in threads {
+        let digest = stop.end(thread.handle, PATIENCE).flatten();
+        if let (Side::Hash(index), true) = (thread.side, input_complete) {
+            ending.digests[index] = digest;
+        }
+    }
+    ending
+}
+
+/// How a side ended, from what its thread returned: an interruption is the run's end, not a
+/// failure of its own.
+fn ended(result: Result<(), Failure>) -> End {
+    match result {
+        Ok(()) => End::Complete,
+        Err(failure) if failure.error().kind() == io::ErrorKind::Interrupted => End::Stopped,
+        Err(failure) => End::Failed(failure),
+    }
+}
+
+/// Starts a thread named `name`.
+fn spawn<T: Send + 'static>(
+    name: &str,
+    body: impl FnOnce() -> T + Send + 'static,
+) -> io::Result<JoinHandle<T>> {
+    thread::Builder::new().name(name.into()).spawn(body)
 }

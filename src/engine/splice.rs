@@ -28,12 +28,11 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use rustix::event::PollFlags;
 use rustix::io::Errno;
-use rustix::pipe::{SpliceFlags, splice};
 
 use super::{Route, copy};
-use crate::backlog::{Backlog, PoolPipe};
+use crate::backlog::Producer;
 use crate::endpoint::{Endpoint, FdKind};
-use crate::sys::pipe_target_size;
+use crate::sys::{PoolPipe, pipe_target_size, splice};
 
 /// At most this much of the backlog sits in pool pipes: half of the default buffer, so that
 /// half of a standing 32 MiB backlog moves without a copy, and a quarter of the default
@@ -59,7 +58,7 @@ enum Step {
 pub struct Input<'a> {
     input: Endpoint,
     output: Endpoint,
-    backlog: &'a Backlog,
+    producer: Producer,
     route: &'a Route,
     /// Straight-through splicing still works for this pair of descriptors.
     through: bool,
@@ -95,32 +94,33 @@ enum Stream {
 }
 
 impl<'a> Input<'a> {
-    /// The input side between `input` and `output`, filling `backlog` along `route`.
+    /// The input side between `input` and the one `output`, filling the backlog through
+    /// `producer` along `route`.
     pub fn new(
         input: Endpoint,
         output: Endpoint,
-        backlog: &'a Backlog,
+        producer: Producer,
         route: &'a Route,
     ) -> Input<'a> {
+        let stdin = if input.kind == FdKind::Pipe { Stream::Unknown } else { Stream::Bytes };
         Input {
             input,
             output,
-            backlog,
+            producer,
             route,
             through: true,
             output_full: false,
             small_writes: false,
             pool_closed: false,
             max_pipes: (POOL_BYTES / pipe_target_size()).max(1),
-            stdin: if input.kind == FdKind::Pipe { Stream::Unknown } else { Stream::Bytes },
+            stdin,
         }
     }
 
-    /// Moves input until it ends, fails, or the output closes.
+    /// Moves input until it ends, fails, or the output is gone (an `Interrupted` error).
     pub fn run(mut self) -> io::Result<()> {
-        let meter = self.backlog.meter();
         loop {
-            let Some(room) = self.backlog.wait_for_room() else { return Ok(()) };
+            let Some(room) = self.producer.wait_for_room() else { return Err(copy::nobody_left()) };
             if room.empty {
                 // The consumer has caught up: try the cheap ways again.
                 self.small_writes = false;
@@ -143,14 +143,14 @@ impl<'a> Input<'a> {
             // a full destination: one poll per producer write instead of a failed splice and
             // two polls. With nothing queued, the consumer waits for stdin as much as we do.
             if room.empty {
-                meter.output_starved(true);
+                self.producer.meter().reader_starved(0, true);
                 self.input.wait(PollFlags::IN)?;
-                meter.output_starved(false);
+                self.producer.meter().reader_starved(0, false);
             } else {
                 self.input.wait(PollFlags::IN)?;
             }
             // Only this thread adds to the backlog: there is at least as much room now.
-            let Some(room) = self.backlog.wait_for_room() else { return Ok(()) };
+            let Some(room) = self.producer.wait_for_room() else { return Err(copy::nobody_left()) };
             let step = if room.empty && self.through && !self.output_full {
                 self.straight_through()?
             } else if !self.small_writes {
@@ -169,15 +169,14 @@ impl<'a> Input<'a> {
     fn straight_through(&mut self) -> io::Result<Step> {
         // The consumer is fed from here now, not by the output thread, which waits for queued
         // data meanwhile and must not count that as the consumer starving.
-        self.backlog.meter().output_starved(false);
-        let flags = SpliceFlags::NONBLOCK;
-        match splice(self.input.fd, None, self.output.fd, None, THROUGH_MAX, flags) {
+        self.producer.meter().reader_starved(0, false);
+        match splice(self.input.fd(), self.output.fd(), THROUGH_MAX, true) {
             Ok(0) => Ok(Step::End),
             Ok(n) => {
-                self.backlog.meter().add_through(n);
+                self.producer.meter().add_through(n);
                 Ok(Step::Again)
             }
-            Err(Errno::INTR) => Ok(Step::Again),
+            Err(Errno::INTR) => self.input.stop().check().map(|()| Step::Again),
             Err(Errno::AGAIN) => {
                 // Stdin has data, so stdout is full: queue instead, and the output thread
                 // (which may block on stdout) takes over until the queue has drained.
@@ -196,31 +195,31 @@ impl<'a> Input<'a> {
 
     /// Splices from stdin into the pool pipe at the back of the backlog, opening one if needed.
     fn queue_in_pool(&mut self, free: usize) -> io::Result<Step> {
-        let pipe = match self.backlog.back_pipe() {
+        let pipe = match self.producer.back_pipe() {
             Some(pipe) => pipe,
             None => match self.open_pipe() {
                 Some(pipe) => {
-                    self.backlog.push_pipe(Arc::clone(&pipe));
+                    self.producer.push_pipe(Arc::clone(&pipe));
                     pipe
                 }
                 None => return self.queue_in_memory(),
             },
         };
-        let len = free.min(pipe.size);
-        match splice(self.input.fd, None, &pipe.write, None, len, SpliceFlags::NONBLOCK) {
+        let len = free.min(pipe.size());
+        match splice(self.input.fd(), pipe.write_end(), len, true) {
             Ok(0) => Ok(Step::End),
             Ok(n) => {
-                self.backlog.commit(n);
+                self.producer.commit_pipe(n);
                 self.output_full = false;
                 Ok(Step::Again)
             }
-            Err(Errno::INTR) => Ok(Step::Again),
+            Err(Errno::INTR) => self.input.stop().check().map(|()| Step::Again),
             Err(Errno::AGAIN) => {
                 // Stdin has data, so the pool pipe is full. A pipe counts pages: if it holds
                 // less than half its size, the producer writes small pieces and copying packs
                 // them better.
-                let held = self.backlog.back_pipe_held();
-                if held < pipe.size / 2 {
+                let held = self.producer.back_pipe_held();
+                if held < pipe.size() / 2 {
                     self.small_writes = true;
                     self.route.note(format_args!(
                         "a pool pipe filled with {held} bytes (small writes); copying until \
@@ -230,7 +229,7 @@ impl<'a> Input<'a> {
                 }
                 match self.open_pipe() {
                     Some(next) => {
-                        self.backlog.push_pipe(next);
+                        self.producer.push_pipe(next);
                         Ok(Step::Again)
                     }
                     None => self.queue_in_memory(),
@@ -238,7 +237,8 @@ impl<'a> Input<'a> {
             }
             Err(e) => {
                 // Nothing moved; `read` will meet a real error, if this was one.
-                self.route.stop_splicing(&self.route.input_splice, "stdin", format_args!("{e}"));
+                let (route, name) = (self.route, &self.input.name);
+                route.stop_splicing(&route.input_splice, name, format_args!("{e}"));
                 Ok(Step::Again)
             }
         }
@@ -247,7 +247,7 @@ impl<'a> Input<'a> {
     /// Reads into the backlog's memory, as the copy engine does.
     fn queue_in_memory(&mut self) -> io::Result<Step> {
         self.output_full = false;
-        Ok(match copy::read_once(&self.input, self.backlog)? {
+        Ok(match copy::read_once(&self.input, &mut self.producer)? {
             Some(_) => Step::Again,
             None => Step::End,
         })
@@ -260,7 +260,9 @@ impl<'a> Input<'a> {
         // Waiting first lets a write land whole, so that what is queued says more.
         self.input.wait(PollFlags::IN)?;
         let queued = self.input.queued().unwrap_or(0) as usize;
-        let Some(took) = copy::read_once(&self.input, self.backlog)? else { return Ok(Step::End) };
+        let Some(took) = copy::read_once(&self.input, &mut self.producer)? else {
+            return Ok(Step::End);
+        };
         if queued > rustix::param::page_size() && took.offered >= queued {
             if took.got >= queued {
                 self.stdin = Stream::Bytes;
@@ -278,10 +280,10 @@ impl<'a> Input<'a> {
 
     /// A pool pipe for the next segment: a spare, or a new one while the pool has room.
     fn open_pipe(&mut self) -> Option<Arc<PoolPipe>> {
-        if let Some(pipe) = self.backlog.spare_pipe() {
+        if let Some(pipe) = self.producer.spare_pipe() {
             return Some(pipe);
         }
-        if self.pool_closed || self.backlog.pipes_open() >= self.max_pipes {
+        if self.pool_closed || self.producer.pipes_open() >= self.max_pipes {
             return None;
         }
         match PoolPipe::new() {
@@ -317,22 +319,23 @@ impl<'a> PipeWriter<'a> {
     pub fn write(&mut self, pipe: &PoolPipe, len: usize) -> io::Result<usize> {
         if self.pending.is_empty() {
             while self.route.output_splice.load(Relaxed) {
-                // Blocking: waits for room in stdout, never for data (`len` bytes are there).
-                match splice(&pipe.read, None, self.output.fd, None, len, SpliceFlags::empty()) {
+                // Blocking: waits for room in the output, never for data (`len` bytes are there).
+                match splice(pipe.read_end(), self.output.fd(), len, false) {
                     Ok(n) if n > 0 => return Ok(n),
-                    Err(Errno::INTR) => {}
+                    Err(Errno::INTR) => self.output.stop().check()?,
                     Err(Errno::AGAIN) => self.output.wait(PollFlags::OUT)?,
                     result => {
                         let why = result.err().map_or("no progress".to_owned(), |e| e.to_string());
                         let route = self.route;
-                        route.stop_splicing(&route.output_splice, "stdout", format_args!("{why}"));
+                        let name = &self.output.name;
+                        route.stop_splicing(&route.output_splice, name, format_args!("{why}"));
                     }
                 }
             }
             // Copy out what the pipe holds; `write` meets any real error of stdout.
             self.scratch.resize(len.min(SCRATCH), 0);
             let n = loop {
-                match rustix::io::read(&pipe.read, &mut self.scratch) {
+                match rustix::io::read(pipe.read_end(), &mut self.scratch) {
                     Err(Errno::INTR) => continue,
                     result => break result?,
                 }
@@ -347,12 +350,13 @@ impl<'a> PipeWriter<'a> {
 
 #[cfg(test)]
 mod tests {
-    use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+    use std::os::fd::AsFd;
     use std::sync::atomic::AtomicBool;
 
     use super::*;
     use crate::engine::EngineKind;
     use crate::log::Log;
+    use crate::stop::Stop;
 
     /// An error after a partial write reports the partial write first, so that what reached
     /// the output counts as delivered. (Regression: after falling back from splice to
@@ -364,14 +368,12 @@ mod tests {
         let queued = 256 << 10;
         let mut put = 0;
         while put < queued {
-            put += rustix::io::write(&pool.write, &vec![7u8; queued - put]).unwrap();
+            put += rustix::io::write(pool.write_end(), &vec![7u8; queued - put]).unwrap();
         }
         // A default pipe holds 64 KiB; its reader goes away once it is full.
         let (out_r, out_w) = rustix::pipe::pipe().unwrap();
         let room = rustix::pipe::fcntl_getpipe_size(&out_w).unwrap();
-        // SAFETY: `out_w` outlives every use of the endpoint (it is leaked).
-        let fd = unsafe { BorrowedFd::borrow_raw(Box::leak(Box::new(out_w)).as_raw_fd()) };
-        let output = Endpoint::inspect(fd).unwrap();
+        let output = Endpoint::opened(out_w, "the pipe", &Arc::new(Stop::default())).unwrap();
         let route = Route {
             engine: EngineKind::Splice,
             input_splice: AtomicBool::new(false),

@@ -1,14 +1,71 @@
-//! Linux: pipe sizes and huge pages.
+//! Linux: splice and accel's own pipes, pipe sizes, huge pages, packet-mode pipes, cgroups.
 
-use std::os::fd::BorrowedFd;
-
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::Path;
-
-use rustix::io::Errno;
-
 use std::sync::OnceLock;
 
-use super::PIPE_TARGET_SIZE;
+use rustix::io::Errno;
+use rustix::pipe::{PipeFlags, SpliceFlags};
+
+use super::{PIPE_TARGET_SIZE, PoolError};
+
+/// splice(2) exists here.
+pub const CAN_SPLICE: bool = true;
+
+/// Moves up to `len` bytes from `from` to `to` without copying; one side must be a pipe.
+/// `nonblock` makes the pipe side(s) not wait (`SPLICE_F_NONBLOCK`).
+pub fn splice(
+    from: BorrowedFd<'_>,
+    to: BorrowedFd<'_>,
+    len: usize,
+    nonblock: bool,
+) -> Result<usize, Errno> {
+    let flags = if nonblock { SpliceFlags::NONBLOCK } else { SpliceFlags::empty() };
+    rustix::pipe::splice(from, None, to, None, len, flags)
+}
+
+/// One of accel's own pipes, which hold part of the backlog without copying it.
+///
+/// Bytes spliced from stdin into a pool pipe are page references, not copies, and are spliced
+/// on to stdout the same way: about 0.05 CPU seconds per GiB against 0.2-0.3 for the memory
+/// path. But pipe pages are unswappable, counted against a per-user quota (64 MiB by default)
+/// shared with every pipe the user owns, and a pipe's capacity counts pages, not bytes.
+#[derive(Debug)]
+pub struct PoolPipe {
+    read: OwnedFd,
+    write: OwnedFd,
+    size: usize,
+}
+
+impl PoolPipe {
+    /// Creates a pipe of 1 MiB, or what `pipe-max-size` allows.
+    pub fn new() -> Result<PoolPipe, PoolError> {
+        let (read, write) = rustix::pipe::pipe_with(PipeFlags::CLOEXEC).map_err(io::Error::from)?;
+        let size = match rustix::pipe::fcntl_setpipe_size(&write, pipe_target_size()) {
+            Ok(size) => size,
+            // Over the soft quota the kernel refuses to grow any pipe of this user.
+            Err(Errno::PERM) => return Err(PoolError::Quota),
+            Err(e) => return Err(PoolError::Create(e.into())),
+        };
+        Ok(PoolPipe { read, write, size })
+    }
+
+    /// The end bytes are spliced out of.
+    pub fn read_end(&self) -> BorrowedFd<'_> {
+        self.read.as_fd()
+    }
+
+    /// The end bytes are spliced into.
+    pub fn write_end(&self) -> BorrowedFd<'_> {
+        self.write.as_fd()
+    }
+
+    /// Capacity in bytes, if every page were full.
+    pub fn size(&self) -> usize {
+        self.size
+    }
+}
 
 /// Grows the pipe behind `fd` towards [`pipe_target_size`].
 ///
@@ -52,7 +109,8 @@ pub unsafe fn advise_huge_pages(addr: *mut std::ffi::c_void, len: usize) {
     let _ = unsafe { rustix::mm::madvise(addr, len, rustix::mm::Advice::LinuxHugepage) };
 }
 
-/// Whether a pipe's descriptor flags make it a packet-mode pipe (`O_DIRECT`, pipe(7)).
+/// Whether a pipe's descriptor flags make it a packet-mode pipe (`O_DIRECT`, pipe(7)); only
+/// the writing end shows it.
 pub fn is_packet_mode(flags: rustix::fs::OFlags) -> bool {
     flags.contains(rustix::fs::OFlags::DIRECT)
 }

@@ -1,15 +1,18 @@
 //! The platform facade: the few things accel does differently on Linux.
 //!
 //! Everything else in accel is portable POSIX (threads, `read`, `write`, `poll`, `mmap`). What is
-//! Linux-only lives in `linux.rs`; `portable.rs` provides the same surface elsewhere, where each
-//! call is a no-op that says so. Both always compile on Linux, so the portable answers are tested
-//! too (`--engine copy` takes the portable data path).
+//! Linux-only lives in `linux.rs`; `portable.rs` provides the same surface elsewhere, where
+//! each call is a no-op or a refusal that says so, and where a [`PoolPipe`] cannot be made (its
+//! type has no values), so the data path compiles the same everywhere without a `cfg`. Both
+//! always compile on Linux, so the portable answers are tested too (`--engine copy` takes the
+//! portable data path).
 //!
 //! The surface:
-//! - [`enlarge_pipe`]: grow a pipe we sit on (best effort), so that each wakeup moves more.
+//! - [`CAN_SPLICE`], [`splice`], [`PoolPipe`]: zero-copy moves and accel's own pipes.
+//! - [`enlarge_pipe`], [`pipe_target_size`]: grow a pipe we sit on (best effort), so that each
+//!   wakeup moves more.
 //! - [`advise_huge_pages`]: ask for transparent huge pages on a buffer chunk, which makes the
 //!   first touch of a fresh chunk several times cheaper.
-//! - [`PIPE_TARGET_SIZE`]: how large we try to make pipes.
 //! - [`is_packet_mode`]: whether a pipe delivers packets (Linux `O_DIRECT` pipes).
 //! - [`memory_limit`]: how much the buffer may take under the machine's memory, rlimits and
 //!   (Linux) the memory cgroup.
@@ -27,9 +30,11 @@ use portable as imp;
 
 mod memory;
 
-pub use imp::{advise_huge_pages, enlarge_pipe, is_packet_mode};
-#[cfg(target_os = "linux")]
-pub use linux::pipe_target_size;
+use std::io;
+
+pub use imp::{
+    CAN_SPLICE, PoolPipe, advise_huge_pages, enlarge_pipe, is_packet_mode, pipe_target_size, splice,
+};
 pub use memory::{MemoryLimit, memory_limit};
 
 /// The size we try to give the pipes accel reads from and writes to.
@@ -37,5 +42,18 @@ pub use memory::{MemoryLimit, memory_limit};
 /// 1 MiB is the default `pipe-max-size`, the largest an unprivileged process may ask for, and
 /// measured to cut the per-GiB cost of a pipe roughly in half against the default 64 KiB; larger
 /// pipes bring little more and are unswappable memory charged to the user who made them.
-#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 pub const PIPE_TARGET_SIZE: usize = 1 << 20;
+
+/// Why a pool pipe could not be had.
+#[derive(Debug, thiserror::Error)]
+pub enum PoolError {
+    /// The user's pipe quota is spent: new pipes get 2 pages and cannot grow.
+    #[error("the per-user pipe quota is exhausted")]
+    Quota,
+    /// No descriptors or memory for another pipe.
+    #[error("cannot create a pipe: {0}")]
+    Create(#[from] io::Error),
+    /// This system has no splice, and so no use for pool pipes.
+    #[error("no splice on this system")]
+    Unsupported,
+}

@@ -112,7 +112,8 @@ pub fn average_output(snapshot: &Snapshot) -> f64 {
     per_second(snapshot.bytes_out, snapshot.elapsed)
 }
 
-fn per_second(bytes: u64, elapsed: Duration) -> f64 {
+/// `bytes` per second over `elapsed`; zero for no time.
+pub fn per_second(bytes: u64, elapsed: Duration) -> f64 {
     if elapsed.is_zero() { 0.0 } else { bytes as f64 / elapsed.as_secs_f64() }
 }
 
@@ -260,6 +261,7 @@ fn percent(part: u64, whole: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::meter::Tiers;
 
     const MIB: u64 = 1 << 20;
 
@@ -273,7 +275,8 @@ mod tests {
             peak_fill: bytes_in - bytes_out,
             producer_blocked: Duration::ZERO,
             consumer_starved: Duration::ZERO,
-            tiers: [0, 0, bytes_in],
+            tiers: Tiers { memory: bytes_in, ..Tiers::default() },
+            readers: Vec::new(),
         }
     }
 
@@ -496,11 +499,12 @@ mod tests {
             bytes_in: u64::MAX,
             bytes_out: u64::MAX - 1,
             peak_fill: u64::MAX,
-            ..snapshot
+            ..snapshot.clone()
         };
         let mut huge_rates = Rates::new();
-        huge_rates.update(&Snapshot { elapsed: Duration::from_nanos(1), ..huge });
-        for (snapshot, rates) in [(snapshot, &rates), (huge, &huge_rates), (at(0.0, 0, 0), &rates)]
+        huge_rates.update(&Snapshot { elapsed: Duration::from_nanos(1), ..huge.clone() });
+        for (snapshot, rates) in
+            [(snapshot, &rates), (huge.clone(), &huge_rates), (at(0.0, 0, 0), &rates)]
         {
             for expected in [None, Some(0), Some(u64::MAX)] {
                 for width in [0, 1, 2, 11, 12, 19, 20, 21, 30, 40, 59, 60, 80, 99, 100, 200] {

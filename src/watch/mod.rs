@@ -11,16 +11,17 @@ pub mod report;
 use std::fs::File;
 use std::io::{self, Write};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 
 use crate::config::{Config, JsonTarget, Progress};
-use crate::engine::Route;
+use crate::digest::{Algorithm, Digest};
+use crate::engine::Event;
 use crate::exit::Exit;
-use crate::meter::{Meter, Snapshot, Tier};
+use crate::meter::{Meter, Snapshot};
 use crate::size::Bytes;
 use line::Rates;
 
@@ -33,10 +34,40 @@ const JSON_EVERY: u64 = 2;
 /// Erases the line the cursor is on: back to column 0, clear to its end.
 const CLEAR_LINE: &str = "\r\x1b[K";
 
+/// What the sides of a run are called, for the line, the report and JSON.
+#[derive(Debug, Clone, Default)]
+pub struct Names {
+    /// The input: `stdin` or the path.
+    pub input: String,
+    /// The outputs, in order: `stdout` or the paths. The meter counts them first...
+    pub outputs: Vec<String>,
+    /// ...then the hashes, in order.
+    pub hashes: Vec<Algorithm>,
+}
+
+impl Names {
+    /// How the report calls reader `index`: an output's name, or `the sha256 hash`.
+    pub fn reader(&self, index: usize) -> String {
+        match self.outputs.get(index) {
+            Some(name) => name.clone(),
+            None => format!("the {} hash", self.hashes[index - self.outputs.len()]),
+        }
+    }
+
+    /// Readers of the backlog: outputs and hashes.
+    pub fn readers(&self) -> usize {
+        self.outputs.len() + self.hashes.len()
+    }
+}
+
 /// The watcher of one run.
 pub struct Watch {
     meter: Arc<Meter>,
-    route: Arc<Route>,
+    names: Names,
+    /// The engine, for the summary.
+    engine: String,
+    /// Where the watchdog says the run has stalled.
+    events: Mutex<Option<mpsc::Sender<Event>>>,
     progress: Progress,
     stats: bool,
     quiet: bool,
@@ -58,18 +89,21 @@ struct State {
     /// (Ctrl-Z, SIGSTOP) lies in one of the two when a SIGCONT is seen.
     last_tick: Instant,
     last_gap: Duration,
-    /// The counters when they last moved, and when (by the meter's clock).
+    /// The counters (bytes in, bytes taken by all readers) when they last moved, and when
+    /// (by the meter's clock).
     last_motion: (u64, u64, Duration),
     /// The end was reported; nothing more is drawn or written.
     finished: bool,
 }
 
 impl Watch {
-    /// A watcher for `config`'s display options; opens the `--json` file.
+    /// A watcher for `config`'s display options, of a run whose sides are `names`, moved by
+    /// `engine`; opens the `--json` file.
     pub fn new(
         config: &Config,
         meter: Arc<Meter>,
-        route: Arc<Route>,
+        names: Names,
+        engine: String,
         expected: Option<u64>,
     ) -> io::Result<Arc<Watch>> {
         let json: Option<Box<dyn Write + Send>> = match &config.json {
@@ -79,7 +113,9 @@ impl Watch {
         };
         Ok(Arc::new(Watch {
             meter,
-            route,
+            names,
+            engine,
+            events: Mutex::new(None),
             progress: config.progress,
             stats: config.stats,
             quiet: config.quiet,
@@ -99,8 +135,10 @@ impl Watch {
         }))
     }
 
-    /// Starts the watcher thread, if anything needs watching.
-    pub fn start(self: &Arc<Watch>) -> io::Result<()> {
+    /// Starts the watcher thread, if anything needs watching; the watchdog reports a stall to
+    /// `events`.
+    pub fn start(self: &Arc<Watch>, events: mpsc::Sender<Event>) -> io::Result<()> {
+        *self.events.lock().unwrap_or_else(PoisonError::into_inner) = Some(events);
         let needed = self.progress != Progress::Off
             || self.stats
             || self.lock().json.is_some()
@@ -138,10 +176,14 @@ impl Watch {
         }
         let snapshot = self.meter.snapshot();
         state.rates.update(&snapshot);
-        if let Some(exit) = self.stalled(&mut state, &snapshot) {
-            drop(state);
-            self.finish(exit);
-            std::process::exit(exit.terminate());
+        if let Some(why) = self.stalled(&mut state, &snapshot) {
+            // The run's end is decided where the run is followed; the watcher only tells.
+            self.clear(&mut state);
+            let events = self.events.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(events) = events.as_ref() {
+                let _ = events.send(Event::Stalled(why));
+            }
+            return false;
         }
         if tick % JSON_EVERY == 0 {
             let event = progress_event(&snapshot, &state.rates);
@@ -151,31 +193,33 @@ impl Watch {
         true
     }
 
-    /// The watchdog: `Some` once nothing has moved for `--stall-timeout`, having said which
-    /// side is stuck.
-    fn stalled(&self, state: &mut State, snapshot: &Snapshot) -> Option<Exit> {
+    /// The watchdog: once nothing has moved for `--stall-timeout`, which side is stuck, in
+    /// words.
+    fn stalled(&self, state: &mut State, snapshot: &Snapshot) -> Option<String> {
         let timeout = self.stall_timeout?;
-        let (bytes_in, bytes_out, since) = state.last_motion;
-        if (snapshot.bytes_in, snapshot.bytes_out) != (bytes_in, bytes_out) {
-            state.last_motion = (snapshot.bytes_in, snapshot.bytes_out, snapshot.elapsed);
+        let taken = snapshot.readers.iter().fold(0u64, |sum, r| sum.wrapping_add(r.bytes));
+        let (bytes_in, bytes_taken, since) = state.last_motion;
+        if (snapshot.bytes_in, taken) != (bytes_in, bytes_taken) {
+            state.last_motion = (snapshot.bytes_in, taken, snapshot.elapsed);
             return None;
         }
         let still = snapshot.elapsed.saturating_sub(since);
         if still < timeout {
             return None;
         }
-        self.clear(state);
         let still = line::duration(still);
-        if snapshot.fill() > 0 {
-            eprintln!(
-                "accel: stalled: nothing written for {still} with {} waiting; the consumer is \
-                 not reading",
+        Some(match snapshot.slowest() {
+            Some(slowest) if snapshot.fill() > 0 => format!(
+                "stalled: nothing written to {} for {still} with {} waiting; its reader is not \
+                 reading",
+                self.names.reader(slowest),
                 Bytes(snapshot.fill())
-            );
-        } else {
-            eprintln!("accel: stalled: no input for {still}; the producer is not writing");
-        }
-        Some(Exit::Stalled)
+            ),
+            _ => format!(
+                "stalled: no input from {} for {still}; the producer is not writing",
+                self.names.input
+            ),
+        })
     }
 
     /// Redraws the progress line, when one is wanted and the terminal is ours.
@@ -207,8 +251,9 @@ impl Watch {
     }
 
     /// Reports the end: clears the progress line, prints the report (with `-v`, or after a
-    /// progress line) and the NDJSON summary. Only the first call does anything.
-    pub fn finish(&self, exit: Exit) {
+    /// progress line) and the NDJSON summary, with the `digests` of a complete input. Only
+    /// the first call does anything.
+    pub fn finish(&self, exit: Exit, digests: &[Digest]) {
         let mut state = self.lock();
         if state.finished {
             return;
@@ -219,7 +264,7 @@ impl Watch {
         if (self.stats || state.shown) && !self.quiet {
             eprint!("{}", self.report(&snapshot));
         }
-        let mut event = summary_event(&snapshot, &self.route, exit);
+        let mut event = self.summary_event(&snapshot, exit, digests);
         if let (Some(total), Some(map)) = (self.expected, event.as_object_mut()) {
             map.insert("expected_bytes".into(), total.into());
         }
@@ -252,11 +297,62 @@ impl Watch {
     }
 
     fn report(&self, snapshot: &Snapshot) -> String {
-        let mut text = report::report(snapshot);
+        let mut text = report::report(snapshot, &self.names);
         if !text.ends_with('\n') {
             text.push('\n');
         }
         text
+    }
+
+    /// `{"event":"summary",...}`: the whole run, once, at the end.
+    fn summary_event(
+        &self,
+        snapshot: &Snapshot,
+        exit: Exit,
+        digests: &[Digest],
+    ) -> serde_json::Value {
+        let tiers = snapshot.tiers;
+        let outputs: Vec<serde_json::Value> = self
+            .names
+            .outputs
+            .iter()
+            .zip(&snapshot.readers)
+            .map(|(name, reader)| {
+                json!({
+                    "name": name,
+                    "bytes": reader.bytes,
+                    "starved_s": reader.starved.as_secs_f64(),
+                    "complete": !reader.gone,
+                })
+            })
+            .collect();
+        let hashes: Vec<serde_json::Value> = digests
+            .iter()
+            .map(|d| json!({ "algorithm": d.algorithm.name(), "hex": d.hex }))
+            .collect();
+        let mut event = json!({
+            "event": "summary",
+            "bytes_in": snapshot.bytes_in,
+            "bytes_out": snapshot.bytes_out,
+            "seconds": snapshot.elapsed.as_secs_f64(),
+            "producer_blocked_s": snapshot.producer_blocked.as_secs_f64(),
+            "consumer_starved_s": snapshot.consumer_starved.as_secs_f64(),
+            "peak_fill_bytes": snapshot.peak_fill,
+            "capacity_bytes": snapshot.capacity,
+            "bottleneck": report::bottleneck(snapshot).as_str(),
+            "slowest": snapshot.slowest().map(|index| self.names.reader(index)),
+            "engine": self.engine,
+            "tiers": { "through": tiers.through, "pipes": tiers.pipes, "memory": tiers.memory },
+            "input": self.names.input,
+            "outputs": outputs,
+            "hashes": hashes,
+            "exit": exit.code(),
+        });
+        if let (Exit::Signal(signal), Some(map)) = (exit, event.as_object_mut()) {
+            let name = signal_hook::low_level::signal_name(signal).unwrap_or("an unknown signal");
+            map.insert("signal".into(), name.into());
+        }
+        event
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -286,44 +382,6 @@ fn progress_event(snapshot: &Snapshot, rates: &Rates) -> serde_json::Value {
         "producer_blocked_s": snapshot.producer_blocked.as_secs_f64(),
         "consumer_starved_s": snapshot.consumer_starved.as_secs_f64(),
     })
-}
-
-/// `{"event":"summary",...}`: the whole run, once, at the end.
-fn summary_event(snapshot: &Snapshot, route: &Route, exit: Exit) -> serde_json::Value {
-    let tier = |t: Tier| snapshot.tiers[t as usize];
-    let mut event = json!({
-        "event": "summary",
-        "bytes_in": snapshot.bytes_in,
-        "bytes_out": snapshot.bytes_out,
-        "seconds": snapshot.elapsed.as_secs_f64(),
-        "producer_blocked_s": snapshot.producer_blocked.as_secs_f64(),
-        "consumer_starved_s": snapshot.consumer_starved.as_secs_f64(),
-        "peak_fill_bytes": snapshot.peak_fill,
-        "capacity_bytes": snapshot.capacity,
-        "bottleneck": report::bottleneck(snapshot).as_str(),
-        "engine": route.engine.to_string(),
-        "tiers": {
-            "through": tier(Tier::Through),
-            "pipes": tier(Tier::Pipe),
-            "memory": tier(Tier::Memory),
-        },
-        "exit": exit.code(),
-    });
-    if let (Exit::Signal(signal), Some(map)) = (exit, event.as_object_mut()) {
-        map.insert("signal".into(), signal_name(signal).into());
-    }
-    event
-}
-
-fn signal_name(signal: i32) -> String {
-    use signal_hook::consts::signal::*;
-    match signal {
-        SIGPIPE => "SIGPIPE".into(),
-        SIGINT => "SIGINT".into(),
-        SIGTERM => "SIGTERM".into(),
-        SIGHUP => "SIGHUP".into(),
-        other => format!("signal {other}"),
-    }
 }
 
 /// Whether accel's process group holds stderr's terminal (it is not a background job).

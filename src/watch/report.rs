@@ -9,8 +9,9 @@
 use std::time::Duration;
 
 use crate::meter::Snapshot;
-use crate::size::Bytes;
-use crate::watch::line::{average_input, average_output, duration, rate};
+use crate::size::{Bytes, share};
+use crate::watch::Names;
+use crate::watch::line::{average_input, average_output, duration, per_second, rate};
 
 /// The share of the run one side must have spent waiting before it counts as held up.
 ///
@@ -100,16 +101,21 @@ fn judge(snapshot: &Snapshot) -> Judgement {
 
 /// The verdict in plain words, one line, e.g.
 /// `bottleneck: consumer - the buffer was full 83% of the time; the producer was held back 41.0 s`.
-pub fn verdict(snapshot: &Snapshot) -> String {
+pub fn verdict(snapshot: &Snapshot, names: &Names) -> String {
     let full = share_of_run(snapshot.producer_blocked, snapshot.elapsed);
     let empty = share_of_run(snapshot.consumer_starved, snapshot.elapsed);
+    // With several readers, the consumer side is the slowest of them: say which.
+    let consumer = match snapshot.slowest() {
+        Some(slowest) if names.readers() > 1 => format!("consumer ({})", names.reader(slowest)),
+        _ => "consumer".to_owned(),
+    };
     match judge(snapshot) {
         Judgement::TooShort => {
             format!("no bottleneck: the run was too short to tell ({})", span(snapshot.elapsed))
         }
         Judgement::Idle => "no bottleneck: no data passed".to_string(),
         Judgement::Consumer => format!(
-            "bottleneck: consumer - the buffer was full {full} of the time; \
+            "bottleneck: {consumer} - the buffer was full {full} of the time; \
              the producer was held back {}",
             span(snapshot.producer_blocked)
         ),
@@ -135,8 +141,9 @@ pub fn verdict(snapshot: &Snapshot) -> String {
 }
 
 /// The `--stats` report: a few aligned lines, the verdict last, without trailing newline or
-/// prefix; the caller adds `accel: ` or whatever it likes to each line.
-pub fn report(snapshot: &Snapshot) -> String {
+/// prefix; the caller adds `accel: ` or whatever it likes to each line. With several readers
+/// (outputs, hashes), each gets a line of its own.
+pub fn report(snapshot: &Snapshot, names: &Names) -> String {
     let count_width = snapshot.bytes_in.max(snapshot.bytes_out).to_string().len();
     let counted = |bytes: u64, per_second: f64| {
         format!(
@@ -145,12 +152,26 @@ pub fn report(snapshot: &Snapshot) -> String {
             rate(per_second)
         )
     };
-    let mut lines = vec![
-        ("in", counted(snapshot.bytes_in, average_input(snapshot))),
-        ("out", counted(snapshot.bytes_out, average_output(snapshot))),
-        ("time", span(snapshot.elapsed)),
+    let mut lines = vec![("in".to_owned(), counted(snapshot.bytes_in, average_input(snapshot)))];
+    if names.readers() > 1 {
+        for (index, reader) in snapshot.readers.iter().enumerate() {
+            let label = match names.outputs.get(index) {
+                Some(name) => format!("out {name}"),
+                None => format!("hash {}", names.hashes[index - names.outputs.len()]),
+            };
+            let mut text = counted(reader.bytes, per_second(reader.bytes, snapshot.elapsed));
+            if reader.gone {
+                text += ", stopped early";
+            }
+            lines.push((label, text));
+        }
+    } else {
+        lines.push(("out".to_owned(), counted(snapshot.bytes_out, average_output(snapshot))));
+    }
+    lines.extend([
+        ("time".to_owned(), span(snapshot.elapsed)),
         (
-            "producer",
+            "producer".to_owned(),
             format!(
                 "held back {}, {} of the run: the buffer was full",
                 span(snapshot.producer_blocked),
@@ -158,7 +179,7 @@ pub fn report(snapshot: &Snapshot) -> String {
             ),
         ),
         (
-            "consumer",
+            "consumer".to_owned(),
             format!(
                 "waited {}, {} of the run: the buffer was empty",
                 span(snapshot.consumer_starved),
@@ -166,7 +187,7 @@ pub fn report(snapshot: &Snapshot) -> String {
             ),
         ),
         (
-            "peak fill",
+            "peak fill".to_owned(),
             format!(
                 "{}, {} of the {} buffer",
                 Bytes(snapshot.peak_fill),
@@ -175,19 +196,15 @@ pub fn report(snapshot: &Snapshot) -> String {
                 Bytes(snapshot.capacity)
             ),
         ),
-    ];
-    let tiered: u64 = snapshot.tiers.iter().fold(0, |sum, &n| sum.saturating_add(n));
-    if tiered > 0 {
-        let [through, pipes, memory] = snapshot.tiers.map(|n| share(n, tiered));
-        lines.push((
-            "bytes went",
-            format!("straight through {through}, pool pipes {pipes}, memory {memory}"),
-        ));
+    ]);
+    // Only where something went without a copy: otherwise every byte went through memory.
+    if snapshot.tiers.through + snapshot.tiers.pipes > 0 {
+        lines.push(("bytes went".to_owned(), snapshot.tiers.to_string()));
     }
     let label_width = lines.iter().map(|(label, _)| label.len()).max().unwrap_or(0);
     let mut report: String =
         lines.iter().map(|(label, text)| format!("{label:<label_width$}  {text}\n")).collect();
-    report += &verdict(snapshot);
+    report += &verdict(snapshot, names);
     report
 }
 
@@ -205,25 +222,10 @@ fn share_of_run(part: Duration, elapsed: Duration) -> String {
     share(nanos(part), nanos(elapsed))
 }
 
-/// `part` as a whole percentage of `whole`, rounded; but never `0%` for something nor `100%`
-/// for less than everything, since those would read as "never" and "always".
-fn share(part: u64, whole: u64) -> String {
-    if whole == 0 {
-        return "0%".to_string();
-    }
-    let percent = (u128::from(part) * 100 + u128::from(whole) / 2) / u128::from(whole);
-    if part > 0 && percent == 0 {
-        "<1%".to_string()
-    } else if part < whole && percent >= 100 {
-        ">99%".to_string()
-    } else {
-        format!("{percent}%")
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::meter::{ReaderSnapshot, Tiers};
 
     const MIB: u64 = 1 << 20;
 
@@ -237,8 +239,18 @@ mod tests {
             peak_fill: 64 * MIB,
             producer_blocked: Duration::from_secs_f64(held_back),
             consumer_starved: Duration::from_secs_f64(waited),
-            tiers: [0, 160 * MIB, 864 * MIB],
+            tiers: Tiers { through: 0, pipes: 160 * MIB, memory: 864 * MIB },
+            readers: vec![ReaderSnapshot {
+                bytes: 1 << 30,
+                starved: Duration::from_secs_f64(waited),
+                gone: false,
+            }],
         }
+    }
+
+    /// One output, stdout.
+    fn stdout() -> Names {
+        Names { input: "stdin".into(), outputs: vec!["stdout".into()], hashes: vec![] }
     }
 
     #[test]
@@ -246,7 +258,7 @@ mod tests {
         let snapshot = run(50.0, 41.5, 0.2);
         assert_eq!(bottleneck(&snapshot), Bottleneck::Consumer);
         assert_eq!(
-            verdict(&snapshot),
+            verdict(&snapshot, &stdout()),
             "bottleneck: consumer - the buffer was full 83% of the time; \
              the producer was held back 41.5 s"
         );
@@ -257,7 +269,7 @@ mod tests {
         let snapshot = Snapshot { peak_fill: 4096, ..run(64.0, 0.0, 62.0) };
         assert_eq!(bottleneck(&snapshot), Bottleneck::Producer);
         assert_eq!(
-            verdict(&snapshot),
+            verdict(&snapshot, &stdout()),
             "bottleneck: producer - the buffer was empty 97% of the time; \
              the consumer waited 0:01:02 for data"
         );
@@ -267,12 +279,16 @@ mod tests {
     fn a_balanced_run_has_no_bottleneck() {
         let small = Snapshot { peak_fill: 60 << 10, ..run(10.0, 0.5, 0.9) };
         assert_eq!(bottleneck(&small), Bottleneck::None);
-        assert!(verdict(&small).starts_with("no bottleneck: neither side"), "{}", verdict(&small));
-        assert!(verdict(&small).ends_with("(accel was not needed)"));
+        assert!(
+            verdict(&small, &stdout()).starts_with("no bottleneck: neither side"),
+            "{}",
+            verdict(&small, &stdout())
+        );
+        assert!(verdict(&small, &stdout()).ends_with("(accel was not needed)"));
         // A buffer that held more than a pipe could did its work, even if no one waited.
         let absorbed = run(10.0, 0.5, 0.9);
         assert_eq!(bottleneck(&absorbed), Bottleneck::None);
-        assert!(verdict(&absorbed).ends_with("the buffer absorbed up to 64 MiB"));
+        assert!(verdict(&absorbed, &stdout()).ends_with("the buffer absorbed up to 64 MiB"));
     }
 
     #[test]
@@ -285,21 +301,28 @@ mod tests {
         assert_eq!(bottleneck(&run(10.0, 3.0, 4.0)), Bottleneck::Producer);
         let in_turn = run(10.0, 4.0, 4.0);
         assert_eq!(bottleneck(&in_turn), Bottleneck::None);
-        assert!(verdict(&in_turn).contains("took turns"), "{}", verdict(&in_turn));
+        assert!(
+            verdict(&in_turn, &stdout()).contains("took turns"),
+            "{}",
+            verdict(&in_turn, &stdout())
+        );
     }
 
     #[test]
     fn short_or_idle_runs_have_no_bottleneck() {
         let zero = run(0.0, 0.0, 0.0);
         assert_eq!(bottleneck(&zero), Bottleneck::None);
-        assert_eq!(verdict(&zero), "no bottleneck: the run was too short to tell (0.0 s)");
+        assert_eq!(
+            verdict(&zero, &stdout()),
+            "no bottleneck: the run was too short to tell (0.0 s)"
+        );
         // All waiting, but under a tenth of a second.
         assert_eq!(bottleneck(&run(0.09, 0.09, 0.0)), Bottleneck::None);
         let idle = Snapshot { bytes_in: 0, bytes_out: 0, ..run(30.0, 0.0, 30.0) };
         assert_eq!(bottleneck(&idle), Bottleneck::None);
-        assert_eq!(verdict(&idle), "no bottleneck: no data passed");
+        assert_eq!(verdict(&idle, &stdout()), "no bottleneck: no data passed");
         // No division by zero anywhere in the report either.
-        let report = report(&zero);
+        let report = report(&zero, &stdout());
         assert!(report.contains("0.0 s, 0% of the run"), "{report}");
     }
 
@@ -315,14 +338,14 @@ mod tests {
         let snapshot =
             Snapshot { bytes_in: 1_073_741_824, bytes_out: 1_006_632_960, ..run(50.0, 41.5, 0.2) };
         assert_eq!(
-            report(&snapshot),
+            report(&snapshot, &stdout()),
             "in          1073741824 bytes     1 GiB  20.5 MiB/s on average\n\
              out         1006632960 bytes   960 MiB  19.2 MiB/s on average\n\
              time        50.0 s\n\
              producer    held back 41.5 s, 83% of the run: the buffer was full\n\
              consumer    waited 0.2 s, <1% of the run: the buffer was empty\n\
              peak fill   64 MiB, 100% of the 64 MiB buffer\n\
-             bytes went  straight through 0%, pool pipes 16%, memory 84%\n\
+             bytes went  straight through 0 B (0%), pool pipes 160 MiB (16%), memory 864 MiB (84%)\n\
              bottleneck: consumer - the buffer was full 83% of the time; \
              the producer was held back 41.5 s"
         );
@@ -331,38 +354,86 @@ mod tests {
     #[test]
     fn the_report_is_short_and_ends_with_the_verdict() {
         for snapshot in [run(50.0, 41.5, 0.2), run(0.0, 0.0, 0.0), run(3_700.0, 10.0, 3_000.0)] {
-            let report = report(&snapshot);
+            let report = report(&snapshot, &stdout());
             let lines: Vec<&str> = report.lines().collect();
             assert!(lines.len() <= 8, "{report}");
-            assert_eq!(*lines.last().unwrap(), verdict(&snapshot));
+            assert_eq!(*lines.last().unwrap(), verdict(&snapshot, &stdout()));
             assert!(report.contains("1073741824 bytes"), "{report}");
         }
-        let long = report(&run(3_700.0, 10.0, 3_000.0));
+        let long = report(&run(3_700.0, 10.0, 3_000.0), &stdout());
         assert!(long.contains("time        1:01:40\n"), "{long}");
         assert!(long.contains("waited 0:50:00, 81% of the run"), "{long}");
     }
 
     #[test]
-    fn tiers_only_when_something_was_counted() {
-        let untiered = Snapshot { tiers: [0; 3], ..run(10.0, 0.0, 0.0) };
-        assert!(!report(&untiered).contains("bytes went"));
-        let through = Snapshot { tiers: [800, 150, 50], ..run(10.0, 0.0, 0.0) };
-        assert!(
-            report(&through)
-                .contains("bytes went  straight through 80%, pool pipes 15%, memory 5%")
-        );
+    fn tiers_only_when_something_went_without_a_copy() {
+        let untiered = Snapshot {
+            tiers: Tiers { memory: 1 << 30, ..Tiers::default() },
+            ..run(10.0, 0.0, 0.0)
+        };
+        assert!(!report(&untiered, &stdout()).contains("bytes went"));
+        let through = Snapshot {
+            tiers: Tiers { through: 800, pipes: 150, memory: 50 },
+            ..run(10.0, 0.0, 0.0)
+        };
+        assert!(report(&through, &stdout()).contains(
+            "bytes went  straight through 800 B (80%), pool pipes 150 B (15%), memory 50 B (5%)"
+        ));
     }
 
     #[test]
-    fn shares_never_say_never_or_always_wrongly() {
-        assert_eq!(share(0, 100), "0%");
-        assert_eq!(share(1, 1000), "<1%");
-        assert_eq!(share(50, 100), "50%");
-        assert_eq!(share(999, 1000), ">99%");
-        assert_eq!(share(100, 100), "100%");
-        assert_eq!(share(5, 0), "0%");
-        assert_eq!(share(u64::MAX, u64::MAX), "100%");
+    fn a_share_of_the_run_is_never_more_than_all_of_it() {
         // A wait read a hair after the elapsed time is the whole run, not more.
         assert_eq!(share_of_run(Duration::from_secs(11), Duration::from_secs(10)), "100%");
+    }
+
+    #[test]
+    fn several_readers_each_get_a_line_and_the_slowest_is_named() {
+        let names = Names {
+            input: "stdin".into(),
+            outputs: vec!["stdout".into(), "copy.img".into()],
+            hashes: vec![crate::digest::Algorithm::Sha256],
+        };
+        let reader = |bytes: u64, starved: f64, gone: bool| ReaderSnapshot {
+            bytes,
+            starved: Duration::from_secs_f64(starved),
+            gone,
+        };
+        let snapshot = Snapshot {
+            bytes_out: 900 * MIB,
+            readers: vec![
+                reader(1 << 30, 30.0, false),
+                reader(900 * MIB, 0.1, false),
+                reader(1 << 30, 20.0, false),
+            ],
+            ..run(50.0, 41.5, 0.1)
+        };
+        assert_eq!(snapshot.slowest(), Some(1));
+        let text = report(&snapshot, &names);
+        assert!(text.contains("\nout stdout    1073741824 bytes "), "{text}");
+        assert!(text.contains("\nout copy.img   943718400 bytes "), "{text}");
+        assert!(text.contains("\nhash sha256   1073741824 bytes "), "{text}");
+        assert!(
+            text.ends_with(
+                "bottleneck: consumer (copy.img) - the buffer was full 83% of the \
+                              time; the producer was held back 41.5 s"
+            ),
+            "{text}"
+        );
+        // A reader that stopped early says so, and no longer counts as the slowest.
+        let snapshot = Snapshot {
+            readers: vec![
+                reader(1 << 30, 30.0, false),
+                reader(MIB, 0.0, true),
+                reader(1 << 30, 20.0, false),
+            ],
+            ..snapshot
+        };
+        assert_eq!(snapshot.slowest(), Some(2));
+        let text = report(&snapshot, &names);
+        assert!(
+            text.contains("out copy.img     1048576 bytes ") && text.contains(", stopped early\n"),
+            "{text}"
+        );
     }
 }

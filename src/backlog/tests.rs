@@ -1,0 +1,225 @@
+//! The backlog on its own: order, room, memory, and readers that go at their own pace.
+
+use std::thread;
+use std::time::{Duration, Instant};
+
+use super::*;
+
+fn backlog_for(capacity: usize, readers: usize) -> (Producer, Vec<Reader>) {
+    let meter = Arc::new(Meter::new(capacity as u64, readers));
+    backlog(capacity, readers, meter, Arc::new(Log::default())).unwrap()
+}
+
+fn one(capacity: usize) -> (Producer, Reader) {
+    let (producer, mut readers) = backlog_for(capacity, 1);
+    (producer, readers.pop().unwrap())
+}
+
+fn page() -> usize {
+    rustix::param::page_size()
+}
+
+fn pattern(len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i * 7 + i / 251) as u8).collect()
+}
+
+/// Puts as much of `bytes` as one reservation takes; how much that was.
+fn put(producer: &mut Producer, bytes: &[u8]) -> usize {
+    let mut vacant = producer.reserve().unwrap().unwrap();
+    let n = bytes.len().min(vacant.as_mut_slice().len());
+    vacant.as_mut_slice()[..n].copy_from_slice(&bytes[..n]);
+    vacant.commit(n);
+    n
+}
+
+/// Takes what one `next` offers; `None` at the end.
+fn take(reader: &mut Reader) -> Option<Vec<u8>> {
+    let bytes = match reader.front()? {
+        Front::Memory(filled) => filled.as_slice().to_vec(),
+        Front::Pipe(..) => panic!("only memory was put in"),
+    };
+    reader.consume(bytes.len());
+    Some(bytes)
+}
+
+/// Waits (for another thread) until `condition` holds; a minute means a hang.
+fn eventually(mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !condition() {
+        assert!(Instant::now() < deadline, "timed out");
+        thread::sleep(Duration::from_millis(1));
+    }
+}
+
+impl Shared {
+    /// What the producer waits for right now, for tests that must know it waits.
+    fn producer_waiting(&self) -> Option<Shortage> {
+        self.lock().producer_waiting
+    }
+
+    /// Bytes of memory mapped for the backlog right now, spares included.
+    fn mapped(&self) -> usize {
+        let state = self.lock();
+        let in_segments = state.segments.iter().map(|s| match &s.store {
+            Store::Memory(chunk) => chunk.size(),
+            Store::Pipe(_) => 0,
+        });
+        in_segments.chain(state.spare_chunks.iter().map(|c| c.size())).sum()
+    }
+}
+
+#[test]
+fn bytes_come_out_in_order() {
+    let (mut producer, mut reader) = one(page() + 10);
+    let data = pattern(page() + 20);
+    assert_eq!(put(&mut producer, &data[..5]), 5);
+    assert_eq!(put(&mut producer, &data[5..]), page() + 5, "capacity limits the vacant space");
+    assert_eq!(take(&mut reader).unwrap(), &data[..page() + 10]);
+    drop(producer);
+    assert_eq!(take(&mut reader), None, "the end, once everything was taken");
+}
+
+#[test]
+fn a_tiny_buffer_holds_a_page() {
+    for asked in [1, 100, page() - 1] {
+        let (mut producer, _reader) = one(asked);
+        assert_eq!(put(&mut producer, &pattern(2 * page())), page(), "-m {asked}");
+    }
+}
+
+#[test]
+fn every_read_is_offered_at_least_a_page() {
+    // A chunk's tail shorter than a page is skipped, and a backlog with less than a page of
+    // room waits: a packet-mode pipe would discard what does not fit in a read.
+    let (mut producer, mut reader) = one(3 * page());
+    put(&mut producer, &pattern(2 * page() + page() / 2));
+    let shared = Arc::clone(&producer.shared);
+    let input = thread::spawn(move || producer.reserve().unwrap().unwrap().len);
+    eventually(|| shared.producer_waiting() == Some(Shortage::Room));
+    assert_eq!(take(&mut reader).unwrap().len(), 2 * page() + page() / 2);
+    assert!(input.join().unwrap() >= page());
+}
+
+#[test]
+fn spans_chunks_and_gives_memory_back() {
+    let (mut producer, mut reader) = one(3 * MAX_CHUNK);
+    let block = vec![7u8; MAX_CHUNK];
+    for _ in 0..3 {
+        assert_eq!(put(&mut producer, &block), MAX_CHUNK);
+    }
+    let shared = Arc::clone(&producer.shared);
+    assert_eq!(shared.mapped(), 3 * MAX_CHUNK);
+    for _ in 0..3 {
+        assert_eq!(take(&mut reader).unwrap().len(), MAX_CHUNK);
+    }
+    // Kept for reuse while the reader has not yet found the backlog at its end...
+    assert_eq!(shared.mapped(), 3 * MAX_CHUNK);
+    // ...then given back, bar the chunk being filled and a spare.
+    drop(producer);
+    assert!(take(&mut reader).is_none());
+    assert!(shared.mapped() <= (1 + SPARES_WHEN_DRAINED) * MAX_CHUNK, "{}", shared.mapped());
+}
+
+#[test]
+fn rewinds_when_empty() {
+    let (mut producer, mut reader) = one(1 << 20);
+    put(&mut producer, b"abc");
+    take(&mut reader);
+    let vacant = producer.reserve().unwrap().unwrap();
+    assert_eq!(vacant.offset, 0);
+    assert_eq!(vacant.len, 1 << 20);
+}
+
+#[test]
+fn a_full_backlog_holds_the_producer_until_the_slowest_reader_takes() {
+    let (mut producer, mut readers) = backlog_for(page(), 2);
+    let data = pattern(2 * page());
+    put(&mut producer, &data[..page()]);
+    let shared = Arc::clone(&producer.shared);
+    let rest = data[page()..].to_vec();
+    let input = thread::spawn(move || put(&mut producer, &rest));
+    eventually(|| shared.producer_waiting() == Some(Shortage::Room));
+    // The fast reader taking everything makes no room: the slow one still needs it.
+    assert_eq!(take(&mut readers[0]).unwrap(), &data[..page()]);
+    assert_eq!(shared.producer_waiting(), Some(Shortage::Room));
+    assert_eq!(take(&mut readers[1]).unwrap(), &data[..page()]);
+    assert_eq!(input.join().unwrap(), page());
+    for reader in &mut readers {
+        assert_eq!(take(reader).unwrap(), &data[page()..]);
+    }
+}
+
+#[test]
+fn a_fast_reader_is_never_paced_by_a_slow_one() {
+    // Within the buffer, the fast reader takes everything before the slow one takes a byte.
+    let (mut producer, mut readers) = backlog_for(8 << 20, 3);
+    let data = pattern(6 << 20);
+    let sent = data.clone();
+    let input = thread::spawn(move || {
+        let mut at = 0;
+        while at < sent.len() {
+            at += put(&mut producer, &sent[at..]);
+        }
+    });
+    let mut fast = Vec::new();
+    while fast.len() < data.len() {
+        fast.extend(take(&mut readers[0]).unwrap());
+    }
+    input.join().unwrap();
+    assert_eq!(fast, data);
+    assert_eq!(take(&mut readers[0]), None);
+    for slow in &mut readers[1..] {
+        let mut got = Vec::new();
+        while let Some(bytes) = take(slow) {
+            got.extend(bytes);
+        }
+        assert_eq!(got, data);
+    }
+}
+
+#[test]
+fn memory_is_held_once_whatever_the_readers() {
+    let (mut producer, readers) = backlog_for(3 * MAX_CHUNK, 4);
+    for _ in 0..3 {
+        put(&mut producer, &vec![1u8; MAX_CHUNK]);
+    }
+    assert_eq!(producer.shared.mapped(), 3 * MAX_CHUNK);
+    drop(readers);
+}
+
+#[test]
+fn a_reader_that_leaves_no_longer_holds_the_backlog() {
+    let (mut producer, mut readers) = backlog_for(page(), 2);
+    put(&mut producer, &pattern(page()));
+    assert_eq!(take(&mut readers[0]).unwrap().len(), page());
+    let shared = Arc::clone(&producer.shared);
+    let input = thread::spawn(move || put(&mut producer, &pattern(page())));
+    eventually(|| shared.producer_waiting() == Some(Shortage::Room));
+    // The slow reader goes (its output failed): the fast one alone sets the room.
+    readers.pop();
+    assert_eq!(input.join().unwrap(), page());
+    assert_eq!(take(&mut readers[0]).unwrap().len(), page());
+}
+
+#[test]
+fn the_last_reader_leaving_releases_a_waiting_producer() {
+    let (mut producer, reader) = one(1);
+    put(&mut producer, &pattern(page()));
+    let shared = Arc::clone(&producer.shared);
+    let input = thread::spawn(move || producer.reserve().unwrap().is_none());
+    // Left only once the producer is known to wait, so that leaving is what releases it.
+    eventually(|| shared.producer_waiting() == Some(Shortage::Room));
+    drop(reader);
+    assert!(input.join().unwrap(), "with no reader left, the producer gets no room");
+}
+
+#[test]
+fn the_end_comes_after_the_data() {
+    let (mut producer, mut readers) = backlog_for(page(), 2);
+    put(&mut producer, b"abc");
+    drop(producer);
+    for reader in &mut readers {
+        assert_eq!(take(reader).unwrap(), b"abc");
+        assert_eq!(take(reader), None);
+    }
+}
