@@ -101,6 +101,57 @@ pub struct Cli {
     )]
     pub size: String,
 
+    /// Cap the output at RATE bytes per second (10M = 10 MiB/s), smoothly.
+    ///
+    /// A fine-grained token bucket: in any tenth of a second, about a tenth of RATE goes out;
+    /// a consumer that stalls banks no credit for a burst later. Change it while accel runs
+    /// with `accel -R PID -r RATE`.
+    #[arg(short = 'r', long = "rate", value_name = "RATE", help_heading = "Flow control")]
+    pub rate: Option<String>,
+
+    /// Cap reading the input at RATE bytes per second.
+    #[arg(long, value_name = "RATE", help_heading = "Flow control")]
+    pub input_rate: Option<String>,
+
+    /// Write nothing until the buffer holds SIZE or PCT% of -m (or input ended), and again
+    /// each time it has run empty.
+    ///
+    /// For tape drives, which stop and rewind ("shoe-shine") when data comes too slowly.
+    /// As mbuffer's -P.
+    #[arg(long, value_name = "SIZE|PCT%", help_heading = "Flow control")]
+    pub start_at: Option<String>,
+
+    /// Once the buffer was full, read again only when it has drained below SIZE or PCT% of -m.
+    ///
+    /// As mbuffer's -p.
+    #[arg(long, value_name = "SIZE|PCT%", help_heading = "Flow control")]
+    pub resume_at: Option<String>,
+
+    /// Make every write to an output exactly SIZE bytes (tape blocks).
+    ///
+    /// Partial data then waits for its block to fill: the only case where it does. The last
+    /// block is short, unless --pad.
+    #[arg(long, value_name = "SIZE", help_heading = "Flow control")]
+    pub block_size: Option<String>,
+
+    /// Fill the last block with zeros to --block-size; the report says how many.
+    #[arg(long, requires = "block_size", help_heading = "Flow control")]
+    pub pad: bool,
+
+    /// Make every read from the input ask for exactly SIZE bytes (tape blocks).
+    ///
+    /// A tape refuses a read smaller than its block; accel then says so.
+    #[arg(long, value_name = "SIZE", help_heading = "Flow control")]
+    pub input_block_size: Option<String>,
+
+    /// Talk to the accel running as process PID: with -r or --input-rate, change its limits;
+    /// alone, print its report so far.
+    ///
+    /// Only the same user (or root) can. Every accel listens on a socket under
+    /// $XDG_RUNTIME_DIR/accel (or /tmp/accel-UID), in a directory only its user may enter.
+    #[arg(short = 'R', long = "remote", value_name = "PID", help_heading = "Flow control")]
+    pub remote: Option<u32>,
+
     /// Show the progress line even from a background job.
     ///
     /// By default it is shown when stderr is a terminal and accel's job holds the foreground,

@@ -9,13 +9,13 @@ use crate::digest::Algorithm;
 use crate::engine::Preference;
 use crate::exit::OutputErrors;
 use crate::open::Existing;
-use crate::size::parse_size;
+use crate::size::{Bytes, parse_size};
 
 /// The default buffer size, as `--help` shows it.
 pub const DEFAULT_SIZE: u64 = 32 << 20;
 
 /// Everything a run needs to know.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Config {
     /// Where bytes come from: `-i FILE`, or stdin (`None`).
     pub input: Option<PathBuf>,
@@ -49,6 +49,49 @@ pub struct Config {
     pub stall_timeout: Option<Duration>,
     /// Report the route and its changes on stderr.
     pub debug: bool,
+    /// Rate limits, watermarks, blocks.
+    pub flow: FlowConfig,
+    /// `-R PID`: talk to that accel instead of moving data.
+    pub remote: Option<u32>,
+}
+
+/// Flow control as given; the percentages are of the buffer, resolved once its size is
+/// known.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FlowConfig {
+    /// `-r`: the output's rate limit, bytes per second.
+    pub rate: Option<u64>,
+    /// `--input-rate`.
+    pub input_rate: Option<u64>,
+    /// `--start-at`.
+    pub start_at: Option<Level>,
+    /// `--resume-at`.
+    pub resume_at: Option<Level>,
+    /// `--block-size`.
+    pub block_size: Option<usize>,
+    /// `--pad`.
+    pub pad: bool,
+    /// `--input-block-size`.
+    pub input_block_size: Option<usize>,
+}
+
+/// A fill level of the buffer: a size, or a share of it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Level {
+    /// This many bytes.
+    Bytes(u64),
+    /// This percentage of the buffer.
+    Percent(f64),
+}
+
+impl Level {
+    /// The level in bytes, for a buffer of `capacity` bytes.
+    pub fn of(self, capacity: usize) -> usize {
+        match self {
+            Level::Bytes(bytes) => (bytes as usize).min(capacity),
+            Level::Percent(percent) => (capacity as f64 * percent / 100.0) as usize,
+        }
+    }
 }
 
 /// When the progress line is drawn.
@@ -98,6 +141,7 @@ impl Config {
             value: cli.size.clone(),
             reason: reason.to_string(),
         })?;
+        let flow = flow(&cli, size)?;
         let expect = match &cli.expect {
             None => None,
             Some(text) => Some(parse_size(text, 0).map_err(|reason| ConfigError {
@@ -206,7 +250,91 @@ impl Config {
             expect,
             stall_timeout,
             debug: cli.debug,
+            flow,
+            remote: cli.remote,
         })
+    }
+}
+
+/// Validates the flow-control options against each other and the buffer size `size`.
+fn flow(cli: &Cli, size: u64) -> Result<FlowConfig, ConfigError> {
+    let fail = |option: &'static str, value: &str, reason: String| ConfigError {
+        option,
+        value: value.to_owned(),
+        reason,
+    };
+    let rate = |option: &'static str, text: &Option<String>| -> Result<Option<u64>, ConfigError> {
+        let Some(text) = text else { return Ok(None) };
+        let bytes = text.trim().strip_suffix("/s").unwrap_or(text.trim());
+        parse_size(bytes, 1).map(Some).map_err(|e| fail(option, text, e.to_string()))
+    };
+    let block = |option: &'static str,
+                 text: &Option<String>|
+     -> Result<Option<usize>, ConfigError> {
+        let Some(text) = text else { return Ok(None) };
+        let bytes = parse_size(text, 1).map_err(|e| fail(option, text, e.to_string()))?;
+        if bytes > size {
+            return Err(fail(option, text, format!("larger than the buffer (-m {})", Bytes(size))));
+        }
+        Ok(Some(bytes as usize))
+    };
+    let level = |option: &'static str, text: &Option<String>, full_allowed: bool| {
+        let Some(text) = text else { return Ok(None) };
+        let level = parse_level(text).map_err(|reason| fail(option, text, reason))?;
+        let beyond = match level {
+            Level::Percent(p) => p > 100.0 || (p == 100.0 && !full_allowed),
+            Level::Bytes(b) => b > size || (b == size && !full_allowed),
+        };
+        if beyond {
+            let limit = if full_allowed { "at most" } else { "below" };
+            return Err(fail(
+                option,
+                text,
+                format!("must be {limit} the buffer (-m {}, 100%)", Bytes(size)),
+            ));
+        }
+        Ok(Some(level))
+    };
+    let start_at = level("--start-at", &cli.start_at, true)?;
+    let resume_at = level("--resume-at", &cli.resume_at, false)?;
+    if let (Some(start), Some(resume)) = (start_at, resume_at) {
+        let capacity = size as usize;
+        if resume.of(capacity) >= start.of(capacity) {
+            return Err(fail(
+                "--resume-at",
+                cli.resume_at.as_deref().unwrap_or_default(),
+                format!(
+                    "must be below --start-at {}: reading resumes as the buffer drains, before \
+                     writing would wait for it to fill",
+                    cli.start_at.as_deref().unwrap_or_default()
+                ),
+            ));
+        }
+    }
+    Ok(FlowConfig {
+        rate: rate("-r", &cli.rate)?,
+        input_rate: rate("--input-rate", &cli.input_rate)?,
+        start_at,
+        resume_at,
+        block_size: block("--block-size", &cli.block_size)?,
+        pad: cli.pad,
+        input_block_size: block("--input-block-size", &cli.input_block_size)?,
+    })
+}
+
+/// Parses a fill level: `50%`, `12.5%`, or a size (`16M`).
+fn parse_level(text: &str) -> Result<Level, String> {
+    match text.trim().strip_suffix('%') {
+        Some(number) => number
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|p| p.is_finite() && *p >= 0.0)
+            .map(Level::Percent)
+            .ok_or_else(|| "not a percentage: expected e.g. 50% or 12.5%".to_owned()),
+        None => parse_size(text, 0)
+            .map(Level::Bytes)
+            .map_err(|e| format!("{e}; or a share of the buffer, e.g. 50%")),
     }
 }
 
@@ -254,6 +382,8 @@ impl Default for Config {
             expect: None,
             stall_timeout: None,
             debug: false,
+            flow: FlowConfig::default(),
+            remote: None,
         }
     }
 }

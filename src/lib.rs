@@ -15,6 +15,7 @@
 pub mod backlog;
 pub mod cli;
 pub mod config;
+pub mod control;
 pub mod digest;
 pub mod endpoint;
 pub mod engine;
@@ -34,10 +35,12 @@ use std::fs::File;
 use std::io::Write;
 use std::sync::{Arc, mpsc};
 
+use crate::backlog::Gates;
 use crate::config::{Config, JsonTarget, Target};
 use crate::digest::Digest;
 use crate::endpoint::{Endpoint, FdKind, describe};
-use crate::engine::{Plan, Route};
+use crate::engine::pace::Limits;
+use crate::engine::{Block, Flow, Plan, Route};
 use crate::exit::Exit;
 use crate::log::Log;
 use crate::meter::Meter;
@@ -47,6 +50,9 @@ use crate::watch::{Names, Watch};
 
 /// Runs accel as configured, printing any error, and says how to end.
 pub fn run(config: &Config, closed: stdio::Closed) -> Exit {
+    if let Some(pid) = config.remote {
+        return remote(pid, config);
+    }
     match start(config, closed) {
         Ok(exit) => exit,
         Err(Refusal::Closed(exit, why)) => {
@@ -60,6 +66,26 @@ pub fn run(config: &Config, closed: stdio::Closed) -> Exit {
         Err(Refusal::Setup { what, error }) => {
             eprintln!("accel: cannot start: {what}: {}; nothing was read", describe(&error));
             Exit::Setup
+        }
+    }
+}
+
+/// `-R PID`: changes the limits of the accel running as `pid`, or prints its report so far.
+fn remote(pid: u32, config: &Config) -> Exit {
+    let mut requests = Vec::new();
+    requests.extend(config.flow.rate.map(control::Request::Rate));
+    requests.extend(config.flow.input_rate.map(control::Request::InputRate));
+    if requests.is_empty() {
+        requests.push(control::Request::Report);
+    }
+    match control::ask(pid, &requests) {
+        Ok(text) => {
+            eprint!("{text}");
+            Exit::Success
+        }
+        Err(error) => {
+            eprintln!("accel: {error}");
+            Exit::InputFailed
         }
     }
 }
@@ -141,6 +167,16 @@ fn start(config: &Config, closed: stdio::Closed) -> Result<Exit, Refusal> {
         hashes: config.hashes.clone(),
     };
     let expected = config.expect.or_else(|| input.remaining());
+    let limits = Arc::new(Limits::new(config.flow.rate, config.flow.input_rate));
+    let flow = Flow {
+        limits: Arc::clone(&limits),
+        gates: Gates {
+            start_at: config.flow.start_at.map_or(0, |level| level.of(capacity)),
+            resume_at: config.flow.resume_at.map(|level| level.of(capacity)),
+            read_block: config.flow.input_block_size,
+        },
+        block: config.flow.block_size.map(|size| Block { size, pad: config.flow.pad }),
+    };
     let plan = Plan {
         input,
         outputs,
@@ -148,10 +184,16 @@ fn start(config: &Config, closed: stdio::Closed) -> Result<Exit, Refusal> {
         capacity,
         sync: config.sync,
         output_errors: config.output_errors,
+        flow,
     };
     let route = Arc::new(Route::plan(config.engine, &plan, log));
-    let watch = Watch::new(config, Arc::clone(&meter), names, route.engine.to_string(), expected)
+    let control = control::Control::listen()
         .map_err(|error| {
+            route.log.warn(format_args!("no control socket (-R): {}", describe(&error)))
+        })
+        .ok();
+    let sides = watch::Sides { names, engine: route.engine.to_string(), limits, control };
+    let watch = Watch::new(config, Arc::clone(&meter), sides, expected).map_err(|error| {
         let Some(JsonTarget::File(path)) = &config.json else { unreachable!("a file") };
         usage(format!("--json={}: {}", path.display(), describe(&error)))
     })?;

@@ -34,6 +34,8 @@ struct ReaderMeter {
     starved: Wait,
     /// The reader left before the end (its output failed).
     gone: AtomicBool,
+    /// Zeros added to fill the last output block (`--pad`).
+    padded: AtomicU64,
 }
 
 /// The ways a byte can pass through accel, cheapest first.
@@ -113,6 +115,17 @@ pub struct Snapshot {
     pub tiers: Tiers,
     /// Each reader, in the run's order.
     pub readers: Vec<ReaderSnapshot>,
+    /// The rate limits in force (the watcher fills them in; the meter does not know them).
+    pub limits: RateLimits,
+}
+
+/// Rate limits in bytes per second; 0 for none.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RateLimits {
+    /// Writing each output (`-r`).
+    pub output: u64,
+    /// Reading the input (`--input-rate`).
+    pub input: u64,
 }
 
 /// One reader's counters at one moment.
@@ -124,6 +137,8 @@ pub struct ReaderSnapshot {
     pub starved: Duration,
     /// It left before the end.
     pub gone: bool,
+    /// Zeros it added to fill its last block (`--pad`).
+    pub padded: u64,
 }
 
 impl Snapshot {
@@ -175,6 +190,11 @@ impl Meter {
         self.readers[reader].bytes.fetch_add(n as u64, Relaxed);
     }
 
+    /// Counts `n` zeros reader `reader` added to fill its last block.
+    pub fn add_padding(&self, reader: usize, n: usize) {
+        self.readers[reader].padded.fetch_add(n as u64, Relaxed);
+    }
+
     /// Marks reader `reader` as gone before the end.
     pub fn reader_gone(&self, reader: usize) {
         self.readers[reader].gone.store(true, Relaxed);
@@ -202,6 +222,7 @@ impl Meter {
                 bytes: r.bytes.load(Relaxed),
                 starved: r.starved.read(now),
                 gone: r.gone.load(Relaxed),
+                padded: r.padded.load(Relaxed),
             })
             .collect();
         let [through, pipes, memory] = self.tiers.each_ref().map(|t| t.load(Relaxed));
@@ -215,6 +236,7 @@ impl Meter {
             consumer_starved: Duration::ZERO,
             tiers: Tiers { through, pipes, memory },
             readers,
+            limits: RateLimits::default(),
         };
         if let Some(slowest) = snapshot.slowest() {
             snapshot.bytes_out = snapshot.readers[slowest].bytes;

@@ -888,15 +888,15 @@ fn accel_memory_cgroup_limit(engine: &str) {
     assert!(only_memory_warnings(&stderr, limit), "{stderr}");
 }
 
-/// No thread to spare (a pids cgroup allowing 1 to 3 tasks): accel refuses to start, saying
-/// so, status 5, nothing read; with 4 (main, signals, input, output), it runs, and SIGTERM
-/// still ends it. (Regression: the signal thread failed to start, and SIGTERM was ignored for
+/// No thread to spare (a pids cgroup allowing 1 to 4 tasks): accel refuses to start, saying
+/// so, status 5, nothing read; with 5 (main, signals, watcher, input, output), it runs, and
+/// SIGTERM still ends it. (Regression: the signal thread failed to start, and SIGTERM was ignored for
 /// good.)
 fn accel_no_thread_to_spare(engine: &str) {
     if !require("root, to make a cgroup", is_root()) {
         return;
     }
-    for allowed in [1, 2, 3, 4] {
+    for allowed in [1, 2, 3, 4, 5] {
         let cgroup = Cgroup::new("pids", &format!("{engine}-{allowed}"));
         if !require("a pids cgroup (v1 or v2)", cgroup.is_some()) {
             return;
@@ -913,7 +913,7 @@ fn accel_no_thread_to_spare(engine: &str) {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        if allowed < 4 {
+        if allowed < 5 {
             let Ended { status, stderr } = ended(child);
             assert_eq!(status.code(), Some(5), "pids.max {allowed}: {stderr}");
             assert!(stderr.starts_with("accel: cannot start: "), "{stderr}");
@@ -926,7 +926,7 @@ fn accel_no_thread_to_spare(engine: &str) {
             assert_eq!(&got, b"probe");
             kill_process(Pid::from_child(&child), Signal::TERM).unwrap();
             let status = wait_within(&mut child, GENEROUS);
-            assert_eq!(status.signal(), Some(libc::SIGTERM), "pids.max 4: {status}");
+            assert_eq!(status.signal(), Some(libc::SIGTERM), "pids.max 5: {status}");
         }
         drop(in_w);
     }

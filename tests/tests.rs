@@ -10,6 +10,7 @@ mod util;
 
 mod edges;
 mod faults;
+mod flow;
 mod memory;
 mod ordering;
 mod outputs;

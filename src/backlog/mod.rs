@@ -55,26 +55,50 @@ const GIVE_BACK_AFTER: Duration = Duration::from_secs(1);
 const RESUME_FRACTION: usize = 16;
 const RESUME_MAX: usize = 1 << 20;
 
-/// Makes a backlog holding at most `capacity` bytes (but at least a page) for `readers`
-/// readers, reporting to `meter`: its producing half and one reading half per reader, in
-/// the meter's order.
+/// How the backlog holds each side back, beyond being full or empty: watermarks for tape
+/// drives that must stream (`--start-at`, `--resume-at`), and reads of exactly one block
+/// (`--input-block-size`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Gates {
+    /// A reader takes nothing until this many bytes are ahead of it (or the input has ended),
+    /// and again each time it has taken everything; 0 for no such wait.
+    pub start_at: usize,
+    /// Once the backlog was full, the producer waits until it holds at most this much;
+    /// `None` for the default (a sixteenth of the buffer drained, up to 1 MiB).
+    pub resume_at: Option<usize>,
+    /// Each read is offered exactly this much room; `None` for whatever is free (at least a
+    /// page).
+    pub read_block: Option<usize>,
+}
+
+/// Makes a backlog holding at most `capacity` bytes (but at least a page, and at least one
+/// read block) for `readers` readers, gated by `gates`, reporting to `meter`: its producing
+/// half and one reading half per reader, in the meter's order.
 ///
 /// Maps its first chunk now (address space only: nothing is touched), so that a backlog
 /// always has memory to read into when it is empty, even once the kernel refuses more.
 pub fn backlog(
     capacity: usize,
     readers: usize,
+    gates: Gates,
     meter: Arc<Meter>,
     log: Arc<Log>,
 ) -> io::Result<(Producer, Vec<Reader>)> {
-    let min_read = rustix::param::page_size();
-    let capacity = capacity_for(capacity);
-    let chunk_size = capacity.min(MAX_CHUNK).next_multiple_of(min_read);
+    let page = rustix::param::page_size();
+    let min_read = gates.read_block.unwrap_or(0).max(page);
+    let capacity = capacity_for(capacity).max(min_read);
+    let chunk_size = capacity.min(MAX_CHUNK).max(min_read).next_multiple_of(page);
     let state = State {
         spare_chunks: vec![Arc::new(Chunk::new(chunk_size)?)],
         cursors: vec![Some(0); readers],
+        started: vec![false; readers],
         readers_left: readers,
         ..State::default()
+    };
+    let default_gap = (capacity / RESUME_FRACTION).clamp(min_read, RESUME_MAX.max(min_read));
+    let resume_gap = match gates.resume_at {
+        Some(level) => (capacity - level.min(capacity - min_read)).max(min_read),
+        None => default_gap,
     };
     let shared = Arc::new(Shared {
         state: Mutex::new(state),
@@ -82,7 +106,9 @@ pub fn backlog(
         has_room: Condvar::new(),
         capacity,
         min_read,
-        resume_gap: (capacity / RESUME_FRACTION).clamp(min_read, RESUME_MAX.max(min_read)),
+        resume_gap,
+        start_at: gates.start_at.min(capacity),
+        read_block: gates.read_block,
         chunk_size,
         meter,
         log,
@@ -114,8 +140,12 @@ struct Shared {
     min_read: usize,
     /// A full backlog takes input again once this much room has been made, not at the first
     /// byte: with a consumer that reads 64 KiB at a time, waking the input for every read
-    /// would cost a futex wakeup and a small read per 64 KiB.
+    /// would cost a futex wakeup and a small read per 64 KiB. `--resume-at` sets it.
     resume_gap: usize,
+    /// See [`Gates::start_at`].
+    start_at: usize,
+    /// See [`Gates::read_block`].
+    read_block: Option<usize>,
     chunk_size: usize,
     meter: Arc<Meter>,
     log: Arc<Log>,
@@ -130,6 +160,8 @@ struct State {
     produced: u64,
     /// Each reader's stream offset; `None` once it has left.
     cursors: Vec<Option<u64>>,
+    /// Each reader has passed its start watermark since it last took everything.
+    started: Vec<bool>,
     /// The smallest cursor of the readers still there (`produced` when none is): every byte
     /// before it has been taken by all.
     released: u64,
@@ -306,6 +338,11 @@ impl Producer {
         &self.shared.meter
     }
 
+    /// The exact size of every read (`--input-block-size`), if set.
+    pub fn read_block(&self) -> Option<usize> {
+        self.shared.read_block
+    }
+
     /// A handle that ends every wait when the run is over.
     pub fn closer(&self) -> Closer {
         Closer { shared: Arc::clone(&self.shared) }
@@ -358,7 +395,7 @@ impl Producer {
         let back = state.segments.back().expect("a back segment");
         let Store::Memory(chunk) = &back.store else { unreachable!("a memory segment") };
         let (chunk, offset) = (Arc::clone(chunk), back.len);
-        let len = free.min(chunk.size() - offset);
+        let len = free.min(chunk.size() - offset).min(shared.read_block.unwrap_or(usize::MAX));
         drop(state);
         Ok(Some(Vacant { producer: self, chunk, offset, len }))
     }
@@ -431,6 +468,8 @@ impl Shared {
         if Shared::fill(&state) > self.capacity - self.min_read && state.open() {
             self.meter.input_held(true);
             state.producer_waiting = Some(Shortage::Room);
+            // As full as it gets: a reader held by its start watermark goes now.
+            self.has_data.notify_all();
             let resume = self.capacity - self.resume_gap;
             state = self.wait(&self.has_room, state, |s| Shared::fill(s) > resume && s.open());
             state.producer_waiting = None;
@@ -455,6 +494,7 @@ impl Shared {
         }
         self.meter.input_held(true);
         state.producer_waiting = Some(Shortage::Memory);
+        self.has_data.notify_all();
         state = self.wait(&self.has_room, state, |s| {
             s.spare_chunks.is_empty() && Shared::fill(s) > 0 && s.open()
         });
@@ -480,9 +520,21 @@ impl Reader {
         self.index
     }
 
+    /// The meter this backlog reports to.
+    pub fn meter(&self) -> &Meter {
+        &self.shared.meter
+    }
+
     /// Waits for data, then says where the bytes at this reader's place are; `None` once
     /// input has ended and this reader has taken everything, or the run is over.
     pub fn front(&mut self) -> Option<Front<'_>> {
+        self.front_of_at_least(1)
+    }
+
+    /// As [`front`](Reader::front), but waits until at least `min` bytes are ahead (a whole
+    /// output block), unless the input has ended. The front itself may be shorter, where the
+    /// bytes span segments: [`copy_out`](Reader::copy_out) gathers them.
+    pub fn front_of_at_least(&mut self, min: usize) -> Option<Front<'_>> {
         let shared = &self.shared;
         let mut state = shared.lock();
         loop {
@@ -490,7 +542,17 @@ impl Reader {
                 return None;
             }
             let cursor = state.cursors[self.index].expect("a reader still there");
-            if state.produced > cursor {
+            let ahead = (state.produced - cursor) as usize;
+            if ahead >= shared.start_at.max(1)
+                || state.input_ended
+                || state.producer_waiting.is_some()
+            {
+                // Past the watermark, or nothing more can come (the input has ended, or the
+                // backlog is as full as it gets).
+                state.started[self.index] = true;
+            }
+            let gate_open = state.started[self.index] || shared.start_at == 0;
+            if ahead > 0 && gate_open && (ahead >= min || state.input_ended) {
                 let at = state.segments.partition_point(|s| s.end() <= cursor);
                 let segment = &state.segments[at];
                 let len = (segment.end() - cursor) as usize;
@@ -510,7 +572,12 @@ impl Reader {
             }
             shared.meter.reader_starved(self.index, true);
             state.readers_waiting += 1;
-            let nothing_new = |s: &mut State| s.produced <= cursor && !s.input_ended && !s.closed;
+            // Enough for this reader: a byte, a block, or its start watermark.
+            let wanted = if gate_open { min } else { shared.start_at.max(min) };
+            let nothing_new = |s: &mut State| {
+                let held = !gate_open && s.producer_waiting.is_some();
+                ((s.produced - cursor) as usize) < wanted && !s.input_ended && !s.closed && !held
+            };
             if state.has_surplus_spares() && state.released == state.produced {
                 // Drained. If it stays so, what the backlog grew to is not needed: give it
                 // back. A backlog that only touched empty refills at once and keeps it.
@@ -529,13 +596,45 @@ impl Reader {
         }
     }
 
+    /// Copies the bytes at this reader's place into `out`, across segments, without taking
+    /// them; how many there were (less than `out.len()` at the end of what was read). For
+    /// output blocks that span chunks; never for a backlog with pipes.
+    pub fn copy_out(&self, out: &mut [u8]) -> usize {
+        let state = self.shared.lock();
+        let mut at = state.cursors[self.index].expect("a reader still there");
+        let mut copied = 0;
+        let first = state.segments.partition_point(|s| s.end() <= at);
+        for segment in state.segments.range(first..) {
+            let Store::Memory(chunk) = &segment.store else {
+                unreachable!("blocks are written from memory only")
+            };
+            let offset = (at - segment.start) as usize;
+            let n = (segment.len - offset).min(out.len() - copied);
+            // SAFETY: committed bytes of a chunk that cannot be reused while this reader has
+            // not passed them (it holds the backlog back), read under the lock.
+            let bytes = unsafe { std::slice::from_raw_parts(chunk.at(offset), n) };
+            out[copied..copied + n].copy_from_slice(bytes);
+            copied += n;
+            at += n as u64;
+            if copied == out.len() {
+                break;
+            }
+        }
+        copied
+    }
+
     /// Moves this reader's place past `n` bytes: they were written (or hashed).
     pub fn consume(&mut self, n: usize) {
         let shared = &self.shared;
         let mut state = shared.lock();
         let cursor = state.cursors[self.index].as_mut().expect("a reader still there");
         *cursor += n as u64;
-        assert!(*cursor <= state.produced, "consumed more than was committed");
+        let cursor = *cursor;
+        assert!(cursor <= state.produced, "consumed more than was committed");
+        if cursor == state.produced {
+            // Run empty: the start watermark holds this reader back again.
+            state.started[self.index] = false;
+        }
         shared.meter.add_out(self.index, n);
         shared.release(&mut state);
     }

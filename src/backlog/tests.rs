@@ -6,8 +6,12 @@ use std::time::{Duration, Instant};
 use super::*;
 
 fn backlog_for(capacity: usize, readers: usize) -> (Producer, Vec<Reader>) {
+    gated(capacity, readers, Gates::default())
+}
+
+fn gated(capacity: usize, readers: usize, gates: Gates) -> (Producer, Vec<Reader>) {
     let meter = Arc::new(Meter::new(capacity as u64, readers));
-    backlog(capacity, readers, meter, Arc::new(Log::default())).unwrap()
+    backlog(capacity, readers, gates, meter, Arc::new(Log::default())).unwrap()
 }
 
 fn one(capacity: usize) -> (Producer, Reader) {
@@ -222,4 +226,82 @@ fn the_end_comes_after_the_data() {
         assert_eq!(take(reader).unwrap(), b"abc");
         assert_eq!(take(reader), None);
     }
+}
+
+impl Shared {
+    /// Readers waiting for data right now.
+    fn readers_waiting(&self) -> usize {
+        self.lock().readers_waiting
+    }
+}
+
+#[test]
+fn a_reader_waits_for_its_start_watermark_each_time_it_runs_empty() {
+    let gates = Gates { start_at: 4 * page(), ..Gates::default() };
+    let (mut producer, mut readers) = gated(8 * page(), 1, gates);
+    let mut reader = readers.pop().unwrap();
+    let shared = Arc::clone(&producer.shared);
+    put(&mut producer, &pattern(2 * page()));
+    let taker = thread::spawn(move || {
+        let first = take(&mut reader).unwrap();
+        (first, reader)
+    });
+    // Two pages are there, and still the reader waits for four.
+    eventually(|| shared.readers_waiting() == 1);
+    put(&mut producer, &pattern(2 * page()));
+    let (first, mut reader) = taker.join().unwrap();
+    assert_eq!(first.len(), 4 * page(), "all four pages at once, once they were there");
+    // Run empty: the watermark holds it again, until the input ends.
+    put(&mut producer, &pattern(page()));
+    let taker = thread::spawn(move || take(&mut reader).map(|bytes| bytes.len()));
+    eventually(|| shared.readers_waiting() == 1);
+    drop(producer);
+    assert_eq!(taker.join().unwrap(), Some(page()), "the end of input opens it");
+}
+
+#[test]
+fn a_full_backlog_resumes_only_below_the_resume_watermark() {
+    let gates = Gates { resume_at: Some(2 * page()), ..Gates::default() };
+    let (mut producer, mut readers) = gated(8 * page(), 1, gates);
+    put(&mut producer, &pattern(8 * page()));
+    let shared = Arc::clone(&producer.shared);
+    let input = thread::spawn(move || producer.wait_for_room().unwrap().free);
+    eventually(|| shared.producer_waiting() == Some(Shortage::Room));
+    // Taken a page at a time, as a slow consumer would: input resumes only at 2 pages held.
+    while !input.is_finished() {
+        let Front::Memory(filled) = readers[0].front().unwrap() else { unreachable!() };
+        let n = filled.as_slice().len().min(page());
+        readers[0].consume(n);
+        thread::sleep(Duration::from_millis(1));
+    }
+    assert!(input.join().unwrap() >= 6 * page(), "resumed with the buffer down to two pages");
+}
+
+#[test]
+fn input_blocks_are_offered_exactly() {
+    let gates = Gates { read_block: Some(3 * page() + 1), ..Gates::default() };
+    let (mut producer, _reader) = gated(16 * page(), 1, gates);
+    for _ in 0..4 {
+        let mut vacant = producer.reserve().unwrap().unwrap();
+        assert_eq!(vacant.as_mut_slice().len(), 3 * page() + 1);
+        vacant.commit(100);
+    }
+}
+
+#[test]
+fn blocks_gather_across_chunks() {
+    // A chunk holds 2 MiB: a block straddling two chunks is copied out whole.
+    let (mut producer, mut reader) = one(4 * MAX_CHUNK);
+    let data = pattern(MAX_CHUNK + 3000);
+    let mut at = 0;
+    while at < data.len() {
+        at += put(&mut producer, &data[at..]);
+    }
+    reader.consume(MAX_CHUNK - 1000);
+    let mut block = vec![0u8; 3000];
+    assert!(
+        matches!(reader.front_of_at_least(3000), Some(Front::Memory(f)) if f.as_slice().len() == 1000)
+    );
+    assert_eq!(reader.copy_out(&mut block), 3000);
+    assert_eq!(block, &data[MAX_CHUNK - 1000..MAX_CHUNK + 2000]);
 }

@@ -6,12 +6,17 @@
 
 use std::io;
 
+use super::pace::{Limits, Pacer};
 use crate::backlog::Producer;
-use crate::endpoint::Endpoint;
+use crate::endpoint::{Endpoint, describe};
 
-/// Reads until end of input, an error, or no reader being left (an `Interrupted` error).
-pub fn read_input(input: &Endpoint, mut producer: Producer) -> io::Result<()> {
-    while read_once(input, &mut producer)?.is_some() {}
+/// Reads until end of input, an error, or no reader being left (an `Interrupted` error), at
+/// no more than the input rate limit.
+pub fn read_input(input: &Endpoint, mut producer: Producer, limits: &Limits) -> io::Result<()> {
+    let mut pacer = Pacer::new(&limits.input);
+    while let Some(took) = read_once(input, &mut producer, pacer.quantum())? {
+        pacer.moved(took.got, input.stop());
+    }
     Ok(())
 }
 
@@ -24,17 +29,38 @@ pub struct Took {
     pub got: usize,
 }
 
-/// One `read` into the backlog; `None` at end of input. Once no reader is left (or the run is
-/// over), an `Interrupted` error: there is nobody to read for.
-pub fn read_once(input: &Endpoint, producer: &mut Producer) -> io::Result<Option<Took>> {
+/// One `read` into the backlog, of at most `most` bytes when given; `None` at end of input.
+/// Once no reader is left (or the run is over), an `Interrupted` error: there is nobody to
+/// read for.
+pub fn read_once(
+    input: &Endpoint,
+    producer: &mut Producer,
+    most: Option<usize>,
+) -> io::Result<Option<Took>> {
     let Some(mut vacant) = producer.reserve()? else { return Err(nobody_left()) };
-    let offered = vacant.as_mut_slice().len();
-    match input.read(vacant.as_mut_slice())? {
-        0 => Ok(None),
-        got => {
+    let room = vacant.as_mut_slice();
+    let len = most.map_or(room.len(), |most| most.min(room.len()));
+    let room = &mut room[..len];
+    let offered = room.len();
+    match input.read(room) {
+        Ok(0) => Ok(None),
+        Ok(got) => {
             vacant.commit(got);
             Ok(Some(Took { offered, got }))
         }
+        // A tape refuses a read smaller than its block, with ENOMEM.
+        Err(error)
+            if error.raw_os_error() == Some(libc::ENOMEM) && producer.read_block().is_some() =>
+        {
+            Err(io::Error::new(
+                error.kind(),
+                format!(
+                    "{} (the input's blocks are larger than --input-block-size {offered})",
+                    describe(&error)
+                ),
+            ))
+        }
+        Err(error) => Err(error),
     }
 }
 

@@ -22,6 +22,7 @@
 
 pub mod copy;
 pub mod output;
+pub mod pace;
 pub mod splice;
 
 use std::fmt;
@@ -32,7 +33,7 @@ use std::sync::{Arc, mpsc};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
-use crate::backlog::{self, Producer};
+use crate::backlog::{self, Gates, Producer};
 use crate::digest::{Algorithm, Digest};
 use crate::endpoint::Endpoint;
 use crate::exit::{self, OutputErrors, Reaction};
@@ -40,6 +41,7 @@ use crate::log::Log;
 use crate::meter::Meter;
 use crate::stop::Stop;
 use crate::sys;
+use pace::Limits;
 
 /// How long a stopped thread may take to notice before the run goes on without it.
 const PATIENCE: Duration = Duration::from_secs(2);
@@ -88,6 +90,29 @@ pub struct Plan {
     pub sync: bool,
     /// What a failing output does to the others.
     pub output_errors: OutputErrors,
+    /// Rate limits, watermarks and blocks.
+    pub flow: Flow,
+}
+
+/// Flow control: how fast, when, and in what pieces bytes move (`-r`, `--input-rate`,
+/// `--start-at`, `--resume-at`, `--block-size`, `--input-block-size`).
+#[derive(Debug, Clone, Default)]
+pub struct Flow {
+    /// The rate limits, which the control socket may change while accel runs.
+    pub limits: Arc<Limits>,
+    /// Watermarks and input blocks, kept by the backlog.
+    pub gates: Gates,
+    /// Every write to an output is exactly one block.
+    pub block: Option<Block>,
+}
+
+/// `--block-size`: the size of every write to an output, as tape drives need.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Block {
+    /// Bytes in a block.
+    pub size: usize,
+    /// Fill the last block with zeros to the full size (`--pad`); else it is short.
+    pub pad: bool,
 }
 
 /// How the data path ended.
@@ -173,8 +198,9 @@ impl Route {
         };
         if preference == Preference::Splice && !splice {
             route.note(format_args!(
-                "several readers (outputs, hashes) share the bytes through memory: a pipe's \
-                 bytes can be read only once"
+                "copying: several readers (outputs, hashes) share the bytes through memory, \
+                 since a pipe's bytes can be read only once, and output blocks are cut from \
+                 memory"
             ));
         }
         route.note(format_args!("{route}"));
@@ -212,7 +238,9 @@ impl fmt::Display for Route {
 /// Chooses the engine for the preference and the plan: splice only where it exists, with a
 /// single reader (one output, no hash), and for `auto` only where both ends can be spliced.
 fn choose(preference: Preference, plan: &Plan) -> EngineKind {
-    let single_reader = plan.outputs.len() == 1 && plan.hashes.is_empty();
+    // Output blocks are cut from memory; a splice moves what the pipe holds.
+    let single_reader =
+        plan.outputs.len() == 1 && plan.hashes.is_empty() && plan.flow.block.is_none();
     let splices = plan.input.can_splice_from() && plan.outputs[0].can_splice_to();
     match preference {
         Preference::Copy => EngineKind::Copy,
@@ -250,17 +278,22 @@ pub fn run(
     inbox: mpsc::Receiver<Event>,
 ) -> io::Result<Ending> {
     let readers = plan.outputs.len() + plan.hashes.len();
-    let (producer, mut backlog_readers) =
-        backlog::backlog(plan.capacity, readers, Arc::clone(&meter), Arc::clone(&route.log))?;
+    let (producer, mut backlog_readers) = backlog::backlog(
+        plan.capacity,
+        readers,
+        plan.flow.gates,
+        Arc::clone(&meter),
+        Arc::clone(&route.log),
+    )?;
     let closer = producer.closer();
     let mut threads = Vec::new();
     let hashes = backlog_readers.split_off(plan.outputs.len());
     // Readers first: they wait for data, so that if a thread cannot be had, nothing was read.
     for (index, (output, reader)) in plan.outputs.iter().zip(backlog_readers).enumerate() {
         let (output, route, events) = (output.clone(), Arc::clone(&route), events.clone());
-        let sync = plan.sync;
+        let (sync, flow) = (plan.sync, plan.flow.clone());
         let handle = spawn("accel-output", move || {
-            let end = output::write_all(&output, reader, &route, sync);
+            let end = output::write_all(&output, reader, &route, &flow, sync);
             let _ = events.send(Event::Output(index, end));
             None
         })?;
@@ -280,8 +313,9 @@ pub fn run(
     let output = plan.outputs[0].clone();
     let input_route = Arc::clone(&route);
     let input_events = events.clone();
+    let flow = plan.flow.clone();
     let handle = spawn("accel-input", move || {
-        let end = read_input(input, output, producer, &input_route);
+        let end = read_input(input, output, producer, &input_route, &flow);
         let _ = input_events.send(Event::Input(end));
         None
     })?;
@@ -296,10 +330,11 @@ fn read_input(
     output: Endpoint,
     producer: Producer,
     route: &Route,
+    flow: &Flow,
 ) -> io::Result<()> {
     let result = catch_unwind(AssertUnwindSafe(|| match route.engine {
-        EngineKind::Copy => copy::read_input(&input, producer),
-        EngineKind::Splice => splice::Input::new(input, output, producer, route).run(),
+        EngineKind::Copy => copy::read_input(&input, producer, &flow.limits),
+        EngineKind::Splice => splice::Input::new(input, output, producer, route, flow).run(),
     }));
     result.unwrap_or_else(|_| Err(io::Error::other("the input thread panicked")))
 }

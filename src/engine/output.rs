@@ -1,10 +1,15 @@
 //! An output's thread: writes whatever is at its reader's place until the input has ended and
 //! the output has it all, then (`--sync`) flushes it to stable storage.
+//!
+//! Under `-r` each write is a quantum of the rate, paced ([`Pacer`]); under `--block-size`
+//! every write is exactly one block, the last one short or padded with zeros (`--pad`), and
+//! partial data waits for its block to fill: the only case where it does.
 
 use std::io;
 
+use super::pace::Pacer;
 use super::splice::PipeWriter;
-use super::{Failure, Route};
+use super::{Block, Failure, Flow, Route};
 use crate::backlog::{Front, Reader};
 use crate::endpoint::Endpoint;
 
@@ -16,19 +21,13 @@ pub fn write_all(
     output: &Endpoint,
     mut reader: Reader,
     route: &Route,
+    flow: &Flow,
     sync: bool,
 ) -> Result<(), Failure> {
-    let mut pipes = PipeWriter::new(output, route);
-    let written = loop {
-        let Some(front) = reader.front() else { break Ok(()) };
-        let n = match front {
-            Front::Memory(filled) => output.write(filled.as_slice()),
-            Front::Pipe(pipe, len) => pipes.write(&pipe, len),
-        };
-        match n {
-            Ok(n) => reader.consume(n),
-            Err(error) => break Err(error),
-        }
+    let mut pacer = Pacer::new(&flow.limits.output);
+    let written = match flow.block {
+        None => write_as_it_comes(output, &mut reader, route, &mut pacer),
+        Some(block) => write_blocks(output, &mut reader, block, &mut pacer),
     };
     // Gone: this output holds the backlog back no more, whether it failed or has it all.
     drop(reader);
@@ -38,6 +37,73 @@ pub fn write_all(
     written.map_err(Failure::Io)?;
     if sync {
         output.sync().map_err(Failure::Sync)?;
+    }
+    Ok(())
+}
+
+/// Writes whatever is there, at once (at most a quantum of the rate at a time).
+fn write_as_it_comes(
+    output: &Endpoint,
+    reader: &mut Reader,
+    route: &Route,
+    pacer: &mut Pacer<'_>,
+) -> io::Result<()> {
+    let mut pipes = PipeWriter::new(output, route);
+    loop {
+        let most = pacer.quantum();
+        let Some(front) = reader.front() else { return Ok(()) };
+        let n = match front {
+            Front::Memory(filled) => {
+                let bytes = filled.as_slice();
+                output.write(&bytes[..most.map_or(bytes.len(), |most| most.min(bytes.len()))])?
+            }
+            Front::Pipe(pipe, len) => pipes.write(&pipe, most.map_or(len, |most| most.min(len)))?,
+        };
+        reader.consume(n);
+        pacer.moved(n, output.stop());
+    }
+}
+
+/// Writes exactly one block at a time, straight from the buffer where a block lies in one
+/// chunk, gathered into a block of its own where it spans two.
+fn write_blocks(
+    output: &Endpoint,
+    reader: &mut Reader,
+    block: Block,
+    pacer: &mut Pacer<'_>,
+) -> io::Result<()> {
+    let mut gathered = vec![0u8; block.size];
+    loop {
+        let data = match reader.front_of_at_least(block.size) {
+            None => return Ok(()),
+            Some(Front::Memory(filled)) if filled.as_slice().len() >= block.size => {
+                write_block(output, &filled.as_slice()[..block.size])?;
+                block.size
+            }
+            Some(_) => {
+                let data = reader.copy_out(&mut gathered);
+                let size = if block.pad && data < block.size {
+                    // The last block: zeros to its full size, as a tape wants it.
+                    gathered[data..].fill(0);
+                    reader.meter().add_padding(reader.index(), block.size - data);
+                    block.size
+                } else {
+                    data
+                };
+                write_block(output, &gathered[..size])?;
+                data
+            }
+        };
+        reader.consume(data);
+        pacer.moved(data, output.stop());
+    }
+}
+
+/// Writes all of `block`: one write on a tape or a packet socket, which take it whole.
+fn write_block(output: &Endpoint, block: &[u8]) -> io::Result<()> {
+    let mut written = 0;
+    while written < block.len() {
+        written += output.write(&block[written..])?;
     }
     Ok(())
 }

@@ -29,7 +29,8 @@ use std::sync::atomic::Ordering::Relaxed;
 use rustix::event::PollFlags;
 use rustix::io::Errno;
 
-use super::{Route, copy};
+use super::pace::Pacer;
+use super::{Flow, Route, copy};
 use crate::backlog::Producer;
 use crate::endpoint::{Endpoint, FdKind};
 use crate::sys::{PoolPipe, pipe_target_size, splice};
@@ -48,9 +49,9 @@ const SCRATCH: usize = 1 << 20;
 
 /// What one step of the input side did.
 enum Step {
-    /// Bytes moved, or nothing moved but the next step may: go on.
-    Again,
-    /// End of input, or the output closed.
+    /// This many bytes moved (maybe none, when the next step may move some): go on.
+    Moved(usize),
+    /// End of input.
     End,
 }
 
@@ -60,6 +61,9 @@ pub struct Input<'a> {
     output: Endpoint,
     producer: Producer,
     route: &'a Route,
+    flow: &'a Flow,
+    /// The input's pace, under `--input-rate`.
+    pacer: Pacer<'a>,
     /// Straight-through splicing still works for this pair of descriptors.
     through: bool,
     /// Straight through found stdout full: queue the next bytes instead.
@@ -101,6 +105,7 @@ impl<'a> Input<'a> {
         output: Endpoint,
         producer: Producer,
         route: &'a Route,
+        flow: &'a Flow,
     ) -> Input<'a> {
         let stdin = if input.kind == FdKind::Pipe { Stream::Unknown } else { Stream::Bytes };
         Input {
@@ -108,6 +113,8 @@ impl<'a> Input<'a> {
             output,
             producer,
             route,
+            flow,
+            pacer: Pacer::new(&flow.limits.input),
             through: true,
             output_full: false,
             small_writes: false,
@@ -117,9 +124,20 @@ impl<'a> Input<'a> {
         }
     }
 
-    /// Moves input until it ends, fails, or the output is gone (an `Interrupted` error).
+    /// Moves input until it ends, fails, or the output is gone (an `Interrupted` error), at
+    /// no more than the input rate limit.
     pub fn run(mut self) -> io::Result<()> {
         loop {
+            match self.step()? {
+                Step::Moved(n) => self.pacer.moved(n, self.input.stop()),
+                Step::End => return Ok(()),
+            }
+        }
+    }
+
+    /// One move by the cheapest way open now.
+    fn step(&mut self) -> io::Result<Step> {
+        {
             let Some(room) = self.producer.wait_for_room() else { return Err(copy::nobody_left()) };
             if room.empty {
                 // The consumer has caught up: try the cheap ways again.
@@ -128,16 +146,10 @@ impl<'a> Input<'a> {
             let splicing =
                 self.route.input_splice.load(Relaxed) && self.route.output_splice.load(Relaxed);
             if splicing && self.stdin == Stream::Unknown {
-                if let Step::End = self.read_and_tell()? {
-                    return Ok(());
-                }
-                continue;
+                return self.read_and_tell();
             }
             if !splicing || self.stdin == Stream::Packets {
-                if let Step::End = self.queue_in_memory()? {
-                    return Ok(());
-                }
-                continue;
+                return self.queue_in_memory();
             }
             // Wait for data before splicing, so that a splice refused with EAGAIN can only mean
             // a full destination: one poll per producer write instead of a failed splice and
@@ -151,17 +163,23 @@ impl<'a> Input<'a> {
             }
             // Only this thread adds to the backlog: there is at least as much room now.
             let Some(room) = self.producer.wait_for_room() else { return Err(copy::nobody_left()) };
-            let step = if room.empty && self.through && !self.output_full {
-                self.straight_through()?
+            // Straight through bypasses the output thread, which alone keeps the output rate
+            // and the start watermark.
+            let paced_out = self.flow.limits.output.load(Relaxed) != 0;
+            let gated = self.flow.gates.start_at > 0;
+            if room.empty && self.through && !self.output_full && !paced_out && !gated {
+                self.straight_through()
             } else if !self.small_writes {
-                self.queue_in_pool(room.free)?
+                self.queue_in_pool(room.free)
             } else {
-                self.queue_in_memory()?
-            };
-            if let Step::End = step {
-                return Ok(());
+                self.queue_in_memory()
             }
         }
+    }
+
+    /// The most one move may take: the input rate's quantum, or `len`.
+    fn most(&self, len: usize) -> usize {
+        self.pacer.quantum().map_or(len, |quantum| quantum.min(len))
     }
 
     /// Splices from stdin to stdout without queueing; only while the backlog is empty, so
@@ -170,25 +188,25 @@ impl<'a> Input<'a> {
         // The consumer is fed from here now, not by the output thread, which waits for queued
         // data meanwhile and must not count that as the consumer starving.
         self.producer.meter().reader_starved(0, false);
-        match splice(self.input.fd(), self.output.fd(), THROUGH_MAX, true) {
+        match splice(self.input.fd(), self.output.fd(), self.most(THROUGH_MAX), true) {
             Ok(0) => Ok(Step::End),
             Ok(n) => {
                 self.producer.meter().add_through(n);
-                Ok(Step::Again)
+                Ok(Step::Moved(n))
             }
-            Err(Errno::INTR) => self.input.stop().check().map(|()| Step::Again),
+            Err(Errno::INTR) => self.input.stop().check().map(|()| Step::Moved(0)),
             Err(Errno::AGAIN) => {
                 // Stdin has data, so stdout is full: queue instead, and the output thread
                 // (which may block on stdout) takes over until the queue has drained.
                 self.output_full = true;
-                Ok(Step::Again)
+                Ok(Step::Moved(0))
             }
             Err(e) => {
                 // Nothing moved. Which side refused is unknown; the queued path tries each
                 // side on its own and meets any real error there.
                 self.through = false;
                 self.route.note(format_args!("straight-through splice refused ({e}); queueing"));
-                Ok(Step::Again)
+                Ok(Step::Moved(0))
             }
         }
     }
@@ -205,15 +223,15 @@ impl<'a> Input<'a> {
                 None => return self.queue_in_memory(),
             },
         };
-        let len = free.min(pipe.size());
+        let len = self.most(free.min(pipe.size()));
         match splice(self.input.fd(), pipe.write_end(), len, true) {
             Ok(0) => Ok(Step::End),
             Ok(n) => {
                 self.producer.commit_pipe(n);
                 self.output_full = false;
-                Ok(Step::Again)
+                Ok(Step::Moved(n))
             }
-            Err(Errno::INTR) => self.input.stop().check().map(|()| Step::Again),
+            Err(Errno::INTR) => self.input.stop().check().map(|()| Step::Moved(0)),
             Err(Errno::AGAIN) => {
                 // Stdin has data, so the pool pipe is full. A pipe counts pages: if it holds
                 // less than half its size, the producer writes small pieces and copying packs
@@ -230,7 +248,7 @@ impl<'a> Input<'a> {
                 match self.open_pipe() {
                     Some(next) => {
                         self.producer.push_pipe(next);
-                        Ok(Step::Again)
+                        Ok(Step::Moved(0))
                     }
                     None => self.queue_in_memory(),
                 }
@@ -239,7 +257,7 @@ impl<'a> Input<'a> {
                 // Nothing moved; `read` will meet a real error, if this was one.
                 let (route, name) = (self.route, &self.input.name);
                 route.stop_splicing(&route.input_splice, name, format_args!("{e}"));
-                Ok(Step::Again)
+                Ok(Step::Moved(0))
             }
         }
     }
@@ -247,8 +265,9 @@ impl<'a> Input<'a> {
     /// Reads into the backlog's memory, as the copy engine does.
     fn queue_in_memory(&mut self) -> io::Result<Step> {
         self.output_full = false;
-        Ok(match copy::read_once(&self.input, &mut self.producer)? {
-            Some(_) => Step::Again,
+        let most = self.pacer.quantum();
+        Ok(match copy::read_once(&self.input, &mut self.producer, most)? {
+            Some(took) => Step::Moved(took.got),
             None => Step::End,
         })
     }
@@ -260,7 +279,8 @@ impl<'a> Input<'a> {
         // Waiting first lets a write land whole, so that what is queued says more.
         self.input.wait(PollFlags::IN)?;
         let queued = self.input.queued().unwrap_or(0) as usize;
-        let Some(took) = copy::read_once(&self.input, &mut self.producer)? else {
+        let most = self.pacer.quantum();
+        let Some(took) = copy::read_once(&self.input, &mut self.producer, most)? else {
             return Ok(Step::End);
         };
         if queued > rustix::param::page_size() && took.offered >= queued {
@@ -275,7 +295,7 @@ impl<'a> Input<'a> {
                 ));
             }
         }
-        Ok(Step::Again)
+        Ok(Step::Moved(took.got))
     }
 
     /// A pool pipe for the next segment: a spare, or a new one while the pool has room.

@@ -177,3 +177,8 @@ fn status_kib(field: &str) -> Option<u64> {
     let line = status.lines().find_map(|line| line.strip_prefix(field))?;
     line.trim().trim_end_matches("kB").trim().parse().ok()
 }
+
+/// The user id of the process at the other end of a Unix socket.
+pub fn peer_uid(socket: &impl AsFd) -> io::Result<u32> {
+    Ok(rustix::net::sockopt::socket_peercred(socket)?.uid.as_raw())
+}

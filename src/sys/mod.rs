@@ -16,6 +16,7 @@
 //! - [`is_packet_mode`]: whether a pipe delivers packets (Linux `O_DIRECT` pipes).
 //! - [`memory_limit`]: how much the buffer may take under the machine's memory, rlimits and
 //!   (Linux) the memory cgroup.
+//! - [`peer_uid`]: who is at the other end of the control socket.
 
 #[cfg(target_os = "linux")]
 mod linux;
@@ -33,7 +34,8 @@ mod memory;
 use std::io;
 
 pub use imp::{
-    CAN_SPLICE, PoolPipe, advise_huge_pages, enlarge_pipe, is_packet_mode, pipe_target_size, splice,
+    CAN_SPLICE, PoolPipe, advise_huge_pages, enlarge_pipe, is_packet_mode, peer_uid,
+    pipe_target_size, splice,
 };
 pub use memory::{MemoryLimit, memory_limit};
 

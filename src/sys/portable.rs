@@ -84,3 +84,23 @@ pub fn address_space_used() -> Option<u64> {
 pub fn data_used() -> Option<u64> {
     None
 }
+
+/// The user id of the process at the other end of a Unix socket (`getpeereid`, BSD and macOS).
+pub fn peer_uid(socket: &impl std::os::fd::AsFd) -> std::io::Result<u32> {
+    // Compiled on Linux too (see sys/mod.rs), which has no getpeereid; never called there.
+    #[cfg(not(target_os = "linux"))]
+    {
+        use std::os::fd::AsRawFd;
+        let (mut uid, mut gid) = (0, 0);
+        // SAFETY: getpeereid writes two ids for a valid descriptor.
+        if unsafe { libc::getpeereid(socket.as_fd().as_raw_fd(), &mut uid, &mut gid) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(uid)
+    }
+    #[cfg(target_os = "linux")]
+    {
+        let _ = socket;
+        Err(std::io::ErrorKind::Unsupported.into())
+    }
+}

@@ -277,6 +277,7 @@ mod tests {
             consumer_starved: Duration::ZERO,
             tiers: Tiers { memory: bytes_in, ..Tiers::default() },
             readers: Vec::new(),
+            limits: Default::default(),
         }
     }
 

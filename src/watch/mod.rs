@@ -18,10 +18,12 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::config::{Config, JsonTarget, Progress};
+use crate::control::Control;
 use crate::digest::{Algorithm, Digest};
 use crate::engine::Event;
+use crate::engine::pace::Limits;
 use crate::exit::Exit;
-use crate::meter::{Meter, Snapshot};
+use crate::meter::{Meter, RateLimits, Snapshot};
 use crate::size::Bytes;
 use line::Rates;
 
@@ -60,12 +62,26 @@ impl Names {
     }
 }
 
+/// What the watcher is told of the run besides its counters.
+pub struct Sides {
+    /// What the sides are called.
+    pub names: Names,
+    /// The engine, for the summary.
+    pub engine: String,
+    /// The rate limits, shown, and changed through the control socket.
+    pub limits: Arc<Limits>,
+    /// The control socket (`-R`), served at each tick.
+    pub control: Option<Control>,
+}
+
 /// The watcher of one run.
 pub struct Watch {
     meter: Arc<Meter>,
     names: Names,
     /// The engine, for the summary.
     engine: String,
+    limits: Arc<Limits>,
+    control: Option<Control>,
     /// Where the watchdog says the run has stalled.
     events: Mutex<Option<mpsc::Sender<Event>>>,
     progress: Progress,
@@ -102,10 +118,10 @@ impl Watch {
     pub fn new(
         config: &Config,
         meter: Arc<Meter>,
-        names: Names,
-        engine: String,
+        sides: Sides,
         expected: Option<u64>,
     ) -> io::Result<Arc<Watch>> {
+        let Sides { names, engine, limits, control } = sides;
         let json: Option<Box<dyn Write + Send>> = match &config.json {
             None => None,
             Some(JsonTarget::Stderr) => Some(Box::new(io::stderr())),
@@ -115,6 +131,8 @@ impl Watch {
             meter,
             names,
             engine,
+            limits,
+            control,
             events: Mutex::new(None),
             progress: config.progress,
             stats: config.stats,
@@ -139,11 +157,8 @@ impl Watch {
     /// `events`.
     pub fn start(self: &Arc<Watch>, events: mpsc::Sender<Event>) -> io::Result<()> {
         *self.events.lock().unwrap_or_else(PoisonError::into_inner) = Some(events);
-        let needed = self.progress != Progress::Off
-            || self.stats
-            || self.lock().json.is_some()
-            || self.stall_timeout.is_some();
-        if needed {
+        // Always: the control socket is served from here.
+        {
             let watch = Arc::clone(self);
             thread::Builder::new().name("accel-watch".into()).spawn(move || {
                 for tick in 1.. {
@@ -159,6 +174,9 @@ impl Watch {
 
     /// One look at the counters; `false` once the run has finished.
     fn tick(&self, tick: u64) -> bool {
+        if let Some(control) = &self.control {
+            control.serve(&self.limits, || self.report(&self.snapshot()));
+        }
         let mut state = self.lock();
         if state.finished {
             return false;
@@ -174,7 +192,7 @@ impl Watch {
         } else {
             state.last_gap = gap;
         }
-        let snapshot = self.meter.snapshot();
+        let snapshot = self.snapshot();
         state.rates.update(&snapshot);
         if let Some(why) = self.stalled(&mut state, &snapshot) {
             // The run's end is decided where the run is followed; the watcher only tells.
@@ -260,7 +278,7 @@ impl Watch {
         }
         state.finished = true;
         self.clear(&mut state);
-        let snapshot = self.meter.snapshot();
+        let snapshot = self.snapshot();
         if (self.stats || state.shown) && !self.quiet {
             eprint!("{}", self.report(&snapshot));
         }
@@ -278,14 +296,14 @@ impl Watch {
         }
         let mut state = self.lock();
         self.clear(&mut state);
-        eprint!("{}", self.report(&self.meter.snapshot()));
+        eprint!("{}", self.report(&self.snapshot()));
     }
 
     /// SIGWINCH: re-fit the line to the new width at once.
     pub fn redraw(&self) {
         let mut state = self.lock();
         if state.drawn && !state.finished {
-            let snapshot = self.meter.snapshot();
+            let snapshot = self.snapshot();
             self.draw(&mut state, &snapshot);
         }
     }
@@ -321,6 +339,7 @@ impl Watch {
                 json!({
                     "name": name,
                     "bytes": reader.bytes,
+                    "padded": reader.padded,
                     "starved_s": reader.starved.as_secs_f64(),
                     "complete": !reader.gone,
                 })
@@ -343,6 +362,8 @@ impl Watch {
             "slowest": snapshot.slowest().map(|index| self.names.reader(index)),
             "engine": self.engine,
             "tiers": { "through": tiers.through, "pipes": tiers.pipes, "memory": tiers.memory },
+            "rate_limit_out": snapshot.limits.output,
+            "rate_limit_in": snapshot.limits.input,
             "input": self.names.input,
             "outputs": outputs,
             "hashes": hashes,
@@ -353,6 +374,16 @@ impl Watch {
             map.insert("signal".into(), name.into());
         }
         event
+    }
+
+    /// The counters now, with the rate limits in force.
+    fn snapshot(&self) -> Snapshot {
+        let mut snapshot = self.meter.snapshot();
+        snapshot.limits = RateLimits {
+            output: self.limits.output.load(Relaxed),
+            input: self.limits.input.load(Relaxed),
+        };
+        snapshot
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -381,6 +412,8 @@ fn progress_event(snapshot: &Snapshot, rates: &Rates) -> serde_json::Value {
         "rate_out": rates.output(),
         "producer_blocked_s": snapshot.producer_blocked.as_secs_f64(),
         "consumer_starved_s": snapshot.consumer_starved.as_secs_f64(),
+        "rate_limit_out": snapshot.limits.output,
+        "rate_limit_in": snapshot.limits.input,
     })
 }
 

@@ -8,6 +8,7 @@
 
 use std::time::Duration;
 
+use crate::control::show_rate;
 use crate::meter::Snapshot;
 use crate::size::{Bytes, share};
 use crate::watch::Names;
@@ -197,6 +198,15 @@ pub fn report(snapshot: &Snapshot, names: &Names) -> String {
             ),
         ),
     ]);
+    let limits = snapshot.limits;
+    if limits.output + limits.input > 0 {
+        let (output, input) = (show_rate(limits.output), show_rate(limits.input));
+        lines.push(("rate limit".to_owned(), format!("output {output}, input {input}")));
+    }
+    let padded: u64 = snapshot.readers.iter().map(|r| r.padded).sum();
+    if padded > 0 {
+        lines.push(("padding".to_owned(), format!("{padded} zero bytes filled the last block")));
+    }
     // Only where something went without a copy: otherwise every byte went through memory.
     if snapshot.tiers.through + snapshot.tiers.pipes > 0 {
         lines.push(("bytes went".to_owned(), snapshot.tiers.to_string()));
@@ -244,7 +254,9 @@ mod tests {
                 bytes: 1 << 30,
                 starved: Duration::from_secs_f64(waited),
                 gone: false,
+                padded: 0,
             }],
+            limits: Default::default(),
         }
     }
 
@@ -398,6 +410,7 @@ mod tests {
             bytes,
             starved: Duration::from_secs_f64(starved),
             gone,
+            padded: 0,
         };
         let snapshot = Snapshot {
             bytes_out: 900 * MIB,

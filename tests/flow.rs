@@ -1,0 +1,396 @@
+//! Flow control: smooth rate limits changeable while accel runs, start and resume watermarks,
+//! exact output blocks. Timing is judged on medians and totals over seconds, by upper bounds
+//! where the machine's load can only make things slower, and by accel's own progress events.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::fd::OwnedFd;
+use std::os::unix::net::UnixDatagram;
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::util::*;
+
+const MIB: usize = 1 << 20;
+
+/// Reads `stdout` to its end, noting when each piece arrived.
+fn arrivals(mut stdout: impl Read, pause: impl Fn(usize) -> Duration) -> Vec<(Instant, usize)> {
+    let mut got = Vec::new();
+    let mut buf = vec![0u8; 64 << 10];
+    let mut total = 0;
+    loop {
+        let n = stdout.read(&mut buf).unwrap();
+        if n == 0 {
+            return got;
+        }
+        total += n;
+        got.push((Instant::now(), n));
+        thread::sleep(pause(total));
+    }
+}
+
+/// Bytes arrived in each 100 ms window from the first arrival on, skipping the first second
+/// (the issue's measure) and the last, partial window.
+fn windows(arrived: &[(Instant, usize)]) -> Vec<usize> {
+    let Some(&(start, _)) = arrived.first() else { return Vec::new() };
+    let mut windows = vec![0usize; 1];
+    for &(at, n) in arrived {
+        let index = ((at - start).as_millis() / 100) as usize;
+        if windows.len() <= index {
+            windows.resize(index + 1, 0);
+        }
+        windows[index] += n;
+    }
+    windows.pop();
+    windows.into_iter().skip(10).collect()
+}
+
+fn percentile(values: &[usize], share: f64) -> usize {
+    let mut sorted = values.to_vec();
+    sorted.sort_unstable();
+    sorted[((sorted.len() - 1) as f64 * share) as usize]
+}
+
+/// `-r 4M` over 10 MiB: no faster than the rate in total, and the 100 ms windows close to a
+/// tenth of it: the median within a tenth, nine in ten below 1.3 times (the consumer itself
+/// may be late now and then on a loaded machine, and then reads two windows' worth in one).
+fn a_rate_limit_is_smooth(engine: &str) {
+    let rate = 4 * MIB;
+    let mut child = spawn_piped(engine, &["-r", "4M"]);
+    let stdin = child.stdin.take().unwrap();
+    let producer = thread::spawn(move || feed(stdin, &pattern(10 * MIB, 51), MIB));
+    let started = Instant::now();
+    let arrived = arrivals(child.stdout.take().unwrap(), |_| Duration::ZERO);
+    let took = started.elapsed();
+    producer.join().unwrap().unwrap();
+    assert!(wait_within(&mut child, GENEROUS).success());
+    assert_eq!(arrived.iter().map(|a| a.1).sum::<usize>(), 10 * MIB);
+    // 10 MiB at 4 MiB/s: 2.5 s, less the slice of credit at the start.
+    assert!(took >= Duration::from_millis(2400), "faster than the rate: {took:?}");
+    let windows = windows(&arrived);
+    assert!(windows.len() >= 10, "{windows:?}");
+    let tenth = rate / 10;
+    let median = percentile(&windows, 0.5);
+    assert!(median.abs_diff(tenth) <= tenth / 10, "median window {median} of {tenth}: {windows:?}");
+    assert!(percentile(&windows, 0.9) <= tenth * 13 / 10, "bursts: {windows:?}");
+}
+
+/// A consumer that stalls banks no credit: after a 2 s stall at `-r 2M`, what arrives in the
+/// next half second is at most what the pipe held, plus half a second at the rate (and a
+/// little): not the 4 MiB that two seconds of credit would let through.
+fn a_stall_banks_no_credit(engine: &str) {
+    let rate = 2 * MIB;
+    let mut child = spawn_piped(engine, &["-r", "2M"]);
+    let stdin = child.stdin.take().unwrap();
+    let producer = thread::spawn(move || feed(stdin, &pattern(12 * MIB, 52), MIB));
+    let stall_at = MIB;
+    let arrived = arrivals(child.stdout.take().unwrap(), |total| {
+        if total >= stall_at && total < stall_at + (64 << 10) {
+            Duration::from_secs(2)
+        } else {
+            Duration::ZERO
+        }
+    });
+    producer.join().unwrap().unwrap();
+    assert!(wait_within(&mut child, GENEROUS).success());
+    // The first arrival after the stall, and the half second after it.
+    let mut total = 0;
+    let resumed = arrived
+        .iter()
+        .position(|&(_, n)| {
+            total += n;
+            total > stall_at + (64 << 10)
+        })
+        .unwrap();
+    let from = arrived[resumed].0;
+    let burst: usize = arrived[resumed..]
+        .iter()
+        .take_while(|&&(at, _)| at < from + Duration::from_millis(500))
+        .map(|a| a.1)
+        .sum();
+    let pipe = MIB; // accel enlarges its stdout to 1 MiB
+    let bound = pipe + rate / 2 + rate / 10;
+    assert!(burst <= bound, "{burst} bytes in the half second after the stall (at most {bound})");
+}
+
+/// accel with `--json` on stderr: its progress events as they come, and the child.
+fn watched(engine: &str, args: &[&str]) -> (std::process::Child, mpsc::Receiver<Value>) {
+    let mut child = spawn_piped(engine, &[&["--json"], args].concat());
+    let stderr = BufReader::new(child.stderr.take().unwrap());
+    let (send, events) = mpsc::channel();
+    thread::spawn(move || {
+        for line in stderr.lines() {
+            if let Ok(event) = serde_json::from_str::<Value>(&line.unwrap()) {
+                let _ = send.send(event);
+            }
+        }
+    });
+    (child, events)
+}
+
+fn bytes(event: &Value, field: &str) -> u64 {
+    event[field].as_u64().unwrap()
+}
+
+/// `accel -R PID -r RATE` from another process changes the rate of a running accel within a
+/// second (by accel's own count of bytes written), and another user cannot change it.
+fn the_rate_changes_while_running(engine: &str) {
+    let (mut child, events) = watched(engine, &["-r", "8M"]);
+    let pid = child.id().to_string();
+    let stdin = child.stdin.take().unwrap();
+    let producer = thread::spawn(move || feed(stdin, &pattern(512 * MIB, 53), MIB));
+    let stdout = child.stdout.take().unwrap();
+    let consumer = thread::spawn(move || drain(stdout).len());
+    let first = events.recv_timeout(GENEROUS).expect("a progress event");
+    assert_eq!(first["rate_limit_out"], 8 << 20);
+    if require("root, to try as another user", is_root()) {
+        let dir =
+            std::env::temp_dir().join(format!("accel-remote-{}-{engine}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let out =
+            accel_as_nobody(&dir, engine, || {}).args(["-R", &pid, "-r", "1K"]).output().unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(!out.status.success(), "nobody changed root's accel");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.starts_with(&format!("accel: -R {pid}: ")), "{stderr}");
+    }
+    let out = Command::new(ACCEL).args(["-R", &pid, "-r", "256K"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let changed = Instant::now();
+    // From a second after the change on, accel writes at the new rate.
+    let mut at_new_rate = Vec::new();
+    while at_new_rate.len() < 3 {
+        let event = events.recv_timeout(GENEROUS).expect("progress events");
+        if changed.elapsed() >= Duration::from_secs(1) {
+            assert_eq!(event["rate_limit_out"], 256 << 10, "{event}");
+            at_new_rate.push(event);
+        }
+    }
+    let (a, b) = (&at_new_rate[0], &at_new_rate[2]);
+    let seconds = b["seconds"].as_f64().unwrap() - a["seconds"].as_f64().unwrap();
+    let rate = (bytes(b, "bytes_out") - bytes(a, "bytes_out")) as f64 / seconds;
+    assert!(rate <= (256 << 10) as f64 * 1.15, "{rate} B/s after the change to 256 KiB/s");
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = consumer.join();
+    let _ = producer.join();
+}
+
+/// `--start-at 50%`: the consumer gets nothing until half the buffer is there, and after the
+/// buffer has run empty, the same again (accel's own progress events say what it had). Each
+/// round brings exactly the watermark's worth, so that each ends with the buffer empty.
+fn the_start_watermark_holds_the_output(engine: &str) {
+    let (mut child, events) = watched(engine, &["-m", "4M", "--start-at", "50%"]);
+    let mut stdin = child.stdin.take().unwrap();
+    let half = 2 * MIB as u64;
+    let stdout = child.stdout.take().unwrap();
+    let (got_send, got) = mpsc::channel();
+    thread::spawn(move || {
+        let mut stdout = stdout;
+        let mut buf = vec![0u8; 64 << 10];
+        while let Ok(n @ 1..) = stdout.read(&mut buf) {
+            let _ = got_send.send(n);
+        }
+    });
+    for round in 0..2u64 {
+        let base = round * half;
+        // 2 MiB in 64 KiB pieces, slowly: several events while under the watermark.
+        let mut held_seen = false;
+        let mut fed = 0;
+        while fed < half as usize {
+            stdin.write_all(&pattern(64 << 10, fed as u64)).unwrap();
+            fed += 64 << 10;
+            thread::sleep(Duration::from_millis(80));
+            for event in events.try_iter() {
+                let (bytes_in, bytes_out) = (bytes(&event, "bytes_in"), bytes(&event, "bytes_out"));
+                if bytes_out > base {
+                    assert!(bytes_in >= base + half, "output began under the watermark: {event}");
+                } else if bytes_in > base {
+                    held_seen = true;
+                }
+            }
+        }
+        assert!(held_seen, "round {round}: accel reported holding the output at least once");
+        // The consumer takes all of it: the buffer runs empty.
+        let mut taken = 0;
+        while taken < half as usize {
+            taken += got.recv_timeout(GENEROUS).expect("the output goes on past the watermark");
+        }
+    }
+    drop(stdin);
+    assert!(wait_within(&mut child, GENEROUS).success());
+}
+
+/// `--resume-at 25%`: once full, accel reads again only when the buffer has drained to a
+/// quarter: while a slow consumer drains it, accel's count of bytes read stands still for
+/// seconds (without the option, it would resume after a sixteenth).
+fn the_resume_watermark_holds_the_input(engine: &str) {
+    let (mut child, events) = watched(engine, &["-m", "4M", "--resume-at", "25%"]);
+    let stdin = child.stdin.take().unwrap();
+    let producer = thread::spawn(move || feed(stdin, &pattern(12 * MIB, 54), 64 << 10));
+    // Full: the consumer has not read yet.
+    loop {
+        let event = events.recv_timeout(GENEROUS).expect("events");
+        if bytes(&event, "fill_bytes") + (64 << 10) >= 4 * MIB as u64 {
+            break;
+        }
+    }
+    // Drained at about 1.3 MiB/s: from full to a quarter takes over two seconds.
+    let stdout = child.stdout.take().unwrap();
+    let consumer = thread::spawn(move || arrivals(stdout, |_| Duration::from_millis(50)));
+    let mut last_in = None;
+    let mut still = 0;
+    let mut longest = 0;
+    while longest < 2 {
+        let event = events.recv_timeout(GENEROUS).expect("events while draining");
+        assert_eq!(event["event"], "progress", "the run ended before the input stood still");
+        let bytes_in = bytes(&event, "bytes_in");
+        still = if Some(bytes_in) == last_in { still + 1 } else { 0 };
+        longest = longest.max(still);
+        last_in = Some(bytes_in);
+    }
+    producer.join().unwrap().unwrap();
+    consumer.join().unwrap();
+    assert!(wait_within(&mut child, GENEROUS).success());
+}
+
+/// A socket that keeps write boundaries, as a tape does: every write is one message.
+fn packet_pair() -> (OwnedFd, OwnedFd) {
+    let (a, b) = rustix::net::socketpair(
+        rustix::net::AddressFamily::UNIX,
+        rustix::net::SocketType::SEQPACKET,
+        rustix::net::SocketFlags::CLOEXEC,
+        None,
+    )
+    .unwrap();
+    (a, b)
+}
+
+/// `--block-size`: every write accel makes is exactly one block, the last one short, or
+/// padded with zeros (`--pad`) and counted in the summary.
+fn output_blocks_are_exact(engine: &str) {
+    let data = pattern(1_234_567, 55);
+    for pad in [false, true] {
+        let (theirs, ours) = packet_pair();
+        let json = std::env::temp_dir()
+            .join(format!("accel-blocks-{}-{engine}-{pad}", std::process::id()));
+        let mut args = vec!["--block-size", "10000", "-m", "64K"];
+        if pad {
+            args.push("--pad");
+        }
+        let json_arg = format!("--json={}", json.display());
+        args.push(&json_arg);
+        let mut child =
+            accel(engine, &args).stdin(Stdio::piped()).stdout(Stdio::from(theirs)).spawn().unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let sent = data.clone();
+        // Odd-sized writes, so that blocks must be gathered.
+        let producer = thread::spawn(move || feed(stdin, &sent, 7777));
+        let socket = UnixDatagram::from(ours);
+        let mut sizes = Vec::new();
+        let mut got = Vec::new();
+        let mut buf = vec![0u8; 20000];
+        loop {
+            let n = socket.recv(&mut buf).unwrap();
+            if n == 0 {
+                break;
+            }
+            sizes.push(n);
+            got.extend_from_slice(&buf[..n]);
+        }
+        producer.join().unwrap().unwrap();
+        assert!(wait_within(&mut child, GENEROUS).success());
+        let last = sizes.pop().unwrap();
+        assert!(sizes.iter().all(|&n| n == 10000), "pad {pad}: {sizes:?}");
+        let summary: Value =
+            serde_json::from_str(std::fs::read_to_string(&json).unwrap().lines().last().unwrap())
+                .unwrap();
+        std::fs::remove_file(&json).unwrap();
+        if pad {
+            assert_eq!(last, 10000);
+            assert_same(&got[..data.len()], &data, "padded blocks");
+            assert!(got[data.len()..].iter().all(|&b| b == 0), "zeros");
+            assert_eq!(summary["outputs"][0]["padded"], 10000 - 4567);
+        } else {
+            assert_eq!(last, 4567);
+            assert_same(&got, &data, "blocks");
+            assert_eq!(summary["outputs"][0]["padded"], 0);
+        }
+    }
+}
+
+/// `--input-block-size`: every read asks for exactly one block, so a packet input of that
+/// size arrives whole, record by record.
+fn input_blocks_are_read_whole(engine: &str) {
+    let (theirs, ours) = packet_pair();
+    let mut child = accel(engine, &["--input-block-size", "10000"])
+        .stdin(Stdio::from(theirs))
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let data = pattern(100 * 10000, 56);
+    let socket = UnixDatagram::from(ours);
+    for record in data.chunks(10000) {
+        assert_eq!(socket.send(record).unwrap(), 10000);
+    }
+    socket.shutdown(std::net::Shutdown::Write).unwrap();
+    let got = drain(child.stdout.take().unwrap());
+    assert!(wait_within(&mut child, GENEROUS).success());
+    assert_same(&got, &data, "records");
+}
+
+/// Each option's bad values: a message naming the option and the cause, status 2, nothing
+/// read.
+fn nonsense_is_refused(engine: &str) {
+    let cases: &[(&[&str], &str)] = &[
+        (&["-r", "0"], "accel: -r 0: too small: at least 1 B is needed"),
+        (&["-r", "fast"], "accel: -r fast: not a size: expected "),
+        (&["--input-rate", "1Q"], "accel: --input-rate 1Q: not a size"),
+        (
+            &["--start-at", "120%"],
+            "accel: --start-at 120%: must be at most the buffer (-m 32 MiB, 100%)",
+        ),
+        (
+            &["-m", "4M", "--start-at", "8M"],
+            "accel: --start-at 8M: must be at most the buffer (-m 4 MiB, 100%)",
+        ),
+        (
+            &["--resume-at", "100%"],
+            "accel: --resume-at 100%: must be below the buffer (-m 32 MiB, 100%)",
+        ),
+        (
+            &["--start-at", "50%", "--resume-at", "60%"],
+            "accel: --resume-at 60%: must be below --start-at 50%",
+        ),
+        (&["--start-at", "half"], "accel: --start-at half: not a size"),
+        (&["--block-size", "0"], "accel: --block-size 0: too small"),
+        (
+            &["-m", "1M", "--input-block-size", "2M"],
+            "accel: --input-block-size 2M: larger than the buffer (-m 1 MiB)",
+        ),
+    ];
+    for (args, message) in cases {
+        let script = format!(
+            "printf data | {{ \"$ACCEL\" --engine {engine} {}; echo \"status $?\"; cat; }}",
+            args.join(" ")
+        );
+        let out = sh(&script);
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "status 2\ndata", "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.starts_with(message) && stderr.lines().count() == 1, "{args:?}: {stderr}");
+    }
+}
+
+per_engine!(
+    a_rate_limit_is_smooth,
+    a_stall_banks_no_credit,
+    the_rate_changes_while_running,
+    the_start_watermark_holds_the_output,
+    the_resume_watermark_holds_the_input,
+    output_blocks_are_exact,
+    input_blocks_are_read_whole,
+    nonsense_is_refused,
+);
