@@ -189,6 +189,19 @@ pub struct Cli {
     #[arg(short = 's', long, value_name = "SIZE", help_heading = "Display")]
     pub expect: Option<String>,
 
+    /// When the memory buffer is full, spill further input to an unnamed file in DIR.
+    ///
+    /// Read back in order after what is in memory; memory stays within -m, the disk is given
+    /// back as it drains, and a full disk holds the producer rather than losing a byte. DIR
+    /// must support O_TMPFILE, fallocate and hole punching (ext4, xfs, btrfs, tmpfs).
+    #[arg(long, value_name = "DIR", help_heading = "Buffer")]
+    pub spill: Option<PathBuf>,
+
+    /// The most disk the spill may take (default: as much as leaves 5% of the file system
+    /// free).
+    #[arg(long, value_name = "SIZE", requires = "spill", help_heading = "Buffer")]
+    pub spill_size: Option<String>,
+
     /// Give up after DURATION (30s, 5m) without progress.
     ///
     /// When no byte has moved for that long while the transfer is not finished, accel says

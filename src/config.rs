@@ -53,6 +53,10 @@ pub struct Config {
     pub flow: FlowConfig,
     /// `-R PID`: talk to that accel instead of moving data.
     pub remote: Option<u32>,
+    /// `--spill DIR`: where input goes once memory is full.
+    pub spill: Option<PathBuf>,
+    /// `--spill-size`: the most disk the spill may take.
+    pub spill_size: Option<u64>,
 }
 
 /// Flow control as given; the percentages are of the buffer, resolved once its size is
@@ -142,6 +146,14 @@ impl Config {
             reason: reason.to_string(),
         })?;
         let flow = flow(&cli, size)?;
+        let spill_size = match &cli.spill_size {
+            None => None,
+            Some(text) => Some(parse_size(text, 1).map_err(|reason| ConfigError {
+                option: "--spill-size",
+                value: text.clone(),
+                reason: reason.to_string(),
+            })?),
+        };
         let expect = match &cli.expect {
             None => None,
             Some(text) => Some(parse_size(text, 0).map_err(|reason| ConfigError {
@@ -252,6 +264,8 @@ impl Config {
             debug: cli.debug,
             flow,
             remote: cli.remote,
+            spill: cli.spill,
+            spill_size,
         })
     }
 }
@@ -384,6 +398,8 @@ impl Default for Config {
             debug: false,
             flow: FlowConfig::default(),
             remote: None,
+            spill: None,
+            spill_size: None,
         }
     }
 }

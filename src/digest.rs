@@ -136,12 +136,24 @@ impl Hasher {
 /// end (a hash of part of a stream would only mislead).
 pub fn hash(algorithm: Algorithm, mut reader: Reader, stop: &Stop) -> Option<Digest> {
     let mut hasher = algorithm.hasher();
+    let mut scratch = Vec::new();
     while let Some(front) = reader.front() {
-        let Front::Memory(filled) = front else {
-            unreachable!("a backlog with a hash has several readers, so holds no pipes")
+        let n = match front {
+            Front::Memory(filled) => {
+                hasher.update(filled.as_slice());
+                filled.as_slice().len()
+            }
+            Front::Spill(range) => {
+                scratch.resize(range.len.min(1 << 20), 0);
+                // A disk error here is told by the outputs, which read the same bytes.
+                range.file.read_at(&mut scratch, range.at).ok()?;
+                hasher.update(&scratch);
+                scratch.len()
+            }
+            Front::Pipe(..) => {
+                unreachable!("a backlog with a hash has several readers, so holds no pipes")
+            }
         };
-        let n = filled.as_slice().len();
-        hasher.update(filled.as_slice());
         reader.consume(n);
     }
     (!stop.requested()).then(|| Digest { algorithm, hex: hasher.hex() })

@@ -128,6 +128,12 @@ impl Endpoint {
         self.fd.as_fd()
     }
 
+    /// Done with it: the far end sees end of file now, not when accel exits (an output that
+    /// has everything while another still writes). Best effort: at worst, at exit.
+    pub fn retire(&self) {
+        let _ = sys::retire(self.fd());
+    }
+
     /// The run's stop, which every blocking call here heeds.
     pub fn stop(&self) -> &Stop {
         &self.stop

@@ -40,6 +40,9 @@ pub enum Exit {
     /// 5: accel could not start (a thread, the signal handlers, the buffer's first memory);
     /// nothing was read.
     Setup,
+    /// 6: bytes spilled to disk (`--spill`) could not be read back; the message says how many
+    /// were delivered and lost.
+    SpillFailed,
     /// Ended by this signal, as the default action would (SIGPIPE, SIGINT, SIGTERM, SIGHUP).
     Signal(i32),
 }
@@ -54,8 +57,22 @@ impl Exit {
             Exit::OutputFailed => 3,
             Exit::Stalled => 4,
             Exit::Setup => 5,
+            Exit::SpillFailed => 6,
             Exit::Signal(signal) => 128u8.saturating_add(signal as u8),
         }
+    }
+
+    /// The graver of this end and `other`, for an output's failure among others: lost bytes
+    /// (3) outweigh an input failure (1), and the spill lost (6) outweighs both.
+    pub fn at_least(self, other: Exit) -> Exit {
+        let rank = |exit: Exit| match exit {
+            Exit::Success => 0,
+            Exit::InputFailed => 1,
+            Exit::OutputFailed => 2,
+            Exit::SpillFailed => 3,
+            _ => 4,
+        };
+        if rank(other) > rank(self) { other } else { self }
     }
 
     /// This end, unless it is success: then `other`.
@@ -164,13 +181,22 @@ pub fn conclude(
         let (delivered, missed) = (got(index), total - got(index).min(total));
         match end {
             End::Complete => {}
+            End::Failed(Failure::Spill { dir, error }) => {
+                eprintln!(
+                    "accel: read back from the spill in {}: {}; {delivered} bytes delivered to \
+                     {name}, {missed} bytes read but lost",
+                    dir.display(),
+                    describe(error)
+                );
+                exit = Exit::SpillFailed;
+            }
             End::Failed(Failure::Sync(error)) => {
                 eprintln!(
                     "accel: sync {name}: {}; all {delivered} bytes were written, but may not \
                      be on stable storage",
                     describe(error)
                 );
-                exit = Exit::OutputFailed;
+                exit = exit.at_least(Exit::OutputFailed);
             }
             End::Failed(Failure::Io(error))
                 if is_broken_pipe(error) && policy == OutputErrors::Default && !pipe_ignored =>
@@ -198,14 +224,14 @@ pub fn conclude(
                      read but not delivered",
                     describe(error)
                 );
-                exit = Exit::OutputFailed;
+                exit = exit.at_least(Exit::OutputFailed);
             }
             End::Stopped => {
                 eprintln!(
                     "accel: {name}: cut short when the run ended; {delivered} bytes \
                      delivered, {missed} bytes read but not delivered"
                 );
-                exit = Exit::OutputFailed;
+                exit = exit.at_least(Exit::OutputFailed);
             }
         }
     }
@@ -238,6 +264,7 @@ mod tests {
             Exit::OutputFailed,
             Exit::Stalled,
             Exit::Setup,
+            Exit::SpillFailed,
             BROKEN_PIPE,
             Exit::Signal(SIGINT),
             Exit::Signal(SIGTERM),
@@ -246,6 +273,6 @@ mod tests {
         .into_iter()
         .map(Exit::code)
         .collect();
-        assert_eq!(codes, [0, 1, 2, 3, 4, 5, 141, 130, 143, 129]);
+        assert_eq!(codes, [0, 1, 2, 3, 4, 5, 6, 141, 130, 143, 129]);
     }
 }

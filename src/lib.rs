@@ -36,6 +36,7 @@ use std::io::Write;
 use std::sync::{Arc, mpsc};
 
 use crate::backlog::Gates;
+use crate::backlog::spill::SpillFile;
 use crate::config::{Config, JsonTarget, Target};
 use crate::digest::Digest;
 use crate::endpoint::{Endpoint, FdKind, describe};
@@ -146,6 +147,14 @@ fn start(config: &Config, closed: stdio::Closed) -> Result<Exit, Refusal> {
             )));
         }
     }
+    // Made before anything is read: a DIR where spilling is not safe is refused now.
+    let spill = match &config.spill {
+        Some(dir) => Some(Arc::new(
+            SpillFile::create(dir, config.spill_size)
+                .map_err(|why| usage(format!("--spill {}: {why}", dir.display())))?,
+        )),
+        None => None,
+    };
     let mut hash_file = match &config.hash_file {
         Some(path) => Some(File::create(path).map_err(|error| {
             usage(format!("--hash-file {}: {}", path.display(), describe(&error)))
@@ -185,6 +194,7 @@ fn start(config: &Config, closed: stdio::Closed) -> Result<Exit, Refusal> {
         sync: config.sync,
         output_errors: config.output_errors,
         flow,
+        spill,
     };
     let route = Arc::new(Route::plan(config.engine, &plan, log));
     let control = control::Control::listen()

@@ -21,7 +21,12 @@ pub struct Meter {
     bytes_in: AtomicU64,
     peak_fill: AtomicU64,
     /// Bytes by the way they went, indexed by [`Tier`].
-    tiers: [AtomicU64; 3],
+    tiers: [AtomicU64; 4],
+    /// Bytes held now in memory (and pool pipes), and in the spill file; their peaks.
+    held_memory: AtomicU64,
+    held_disk: AtomicU64,
+    peak_memory: AtomicU64,
+    peak_disk: AtomicU64,
     input_held: Wait,
     readers: Box<[ReaderMeter]>,
 }
@@ -47,6 +52,8 @@ pub enum Tier {
     Pipe = 1,
     /// Copied into accel's memory and out again.
     Memory = 2,
+    /// Spilled to disk, beyond the memory buffer (`--spill`).
+    Disk = 3,
 }
 
 /// Bytes by the way they went through accel.
@@ -58,12 +65,17 @@ pub struct Tiers {
     pub pipes: u64,
     /// Through accel's memory.
     pub memory: u64,
+    /// Through the spill file.
+    pub disk: u64,
 }
 
 impl Tiers {
     /// All bytes counted.
     pub fn total(&self) -> u64 {
-        self.through.saturating_add(self.pipes).saturating_add(self.memory)
+        self.through
+            .saturating_add(self.pipes)
+            .saturating_add(self.memory)
+            .saturating_add(self.disk)
     }
 }
 
@@ -82,7 +94,11 @@ impl fmt::Display for Tiers {
             share(self.pipes),
             bytes(self.memory),
             share(self.memory)
-        )
+        )?;
+        if self.disk > 0 {
+            write!(f, ", spill {} ({})", bytes(self.disk), share(self.disk))?;
+        }
+        Ok(())
     }
 }
 
@@ -95,7 +111,7 @@ struct Wait {
 }
 
 /// What the counters said at one moment.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Snapshot {
     /// Time since the run started.
     pub elapsed: Duration,
@@ -113,6 +129,14 @@ pub struct Snapshot {
     pub consumer_starved: Duration,
     /// Bytes by the way they went.
     pub tiers: Tiers,
+    /// Bytes held now in memory (and pool pipes); the most at once.
+    pub held_memory: u64,
+    /// The most held in memory at once.
+    pub peak_memory: u64,
+    /// Bytes held now in the spill file (`--spill`).
+    pub held_disk: u64,
+    /// The most held in the spill file at once.
+    pub peak_disk: u64,
     /// Each reader, in the run's order.
     pub readers: Vec<ReaderSnapshot>,
     /// The rate limits in force (the watcher fills them in; the meter does not know them).
@@ -165,6 +189,10 @@ impl Meter {
             bytes_in: AtomicU64::new(0),
             peak_fill: AtomicU64::new(0),
             tiers: Default::default(),
+            held_memory: AtomicU64::new(0),
+            held_disk: AtomicU64::new(0),
+            peak_memory: AtomicU64::new(0),
+            peak_disk: AtomicU64::new(0),
             input_held: Wait::default(),
             readers: (0..readers).map(|_| ReaderMeter::default()).collect(),
         }
@@ -183,6 +211,14 @@ impl Meter {
         // Out before in would let a snapshot see more out than in; in first.
         self.bytes_in.fetch_add(n as u64, Relaxed);
         self.readers[0].bytes.fetch_add(n as u64, Relaxed);
+    }
+
+    /// Says how much the buffer holds now, in memory and in the spill file.
+    pub fn held(&self, memory: u64, disk: u64) {
+        self.held_memory.store(memory, Relaxed);
+        self.held_disk.store(disk, Relaxed);
+        self.peak_memory.fetch_max(memory, Relaxed);
+        self.peak_disk.fetch_max(disk, Relaxed);
     }
 
     /// Counts `n` bytes taken by reader `reader`.
@@ -225,7 +261,7 @@ impl Meter {
                 padded: r.padded.load(Relaxed),
             })
             .collect();
-        let [through, pipes, memory] = self.tiers.each_ref().map(|t| t.load(Relaxed));
+        let [through, pipes, memory, disk] = self.tiers.each_ref().map(|t| t.load(Relaxed));
         let mut snapshot = Snapshot {
             elapsed: Duration::from_nanos(now),
             capacity: self.capacity,
@@ -234,7 +270,11 @@ impl Meter {
             peak_fill: self.peak_fill.load(Relaxed),
             producer_blocked: self.input_held.read(now),
             consumer_starved: Duration::ZERO,
-            tiers: Tiers { through, pipes, memory },
+            tiers: Tiers { through, pipes, memory, disk },
+            held_memory: self.held_memory.load(Relaxed),
+            peak_memory: self.peak_memory.load(Relaxed),
+            held_disk: self.held_disk.load(Relaxed),
+            peak_disk: self.peak_disk.load(Relaxed),
             readers,
             limits: RateLimits::default(),
         };
@@ -291,7 +331,7 @@ mod tests {
         meter.add_through(5);
         let s = meter.snapshot();
         assert_eq!((s.bytes_in, s.bytes_out, s.fill(), s.peak_fill), (95, 65, 30, 80));
-        assert_eq!(s.tiers, Tiers { through: 5, pipes: 50, memory: 40 });
+        assert_eq!(s.tiers, Tiers { through: 5, pipes: 50, memory: 40, disk: 0 });
     }
 
     #[test]
@@ -311,7 +351,7 @@ mod tests {
 
     #[test]
     fn tiers_say_bytes_and_shares() {
-        let tiers = Tiers { through: 0, pipes: 3 << 20, memory: 1 << 20 };
+        let tiers = Tiers { through: 0, pipes: 3 << 20, memory: 1 << 20, disk: 0 };
         assert_eq!(
             tiers.to_string(),
             "straight through 0 B (0%), pool pipes 3 MiB (75%), memory 1 MiB (25%)"

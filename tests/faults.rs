@@ -67,32 +67,6 @@ fn queued(fd: &OwnedFd) -> usize {
     n as usize
 }
 
-/// A tmpfs of `size` mounted for one test, unmounted when dropped.
-struct Tmpfs {
-    dir: PathBuf,
-}
-
-impl Tmpfs {
-    fn mount(size: &str, name: &str) -> Tmpfs {
-        let dir = std::env::temp_dir().join(format!("accel-tmpfs-{}-{name}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let status = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(&dir)
-            .status()
-            .expect("run mount");
-        assert!(status.success(), "mount a tmpfs on {}", dir.display());
-        Tmpfs { dir }
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.dir).status();
-        let _ = std::fs::remove_dir(&self.dir);
-    }
-}
-
 /// A cgroup of the `controller` hierarchy (v2, or v1 where the controller lives there),
 /// removed when dropped. `None` where neither can be had.
 struct Cgroup {
@@ -247,7 +221,7 @@ fn output_disk_fills_mid_stream(engine: &str) {
         return;
     }
     let tmpfs = Tmpfs::mount("1M", engine);
-    let path = tmpfs.dir.join("out");
+    let path = tmpfs.dir.path("out");
     let data = pattern(4 << 20, 21);
     let mut child = accel(engine, &[])
         .stdin(Stdio::piped())

@@ -1,10 +1,8 @@
 //! Files at either end, several outputs at their own pace, stream hashes, and what a failing
 //! output does to the others (`--output-error`).
 
-use std::ffi::CString;
 use std::fs::File;
 use std::io::Read;
-use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::thread;
@@ -14,37 +12,6 @@ use proptest::prelude::*;
 use serde_json::Value;
 
 use crate::util::*;
-
-/// A directory of its own for one test, removed when dropped.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(name: &str) -> Scratch {
-        let dir = std::env::temp_dir().join(format!("accel-out-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        Scratch(dir)
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-
-    /// A FIFO named `name`, for an output a test reads at its own pace.
-    fn fifo(&self, name: &str) -> PathBuf {
-        let path = self.path(name);
-        let c = CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
-        // SAFETY: mkfifo with a valid path.
-        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
-        path
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 fn arg(path: &Path) -> String {
     path.to_str().unwrap().to_owned()
@@ -77,7 +44,7 @@ fn every_output_gets_every_byte(engine: &str) {
     let strategy = (1usize..(6 << 20), any::<u64>(), [0u64..4, 0u64..4, 0u64..4]);
     let name = format!("outputs::every_output_gets_every_byte::{engine}");
     run_seeded(&name, 6, strategy, |(size, seed, stalls)| {
-        let dir = Scratch::new(&format!("three-{engine}-{seed}"));
+        let dir = Scratch::new(&format!("out-three-{engine}-{seed}"));
         let (a, b) = (dir.fifo("a"), dir.fifo("b"));
         let mut child =
             spawn_piped(engine, &["-m", "2M", "-o", "-", "-o", &arg(&a), "-o", &arg(&b)]);
@@ -113,10 +80,10 @@ fn every_output_gets_every_byte(engine: &str) {
     });
 }
 
-/// A fast output has every byte before a stalled one reads its first: outputs are not in
-/// lockstep (within the buffer).
+/// A fast output has every byte, and its end, before a stalled one reads its first: outputs
+/// are not in lockstep (within the buffer), and one that has everything is closed at once.
 fn a_fast_output_is_not_paced_by_a_stalled_one(engine: &str) {
-    let dir = Scratch::new(&format!("pace-{engine}"));
+    let dir = Scratch::new(&format!("out-pace-{engine}"));
     let slow = dir.fifo("slow");
     let mut child = spawn_piped(engine, &["-o", "-", "-o", &arg(&slow)]);
     // The slow output is opened (so accel can start) but not read.
@@ -126,9 +93,11 @@ fn a_fast_output_is_not_paced_by_a_stalled_one(engine: &str) {
     let sent = data.clone();
     let producer = thread::spawn(move || feed(stdin, &sent, 1 << 20));
     let mut stdout = child.stdout.take().unwrap();
-    let mut fast = vec![0u8; data.len()];
-    let got = within(GENEROUS, move || stdout.read_exact(&mut fast).map(|()| fast))
-        .expect("the fast output got everything while the slow one read nothing");
+    let got = within(GENEROUS, move || {
+        let mut fast = Vec::new();
+        stdout.read_to_end(&mut fast).map(|_| fast)
+    })
+    .expect("the fast output got everything and its end while the slow one read nothing");
     assert_same(&got.unwrap(), &data, "the fast output");
     // Only now does the slow one read its first byte.
     let slow_got = drain(slow_reader);
@@ -140,7 +109,7 @@ fn a_fast_output_is_not_paced_by_a_stalled_one(engine: &str) {
 /// An existing file is refused before anything is read, naming it and how to overwrite; `-f`
 /// overwrites it, `-a` appends to it.
 fn no_clobber_force_append(engine: &str) {
-    let dir = Scratch::new(&format!("clobber-{engine}"));
+    let dir = Scratch::new(&format!("out-clobber-{engine}"));
     let file = dir.path("out");
     std::fs::write(&file, b"precious\n").unwrap();
     let out = sh(&format!(
@@ -184,7 +153,7 @@ fn write_temp(dir: &Scratch, text: &str) -> PathBuf {
 /// `-i FILE -o FILE`: a file copied through accel, byte for byte; `--sync` flushes it
 /// (fdatasync, seen by strace) before the status says success.
 fn files_at_both_ends_and_sync(engine: &str) {
-    let dir = Scratch::new(&format!("files-{engine}"));
+    let dir = Scratch::new(&format!("out-files-{engine}"));
     let (from, to) = (dir.path("from"), dir.path("to"));
     let data = pattern(9 << 20, 42);
     std::fs::write(&from, &data).unwrap();
@@ -275,7 +244,7 @@ fn through(
 /// as `tee` does, naming each file cut short with its counts; with `warn-nopipe` the files
 /// get everything and the status stays 0, with a note; with `warn`, status 3.
 fn a_reader_going_away_among_files(engine: &str) {
-    let dir = Scratch::new(&format!("epipe-{engine}"));
+    let dir = Scratch::new(&format!("out-epipe-{engine}"));
     let file = dir.path("copy");
     let run = |policy: &str| {
         let _ = std::fs::remove_file(&file);
@@ -307,7 +276,7 @@ fn a_reader_going_away_among_files(engine: &str) {
 /// of random sizes (empty and one byte included), and goes to `--hash-file` and the JSON
 /// summary too.
 fn hashes_equal_the_references(engine: &str) {
-    let dir = Scratch::new(&format!("hash-{engine}"));
+    let dir = Scratch::new(&format!("out-hash-{engine}"));
     let sizes = prop_oneof![Just(0usize), Just(1usize), 2usize..5000, 5000usize..(20 << 20)];
     let name = format!("outputs::hashes_equal_the_references::{engine}");
     run_seeded(&name, 8, (sizes, any::<u64>()), |(size, seed)| {
@@ -360,7 +329,7 @@ fn hashes_equal_the_references(engine: &str) {
 /// `-i` missing, unreadable, a directory; `-o` in a missing directory, or named twice; an
 /// unknown hash.
 fn misuse_is_refused_before_reading(engine: &str) {
-    let dir = Scratch::new(&format!("misuse-{engine}"));
+    let dir = Scratch::new(&format!("out-misuse-{engine}"));
     let cases = [
         (vec!["-i", "/no/such/file"], "accel: -i /no/such/file: No such file or directory"),
         (vec!["-i", "/"], "accel: -i /: is a directory"),
@@ -389,17 +358,8 @@ fn misuse_is_refused_before_reading(engine: &str) {
     let secret = dir.path("secret");
     std::fs::write(&secret, b"x").unwrap();
     std::fs::set_permissions(&secret, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
-    let out = accel_as_nobody(&dir.0, engine, || {})
-        .args(["-i", &arg(&secret)])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert_eq!(
-        String::from_utf8_lossy(&out.stderr),
-        format!("accel: -i {}: Permission denied\n", secret.display())
-    );
-    assert_eq!(out.status.signal(), None);
+    let message = format!("accel: -i {}: Permission denied", secret.display());
+    refused_as_nobody(&dir.0, engine, &["-i", &arg(&secret)], &message);
 }
 
 per_engine!(

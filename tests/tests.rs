@@ -17,5 +17,6 @@ mod outputs;
 mod random;
 mod signals;
 mod soak;
+mod spill;
 mod tiers;
 mod watch;

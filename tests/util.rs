@@ -4,6 +4,7 @@
 
 use std::io::{Read, Write};
 use std::os::fd::OwnedFd;
+use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::thread;
@@ -258,6 +259,14 @@ pub fn accel_as_nobody(
     let binary = dir.join(format!("accel-{engine}"));
     std::fs::copy(ACCEL, &binary).unwrap();
     std::fs::set_permissions(&binary, PermissionsExt::from_mode(0o755)).unwrap();
+    // A binary just written can meet ETXTBSY for a moment (another test's child, forked while
+    // the copy was open, still holds it until it execs): wait until it can be run.
+    eventually(GENEROUS, "the copied binary can be run", || {
+        !matches!(
+            Command::new(&binary).arg("--version").output(),
+            Err(e) if e.raw_os_error() == Some(libc::ETXTBSY)
+        )
+    });
     let mut command = Command::new(&binary);
     command.args(["--engine", engine]);
     // SAFETY: setgroups, setgid, setuid and what `then` does are async-signal-safe.
@@ -274,4 +283,72 @@ pub fn accel_as_nobody(
         });
     }
     command
+}
+
+/// A directory of its own for one test (`name` says which), removed when dropped.
+pub struct Scratch(pub PathBuf);
+
+impl Scratch {
+    pub fn new(name: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!("accel-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+
+    /// The directory as an argument.
+    pub fn arg(&self) -> &str {
+        self.0.to_str().unwrap()
+    }
+
+    /// A FIFO named `name`, for an output a test reads at its own pace.
+    pub fn fifo(&self, name: &str) -> PathBuf {
+        let path = self.path(name);
+        let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: mkfifo with a valid path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+        path
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A tmpfs of `size` mounted for one test, unmounted when dropped (needs root).
+pub struct Tmpfs {
+    pub dir: Scratch,
+}
+
+impl Tmpfs {
+    pub fn mount(size: &str, name: &str) -> Tmpfs {
+        let dir = Scratch::new(&format!("tmpfs-{name}"));
+        let status = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(&dir.0)
+            .status()
+            .expect("run mount");
+        assert!(status.success(), "mount a tmpfs on {}", dir.0.display());
+        Tmpfs { dir }
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.dir.0).status();
+    }
+}
+
+/// accel as `nobody` (see [`accel_as_nobody`]) with `args` and nothing on stdin is refused:
+/// status 2, and `message` is all it says.
+pub fn refused_as_nobody(dir: &std::path::Path, engine: &str, args: &[&str], message: &str) {
+    let out = accel_as_nobody(dir, engine, || {}).args(args).stdin(Stdio::null()).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{args:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stderr), format!("{message}\n"), "{args:?}");
 }

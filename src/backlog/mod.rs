@@ -27,6 +27,7 @@
 //! The lock is taken twice per read or write to exchange offsets, never across a system call.
 
 mod chunk;
+pub mod spill;
 
 use std::collections::VecDeque;
 use std::io;
@@ -37,10 +38,12 @@ use std::time::Duration;
 use chunk::Chunk;
 pub use chunk::MAX_CHUNK;
 
+use crate::endpoint::Endpoint;
 use crate::log::{Log, Once};
 use crate::meter::{Meter, Tier};
 use crate::size::Bytes;
 use crate::sys::PoolPipe;
+use spill::{FillError, STEP, SpillFile, WINDOW};
 
 /// Chunks and pool pipes kept once the backlog has drained. While a backlog stands, every
 /// drained chunk or pipe is kept for the input to reuse: mapping a fresh chunk means the kernel
@@ -81,6 +84,7 @@ pub fn backlog(
     capacity: usize,
     readers: usize,
     gates: Gates,
+    spill: Option<Arc<SpillFile>>,
     meter: Arc<Meter>,
     log: Arc<Log>,
 ) -> io::Result<(Producer, Vec<Reader>)> {
@@ -109,13 +113,15 @@ pub fn backlog(
         resume_gap,
         start_at: gates.start_at.min(capacity),
         read_block: gates.read_block,
+        spill,
         chunk_size,
         meter,
         log,
         memory_refused: Once::default(),
+        spill_full: Once::default(),
     });
     let readers = (0..readers).map(|index| Reader { shared: Arc::clone(&shared), index });
-    Ok((Producer { shared: Arc::clone(&shared) }, readers.collect()))
+    Ok((Producer { shared: Arc::clone(&shared), scratch: Vec::new() }, readers.collect()))
 }
 
 /// The capacity a backlog asked for `asked` bytes has: at least a page, the least it moves
@@ -146,11 +152,15 @@ struct Shared {
     start_at: usize,
     /// See [`Gates::read_block`].
     read_block: Option<usize>,
+    /// Where input goes once memory is full (`--spill`).
+    spill: Option<Arc<SpillFile>>,
     chunk_size: usize,
     meter: Arc<Meter>,
     log: Arc<Log>,
     /// The kernel refused memory for a chunk at least once; said once.
     memory_refused: Once,
+    /// The spill's disk (or budget) was full at least once; said once.
+    spill_full: Once,
 }
 
 #[derive(Debug, Default)]
@@ -177,6 +187,18 @@ struct State {
     producer_waiting: Option<Shortage>,
     /// Readers waiting for data.
     readers_waiting: usize,
+    /// Bytes held in memory and pool pipes (against `-m`).
+    held_memory: usize,
+    /// Bytes held in the spill file.
+    held_spill: u64,
+    /// The spill file's next window starts here.
+    spill_tail: u64,
+    /// The spill's disk or budget said no: spill no more until the spill has drained.
+    spill_full: bool,
+    /// The producer holds a [`SpillVacant`]: the back spill window is in use.
+    spill_vacant: bool,
+    /// Writing the spill file failed: it takes nothing more (what it holds is still read).
+    spill_failed: bool,
 }
 
 /// What the producer is short of.
@@ -193,6 +215,11 @@ enum Shortage {
 enum Store {
     Memory(Arc<Chunk>),
     Pipe(Arc<PoolPipe>),
+    /// In the spill file, from offset `at`, in a window of `reserved` bytes.
+    Spill {
+        at: u64,
+        reserved: u64,
+    },
 }
 
 /// A range of the stream, `start..start + len`, kept in one store (from the beginning of a
@@ -209,12 +236,24 @@ impl Segment {
         self.start + self.len as u64
     }
 
-    /// Free bytes at the end of a memory segment; 0 for a pipe.
+    /// Free bytes at the end of a memory segment; 0 for a pipe or the spill.
     fn memory_room(&self) -> usize {
         match &self.store {
             Store::Memory(chunk) => chunk.size() - self.len,
-            Store::Pipe(_) => 0,
+            Store::Pipe(_) | Store::Spill { .. } => 0,
         }
+    }
+
+    /// Reserved bytes left at the end of a spill segment; 0 for memory or a pipe.
+    fn spill_room(&self) -> usize {
+        match self.store {
+            Store::Spill { reserved, .. } => (reserved - self.len as u64) as usize,
+            _ => 0,
+        }
+    }
+
+    fn is_spill(&self) -> bool {
+        matches!(self.store, Store::Spill { .. })
     }
 }
 
@@ -231,6 +270,8 @@ pub struct Room {
 #[derive(Debug)]
 pub struct Producer {
     shared: Arc<Shared>,
+    /// Where input bound for the spill is read first, when it cannot be spliced there.
+    scratch: Vec<u8>,
 }
 
 /// Ends every wait in the backlog when the run is over, whoever holds the halves.
@@ -250,6 +291,15 @@ impl Closer {
     }
 }
 
+/// Where the next bytes go: memory to read into, or (memory being full) the spill file.
+#[derive(Debug)]
+pub enum Space<'a> {
+    /// Free memory at the back of the backlog.
+    Memory(Vacant<'a>),
+    /// Reserved room at the end of the spill file.
+    Spill(SpillVacant<'a>),
+}
+
 /// Free memory at the back of the backlog, to read into and then [`commit`](Vacant::commit).
 #[derive(Debug)]
 pub struct Vacant<'a> {
@@ -257,6 +307,64 @@ pub struct Vacant<'a> {
     chunk: Arc<Chunk>,
     offset: usize,
     len: usize,
+}
+
+/// Reserved room at the end of the spill file, which [`fill_from`](SpillVacant::fill_from)
+/// moves input into.
+#[derive(Debug)]
+pub struct SpillVacant<'a> {
+    producer: &'a mut Producer,
+    file: Arc<SpillFile>,
+    at: u64,
+    len: usize,
+}
+
+/// The back spill window is the producer's no more: a drained spill may go.
+impl Drop for SpillVacant<'_> {
+    fn drop(&mut self) {
+        let shared = &self.producer.shared;
+        let mut state = shared.lock();
+        state.spill_vacant = false;
+        shared.release(&mut state);
+    }
+}
+
+impl SpillVacant<'_> {
+    /// Moves up to `most` bytes (at most what is reserved) from `input` into the spill and
+    /// makes them visible to every reader; how many, 0 at end of input.
+    ///
+    /// When the spill file cannot be written (EIO), spilling stops for the rest of the run
+    /// (the user is told once) and the bytes read go to memory instead, when there is room:
+    /// nothing read is lost.
+    pub fn fill_from(self, input: &Endpoint, most: usize) -> io::Result<usize> {
+        let scratch = &mut self.producer.scratch;
+        match self.file.fill_from(input, self.at, most.min(self.len), scratch) {
+            Ok(n) => {
+                if n > 0 {
+                    self.producer.commit(n, Tier::Disk);
+                }
+                Ok(n)
+            }
+            Err(FillError::Read(error)) => Err(error),
+            Err(FillError::Write(error, n)) => {
+                self.producer.shared.spill_failed(&self.file, &error);
+                let bytes = std::mem::take(&mut self.producer.scratch);
+                let put = self.producer.put(&bytes[..n]);
+                self.producer.scratch = bytes;
+                put.map(|()| n)
+            }
+        }
+    }
+
+    /// Bytes reserved here.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether nothing is reserved here (never, as handed out).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
 }
 
 /// One reading half: an output's or a hash's place in the stream.
@@ -273,6 +381,19 @@ pub enum Front<'a> {
     Memory(Filled<'a>),
     /// `len` bytes waiting in one of accel's pipes (only with a single reader).
     Pipe(Arc<PoolPipe>, usize),
+    /// Bytes in the spill file.
+    Spill(SpillRange),
+}
+
+/// Spilled bytes at a reader's place: `len` bytes of `file` from offset `at`.
+#[derive(Debug, Clone)]
+pub struct SpillRange {
+    /// The spill file.
+    pub file: Arc<SpillFile>,
+    /// Where the bytes begin in it.
+    pub at: u64,
+    /// How many there are.
+    pub len: usize,
 }
 
 /// Bytes in memory at a reader's place, to write out and then
@@ -326,9 +447,46 @@ impl Shared {
         condvar.wait_while(state, condition).unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Bytes held: committed and not yet taken by every reader.
+    /// Bytes held: committed and not yet taken by every reader, in memory and spilled.
     fn fill(state: &State) -> usize {
         (state.produced - state.released) as usize
+    }
+
+    /// Room in memory (and pool pipes) against `-m`.
+    fn memory_free(&self, state: &State) -> usize {
+        self.capacity.saturating_sub(state.held_memory)
+    }
+
+    /// Whether input may go to the spill file now.
+    fn can_spill(&self, state: &State) -> bool {
+        self.spill.is_some() && !state.spill_full && !state.spill_failed
+    }
+
+    /// Writing the spill file failed: no more spilling in this run, and the user is told.
+    fn spill_failed(&self, spill: &SpillFile, error: &io::Error) {
+        let mut state = self.lock();
+        if !state.spill_failed {
+            state.spill_failed = true;
+            self.log.warn(format_args!(
+                "write to the spill in {}: {}; spilling no more, the producer waits while \
+                 memory drains (nothing is lost)",
+                spill.dir().display(),
+                crate::endpoint::describe(error)
+            ));
+        }
+    }
+
+    /// Whether input goes to the spill now: memory is full, or something is spilled already
+    /// (new bytes join the spill until it has drained, which keeps memory for the oldest).
+    fn spilling(&self, state: &State) -> bool {
+        self.can_spill(state)
+            && (self.memory_free(state) < self.min_read
+                || state.segments.iter().any(Segment::is_spill))
+    }
+
+    /// Tells the meter what is held where.
+    fn publish(&self, state: &State) {
+        self.meter.held(state.held_memory as u64, state.held_spill);
     }
 }
 
@@ -354,17 +512,21 @@ impl Producer {
         let state = self.shared.room_locked();
         state.open().then(|| {
             let fill = Shared::fill(&state);
-            Room { free: self.shared.capacity - fill, empty: fill == 0 }
+            let free =
+                if self.shared.spilling(&state) { 0 } else { self.shared.memory_free(&state) };
+            Room { free, empty: fill == 0 }
         })
     }
 
-    /// Waits for room, then returns free memory to read into (at least a page); `None` once no
-    /// reader is left. Starts a memory segment if the back one is full or a pipe.
+    /// Waits for room, then says where the next bytes go: free memory to read into (at least
+    /// a page), or, memory being full, reserved room in the spill file (`--spill`); `None`
+    /// once no reader is left. Starts a memory segment if the back one is full or not memory.
     ///
     /// When the kernel refuses memory for a new chunk (a memory limit below the buffer size),
-    /// the backlog counts as full: the producer waits until a reader frees a chunk, and the
-    /// user is told once. Fails only when no memory can be had with nothing buffered.
-    pub fn reserve(&mut self) -> io::Result<Option<Vacant<'_>>> {
+    /// the backlog counts as full: the input spills, or the producer waits until a reader frees
+    /// a chunk, and the user is told once. Fails only when no memory can be had with nothing
+    /// buffered, or the spill file fails.
+    pub fn reserve(&mut self) -> io::Result<Option<Space<'_>>> {
         let shared = Arc::clone(&self.shared);
         let mut state = shared.room_locked();
         loop {
@@ -372,7 +534,18 @@ impl Producer {
                 return Ok(None);
             }
             if Shared::fill(&state) == 0 {
-                state.rewind();
+                state.rewind(shared.spill.as_deref());
+            }
+            if shared.spilling(&state) {
+                if state.segments.back().map_or(0, Segment::spill_room) >= shared.min_read {
+                    break;
+                }
+                shared.open_window(&mut state)?;
+                continue;
+            }
+            if shared.memory_free(&state) < shared.min_read {
+                state = shared.room_locked_again(state);
+                continue;
             }
             if state.segments.back().map_or(0, Segment::memory_room) >= shared.min_read {
                 break;
@@ -382,6 +555,11 @@ impl Producer {
                 None => match Chunk::new(shared.chunk_size) {
                     Ok(chunk) => Arc::new(chunk),
                     Err(error) if Shared::fill(&state) == 0 => return Err(error),
+                    // Memory refused: the spill takes over, as if memory were full.
+                    Err(_) if shared.can_spill(&state) => {
+                        shared.open_window(&mut state)?;
+                        continue;
+                    }
                     Err(error) => {
                         state = shared.wait_for_memory(state, &error);
                         continue;
@@ -391,20 +569,51 @@ impl Producer {
             let start = state.produced;
             state.segments.push_back(Segment { store: Store::Memory(chunk), start, len: 0 });
         }
-        let free = shared.capacity - Shared::fill(&state);
         let back = state.segments.back().expect("a back segment");
-        let Store::Memory(chunk) = &back.store else { unreachable!("a memory segment") };
-        let (chunk, offset) = (Arc::clone(chunk), back.len);
-        let len = free.min(chunk.size() - offset).min(shared.read_block.unwrap_or(usize::MAX));
-        drop(state);
-        Ok(Some(Vacant { producer: self, chunk, offset, len }))
+        let most = shared.read_block.unwrap_or(usize::MAX);
+        let space = match &back.store {
+            Store::Memory(chunk) => {
+                let (chunk, offset) = (Arc::clone(chunk), back.len);
+                let len = shared.memory_free(&state).min(chunk.size() - offset).min(most);
+                drop(state);
+                Space::Memory(Vacant { producer: self, chunk, offset, len })
+            }
+            Store::Spill { at, .. } => {
+                let (at, len) = (at + back.len as u64, back.spill_room().min(most));
+                let file = Arc::clone(shared.spill.as_ref().expect("a spill file"));
+                state.spill_vacant = true;
+                drop(state);
+                Space::Spill(SpillVacant { producer: self, file, at, len })
+            }
+            Store::Pipe(_) => unreachable!("room found in memory or the spill"),
+        };
+        Ok(Some(space))
+    }
+
+    /// Adds `bytes` read already to the backlog's memory, waiting for room as a read would;
+    /// dropped only when no reader is left to take them.
+    fn put(&mut self, mut bytes: &[u8]) -> io::Result<()> {
+        while !bytes.is_empty() {
+            match self.reserve()? {
+                None => break,
+                Some(Space::Memory(mut vacant)) => {
+                    let room = vacant.as_mut_slice();
+                    let n = room.len().min(bytes.len());
+                    room[..n].copy_from_slice(&bytes[..n]);
+                    vacant.commit(n);
+                    bytes = &bytes[n..];
+                }
+                Some(Space::Spill(_)) => unreachable!("no spilling after the spill failed"),
+            }
+        }
+        Ok(())
     }
 
     /// The pipe of the back segment, to splice more into; `None` if the back is not a pipe.
     pub fn back_pipe(&mut self) -> Option<Arc<PoolPipe>> {
         match &self.shared.lock().segments.back()?.store {
             Store::Pipe(pipe) => Some(Arc::clone(pipe)),
-            Store::Memory(_) => None,
+            Store::Memory(_) | Store::Spill { .. } => None,
         }
     }
 
@@ -450,32 +659,98 @@ impl Producer {
         let mut state = shared.lock();
         let back = state.segments.back_mut().expect("commit follows reserve or push_pipe");
         back.len += n;
-        if let Store::Memory(chunk) = &back.store {
-            assert!(back.len <= chunk.size(), "committed past the end of a chunk");
+        let mut filled_window = None;
+        match back.store {
+            Store::Memory(ref chunk) => {
+                assert!(back.len <= chunk.size(), "committed past the end of a chunk");
+            }
+            Store::Spill { at, reserved } => {
+                assert!(back.len as u64 <= reserved, "committed past a spill window");
+                if back.len as u64 == WINDOW {
+                    filled_window = Some(at);
+                }
+            }
+            Store::Pipe(_) => {}
+        }
+        if tier == Tier::Disk {
+            state.held_spill += n as u64;
+        } else {
+            state.held_memory += n;
         }
         state.produced += n as u64;
         shared.meter.add_in(n, Shared::fill(&state), tier);
+        shared.publish(&state);
         if state.readers_waiting > 0 {
             shared.has_data.notify_all();
+        }
+        drop(state);
+        if let (Some(at), Some(spill)) = (filled_window, &shared.spill) {
+            spill.filled(at);
         }
     }
 }
 
 impl Shared {
-    /// Locks the state once there is room for a read of at least a page, or no reader is left.
+    /// Locks the state once there is room for a read of at least a page (in memory or the
+    /// spill), or no reader is left.
     fn room_locked(&self) -> MutexGuard<'_, State> {
-        let mut state = self.lock();
-        if Shared::fill(&state) > self.capacity - self.min_read && state.open() {
+        self.room_locked_again(self.lock())
+    }
+
+    /// As [`room_locked`](Shared::room_locked), with the lock already held.
+    fn room_locked_again<'a>(&self, mut state: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+        let full = |s: &State| self.memory_free(s) < self.min_read && !self.can_spill(s);
+        if full(&state) && state.open() {
             self.meter.input_held(true);
             state.producer_waiting = Some(Shortage::Room);
             // As full as it gets: a reader held by its start watermark goes now.
             self.has_data.notify_all();
-            let resume = self.capacity - self.resume_gap;
-            state = self.wait(&self.has_room, state, |s| Shared::fill(s) > resume && s.open());
+            state = self.wait(&self.has_room, state, |s| {
+                self.memory_free(s) < self.resume_gap && !self.can_spill(s) && s.open()
+            });
             state.producer_waiting = None;
             self.meter.input_held(false);
         }
         state
+    }
+
+    /// Reserves the next window of the spill file and starts a spill segment in it; where the
+    /// disk (or `--spill-size`) says no, spills no more until the spill has drained, and says
+    /// so once.
+    fn open_window(&self, state: &mut State) -> io::Result<()> {
+        let spill = self.spill.as_ref().expect("spilling needs a spill file");
+        // The back window grows a step at a time, so that little is reserved ahead of what
+        // is read: a reservation is held while the input waits for data.
+        let grows = match state.segments.back() {
+            Some(Segment { store: Store::Spill { at, reserved }, .. }) if *reserved < WINDOW => {
+                Some(at + reserved)
+            }
+            _ => None,
+        };
+        let at = grows.unwrap_or(state.spill_tail);
+        if spill.reserve(at, STEP, state.held_spill)? {
+            match state.segments.back_mut() {
+                Some(Segment { store: Store::Spill { reserved, .. }, .. }) if grows.is_some() => {
+                    *reserved += STEP;
+                }
+                _ => {
+                    state.spill_tail += WINDOW;
+                    let start = state.produced;
+                    let store = Store::Spill { at, reserved: STEP };
+                    state.segments.push_back(Segment { store, start, len: 0 });
+                }
+            }
+        } else {
+            state.spill_full = true;
+            if self.spill_full.first() {
+                self.log.warn(format_args!(
+                    "the spill in {} is full with {} on disk; the producer waits while it drains",
+                    spill.dir().display(),
+                    Bytes(state.held_spill)
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Holds the producer, as if the backlog were full, until a chunk comes free or the
@@ -525,6 +800,11 @@ impl Reader {
         &self.shared.meter
     }
 
+    /// The directory spilled into, if any (`--spill`).
+    pub fn spill_dir(&self) -> Option<std::path::PathBuf> {
+        self.shared.spill.as_ref().map(|spill| spill.dir().to_owned())
+    }
+
     /// Waits for data, then says where the bytes at this reader's place are; `None` once
     /// input has ended and this reader has taken everything, or the run is over.
     pub fn front(&mut self) -> Option<Front<'_>> {
@@ -564,6 +844,11 @@ impl Reader {
                         _reader: PhantomData,
                     }),
                     Store::Pipe(pipe) => Front::Pipe(Arc::clone(pipe), len),
+                    Store::Spill { at, .. } => Front::Spill(SpillRange {
+                        file: Arc::clone(shared.spill.as_ref().expect("a spill file")),
+                        at: at + (cursor - segment.start),
+                        len,
+                    }),
                 });
             }
             if state.input_ended {
@@ -598,29 +883,37 @@ impl Reader {
 
     /// Copies the bytes at this reader's place into `out`, across segments, without taking
     /// them; how many there were (less than `out.len()` at the end of what was read). For
-    /// output blocks that span chunks; never for a backlog with pipes.
-    pub fn copy_out(&self, out: &mut [u8]) -> usize {
+    /// output blocks that span chunks; never for a backlog with pipes. Fails only when the
+    /// spill file cannot be read.
+    pub fn copy_out(&self, out: &mut [u8]) -> io::Result<usize> {
         let state = self.shared.lock();
         let mut at = state.cursors[self.index].expect("a reader still there");
         let mut copied = 0;
         let first = state.segments.partition_point(|s| s.end() <= at);
         for segment in state.segments.range(first..) {
-            let Store::Memory(chunk) = &segment.store else {
-                unreachable!("blocks are written from memory only")
-            };
             let offset = (at - segment.start) as usize;
             let n = (segment.len - offset).min(out.len() - copied);
-            // SAFETY: committed bytes of a chunk that cannot be reused while this reader has
-            // not passed them (it holds the backlog back), read under the lock.
-            let bytes = unsafe { std::slice::from_raw_parts(chunk.at(offset), n) };
-            out[copied..copied + n].copy_from_slice(bytes);
+            match &segment.store {
+                Store::Memory(chunk) => {
+                    // SAFETY: committed bytes of a chunk that cannot be reused while this
+                    // reader has not passed them (it holds the backlog back), read under the
+                    // lock.
+                    let bytes = unsafe { std::slice::from_raw_parts(chunk.at(offset), n) };
+                    out[copied..copied + n].copy_from_slice(bytes);
+                }
+                Store::Spill { at: file_at, .. } => {
+                    let spill = self.shared.spill.as_ref().expect("a spill file");
+                    spill.read_at(&mut out[copied..copied + n], file_at + offset as u64)?;
+                }
+                Store::Pipe(_) => unreachable!("blocks are written from memory or the spill"),
+            }
             copied += n;
             at += n as u64;
             if copied == out.len() {
                 break;
             }
         }
-        copied
+        Ok(copied)
     }
 
     /// Moves this reader's place past `n` bytes: they were written (or hashed).
@@ -644,16 +937,37 @@ impl Shared {
     /// Recomputes what every reader has passed, frees the segments behind it, and wakes the
     /// producer if that made what it waits for.
     fn release(&self, state: &mut State) {
+        let before = state.released;
         let slowest = state.cursors.iter().flatten().min().copied();
         state.released = slowest.unwrap_or(state.produced);
+        // What was held before and is not now, by where it was held.
+        let (from, to) = (before, state.released);
+        for segment in state.segments.iter().take_while(|s| s.start < to) {
+            let passed = segment.end().min(to).saturating_sub(segment.start.max(from));
+            if segment.is_spill() {
+                state.held_spill -= passed;
+            } else {
+                state.held_memory -= passed as usize;
+            }
+        }
         while state.segments.len() > 1 && state.segments[0].end() <= state.released {
             let segment = state.segments.pop_front().expect("more than one segment");
-            state.recycle(segment.store);
+            state.recycle(segment.store, self.spill.as_deref());
         }
+        if state.held_spill == 0 && state.spill_full {
+            // Drained: the disk is ours again.
+            state.spill_full = false;
+        }
+        if Shared::fill(state) == 0 {
+            state.drop_drained_spill(self.spill.as_deref());
+        }
+        self.publish(state);
         let wake = match state.producer_waiting {
             None => false,
             _ if state.readers_left == 0 => true,
-            Some(Shortage::Room) => Shared::fill(state) <= self.capacity - self.resume_gap,
+            Some(Shortage::Room) => {
+                self.memory_free(state) >= self.resume_gap || self.can_spill(state)
+            }
             Some(Shortage::Memory) => !state.spare_chunks.is_empty() || Shared::fill(state) == 0,
         };
         if wake {
@@ -693,14 +1007,32 @@ impl State {
         self.spare_pipes.truncate(SPARES_WHEN_DRAINED);
     }
 
+    /// With nothing held, gives the disk of a drained spill back at once: every spill segment
+    /// goes, and the file is emptied. Not while the producer is filling the back window: that
+    /// one goes when it is full and passed.
+    fn drop_drained_spill(&mut self, spill: Option<&SpillFile>) {
+        let Some(spill) = spill.filter(|_| !self.spill_vacant) else { return };
+        let before = self.segments.len();
+        self.segments.retain(|segment| !segment.is_spill());
+        if self.segments.len() < before {
+            spill.empty();
+            self.spill_tail = 0;
+        }
+    }
+
     /// With nothing held (every reader has taken everything, so no output is under way),
     /// keeps only the back segment, restarted at the stream's end: a chunk whose pages are
-    /// resident and likely in cache, or an empty pipe.
-    fn rewind(&mut self) {
+    /// resident and likely in cache, or an empty pipe. A spill segment goes, and the spill
+    /// file is emptied: offsets start again at 0.
+    fn rewind(&mut self, spill: Option<&SpillFile>) {
         debug_assert_eq!(self.produced, self.released);
-        while self.segments.len() > 1 {
-            let segment = self.segments.pop_front().expect("more than one segment");
-            self.recycle(segment.store);
+        while self.segments.len() > 1 || self.segments.back().is_some_and(Segment::is_spill) {
+            let segment = self.segments.pop_front().expect("a segment");
+            self.recycle(segment.store, spill);
+        }
+        if let Some(spill) = spill.filter(|_| self.spill_tail > 0) {
+            spill.empty();
+            self.spill_tail = 0;
         }
         let produced = self.produced;
         if let Some(segment) = self.segments.front_mut() {
@@ -708,7 +1040,7 @@ impl State {
         }
     }
 
-    fn recycle(&mut self, store: Store) {
+    fn recycle(&mut self, store: Store, spill: Option<&SpillFile>) {
         // Only what nobody else refers to is kept; dropping the last reference unmaps a chunk
         // or closes a pipe. Spares are bounded by the capacity, since each held bytes of it.
         match store {
@@ -720,6 +1052,13 @@ impl State {
             Store::Pipe(pipe) => {
                 if Arc::strong_count(&pipe) == 1 {
                     self.spare_pipes.push(pipe);
+                }
+            }
+            // Every reader has passed it: the disk goes back (a reader that spliced it on
+            // still has the pages in its pipe).
+            Store::Spill { at, .. } => {
+                if let Some(spill) = spill {
+                    spill.release_window(at);
                 }
             }
         }

@@ -7,7 +7,7 @@
 use std::io;
 
 use super::pace::{Limits, Pacer};
-use crate::backlog::Producer;
+use crate::backlog::{Producer, Space};
 use crate::endpoint::{Endpoint, describe};
 
 /// Reads until end of input, an error, or no reader being left (an `Interrupted` error), at
@@ -27,6 +27,8 @@ pub struct Took {
     pub offered: usize,
     /// The bytes it returned.
     pub got: usize,
+    /// They went to the spill file (maybe spliced), not read into memory.
+    pub spilled: bool,
 }
 
 /// One `read` into the backlog, of at most `most` bytes when given; `None` at end of input.
@@ -37,7 +39,16 @@ pub fn read_once(
     producer: &mut Producer,
     most: Option<usize>,
 ) -> io::Result<Option<Took>> {
-    let Some(mut vacant) = producer.reserve()? else { return Err(nobody_left()) };
+    let read_block = producer.read_block();
+    let mut vacant = match producer.reserve()? {
+        None => return Err(nobody_left()),
+        Some(Space::Spill(spill)) => {
+            let offered = most.map_or(spill.len(), |most| most.min(spill.len()));
+            let got = spill.fill_from(input, offered)?;
+            return Ok((got > 0).then_some(Took { offered, got, spilled: true }));
+        }
+        Some(Space::Memory(vacant)) => vacant,
+    };
     let room = vacant.as_mut_slice();
     let len = most.map_or(room.len(), |most| most.min(room.len()));
     let room = &mut room[..len];
@@ -46,12 +57,10 @@ pub fn read_once(
         Ok(0) => Ok(None),
         Ok(got) => {
             vacant.commit(got);
-            Ok(Some(Took { offered, got }))
+            Ok(Some(Took { offered, got, spilled: false }))
         }
         // A tape refuses a read smaller than its block, with ENOMEM.
-        Err(error)
-            if error.raw_os_error() == Some(libc::ENOMEM) && producer.read_block().is_some() =>
-        {
+        Err(error) if error.raw_os_error() == Some(libc::ENOMEM) && read_block.is_some() => {
             Err(io::Error::new(
                 error.kind(),
                 format!(

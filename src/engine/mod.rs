@@ -33,6 +33,7 @@ use std::sync::{Arc, mpsc};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
+use crate::backlog::spill::SpillFile;
 use crate::backlog::{self, Gates, Producer};
 use crate::digest::{Algorithm, Digest};
 use crate::endpoint::Endpoint;
@@ -92,6 +93,8 @@ pub struct Plan {
     pub output_errors: OutputErrors,
     /// Rate limits, watermarks and blocks.
     pub flow: Flow,
+    /// Where input goes once memory is full (`--spill`).
+    pub spill: Option<Arc<SpillFile>>,
 }
 
 /// Flow control: how fast, when, and in what pieces bytes move (`-r`, `--input-rate`,
@@ -146,13 +149,20 @@ pub enum Failure {
     Io(io::Error),
     /// `--sync`: every byte was written, but flushing it to stable storage failed.
     Sync(io::Error),
+    /// Reading spilled bytes back from the spill file in `dir` failed (the disk).
+    Spill {
+        /// The directory spilled into.
+        dir: std::path::PathBuf,
+        /// What went wrong.
+        error: io::Error,
+    },
 }
 
 impl Failure {
     /// The error itself.
     pub fn error(&self) -> &io::Error {
         match self {
-            Failure::Io(error) | Failure::Sync(error) => error,
+            Failure::Io(error) | Failure::Sync(error) | Failure::Spill { error, .. } => error,
         }
     }
 }
@@ -282,6 +292,7 @@ pub fn run(
         plan.capacity,
         readers,
         plan.flow.gates,
+        plan.spill.clone(),
         Arc::clone(&meter),
         Arc::clone(&route.log),
     )?;
@@ -294,6 +305,10 @@ pub fn run(
         let (sync, flow) = (plan.sync, plan.flow.clone());
         let handle = spawn("accel-output", move || {
             let end = output::write_all(&output, reader, &route, &flow, sync);
+            if end.is_ok() {
+                // It has everything: its reader need not wait for the others to finish.
+                output.retire();
+            }
             let _ = events.send(Event::Output(index, end));
             None
         })?;

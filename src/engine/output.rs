@@ -10,6 +10,7 @@ use std::io;
 use super::pace::Pacer;
 use super::splice::PipeWriter;
 use super::{Block, Failure, Flow, Route};
+use crate::backlog::spill::PassError;
 use crate::backlog::{Front, Reader};
 use crate::endpoint::Endpoint;
 
@@ -34,7 +35,7 @@ pub fn write_all(
     if output.stop().requested() {
         return Err(Failure::Io(io::ErrorKind::Interrupted.into()));
     }
-    written.map_err(Failure::Io)?;
+    written?;
     if sync {
         output.sync().map_err(Failure::Sync)?;
     }
@@ -47,17 +48,28 @@ fn write_as_it_comes(
     reader: &mut Reader,
     route: &Route,
     pacer: &mut Pacer<'_>,
-) -> io::Result<()> {
+) -> Result<(), Failure> {
     let mut pipes = PipeWriter::new(output, route);
+    let mut scratch = Vec::new();
     loop {
         let most = pacer.quantum();
+        let limit = |len: usize| most.map_or(len, |most| most.min(len));
         let Some(front) = reader.front() else { return Ok(()) };
         let n = match front {
             Front::Memory(filled) => {
                 let bytes = filled.as_slice();
-                output.write(&bytes[..most.map_or(bytes.len(), |most| most.min(bytes.len()))])?
+                output.write(&bytes[..limit(bytes.len())]).map_err(Failure::Io)?
             }
-            Front::Pipe(pipe, len) => pipes.write(&pipe, most.map_or(len, |most| most.min(len)))?,
+            Front::Pipe(pipe, len) => pipes.write(&pipe, limit(len)).map_err(Failure::Io)?,
+            Front::Spill(range) => {
+                let moved = range.file.write_to(output, range.at, limit(range.len), &mut scratch);
+                moved.map_err(|error| match error {
+                    PassError::ReadBack(error) => {
+                        Failure::Spill { dir: range.file.dir().to_owned(), error }
+                    }
+                    PassError::Write(error) => Failure::Io(error),
+                })?
+            }
         };
         reader.consume(n);
         pacer.moved(n, output.stop());
@@ -71,17 +83,20 @@ fn write_blocks(
     reader: &mut Reader,
     block: Block,
     pacer: &mut Pacer<'_>,
-) -> io::Result<()> {
+) -> Result<(), Failure> {
     let mut gathered = vec![0u8; block.size];
     loop {
         let data = match reader.front_of_at_least(block.size) {
             None => return Ok(()),
             Some(Front::Memory(filled)) if filled.as_slice().len() >= block.size => {
-                write_block(output, &filled.as_slice()[..block.size])?;
+                write_block(output, &filled.as_slice()[..block.size]).map_err(Failure::Io)?;
                 block.size
             }
             Some(_) => {
-                let data = reader.copy_out(&mut gathered);
+                let data = reader.copy_out(&mut gathered).map_err(|error| Failure::Spill {
+                    dir: reader.spill_dir().unwrap_or_default(),
+                    error,
+                })?;
                 let size = if block.pad && data < block.size {
                     // The last block: zeros to its full size, as a tape wants it.
                     gathered[data..].fill(0);
@@ -90,7 +105,7 @@ fn write_blocks(
                 } else {
                     data
                 };
-                write_block(output, &gathered[..size])?;
+                write_block(output, &gathered[..size]).map_err(Failure::Io)?;
                 data
             }
         };

@@ -169,7 +169,7 @@ impl<'a> Input<'a> {
             let gated = self.flow.gates.start_at > 0;
             if room.empty && self.through && !self.output_full && !paced_out && !gated {
                 self.straight_through()
-            } else if !self.small_writes {
+            } else if !self.small_writes && room.free >= rustix::param::page_size() {
                 self.queue_in_pool(room.free)
             } else {
                 self.queue_in_memory()
@@ -283,7 +283,8 @@ impl<'a> Input<'a> {
         let Some(took) = copy::read_once(&self.input, &mut self.producer, most)? else {
             return Ok(Step::End);
         };
-        if queued > rustix::param::page_size() && took.offered >= queued {
+        // A read into the spill file (spliced, maybe) says nothing about packets.
+        if !took.spilled && queued > rustix::param::page_size() && took.offered >= queued {
             if took.got >= queued {
                 self.stdin = Stream::Bytes;
             } else {

@@ -182,3 +182,77 @@ fn status_kib(field: &str) -> Option<u64> {
 pub fn peer_uid(socket: &impl AsFd) -> io::Result<u32> {
     Ok(rustix::net::sockopt::socket_peercred(socket)?.uid.as_raw())
 }
+
+/// Moves up to `len` bytes like [`splice`], reading from `from` at `*from_at` (a file; the
+/// offset advances) instead of its own position.
+pub fn splice_from_file(
+    from: BorrowedFd<'_>,
+    from_at: &mut u64,
+    to: BorrowedFd<'_>,
+    len: usize,
+) -> Result<usize, Errno> {
+    rustix::pipe::splice(from, Some(from_at), to, None, len, SpliceFlags::empty())
+}
+
+/// Moves up to `len` bytes like [`splice`], writing to `to` at `*to_at` (a file; the offset
+/// advances) instead of its own position.
+pub fn splice_to_file(
+    from: BorrowedFd<'_>,
+    to: BorrowedFd<'_>,
+    to_at: &mut u64,
+    len: usize,
+) -> Result<usize, Errno> {
+    rustix::pipe::splice(from, None, to, Some(to_at), len, SpliceFlags::NONBLOCK)
+}
+
+/// An unnamed file in `dir` (`O_TMPFILE`): nothing is left behind, even after a crash.
+pub fn spill_file(dir: &Path) -> io::Result<OwnedFd> {
+    use rustix::fs::{Mode, OFlags};
+    let flags = OFlags::TMPFILE | OFlags::RDWR | OFlags::CLOEXEC;
+    Ok(rustix::fs::open(dir, flags, Mode::from_raw_mode(0o600))?)
+}
+
+/// Allocates `len` bytes of `fd` at `offset`, so that writing them cannot fail for want of
+/// space.
+pub fn reserve_space(fd: BorrowedFd<'_>, offset: u64, len: u64) -> io::Result<()> {
+    Ok(rustix::fs::fallocate(fd, rustix::fs::FallocateFlags::empty(), offset, len)?)
+}
+
+/// Gives `len` bytes of `fd` at `offset` back to the file system (a hole); the file keeps its
+/// size, and pages of the range still in a pipe stay valid there.
+pub fn punch_hole(fd: BorrowedFd<'_>, offset: u64, len: u64) -> io::Result<()> {
+    use rustix::fs::FallocateFlags;
+    let mode = FallocateFlags::PUNCH_HOLE | FallocateFlags::KEEP_SIZE;
+    Ok(rustix::fs::fallocate(fd, mode, offset, len)?)
+}
+
+/// Starts writing `len` bytes of `fd` at `offset` back to disk, without waiting.
+pub fn start_writeback(fd: BorrowedFd<'_>, offset: u64, len: u64) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: sync_file_range on a valid descriptor; best effort.
+    unsafe {
+        libc::sync_file_range(
+            fd.as_raw_fd(),
+            offset as i64,
+            len as i64,
+            libc::SYNC_FILE_RANGE_WRITE,
+        );
+    }
+}
+
+/// Waits until `len` bytes of `fd` at `offset` are on disk, then drops them from the page
+/// cache, so that spilled data does not crowd out everyone else's cache.
+pub fn drop_written(fd: BorrowedFd<'_>, offset: u64, len: u64) {
+    use std::os::fd::AsRawFd;
+    let all = libc::SYNC_FILE_RANGE_WAIT_BEFORE
+        | libc::SYNC_FILE_RANGE_WRITE
+        | libc::SYNC_FILE_RANGE_WAIT_AFTER;
+    // SAFETY: sync_file_range on a valid descriptor; best effort.
+    unsafe { libc::sync_file_range(fd.as_raw_fd(), offset as i64, len as i64, all) };
+    let _ = rustix::fs::fadvise(
+        fd,
+        offset,
+        std::num::NonZeroU64::new(len),
+        rustix::fs::Advice::DontNeed,
+    );
+}

@@ -17,6 +17,10 @@
 //! - [`memory_limit`]: how much the buffer may take under the machine's memory, rlimits and
 //!   (Linux) the memory cgroup.
 //! - [`peer_uid`]: who is at the other end of the control socket.
+//! - [`spill_file`], [`reserve_space`], [`punch_hole`], [`start_writeback`],
+//!   [`drop_written`], [`splice_to_file`], [`splice_from_file`]: the spill file (`O_TMPFILE`,
+//!   `fallocate`, `sync_file_range`, `posix_fadvise`).
+//! - [`retire`]: close a finished output early, keeping its descriptor's number taken.
 
 #[cfg(target_os = "linux")]
 mod linux;
@@ -32,10 +36,12 @@ use portable as imp;
 mod memory;
 
 use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd};
 
 pub use imp::{
-    CAN_SPLICE, PoolPipe, advise_huge_pages, enlarge_pipe, is_packet_mode, peer_uid,
-    pipe_target_size, splice,
+    CAN_SPLICE, PoolPipe, advise_huge_pages, drop_written, enlarge_pipe, is_packet_mode, peer_uid,
+    pipe_target_size, punch_hole, reserve_space, spill_file, splice, splice_from_file,
+    splice_to_file, start_writeback,
 };
 pub use memory::{MemoryLimit, memory_limit};
 
@@ -58,4 +64,18 @@ pub enum PoolError {
     /// This system has no splice, and so no use for pool pipes.
     #[error("no splice on this system")]
     Unsupported,
+}
+
+/// Closes what `fd` refers to (the reader at its far end sees end of file now) while keeping
+/// its number taken by `/dev/null`, so that nothing opened later lands on it: a finished
+/// output's descriptor may be stdout, and copies of it may still be held.
+pub fn retire(fd: BorrowedFd<'_>) -> io::Result<()> {
+    use rustix::fs::{Mode, OFlags};
+    let null = rustix::fs::open("/dev/null", OFlags::WRONLY | OFlags::CLOEXEC, Mode::empty())?;
+    // SAFETY: both descriptors are open for the whole call; dup2 replaces what `fd` refers to
+    // in one step, so no other thread can see its number free.
+    if unsafe { libc::dup2(null.as_raw_fd(), fd.as_raw_fd()) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }

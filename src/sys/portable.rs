@@ -104,3 +104,63 @@ pub fn peer_uid(socket: &impl std::os::fd::AsFd) -> std::io::Result<u32> {
         Err(std::io::ErrorKind::Unsupported.into())
     }
 }
+
+/// Always fails: there is no splice(2) here.
+pub fn splice_from_file(
+    _from: BorrowedFd<'_>,
+    _from_at: &mut u64,
+    _to: BorrowedFd<'_>,
+    _len: usize,
+) -> Result<usize, Errno> {
+    Err(Errno::NOSYS)
+}
+
+/// Always fails: there is no splice(2) here.
+pub fn splice_to_file(
+    _from: BorrowedFd<'_>,
+    _to: BorrowedFd<'_>,
+    _to_at: &mut u64,
+    _len: usize,
+) -> Result<usize, Errno> {
+    Err(Errno::NOSYS)
+}
+
+/// A file in `dir` that no name leads to: made under a fresh name and unlinked at once
+/// (without `O_TMPFILE`, a crash between the two leaves it behind).
+pub fn spill_file(dir: &std::path::Path) -> std::io::Result<std::os::fd::OwnedFd> {
+    use std::os::unix::fs::OpenOptionsExt;
+    for attempt in 0..100u32 {
+        let path = dir.join(format!(".accel-spill-{}-{attempt}", std::process::id()));
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path);
+        match file {
+            Ok(file) => {
+                std::fs::remove_file(&path)?;
+                return Ok(file.into());
+            }
+            Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(error) => return Err(error),
+        }
+    }
+    Err(std::io::ErrorKind::AlreadyExists.into())
+}
+
+/// Not known to be possible here: spilling needs it to be safe when the disk fills.
+pub fn reserve_space(_fd: BorrowedFd<'_>, _offset: u64, _len: u64) -> std::io::Result<()> {
+    Err(std::io::ErrorKind::Unsupported.into())
+}
+
+/// Not known to be possible here: spilling needs it to give the disk back.
+pub fn punch_hole(_fd: BorrowedFd<'_>, _offset: u64, _len: u64) -> std::io::Result<()> {
+    Err(std::io::ErrorKind::Unsupported.into())
+}
+
+/// Nothing here; the kernel writes back in its own time.
+pub fn start_writeback(_fd: BorrowedFd<'_>, _offset: u64, _len: u64) {}
+
+/// Nothing here; the page cache keeps what it keeps.
+pub fn drop_written(_fd: BorrowedFd<'_>, _offset: u64, _len: u64) {}

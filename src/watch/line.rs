@@ -236,16 +236,21 @@ fn compose(parts: &Parts, shown: usize) -> String {
     groups.join("  ")
 }
 
-/// `[######    ]  61%`: how full the buffer is now.
+/// `[######    ]  61%`: how full the buffer is now; while bytes wait in the spill file,
+/// followed by how many, `+ 2.5 GiB on disk`.
 ///
 /// Clamped at full: the fill can pass the capacity for a moment (a read lands whole before the
 /// writer catches up), and a bar longer than its frame would only break the line. Both the bar
 /// and the percentage round down, so that a full bar and `100%` mean really full, the state in
-/// which the producer is held back.
+/// which the producer is held back (or spills).
 fn fill_bar(snapshot: &Snapshot) -> String {
     let percent = percent(snapshot.fill(), snapshot.capacity);
     let cells = (percent as usize * BAR / 100).min(BAR);
-    format!("[{}{}] {percent:>3}%", "#".repeat(cells), " ".repeat(BAR - cells))
+    let bar = format!("[{}{}] {percent:>3}%", "#".repeat(cells), " ".repeat(BAR - cells));
+    match snapshot.held_disk {
+        0 => bar,
+        disk => format!("{bar} + {} on disk", Bytes(disk)),
+    }
 }
 
 /// `part` as a whole percentage of `whole`, rounded down and capped at 100; an empty whole
@@ -276,8 +281,7 @@ mod tests {
             producer_blocked: Duration::ZERO,
             consumer_starved: Duration::ZERO,
             tiers: Tiers { memory: bytes_in, ..Tiers::default() },
-            readers: Vec::new(),
-            limits: Default::default(),
+            ..Snapshot::default()
         }
     }
 
@@ -449,6 +453,14 @@ mod tests {
         assert_eq!(fill_bar(&with_fill(300 * MIB)), "[##########] 100%");
         let line = render(&with_fill(300 * MIB), &Rates::new(), None, 200);
         assert!(line.contains("buf [##########] 100%"), "{line}");
+    }
+
+    #[test]
+    fn bytes_on_disk_follow_the_bar() {
+        let snapshot = Snapshot { held_disk: 2560 * MIB, ..with_fill(3000 * MIB) };
+        assert_eq!(fill_bar(&snapshot), "[##########] 100% + 2.5 GiB on disk");
+        let line = render(&snapshot, &Rates::new(), None, 200);
+        assert!(line.contains("buf [##########] 100% + 2.5 GiB on disk  out"), "{line}");
     }
 
     #[test]

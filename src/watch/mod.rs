@@ -361,7 +361,14 @@ impl Watch {
             "bottleneck": report::bottleneck(snapshot).as_str(),
             "slowest": snapshot.slowest().map(|index| self.names.reader(index)),
             "engine": self.engine,
-            "tiers": { "through": tiers.through, "pipes": tiers.pipes, "memory": tiers.memory },
+            "tiers": {
+                "through": tiers.through,
+                "pipes": tiers.pipes,
+                "memory": tiers.memory,
+                "disk": tiers.disk,
+            },
+            "peak_memory_bytes": snapshot.peak_memory,
+            "peak_disk_bytes": snapshot.peak_disk,
             "rate_limit_out": snapshot.limits.output,
             "rate_limit_in": snapshot.limits.input,
             "input": self.names.input,
@@ -414,6 +421,8 @@ fn progress_event(snapshot: &Snapshot, rates: &Rates) -> serde_json::Value {
         "consumer_starved_s": snapshot.consumer_starved.as_secs_f64(),
         "rate_limit_out": snapshot.limits.output,
         "rate_limit_in": snapshot.limits.input,
+        "memory_bytes": snapshot.held_memory,
+        "disk_bytes": snapshot.held_disk,
     })
 }
 

@@ -198,6 +198,16 @@ pub fn report(snapshot: &Snapshot, names: &Names) -> String {
             ),
         ),
     ]);
+    if snapshot.peak_disk > 0 {
+        lines.push((
+            "spilled".to_owned(),
+            format!(
+                "up to {} on disk, with up to {} in memory",
+                Bytes(snapshot.peak_disk),
+                Bytes(snapshot.peak_memory)
+            ),
+        ));
+    }
     let limits = snapshot.limits;
     if limits.output + limits.input > 0 {
         let (output, input) = (show_rate(limits.output), show_rate(limits.input));
@@ -207,8 +217,8 @@ pub fn report(snapshot: &Snapshot, names: &Names) -> String {
     if padded > 0 {
         lines.push(("padding".to_owned(), format!("{padded} zero bytes filled the last block")));
     }
-    // Only where something went without a copy: otherwise every byte went through memory.
-    if snapshot.tiers.through + snapshot.tiers.pipes > 0 {
+    // Only where something went another way than through memory.
+    if snapshot.tiers.through + snapshot.tiers.pipes + snapshot.tiers.disk > 0 {
         lines.push(("bytes went".to_owned(), snapshot.tiers.to_string()));
     }
     let label_width = lines.iter().map(|(label, _)| label.len()).max().unwrap_or(0);
@@ -249,14 +259,14 @@ mod tests {
             peak_fill: 64 * MIB,
             producer_blocked: Duration::from_secs_f64(held_back),
             consumer_starved: Duration::from_secs_f64(waited),
-            tiers: Tiers { through: 0, pipes: 160 * MIB, memory: 864 * MIB },
+            tiers: Tiers { through: 0, pipes: 160 * MIB, memory: 864 * MIB, disk: 0 },
             readers: vec![ReaderSnapshot {
                 bytes: 1 << 30,
                 starved: Duration::from_secs_f64(waited),
                 gone: false,
                 padded: 0,
             }],
-            limits: Default::default(),
+            ..Snapshot::default()
         }
     }
 
@@ -385,7 +395,7 @@ mod tests {
         };
         assert!(!report(&untiered, &stdout()).contains("bytes went"));
         let through = Snapshot {
-            tiers: Tiers { through: 800, pipes: 150, memory: 50 },
+            tiers: Tiers { through: 800, pipes: 150, memory: 50, disk: 0 },
             ..run(10.0, 0.0, 0.0)
         };
         assert!(report(&through, &stdout()).contains(

@@ -1,0 +1,231 @@
+//! Spilling beyond RAM (`--spill DIR`): when the memory buffer is full, further input goes to
+//! an unnamed file in DIR and is read back in order after what is in memory.
+//!
+//! - The file is `O_TMPFILE`: no name leads to it, so nothing is left behind, even after a
+//!   crash (elsewhere: a fresh name unlinked at once).
+//! - Space is reserved (`fallocate`) a step at a time before any byte is read into it, so a
+//!   full disk means "spill no more, hold the producer", never a byte read and then lost.
+//! - Offsets only grow while anything is spilled, and a window is given back (a hole punched)
+//!   once every reader has passed all of it: the file never holds more disk than the backlog
+//!   and one window, and pages still referenced from a pipe (spliced out) keep their bytes,
+//!   since whole pages leave the file untouched. When nothing is spilled, the file is emptied
+//!   and offsets start again at 0.
+//! - The page cache is not flooded: a window is written back as soon as it is full and
+//!   dropped from the cache once it is on disk; pages read back go with their hole.
+//! - Zero-copy where the kernel allows: a pipe input is spliced into the file (one copy, by
+//!   the kernel), and the file is spliced into a pipe output (page-cache references, none).
+
+use std::fs;
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+use rustix::event::PollFlags;
+use rustix::io::Errno;
+
+use crate::endpoint::{Endpoint, FdKind, describe};
+use crate::sys;
+
+/// The spill file is cut into windows of this much, a segment of the backlog each: the
+/// granularity in which disk is given back and the page cache is written and dropped.
+pub const WINDOW: u64 = 8 << 20;
+
+/// Space is reserved (`fallocate`) this much at a time: little more than a read ahead of what
+/// was read, since a reservation is held while the input waits for data.
+pub const STEP: u64 = 1 << 20;
+
+/// Without `--spill-size`, spilling stops short of leaving the file system with less than this
+/// share of its space free.
+const FREE_SHARE: u64 = 20; // one twentieth: 5 %
+
+/// The most copied through memory at once where splice cannot be used.
+const SCRATCH: usize = 1 << 20;
+
+/// Why moving input into the spill failed.
+#[derive(Debug)]
+pub enum FillError {
+    /// Reading the input.
+    Read(io::Error),
+    /// Writing the spill file (EIO: the disk); the bytes read, `scratch[..n]`, are not lost.
+    Write(io::Error, usize),
+}
+
+/// Why passing spilled bytes on failed.
+#[derive(Debug)]
+pub enum PassError {
+    /// Reading them back from the spill file (EIO: the disk).
+    ReadBack(io::Error),
+    /// Writing them to the output.
+    Write(io::Error),
+}
+
+/// The spill file of a run.
+#[derive(Debug)]
+pub struct SpillFile {
+    fd: OwnedFd,
+    dir: PathBuf,
+    /// The most disk it may hold (`--spill-size`); `None`: as much as leaves 5 % free.
+    budget: Option<u64>,
+}
+
+impl SpillFile {
+    /// Makes the spill file in `dir`, checking before anything is read that spilling there is
+    /// safe: the directory exists and is writable, and its file system makes unnamed files,
+    /// reserves space and gives it back. Says why not, in words.
+    pub fn create(dir: &Path, budget: Option<u64>) -> Result<SpillFile, String> {
+        match fs::metadata(dir) {
+            Ok(meta) if !meta.is_dir() => return Err("not a directory".into()),
+            Ok(_) => {}
+            Err(error) => return Err(describe(&error)),
+        }
+        let fd = sys::spill_file(dir).map_err(|error| match error.raw_os_error() {
+            Some(libc::EOPNOTSUPP) | Some(libc::EISDIR) => format!(
+                "its file system cannot make unnamed files (O_TMPFILE): {}",
+                describe(&error)
+            ),
+            _ => describe(&error),
+        })?;
+        let page = rustix::param::page_size() as u64;
+        sys::reserve_space(fd.as_fd(), 0, page).map_err(|error| {
+            format!("its file system cannot reserve space (fallocate): {}", describe(&error))
+        })?;
+        sys::punch_hole(fd.as_fd(), 0, page).map_err(|error| {
+            format!("its file system cannot give space back (punch a hole): {}", describe(&error))
+        })?;
+        Ok(SpillFile { fd, dir: dir.to_owned(), budget })
+    }
+
+    /// The directory spilled into, for messages.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Reserves `len` bytes at `offset` for spilled bytes, with `held` bytes spilled already;
+    /// `false` when the budget, the free-space margin or the disk says no.
+    pub fn reserve(&self, offset: u64, len: u64, held: u64) -> io::Result<bool> {
+        match self.budget {
+            Some(budget) if held + len > budget => return Ok(false),
+            Some(_) => {}
+            None => {
+                let fs = rustix::fs::fstatvfs(&self.fd)?;
+                let (free, total) = (fs.f_bavail * fs.f_frsize, fs.f_blocks * fs.f_frsize);
+                if free < len + total / FREE_SHARE {
+                    return Ok(false);
+                }
+            }
+        }
+        match sys::reserve_space(self.fd.as_fd(), offset, len) {
+            Ok(()) => Ok(true),
+            Err(error) if matches!(error.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT)) => {
+                Ok(false)
+            }
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Moves up to `len` bytes from `input` into the file at `offset`; 0 at end of input.
+    /// A pipe is spliced in (the kernel's one copy); anything else is read into `scratch`,
+    /// then written, so that when the file fails they are still there.
+    pub fn fill_from(
+        &self,
+        input: &Endpoint,
+        offset: u64,
+        len: usize,
+        scratch: &mut Vec<u8>,
+    ) -> Result<usize, FillError> {
+        if input.kind == FdKind::Pipe && sys::CAN_SPLICE {
+            let mut at = offset;
+            loop {
+                match sys::splice_to_file(input.fd(), self.fd.as_fd(), &mut at, len) {
+                    Ok(n) => return Ok(n),
+                    Err(Errno::INTR) => input.stop().check().map_err(FillError::Read)?,
+                    Err(Errno::AGAIN) => input.wait(PollFlags::IN).map_err(FillError::Read)?,
+                    // Not spliceable after all, or failed (the bytes stay in the pipe): read
+                    // and write, which meet any real error and say which side it was.
+                    Err(_) => break,
+                }
+            }
+        }
+        scratch.resize(len.min(SCRATCH), 0);
+        let n = input.read(scratch).map_err(FillError::Read)?;
+        self.write_all_at(&scratch[..n], offset).map_err(|error| FillError::Write(error, n))?;
+        Ok(n)
+    }
+
+    /// Passes up to `len` bytes at `offset` on to `output`; how many went. A pipe gets them
+    /// spliced (page-cache references, no copy); anything else by reading, then writing. A
+    /// failed splice falls back to those, so that an error says which side it was.
+    pub fn write_to(
+        &self,
+        output: &Endpoint,
+        offset: u64,
+        len: usize,
+        scratch: &mut Vec<u8>,
+    ) -> Result<usize, PassError> {
+        if output.kind == FdKind::Pipe && output.can_splice_to() && sys::CAN_SPLICE {
+            let mut at = offset;
+            loop {
+                match sys::splice_from_file(self.fd.as_fd(), &mut at, output.fd(), len) {
+                    Ok(n) if n > 0 => return Ok(n),
+                    Err(Errno::INTR) => output.stop().check().map_err(PassError::Write)?,
+                    Err(Errno::AGAIN) => output.wait(PollFlags::OUT).map_err(PassError::Write)?,
+                    _ => break,
+                }
+            }
+        }
+        scratch.resize(len.min(SCRATCH), 0);
+        let n = self.read_at(scratch, offset).map_err(PassError::ReadBack)?;
+        output.write(&scratch[..n]).map_err(PassError::Write)
+    }
+
+    /// Reads spilled bytes at `offset` into `buf`: all of it, or an error (a spilled range is
+    /// never short of what was committed).
+    pub fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        let mut done = 0;
+        while done < buf.len() {
+            match rustix::io::pread(&self.fd, &mut buf[done..], offset + done as u64) {
+                Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+                Ok(n) => done += n,
+                Err(Errno::INTR) => {}
+                Err(error) => return Err(error.into()),
+            }
+        }
+        Ok(done)
+    }
+
+    fn write_all_at(&self, bytes: &[u8], offset: u64) -> io::Result<()> {
+        let mut done = 0;
+        while done < bytes.len() {
+            match rustix::io::pwrite(&self.fd, &bytes[done..], offset + done as u64) {
+                Ok(n) => done += n,
+                Err(Errno::INTR) => {}
+                Err(error) => return Err(error.into()),
+            }
+        }
+        Ok(())
+    }
+
+    /// A window at `offset` is full: start writing it to disk, and drop the one before from
+    /// the page cache once it is written.
+    pub fn filled(&self, offset: u64) {
+        sys::start_writeback(self.fd.as_fd(), offset, WINDOW);
+        if let Some(before) = offset.checked_sub(WINDOW) {
+            sys::drop_written(self.fd.as_fd(), before, WINDOW);
+        }
+    }
+
+    /// Every reader has passed the window at `offset`: its disk goes back.
+    ///
+    /// Only ever a whole window, aligned: punching part of a page, or part of a large folio,
+    /// zeroes the rest of it in place, and a pipe an output was spliced into may still refer
+    /// to those very pages (the consumer would read zeros where the stream was).
+    pub fn release_window(&self, offset: u64) {
+        debug_assert_eq!(offset % WINDOW, 0);
+        let _ = sys::punch_hole(self.fd.as_fd(), offset, WINDOW);
+    }
+
+    /// Nothing is spilled: the file is emptied, and offsets may start again at 0.
+    pub fn empty(&self) {
+        let _ = rustix::fs::ftruncate(&self.fd, 0);
+    }
+}
