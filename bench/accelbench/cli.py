@@ -134,7 +134,8 @@ def main() -> int:
     t_start = time.perf_counter()
     print(machine_header(accel, accel_origin, args, sizes))
     sys.stdout.flush()
-    ctx = Context(tools, accel, args.rounds, sizes["corpus"], sizes["count"], timeout)
+    ctx = Context(tools, accel, args.rounds, sizes["corpus"], sizes["count"], timeout,
+                  args.quick)
     for name, measure in MEASURES.items():
         if name not in only:
             continue
