@@ -1,13 +1,14 @@
 """File to file: ``accel -i F -o G`` (each accel variant) against ``cp F G`` and
-``mbuffer -q -m 32M -i F -o G`` (which opens both files with O_DIRECT unless the
-filesystem refuses it), F a 1 GiB file, on a tmpfs (one mounted under bench/work/ when
-root, else /dev/shm) and on a disk directory (bench/work/).  G is removed before each
-run (accel and mbuffer refuse an existing output without -f), and ``sync`` runs, so
-that one run's writeback does not overlap the next; as root, and not with --quick, the
-page cache is dropped too (``echo 3 > /proc/sys/vm/drop_caches``), so F comes from the
-disk.  G's own writeback is not timed (no --sync; cp has none).  Wall seconds, GiB/s,
-"× cp" = GiB/s over cp's in the same directory, X's CPU seconds per GiB.  --quick:
-64 MiB, caches not dropped.
+``mbuffer -q -m 32M -i F -o G`` (which opens both files with O_DIRECT, so on
+disk it reads F from the disk and writes G to it even when the page cache could
+serve), F a 1 GiB file, on a tmpfs (one mounted under bench/work/ when root,
+else /dev/shm) and on a disk directory (bench/work/). G is removed before each
+run (accel and mbuffer refuse an existing output without -f), and ``sync`` runs,
+so that one run's writeback does not overlap the next; as root, and not with
+--quick, the page cache is dropped too (``echo 3 > /proc/sys/vm/drop_caches``),
+so F comes from the disk. G's own writeback is not timed (no --sync; cp has
+none). Wall seconds, GiB/s, "× cp" = GiB/s over cp's in the same directory, X's
+CPU seconds per GiB. --quick: 64 MiB, caches not dropped.
 """
 
 from __future__ import annotations

@@ -1,13 +1,13 @@
-"""Stream hashes: ``head -c 4G /dev/zero | X > /dev/null`` with X = ``accel -q --hash
-ALG`` for sha256, blake3 and md5 (stdout is /dev/null, as ``-o /dev/null`` would open
-it), against ``openssl dgst`` of the same algorithm alone on the same data (SHA-NI),
-``sha256sum`` as a reference row, ``b3sum`` when installed, and ``cat``, the pipe's
-ceiling.  GiB/s median [min–max]; "× openssl" = GiB/s over openssl's for the same
-algorithm; "goal" checks issue 8's: accel sha256 ≥ 0.9 × openssl, blake3 ≥ 2 GiB/s.
-The digests accel prints for sha256 and md5 are checked against Python's hashlib.
-Then the seed pipeline (as in seed) with ``accel`` and ``accel --hash blake3``: a hash
-much faster than gzip -6 should leave the ratio to the slower stage unchanged.
---quick: 64 MiB.
+"""Stream hashes: ``head -c 4G /dev/zero | X > /dev/null`` with X =
+``accel -q --hash ALG`` for sha256, blake3 and md5 (stdout is /dev/null, as
+``-o /dev/null`` would open it), against ``openssl dgst`` of the same algorithm
+alone on the same data (SHA-NI), ``sha256sum`` as a reference row, ``b3sum``
+when installed, and ``cat``, the pipe's ceiling. GiB/s median [min–max];
+"× openssl" = GiB/s over openssl's for the same algorithm; "goal" checks issue
+8's: accel sha256 ≥ 0.9 × openssl, blake3 ≥ 2 GiB/s. The digests accel prints
+for sha256 and md5 are checked against Python's hashlib. Then the seed pipeline
+(as in seed) with ``accel`` and ``accel --hash blake3``: a hash much faster than
+gzip -6 should leave the ratio to the slower stage unchanged. --quick: 64 MiB.
 """
 
 from __future__ import annotations

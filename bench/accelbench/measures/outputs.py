@@ -1,16 +1,17 @@
-"""Two outputs, one stalling in bursts: ``head -c 512M /dev/zero | X | fast`` with X
-also writing a FIFO read by ``slow``.  X is each accel variant ``-m 1G -o - -o FIFO``,
-``mbuffer -m 1G -o - -f -o FIFO`` (its outputs move in lockstep) and ``tee FIFO``.
-Both consumers are bench/accelbench/reader.py, a Python script (pv -L smooths a rate,
-it does not stall): fast reads as fast as it can; slow reads 8 MiB as fast as it can,
-then nothing for 0.1 s, and again (at most 80 MiB/s, 6.4 s for the stream).  The
-stream is half the buffer, so the slow output's lag, at most the whole stream, stays
-within the buffer: accel never holds the producer back, and its fast output should
-have every byte at the producer's pace, long before the slow one; a lockstep tool's
-fast output finishes with the slow one.  "all bytes" = when fast had the whole stream;
-"× accel" = that median over the first variant's; "EOF" = when fast, having seen EOF,
-exited (a finished output kept open until the others are done shows here); "run" = until
-every process has exited.  --quick: 64 MiB through -m 128M.
+"""Two outputs, one stalling in bursts: ``head -c 512M /dev/zero | X | fast`` with
+X also writing a FIFO read by ``slow``. X is each accel variant
+``-m 1G -o - -o FIFO``, ``mbuffer -m 1G -o - -f -o FIFO`` (its outputs move in
+lockstep) and ``tee FIFO``. Both consumers are bench/accelbench/reader.py, a
+Python script (pv -L smooths a rate, it does not stall): fast reads as fast as
+it can; slow reads 8 MiB as fast as it can, then nothing for 0.1 s, and again
+(at most 80 MiB/s, 6.4 s for the stream). The stream is half the buffer, so the
+slow output's lag, at most the whole stream, stays within the buffer: accel
+never holds the producer back, and its fast output should have every byte at the
+producer's pace, long before the slow one; a lockstep tool's fast output
+finishes with the slow one. "all bytes" = when fast had the whole stream;
+"× accel" = that median over the first variant's; "EOF" = when fast, having seen
+EOF, exited (a finished output kept open until the others are done shows here);
+"run" = until every process has exited. --quick: 64 MiB through -m 128M.
 """
 
 from __future__ import annotations
