@@ -330,7 +330,7 @@ def run_pipeline(stages: list[list[str]], stdin_path: str | None = None,
         ready = poller.poll(None if grace_end is None or late
                             else max(0.0, grace_end - time.perf_counter()) * 1000)
         if not ready and not late:
-            late = [started[k] for k in by_pidfd.values()]
+            late = list(by_pidfd.values())
             kill_all()
         for fd, _ in ready:
             k = by_pidfd.pop(fd)
@@ -345,24 +345,24 @@ def run_pipeline(stages: list[list[str]], stdin_path: str | None = None,
     t1 = time.perf_counter()
     timer.cancel()
     results: list[ProcResult] = []
+    punctual: list[ProcResult] = []  # all but the readers killed for being late
     for k, (argv, ef) in enumerate(jobs + side):
         if k in ends:
             ef.seek(0)
             rc, cpu, maxrss, end = ends[k]
             results.append(ProcResult(argv, rc, cpu, maxrss,
                                       ef.read(4096).decode(errors="replace"), end))
+            if k not in late:
+                punctual.append(results[-1])
         ef.close()
     error = spawn_error
-    if late and not spawn_error:
-        error = (f"`{os.path.basename(late[0].args[0])}` still running 15 s after the last "
-                 "stage ended (killed)")
-    elif killed.is_set() and not spawn_error:
+    if killed.is_set() and not spawn_error and not late:
         error = f"timeout after {timeout:.0f} s (killed)"
         cleanup_shm({p.pid for p in started.values()})
     if error is None:
         # Like pipefail, any non-zero status fails the run. Name the root cause first: a
         # producer killed by SIGPIPE is usually the consequence of a later stage dying.
-        bad = [r for r in results if r.rc != 0]
+        bad = [r for r in punctual if r.rc != 0]
         bad.sort(key=lambda r: r.rc == -signal.SIGPIPE)
         if bad:
             parts = []
@@ -371,6 +371,10 @@ def run_pipeline(stages: list[list[str]], stdin_path: str | None = None,
                 line = _first_line(r.stderr)
                 parts.append(f"{msg}: {line}" if line and not parts else msg)
             error = parts[0] + (f" (also {', '.join(parts[1:])})" if parts[1:] else "")
+        if late:
+            msg = (f"`{os.path.basename(started[late[0]].args[0])}` still running 15 s after "
+                   "the last stage ended (killed)")
+            error = f"{error}; {msg}" if error else msg
     return RunResult(t1 - t0, results, error, killed.is_set(), t0)
 
 
