@@ -248,7 +248,7 @@ def run_pipeline(stages: list[list[str]], stdin_path: str | None = None,
     exited. Each process is reaped as it exits, in whatever order (os.wait4, which also
     gives its user+sys CPU time); `end` is when that was.
     """
-    # (argv, its stderr file, its Popen once started): the stages, then the readers.
+    # (argv, its stderr file) of the stages and of the readers, numbered in that order.
     jobs = [(argv, tempfile.TemporaryFile(dir=WORK)) for argv in stages]  # before the clock
     side = [(argv, tempfile.TemporaryFile(dir=WORK)) for argv, _ in readers or []]
     side_fds = []
