@@ -82,7 +82,8 @@ def run(ctx: Context) -> str:
                      fmt_spread(s.wall), xcpu, s.status()])
     head_md = (f"## Two outputs, one stalling: `head -c {mib}M /dev/zero | X | fast`, "
                f"X also writing FIFO, read by slow\n\n"
-               f"fast reads as fast as it can; slow reads {BURST // MIB} MiB as fast as it can, "
+               f"fast and slow are bench/accelbench/reader.py: fast reads as fast as it can; "
+               f"slow reads {BURST // MIB} MiB as fast as it can, "
                f"then pauses {PAUSE:g} s, and again. The stream ({mib} MiB) is half the buffer "
                f"({size}), so the slow output's lag stays within it. Seconds from the start, "
                f"median [min–max] of {rounds} rounds, rotating order: when fast had all bytes "
