@@ -22,7 +22,8 @@ from .runner import (
 DEFAULT_VARIANTS = "accel=accel,accel-copy=accel --engine copy"
 
 ABOUT = """\
-Benchmark accel against a bare pipe and its peers (mbuffer, pv -B, buffer).
+Benchmark accel against a bare pipe and its peers (mbuffer, pv -B, buffer; tee, cp and
+openssl dgst where a measure needs them).
 
 What it measures (every X is run as a real process between real OS pipes):
 """
@@ -41,9 +42,9 @@ data goes through each X and must come out unchanged; a tool that fails this is 
 USAGE_NOTES = """\
 In --variants, each comma-separated item is NAME=COMMAND; the word ``accel`` in COMMAND is
 replaced by the accel binary.  Without --accel, ``cargo build --release`` runs in the repo
-root and target/release/accel is used.  --quick shrinks the corpus (20 MiB) and the stream
-(512 MiB) so the whole run takes about a minute; it is for testing this script, its numbers
-are not meaningful.  Tables go to stdout (Markdown), progress to stderr.
+root and target/release/accel is used.  --quick shrinks the corpus (20 MiB), the stream
+(512 MiB) and the data of outputs, hash and files (tens of MiB), so that each measure takes
+under a minute; it is for testing this script, its numbers are not meaningful.  Tables go to stdout (Markdown), progress to stderr.
 """
 
 
@@ -62,7 +63,7 @@ def main() -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=5, help="rounds per timed section (min 3)")
     ap.add_argument("--quick", action="store_true",
-                    help="small sizes (~1 minute in total), for testing this script")
+                    help="small sizes (under a minute per measure), for testing this script")
     ap.add_argument("--accel", metavar="PATH", help="accel binary (default: cargo build --release)")
     ap.add_argument("--only", metavar="LIST", default=",".join(ORDER),
                     help="comma-separated subset of: " + ",".join(ORDER))
@@ -134,7 +135,8 @@ def main() -> int:
     t_start = time.perf_counter()
     print(machine_header(accel, accel_origin, args, sizes))
     sys.stdout.flush()
-    ctx = Context(tools, accel, args.rounds, sizes["corpus"], sizes["count"], timeout)
+    ctx = Context(tools, accel, args.rounds, sizes["corpus"], sizes["count"], timeout,
+                  args.quick)
     for name, measure in MEASURES.items():
         if name not in only:
             continue

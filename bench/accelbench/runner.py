@@ -13,6 +13,7 @@ import fcntl
 import hashlib
 import os
 import platform
+import select
 import shlex
 import shutil
 import signal
@@ -67,7 +68,8 @@ def show(argv: list[str], accel_path: str) -> str:
 
 
 def set_size(argv: list[str], size: str) -> list[str]:
-    """Drop any -m/--size from an accel command line and append `-m size` (clap rejects repeats)."""
+    """Drop any -m/--size from an accel command line and append `-m size` (clap rejects repeats).
+    Also right for mbuffer, whose buffer size is `-m SIZE` too."""
     out: list[str] = []
     skip = False
     for a in argv:
@@ -165,6 +167,7 @@ class Context:
     corpus_bytes: int  # target size of the seed corpus
     stream_mib: int  # MiB of the dd stream in throughput (cpu streams a quarter of it)
     timeout: float  # seconds before a pipeline run is killed
+    quick: bool = False  # --quick: measures choose their own small sizes (tens of MiB)
 
 
 # --------------------------------------------------------------------------------------------
@@ -178,6 +181,7 @@ class ProcResult:
     cpu: float  # user + sys seconds
     maxrss_kib: int
     stderr: str
+    end: float = 0.0  # seconds after the run's start at which the process exited
 
 
 @dataclass
@@ -186,6 +190,7 @@ class RunResult:
     procs: list[ProcResult]
     error: str | None = None  # None = every process exited 0
     timed_out: bool = False
+    t0: float = 0.0  # time.perf_counter() at the start (CLOCK_MONOTONIC, as in a child)
 
     @property
     def ok(self) -> bool:
@@ -225,16 +230,33 @@ def cleanup_shm(pids: set[int]) -> None:
 
 
 def run_pipeline(stages: list[list[str]], stdin_path: str | None = None,
-                 timeout: float = 600.0, pipe_sizes: dict[int, int] | None = None) -> RunResult:
+                 timeout: float = 600.0, pipe_sizes: dict[int, int] | None = None,
+                 readers: list[tuple[list[str], str]] | None = None) -> RunResult:
     """Run stages[0] | stages[1] | ... > /dev/null over real pipes.
 
     pipe_sizes maps a stage index to the size (F_SETPIPE_SZ) of the pipe it writes into.
 
+    readers are (argv, path) pairs: processes that read what a stage writes by name, each
+    started before the stages with stdin opened on path and stdout /dev/null; their results
+    follow the stages' in `procs`. A FIFO is opened here without waiting for a writer, so no
+    stage waits for a reader to start up; until a writer has opened it, read() on it returns
+    EOF, so a reader must first wait for input with poll or select. A reader still running
+    15 s after the last stage ended (say, its writer failed before opening the FIFO) is
+    killed, and the run fails.
+
     Wall time runs from just before the first process is started until every process has
-    exited (each is reaped with os.wait4, which also gives its user+sys CPU time).
+    exited. Each process is reaped as it exits, in whatever order (os.wait4, which also
+    gives its user+sys CPU time); `end` is when that was.
     """
-    procs: list[subprocess.Popen] = []
-    errfiles = [tempfile.TemporaryFile(dir=WORK) for _ in stages]  # before the clock starts
+    # (argv, its stderr file) of the stages and of the readers, numbered in that order.
+    jobs = [(argv, tempfile.TemporaryFile(dir=WORK)) for argv in stages]  # before the clock
+    side = [(argv, tempfile.TemporaryFile(dir=WORK)) for argv, _ in readers or []]
+    side_fds = []
+    for _, path in readers or []:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        os.set_blocking(fd, True)
+        side_fds.append(fd)
+    started: dict[int, subprocess.Popen] = {}  # index in jobs + side
     reaped: set[int] = set()
     lock = threading.Lock()
     killed = threading.Event()
@@ -242,7 +264,7 @@ def run_pipeline(stages: list[list[str]], stdin_path: str | None = None,
     def kill_all() -> None:
         killed.set()
         with lock:
-            for p in procs:
+            for p in started.values():
                 if p.pid not in reaped:
                     try:
                         os.kill(p.pid, signal.SIGKILL)
@@ -254,10 +276,17 @@ def run_pipeline(stages: list[list[str]], stdin_path: str | None = None,
     spawn_error = None
     t0 = time.perf_counter()
     try:
+        for k, ((argv, ef), fd) in enumerate(zip(side, side_fds)):
+            try:
+                started[len(jobs) + k] = subprocess.Popen(argv, stdin=fd, stdout=out_f,
+                                                          stderr=ef)
+            except OSError as e:
+                spawn_error = f"cannot start `{argv[0]}`: {e.strerror or e}"
+                break
         prev = stdin_f
-        for i, argv in enumerate(stages):
+        for i, (argv, ef) in enumerate(jobs if not spawn_error else []):
             last = i == len(stages) - 1
-            stderr = errfiles[i]
+            stderr = ef
             if tuple(argv) in TTY_STDERR:
                 stderr = tty_sink()
             try:
@@ -271,44 +300,69 @@ def run_pipeline(stages: list[list[str]], stdin_path: str | None = None,
                 # the previous stage when this one dies.
                 if prev is not stdin_f:
                     prev.close()
-                if stderr is not errfiles[i]:
+                if stderr is not ef:
                     os.close(stderr)
-            procs.append(p)
+            started[i] = p
             prev = p.stdout
             if pipe_sizes and i in pipe_sizes and prev is not None:
                 fcntl.fcntl(prev.fileno(), 1031, pipe_sizes[i])  # F_SETPIPE_SZ
     finally:
         stdin_f.close()
         out_f.close()
+        for fd in side_fds:  # the readers' own copies keep the FIFOs open from here on
+            os.close(fd)
     if spawn_error:
         kill_all()
     timer = threading.Timer(timeout, kill_all)
     timer.daemon = True
     timer.start()
-    results: list[ProcResult] = []
-    for p, ef in zip(procs, errfiles):
-        _, status, ru = os.wait4(p.pid, 0)
-        with lock:
-            reaped.add(p.pid)
-            p.returncode = os.waitstatus_to_exitcode(status)
-        results.append(ProcResult(p.args, p.returncode, ru.ru_utime + ru.ru_stime,
-                                  ru.ru_maxrss, ""))
+    by_pidfd = {os.pidfd_open(p.pid): k for k, p in started.items()}
+    poller = select.poll()
+    for fd in by_pidfd:
+        poller.register(fd, select.POLLIN)
+    ends: dict[int, tuple[int, float, int, float]] = {}  # index: status, CPU, RSS, end
+    stage_keys = {k for k in started if k < len(jobs)}
+    grace_end = None  # when the readers must have ended, once every stage has
+    late = []
+    while by_pidfd:
+        if grace_end is None and stage_keys <= ends.keys():
+            grace_end = time.perf_counter() + 15
+        ready = poller.poll(None if grace_end is None or late
+                            else max(0.0, grace_end - time.perf_counter()) * 1000)
+        if not ready and not late:
+            late = list(by_pidfd.values())
+            kill_all()
+        for fd, _ in ready:
+            k = by_pidfd.pop(fd)
+            poller.unregister(fd)
+            os.close(fd)
+            _, status, ru = os.wait4(started[k].pid, 0)
+            end = time.perf_counter() - t0
+            with lock:
+                reaped.add(started[k].pid)
+                started[k].returncode = os.waitstatus_to_exitcode(status)
+            ends[k] = (started[k].returncode, ru.ru_utime + ru.ru_stime, ru.ru_maxrss, end)
     t1 = time.perf_counter()
     timer.cancel()
-    for r, ef in zip(results, errfiles):
-        ef.seek(0)
-        r.stderr = ef.read(4096).decode(errors="replace")
-        ef.close()
-    for ef in errfiles[len(results):]:
+    results: list[ProcResult] = []
+    punctual: list[ProcResult] = []  # all but the readers killed for being late
+    for k, (argv, ef) in enumerate(jobs + side):
+        if k in ends:
+            ef.seek(0)
+            rc, cpu, maxrss, end = ends[k]
+            results.append(ProcResult(argv, rc, cpu, maxrss,
+                                      ef.read(4096).decode(errors="replace"), end))
+            if k not in late:
+                punctual.append(results[-1])
         ef.close()
     error = spawn_error
-    if killed.is_set() and not spawn_error:
+    if killed.is_set() and not spawn_error and not late:
         error = f"timeout after {timeout:.0f} s (killed)"
-        cleanup_shm({p.pid for p in procs})
+        cleanup_shm({p.pid for p in started.values()})
     if error is None:
         # Like pipefail, any non-zero status fails the run. Name the root cause first: a
         # producer killed by SIGPIPE is usually the consequence of a later stage dying.
-        bad = [r for r in results if r.rc != 0]
+        bad = [r for r in punctual if r.rc != 0]
         bad.sort(key=lambda r: r.rc == -signal.SIGPIPE)
         if bad:
             parts = []
@@ -317,7 +371,11 @@ def run_pipeline(stages: list[list[str]], stdin_path: str | None = None,
                 line = _first_line(r.stderr)
                 parts.append(f"{msg}: {line}" if line and not parts else msg)
             error = parts[0] + (f" (also {', '.join(parts[1:])})" if parts[1:] else "")
-    return RunResult(t1 - t0, results, error, killed.is_set())
+        if late:
+            msg = (f"`{os.path.basename(started[late[0]].args[0])}` still running 15 s after "
+                   "the last stage ended (killed)")
+            error = f"{error}; {msg}" if error else msg
+    return RunResult(t1 - t0, results, error, killed.is_set(), t0)
 
 
 def tty_sink() -> int:

@@ -13,12 +13,29 @@ from __future__ import annotations
 
 from ..corpus import build_corpus, warm_cache
 from ..runner import (
-    MIB, Context, Samples, code, fmt_spread, interleaved, md_table, med, note, run_pipeline,
+    MIB, Context, Samples, Tool, code, fmt_spread, interleaved, md_table, med, note,
+    run_pipeline,
 )
 
 
+COLUMNS = ["X", "command", "wall s median [min–max]", "ratio", "X CPU s", "all CPU s",
+           "status"]
+
+
 def run(ctx: Context) -> str:
-    tools, accel, rounds, timeout = ctx.tools, ctx.accel, ctx.rounds, ctx.timeout
+    rows, corpus = seed_rows(ctx, ctx.tools)
+    head = (f"## Seed pipeline: `bzip2 -dc corpus.tar.bz2 | X | gzip -6 > /dev/null`\n\n"
+            f"{corpus} {ctx.rounds} rounds, rotating order. ratio = median wall / max(median "
+            f"of the two stages alone); 1.000 = optimum. CPU columns are medians of user+sys.\n")
+    return head + "\n" + md_table(COLUMNS, rows) + "\n"
+
+
+def seed_rows(ctx: Context, tools: list[Tool], tag: str = "seed") -> tuple[list[list[str]], str]:
+    """Times the two stages alone and ``bzip2 -dc | X | gzip -6`` for each of `tools` (the
+    bare pipe for a tool without argv), in interleaved rounds; returns the rows of a COLUMNS
+    table, the stages first, and a sentence saying what the corpus is. `tag` starts the
+    progress lines. (The hash measure runs it with accel with and without a hash.)"""
+    accel, rounds, timeout = ctx.accel, ctx.rounds, ctx.timeout
     tar_path, bz_path, meta = build_corpus(ctx.corpus_bytes)
     warm_cache(tar_path, bz_path)
     bz = ["bzip2", "-dc", str(bz_path)]
@@ -39,7 +56,7 @@ def run(ctx: Context) -> str:
         else:
             rr = run_pipeline([bz, t.argv, gz], timeout=timeout)
             s.add(rr, 1)
-        note(f"seed round {r + 1}/{rounds}: {name:<12} "
+        note(f"{tag} round {r + 1}/{rounds}: {name:<12} "
              + (f"{rr.wall:7.2f} s" if rr.ok else f"FAILED: {rr.error}"))
     stage_meds = [med(samples[n].wall) for n in ("bzip2", "gzip") if samples[n].wall]
     optimum = max(stage_meds) if len(stage_meds) == 2 else None
@@ -57,11 +74,7 @@ def run(ctx: Context) -> str:
         xcpu = f"{med(s.x_cpu):.2f}" if s.x_cpu else "—"
         acpu = f"{med(s.all_cpu):.2f}" if s.all_cpu else "—"
         rows.append([label, cmd, fmt_spread(s.wall), ratio, xcpu, acpu, s.status()])
-    head = (f"## Seed pipeline: `bzip2 -dc corpus.tar.bz2 | X | gzip -6 > /dev/null`\n\n"
-            f"Corpus: {meta['tar_bytes'] / MIB:.0f} MiB tar of {meta['files']} real files "
-            f"({', '.join(meta['per_root_bytes'])}), {meta['bz2_bytes'] / MIB:.1f} MiB as "
-            f"bzip2 -9. {rounds} rounds, rotating order. ratio = median wall / max(median of "
-            f"the two stages alone); 1.000 = optimum. CPU columns are medians of user+sys.\n")
-    table = md_table(["X", "command", "wall s median [min–max]", "ratio", "X CPU s",
-                      "all CPU s", "status"], rows)
-    return head + "\n" + table + "\n"
+    corpus = (f"Corpus: {meta['tar_bytes'] / MIB:.0f} MiB tar of {meta['files']} real files "
+              f"({', '.join(meta['per_root_bytes'])}), {meta['bz2_bytes'] / MIB:.1f} MiB as "
+              f"bzip2 -9.")
+    return rows, corpus
