@@ -55,7 +55,7 @@ def limiter(tool, accel: str, rate: int) -> list[str] | None:
 
 
 def run(ctx: Context) -> str:
-    quick = ctx.stream_mib < 1024
+    quick = ctx.quick
     rate = (10 if quick else 20) * MIB
     size = (2 if quick else 5) * rate
     jobs = [(t, cmd) for t in ctx.tools if (cmd := limiter(t, ctx.accel, rate))]
