@@ -40,7 +40,7 @@ pub enum Exit {
     /// 5: accel could not start (a thread, the signal handlers, the buffer's first memory);
     /// nothing was read.
     Setup,
-    /// 6: bytes spilled to disk (`--spill`) could not be read back; the message says how many
+    /// 7: bytes spilled to disk (`--spill`) could not be read back; the message says how many
     /// were delivered and lost.
     SpillFailed,
     /// Ended by this signal, as the default action would (SIGPIPE, SIGINT, SIGTERM, SIGHUP).
@@ -57,13 +57,13 @@ impl Exit {
             Exit::OutputFailed => 3,
             Exit::Stalled => 4,
             Exit::Setup => 5,
-            Exit::SpillFailed => 6,
+            Exit::SpillFailed => 7,
             Exit::Signal(signal) => 128u8.saturating_add(signal as u8),
         }
     }
 
     /// The graver of this end and `other`, for an output's failure among others: lost bytes
-    /// (3) outweigh an input failure (1), and the spill lost (6) outweighs both.
+    /// (3) outweigh an input failure (1), and the spill lost (7) outweighs both.
     pub fn at_least(self, other: Exit) -> Exit {
         let rank = |exit: Exit| match exit {
             Exit::Success => 0,
@@ -273,6 +273,6 @@ mod tests {
         .into_iter()
         .map(Exit::code)
         .collect();
-        assert_eq!(codes, [0, 1, 2, 3, 4, 5, 6, 141, 130, 143, 129]);
+        assert_eq!(codes, [0, 1, 2, 3, 4, 5, 7, 141, 130, 143, 129]);
     }
 }

@@ -172,7 +172,7 @@ fn memory_stays_bounded_with_a_gib_on_disk(engine: &str) {
 
 /// Spilled bytes that cannot be read back (EIO: every `pread` made to fail, as a dying disk
 /// would): a clear message naming the spill's directory, what the output got and what was
-/// lost, status 6; the output holds exactly what was said.
+/// lost, status 7; the output holds exactly what was said.
 fn a_read_back_error_is_told(engine: &str) {
     let dir = Scratch::new(&format!("spill-eio-{engine}"));
     let out = dir.0.join("out");
@@ -200,7 +200,7 @@ fn a_read_back_error_is_told(engine: &str) {
     let _ = producer.join();
     let mut stderr = String::new();
     child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
-    assert_eq!(status.code(), Some(6), "{stderr}");
+    assert_eq!(status.code(), Some(7), "{stderr}");
     let message = stderr.lines().find(|l| l.contains("read back")).unwrap_or_default().to_owned();
     let prefix = format!("accel: read back from the spill in {}: Input/output error; ", dir.arg());
     assert!(message.starts_with(&prefix), "{stderr}");
