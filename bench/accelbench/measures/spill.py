@@ -1,18 +1,19 @@
 """Beyond RAM: a burst of 8 GiB into a stalled consumer, then a full-speed drain,
 through each accel variant ``-q -m 64M --spill DIR`` and ``mbuffer -q -m 8G -T
-DIR/f`` (its whole buffer a mapped file), against ``dd`` writing a file in DIR and
-then reading it back; DIR is bench/work/spill, on disk. Producer and consumer are
-bench/accelbench/pattern.py (a numbered random pattern; the consumer checks every
-byte). The consumer reads nothing until the producer has finished, ``sync`` has run
-(timed: the writeback the fill left behind) and, as root and not with --quick, the
-page cache has been dropped; then it reads at full speed to the end. Fill and drain
-seconds, GiB/s and × dd (ratio of median GiB/s to dd's write or read), peak RSS of X
-(VmHWM, polled), peak disk (st_blocks of the file X holds in DIR, polled), X's CPU
-seconds; 3 rounds. Skipped when DIR has less than 2.5 times the burst free. Then a
-consumer that keeps up: the throughput pipeline ``dd | X | cat`` with each variant
-with and without ``--spill DIR``, interleaved; --spill must cost nothing (GiB/s
-within 3 %), and a check run with --json shows what went to disk (should be
-nothing). --quick: a 512 MiB burst and ``mbuffer -m 512M``.
+DIR/f`` (its whole buffer a mapped file), against ``dd`` writing a file in DIR
+and then reading it back; DIR is bench/work/spill, on disk. Producer and
+consumer are bench/accelbench/pattern.py (a numbered random pattern; the
+consumer checks every byte). The consumer reads nothing until the producer has
+finished, ``sync`` has run (timed: the writeback the fill left behind) and, as
+root and not with --quick, the page cache has been dropped; then it reads at
+full speed to the end. Fill and drain seconds, GiB/s and × dd (ratio of median
+GiB/s to dd's write or read), peak RSS of X (VmHWM, polled), peak disk
+(st_blocks of the file X holds in DIR, polled), X's CPU seconds; 3 rounds.
+Skipped when DIR has less than 2.5 times the burst free. Then a consumer that
+keeps up: the throughput pipeline ``dd | X | cat`` with each variant with and
+without ``--spill DIR``, interleaved; --spill must cost nothing (GiB/s within
+3 %); every run has --json=FILE, whose summary says how much went through the
+disk (nothing should). --quick: a 512 MiB burst and ``mbuffer -m 512M``.
 """
 
 from __future__ import annotations
@@ -358,63 +359,81 @@ def keep_up_section(ctx: Context, d: Path) -> str:
     gib = count * MIB / GIB
     rounds = ctx.rounds if ctx.quick else max(ctx.rounds, 9)
     dd = ["dd", "if=/dev/zero", "bs=1M", f"count={count}", "status=none"]
+    report = WORK / "spill-keep-up.json"  # outside DIR, which holds only the spill
     jobs: list[tuple[Tool, str, list[str]]] = []  # tool, label, X
     for t in ctx.tools:
         if t.kind == "variant":
-            jobs += [(t, t.name, t.argv), (t, f"{t.name} --spill", t.argv + ["--spill", str(d)])]
+            x = t.argv + [f"--json={report}"]
+            jobs += [(t, t.name, x), (t, f"{t.name} --spill", x + ["--spill", str(d)])]
     samples = {label: Samples.for_tool(t) for t, label, _ in jobs}
     by_round: dict[str, dict[int, float]] = {label: {} for _, label, _ in jobs}
-    for r, (t, label, argv), s in interleaved(jobs, rounds, samples, key=lambda j: j[1]):
-        rr = run_pipeline([dd, argv, ["cat"]], timeout=ctx.timeout)
-        s.add(rr, 1)
-        if rr.ok:
-            by_round[label][r] = gib / rr.wall
-        note(f"spill keep-up round {r + 1}/{rounds}: {label:<20} "
-             + (f"{gib / rr.wall:6.2f} GiB/s" if rr.ok else f"FAILED: {rr.error}"))
+    spilled: dict[str, list[int]] = {label: [] for _, label, _ in jobs}  # tiers.disk per run
+    peak: dict[str, list[int]] = {label: [] for _, label, _ in jobs}  # peak_disk_bytes
+    try:
+        for r, (t, label, argv), s in interleaved(jobs, rounds, samples, key=lambda j: j[1]):
+            rr = run_pipeline([dd, argv, ["cat"]], timeout=ctx.timeout)
+            summary = json_summary(report) if rr.ok else {}
+            if rr.ok and "peak_disk_bytes" not in summary:
+                rr.error = "no peak_disk_bytes in the --json summary"
+            s.add(rr, 1)
+            if rr.ok:
+                by_round[label][r] = gib / rr.wall
+                spilled[label].append(summary.get("tiers", {}).get("disk", 0))
+                peak[label].append(summary["peak_disk_bytes"])
+            note(f"spill keep-up round {r + 1}/{rounds}: {label:<20} "
+                 + (f"{gib / rr.wall:6.2f} GiB/s, {spilled[label][-1] / MIB:.0f} MiB spilled"
+                    if rr.ok else f"FAILED: {rr.error}"))
+    finally:
+        report.unlink(missing_ok=True)
     rows = []
     for t, label, argv in jobs:
         s = samples[label]
         rates = [gib / w for w in s.wall]
         xcpu = fmt_spread([c / gib for c in s.x_cpu], 3) if s.x_cpu else "—"
-        row = [label, code(show(argv, ctx.accel).replace(str(d), "DIR")), fmt_spread(rates),
-               xcpu]
+        row = [label, code(show(argv, ctx.accel).replace(str(report), "FILE")
+                           .replace(str(d), "DIR")), fmt_spread(rates), xcpu]
         if label == t.name:  # without --spill: the reference of the next row
             ref, ref_rates = s, rates
-            rows.append(row + ["—"] * 5 + [s.status()])
+            rows.append(row + ["—"] * 6 + [s.status()])
             continue
         pairs = [by_round[label][r] / by_round[t.name][r]
                  for r in by_round[label] if r in by_round[t.name]]
         ratio = med(rates) / med(ref_rates) if rates and ref_rates else None
         cpu_ratio = (f"{med(s.x_cpu) / med(ref.x_cpu):.2f}" if s.x_cpu and ref.x_cpu
                      else "—")
+        went = spilled[label]
         rows.append(row + [
             f"{ratio:.3f}" if ratio else "—", fmt_spread(pairs, 3), cpu_ratio,
             "—" if ratio is None else "yes" if ratio >= 0.97 else "no",
-            "—" if s.excluded else spilled(argv, count, ctx.timeout), s.status()])
+            fmt_spread([b / MIB for b in went], 0),
+            f"{sum(1 for b in went if b)}/{len(went)}; max {max(peak[label], default=0) / MIB:.0f}",
+            s.status()])
     head = (f"### A consumer that keeps up: `dd if=/dev/zero bs=1M count={count} | X | cat > "
             f"/dev/null`, with and without `--spill DIR`\n\n"
             f"The throughput pipeline, {gib:g} GiB per run, each variant as in `throughput` "
-            f"and again with `--spill DIR`; {rounds} rounds, rotating order, median [min–max]. "
+            f"and again with `--spill DIR`, both with `--json=FILE` (the same cost to both), "
+            f"whose summary says what went through the spill (`tiers.disk`) and its peak "
+            f"(`peak_disk_bytes`). {rounds} rounds, rotating order, median [min–max]. "
             f"× without: ratio of the median GiB/s to the row above's; per round: the same "
-            f"ratio within each round (both ran in it); CPU × without: of X's median CPU s/GiB. "
-            f"Within 3 %: × without ≥ 0.970. Disk: after the timed rounds, one more run with "
-            f"`--json=FILE`, whose summary gives the spill's peak (`peak_disk_bytes`) and the "
-            f"bytes that went through it (`tiers.disk`).\n\n")
+            f"ratio within each round (both ran in it); CPU × without: of X's median CPU "
+            f"s/GiB. Within 3 %: × without ≥ 0.970. Spilled: MiB that went to the disk per "
+            f"run; runs that spilled, and the largest peak on disk (MiB).\n\n")
     return head + md_table(["X", "command", "GiB/s median [min–max]", "X CPU s/GiB",
                             "× without", "per round × without", "CPU × without",
-                            "within 3 %", "disk (check run)", "status"], rows) + "\n"
+                            "within 3 %", "spilled MiB", "runs spilled; max peak MiB",
+                            "status"], rows) + "\n"
 
 
-def spilled(argv: list[str], count: int, timeout: float) -> str:
-    """The spill's peak on disk and the bytes that went through it, in one run with --json."""
-    with tempfile.NamedTemporaryFile(dir=WORK, suffix=".json") as f:
-        rr = run_pipeline([["dd", "if=/dev/zero", "bs=1M", f"count={count}", "status=none"],
-                           argv + [f"--json={f.name}"], ["cat"]], timeout=timeout)
-        if not rr.ok:
-            return f"check run FAILED: {rr.error}".replace("|", "\\|")
-        lines = [json.loads(l) for l in Path(f.name).read_text().splitlines() if l.strip()]
-    summary = next((l for l in lines if l.get("event") == "summary"), {})
-    if "peak_disk_bytes" not in summary:
-        return "no peak_disk_bytes in the --json summary"
-    return (f"disk peak {summary['peak_disk_bytes'] / MIB:g} MiB, "
-            f"{summary.get('tiers', {}).get('disk', 0) / MIB:g} MiB spilled")
+def json_summary(path: Path) -> dict:
+    """The summary line of accel's --json file; {} if there is none."""
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return {}
+    for line in reversed(lines):
+        if '"summary"' in line:
+            try:
+                return json.loads(line)
+            except ValueError:
+                return {}
+    return {}
