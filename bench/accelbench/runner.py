@@ -213,6 +213,31 @@ def _describe_rc(rc: int) -> str:
     return f"exit {rc}"
 
 
+def describe_exit(rc: int, stderr: str) -> str:
+    """Why a process failed, in words: its status and the first line of its stderr."""
+    line = _first_line(stderr)
+    return _describe_rc(rc) + (f": {line}" if line else "")
+
+
+def proc_status(pid: int) -> dict[str, int]:
+    """VmRSS and VmHWM (KiB) of a running process, from /proc/PID/status; {} once it is gone."""
+    out = {}
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            k, _, v = line.partition(":")
+            if k in ("VmRSS", "VmHWM"):
+                out[k] = int(v.split()[0])  # kB
+    except (OSError, ValueError):
+        pass
+    return out
+
+
+def pipe_queued(fd: int) -> int:
+    """Bytes waiting in the pipe whose end fd is (FIONREAD)."""
+    buf = fcntl.ioctl(fd, termios.FIONREAD, struct.pack("i", 0))
+    return struct.unpack("i", buf)[0]
+
+
 def cleanup_shm(pids: set[int]) -> None:
     """Remove SysV shm segments left behind by killed processes of ours (buffer uses them)."""
     try:
@@ -413,8 +438,7 @@ def reap(proc: subprocess.Popen, errf, error: str | None) -> tuple[int, str | No
     err_text = errf.read(4096).decode(errors="replace")
     errf.close()
     if rc != 0 and not error:
-        line = _first_line(err_text)
-        error = _describe_rc(rc) + (f": {line}" if line else "")
+        error = describe_exit(rc, err_text)
     return rc, error
 
 
@@ -434,8 +458,7 @@ def sanity_check(tool: Tool, timeout: float = 60.0) -> str | None:
         cleanup_shm({p.pid})
         return f"no EOF within {timeout:.0f} s"
     if p.returncode != 0:
-        line = _first_line(err.decode(errors="replace"))
-        return f"{_describe_rc(p.returncode)}" + (f": {line}" if line else "")
+        return describe_exit(p.returncode, err.decode(errors="replace"))
     if out != data:
         return (f"output differs from input ({len(out)} bytes out of {len(data)}, "
                 f"sha256 {hashlib.sha256(out).hexdigest()[:12]} vs "

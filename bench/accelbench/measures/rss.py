@@ -10,19 +10,16 @@ VmRSS after the drain (polled up to 5 s until it has not fallen for 2 s).
 
 from __future__ import annotations
 
-import fcntl
 import os
 import select
-import struct
 import subprocess
 import tempfile
-import termios
 import time
 from pathlib import Path
 
 from ..runner import (
     MIB, WORK, Context, Samples, code, excluded_status, fmt_spread, interleaved, md_table,
-    note, reap, show,
+    note, pipe_queued, proc_status, reap, show,
 )
 
 
@@ -83,23 +80,6 @@ def run(ctx: Context) -> str:
     return out
 
 
-def proc_status(pid: int) -> dict[str, int]:
-    out = {}
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            k, _, v = line.partition(":")
-            if k in ("VmRSS", "VmHWM"):
-                out[k] = int(v.split()[0])  # kB
-    except (OSError, ValueError):
-        pass
-    return out
-
-
-def _pipe_queued(fd: int) -> int:
-    buf = fcntl.ioctl(fd, termios.FIONREAD, struct.pack("i", 0))
-    return struct.unpack("i", buf)[0]
-
-
 def _settle_rss(pid: int, limit: float = 5.0, step: float = 0.1, still: int = 20):
     """Poll VmRSS every `step` s until it has not fallen for `still` polls, at most `limit` s.
 
@@ -150,7 +130,7 @@ def measure_giveback(argv: list[str], push: int = 256 * MIB, timeout: float = 12
                 pass
         # Wait for X to take everything out of its stdin pipe, then for RSS to settle.
         t_end = time.perf_counter() + 10
-        while _pipe_queued(w) and time.perf_counter() < t_end:
+        while pipe_queued(w) and time.perf_counter() < t_end:
             time.sleep(0.02)
         time.sleep(0.2)
         st = proc_status(p.pid)
@@ -253,7 +233,7 @@ def measure_peak_rss(argv: list[str], nbytes: int = MIB, timeout: float = 60.0):
                     raise RuntimeError("X closed its stdout before its stdin did")
                 out += chunk
                 quiet_since = None
-            elif sent == nbytes and _pipe_queued(w) == 0:
+            elif sent == nbytes and pipe_queued(w) == 0:
                 quiet_since = quiet_since or now
                 if now - quiet_since >= 0.3:
                     break
