@@ -25,6 +25,7 @@ pub mod open;
 pub mod size;
 pub mod stdio;
 pub mod stop;
+pub mod usage;
 pub mod watch;
 
 mod signals;
