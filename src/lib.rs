@@ -137,6 +137,7 @@ fn start(config: &Config, closed: stdio::Closed) -> Result<Exit, Refusal> {
     let readers = outputs.len() + config.hashes.len();
     let meter = Arc::new(Meter::new(capacity as u64, readers));
     let names = Names {
+        name: config.name.clone(),
         input: input.name.clone(),
         outputs: outputs.iter().map(|o| o.name.clone()).collect(),
         hashes: config.hashes.clone(),

@@ -337,7 +337,7 @@ fn screens_of(session: &str, script: &str) -> Vec<String> {
 }
 
 fn has_progress_line(screen: &str) -> bool {
-    screen.lines().any(|l| l.contains('[') && l.contains('%') && l.contains("out"))
+    screen.lines().any(|l| l.contains("buf ") && l.contains('%') && l.contains("out "))
 }
 
 /// On a terminal, in the foreground: the line appears, changes, and is cleaned up, and the

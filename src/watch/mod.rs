@@ -31,12 +31,17 @@ const TICK: Duration = Duration::from_millis(500);
 /// NDJSON progress events go out every this many ticks (once a second).
 const JSON_EVERY: u64 = 2;
 
+/// The longest an output's name gets on the progress line; a longer one is cut, ending in `~`.
+pub const SHORT: usize = 20;
+
 /// Erases the line the cursor is on: back to column 0, clear to its end.
 const CLEAR_LINE: &str = "\r\x1b[K";
 
 /// What the sides of a run are called, for the line, the report and JSON.
 #[derive(Debug, Clone, Default)]
 pub struct Names {
+    /// This accel, when the user named it (`-N`).
+    pub name: Option<String>,
     /// The input: `stdin` or the path.
     pub input: String,
     /// The outputs, in order: `stdout` or the paths. The meter counts them first...
@@ -51,6 +56,22 @@ impl Names {
         match self.outputs.get(index) {
             Some(name) => name.clone(),
             None => format!("the {} hash", self.hashes[index - self.outputs.len()]),
+        }
+    }
+
+    /// How the progress line calls reader `index`, in a few columns: an output's file name
+    /// (`copy.img` for `/mnt/b/copy.img`), cut to [`SHORT`] characters, or `sha256`.
+    pub fn short(&self, index: usize) -> String {
+        let Some(name) = self.outputs.get(index) else {
+            return self.hashes[index - self.outputs.len()].to_string();
+        };
+        let path = std::path::Path::new(name);
+        let base =
+            path.file_name().map_or(name.clone(), |base| base.to_string_lossy().into_owned());
+        if base.chars().count() <= SHORT {
+            base
+        } else {
+            base.chars().take(SHORT - 1).chain(['~']).collect()
         }
     }
 
@@ -235,7 +256,8 @@ impl Watch {
             return;
         }
         let width = terminal_width().unwrap_or(80).saturating_sub(1);
-        let text = line::render(snapshot, &state.rates, self.expected, width);
+        let subject = line::Subject { names: &self.names, expected: self.expected, ended: false };
+        let text = line::render(snapshot, &state.rates, &subject, width);
         let mut stderr = io::stderr().lock();
         let _ = write!(stderr, "\r{text}\x1b[K");
         let _ = stderr.flush();

@@ -250,7 +250,7 @@ mod tests {
 
     /// One output, stdout.
     fn stdout() -> Names {
-        Names { input: "stdin".into(), outputs: vec!["stdout".into()], hashes: vec![] }
+        Names { input: "stdin".into(), outputs: vec!["stdout".into()], ..Names::default() }
     }
 
     #[test]
@@ -393,6 +393,7 @@ mod tests {
             input: "stdin".into(),
             outputs: vec!["stdout".into(), "copy.img".into()],
             hashes: vec![crate::digest::Algorithm::Sha256],
+            ..Names::default()
         };
         let reader = |bytes: u64, starved: f64, gone: bool| ReaderSnapshot {
             bytes,
