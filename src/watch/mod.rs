@@ -5,6 +5,7 @@
 //! nothing here can slow or block the data path. If the terminal stalls, only this thread
 //! waits.
 
+pub mod board;
 pub mod line;
 pub mod report;
 
