@@ -93,6 +93,7 @@ fn setup(what: &'static str) -> impl FnOnce(std::io::Error) -> Refusal {
 
 /// Opens and checks everything before a byte is read, then runs the transfer and concludes.
 fn start(config: &Config, closed: stdio::Closed) -> Result<Exit, Refusal> {
+    watch::check_progress_fd(config).map_err(usage)?;
     let stop = Arc::new(Stop::default());
     let input = match &config.input {
         None if closed.stdin => {
@@ -151,12 +152,14 @@ fn start(config: &Config, closed: stdio::Closed) -> Result<Exit, Refusal> {
         sync: config.sync,
         output_errors: config.output_errors,
     };
-    let route = Arc::new(Route::plan(config.engine, &plan, log));
+    let route = Arc::new(Route::plan(config.engine, &plan, Arc::clone(&log)));
     let watch = Watch::new(config, Arc::clone(&meter), names, route.engine.to_string(), expected)
         .map_err(|error| {
         let Some(JsonTarget::File(path)) = &config.json else { unreachable!("a file") };
         usage(format!("--json={}: {}", path.display(), describe(&error)))
     })?;
+    let said = Arc::clone(&watch);
+    log.print_through(Box::new(move |text| said.say(text)));
     Stop::install().map_err(setup("install the interrupt handler"))?;
     let signals = signals::install(Arc::clone(&watch)).map_err(setup("install signal handlers"))?;
     let (events, inbox) = mpsc::channel();
@@ -165,6 +168,8 @@ fn start(config: &Config, closed: stdio::Closed) -> Result<Exit, Refusal> {
     let output_names: Vec<String> = plan.outputs.iter().map(|o| o.name.clone()).collect();
     let ending = engine::run(plan, Arc::clone(&route), Arc::clone(&meter), stop, events, inbox)
         .map_err(setup("start the transfer"))?;
+    // The final line is left standing before the last words, which go under it.
+    watch.settle();
     let snapshot = meter.snapshot();
     route.note(format_args!("{route}; bytes went {}", snapshot.tiers));
     let mut exit = exit::conclude(
