@@ -244,7 +244,7 @@ pub enum OutputErrorArg {
 /// `--generate` values: documentation derived from this very definition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Generate {
-    /// The man page (roff).
+    /// The man page (roff), complete on its own.
     Man,
     /// bash completions.
     Bash,
@@ -261,7 +261,7 @@ impl Generate {
         use clap_complete::Shell;
         let mut command = Cli::command();
         let shell = match self {
-            Generate::Man => return clap_mangen::Man::new(command).render(out),
+            Generate::Man => return crate::manual::write(command, out),
             Generate::Bash => Shell::Bash,
             Generate::Zsh => Shell::Zsh,
             Generate::Fish => Shell::Fish,

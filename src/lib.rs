@@ -20,6 +20,7 @@ pub mod endpoint;
 pub mod engine;
 pub mod exit;
 pub mod log;
+pub mod manual;
 pub mod meter;
 pub mod open;
 pub mod size;

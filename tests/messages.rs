@@ -3,6 +3,7 @@
 //! suffixes, the memory warning, and what `-q` silences.
 
 use std::io::Write;
+use std::process::Stdio;
 
 use serde_json::Value;
 
@@ -97,4 +98,19 @@ fn quiet_means_one_thing() {
     let (status, _, stderr) = run(&["-q", "-i", "/nonexistent"]);
     assert_eq!(status, Some(2));
     assert!(stderr.starts_with("accel: -i /nonexistent: "), "errors always: {stderr}");
+}
+
+/// Issue 11, item 8: `--help` lists `--generate`, and the man page it makes stands alone.
+#[test]
+fn help_lists_generate_and_the_man_page_is_whole() {
+    let out = accel("auto", &["--help"]).stdin(Stdio::null()).output().unwrap();
+    assert!(out.status.success());
+    let help = String::from_utf8(out.stdout).unwrap();
+    assert!(help.contains("--generate <WHAT>"), "{help}");
+    assert!(help.contains("-q, --quiet") && help.contains("--json, the --hash lines"), "{help}");
+    let out = accel("auto", &["--generate", "man"]).stdin(Stdio::null()).output().unwrap();
+    let page = String::from_utf8(out.stdout).unwrap();
+    for section in ["JSON FIELDS", "SIGNALS", "EXIT STATUS", "FILES"] {
+        assert!(page.contains(&format!(".SH \"{section}\"")), "{section}");
+    }
 }
