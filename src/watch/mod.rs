@@ -129,8 +129,8 @@ impl Sink {
     /// does not interleave with accel's other messages.
     fn with<R>(&self, write: impl FnOnce(&mut dyn Write) -> R) -> R {
         match self.0 {
-            None => write(&mut io::stderr().lock()),
-            Some(fd) => write(&mut FdWriter(fd)),
+            Some(fd) if !self.is_stderr() => write(&mut FdWriter(fd)),
+            _ => write(&mut io::stderr().lock()),
         }
     }
 
