@@ -35,17 +35,33 @@ fn a_stop_says_what_was_lost(engine: &str) {
         (Signal::HUP, "SIGHUP", &[]),
         (Signal::TERM, "SIGTERM", &["-q"]),
     ] {
-        let mut child = spawn_piped(engine, args);
+        // accel counts a write once the call returns, a moment after the consumer may have
+        // read it: its own JSON, in a file, says when it has counted the first MiB out.
+        let json = std::env::temp_dir().join(format!(
+            "accel-stop-{}-{engine}-{name}-{}",
+            std::process::id(),
+            args.len()
+        ));
+        let json_arg = format!("--json={}", json.display());
+        let mut child = spawn_piped(engine, &[args, &[&json_arg, "--interval", "0.1s"]].concat());
         let mut stdin = child.stdin.take().unwrap();
         let data = pattern(3 << 20, 7);
         stdin.write_all(&data).unwrap();
         let mut first = vec![0u8; 1 << 20];
         child.stdout.as_mut().unwrap().read_exact(&mut first).unwrap();
+        eventually(GENEROUS, "accel counts the first MiB delivered", || {
+            let events = std::fs::read_to_string(&json).unwrap_or_default();
+            events
+                .lines()
+                .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+                .any(|event| event["bytes_out"].as_u64().is_some_and(|bytes| bytes >= 1 << 20))
+        });
         kill_process(Pid::from_child(&child), signal).unwrap();
         let status = wait_within(&mut child, GENEROUS);
         assert_eq!(status.signal(), Some(signal.as_raw()), "{signal:?}: {status}");
         let mut stderr = String::new();
         child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+        std::fs::remove_file(&json).unwrap();
         if args == ["-q"] {
             assert_eq!(stderr, "", "-q: nothing");
             continue;
