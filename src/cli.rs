@@ -21,9 +21,11 @@ Examples:
 
 Exit status: 0 all input delivered; 1 reading failed (what was read was delivered);
 2 usage error, nothing read; 3 writing an output failed (the message says what it missed);
-4 stalled (--stall-timeout); 5 could not start, nothing read. Killed by SIGPIPE when the
-consumer exits early, and by SIGINT/SIGTERM/SIGHUP when sent one, like cat. SIGUSR1 prints
-the report so far.";
+4 stalled (--stall-timeout); 5 could not start, nothing read; 7 spilled bytes could not
+be read back (the message says what each output missed). Killed by SIGPIPE when the
+consumer exits early, and by SIGINT/SIGTERM/SIGHUP when sent one, like cat, saying how many
+bytes were read but not delivered. SIGUSR1 prints the report so far. `man accel` (see
+--generate) has the JSON fields, the signals and the statuses in full.";
 
 /// The raw command line.
 #[derive(Debug, Parser)]
@@ -85,13 +87,15 @@ pub struct Cli {
     pub hashes: Vec<String>,
 
     /// Write the hash lines to FILE instead of stderr.
-    #[arg(long, value_name = "FILE", requires = "hashes", help_heading = "Input and output")]
+    #[arg(long, value_name = "FILE", help_heading = "Input and output")]
     pub hash_file: Option<PathBuf>,
 
-    /// Buffer size (512K, 32M, 1.5G; binary units).
+    /// Buffer size (512K, 32M, 1.5G; binary units K, M, G, T, P, E).
     ///
     /// At most this much is held. Memory is taken only as the backlog grows and given back as
-    /// it drains, so a large size costs nothing until data actually waits.
+    /// it drains, so a large size costs nothing until data actually waits. A size above what
+    /// this process may have (the machine's memory, ulimit -v or -d, a memory cgroup's limit)
+    /// is held to that, and accel says so once. Given twice, the last one counts.
     #[arg(
         short = 'm',
         long = "size",
@@ -156,23 +160,28 @@ pub struct Cli {
     ///
     /// By default it is shown when stderr is a terminal and accel's job holds the foreground,
     /// as pv does; never into a file or pipe.
-    #[arg(short = 'p', long, help_heading = "Display", conflicts_with = "quiet")]
+    #[arg(short = 'p', long, help_heading = "Display")]
     pub progress: bool,
 
-    /// Print nothing but errors.
-    #[arg(short = 'q', long, help_heading = "Display")]
+    /// Say nothing about the run: no progress line, verdict or report, no warnings.
+    ///
+    /// Errors still appear, and so does what is asked for by name: --json, the --hash lines,
+    /// --debug, -n and --progress-fd. Of -q and a -p or -v, the one given last counts.
+    #[arg(short = 'q', long, help_heading = "Display", overrides_with_all = ["progress", "stats"])]
     pub quiet: bool,
 
-    /// Print a report at the end, naming the bottleneck.
+    /// Print the full report at the end, naming the bottleneck.
     ///
     /// Bytes, rates, how long each side waited on the other, peak fill, and which side was the
-    /// bottleneck. Printed automatically after a progress line was shown.
+    /// bottleneck. Without -v, a progress line that was shown is left standing at the end
+    /// with the verdict alone under it.
     #[arg(short = 'v', long = "stats", help_heading = "Display")]
     pub stats: bool,
 
     /// Write NDJSON events to FILE (default: stderr).
     ///
-    /// A progress event every second and a summary at the end; the README lists the fields.
+    /// A progress event every second (or --interval) and a summary at the end, also after
+    /// errors and signals; `man accel` lists the fields.
     #[arg(
         long,
         value_name = "FILE",
@@ -231,8 +240,44 @@ pub struct Cli {
     #[arg(long, help_heading = "Display")]
     pub debug: bool,
 
-    /// Print the man page or a shell completion script to stdout, then exit.
-    #[arg(long, value_enum, value_name = "WHAT", hide = true)]
+    /// Name this accel in its progress line, report and JSON, as pv -N does.
+    ///
+    /// For several accels in one pipeline: each says whose line and report it is. Accels that
+    /// draw on the same terminal share it, each on a row of its own, named or not.
+    #[arg(short = 'N', long, value_name = "NAME", help_heading = "Display")]
+    pub name: Option<String>,
+
+    /// Progress as numbers, for scripts: one line per interval, as pv -n.
+    ///
+    /// The percent done when the size is known (-s, or stdin a regular file), as `dialog
+    /// --gauge` reads it; otherwise the bytes delivered so far. Instead of the progress line,
+    /// on stderr (or --progress-fd) whether or not it is a terminal; the last line is the
+    /// final figure. For every counter, use --json.
+    #[arg(short = 'n', long, help_heading = "Display")]
+    pub numeric: bool,
+
+    /// How often progress is updated (0.2s, 5s; at least 0.1s).
+    ///
+    /// Default: the progress line twice a second, -n lines and --json progress events once a
+    /// second. Given, it sets all three.
+    #[arg(long, value_name = "DURATION", help_heading = "Display")]
+    pub interval: Option<String>,
+
+    /// Write progress to the open descriptor FD instead of stderr.
+    ///
+    /// A terminal gets the redrawn line (drawn whether or not accel's job holds its
+    /// foreground); a file or pipe gets one line per interval; -n writes its numbers there.
+    /// The verdict follows the last line; errors, warnings and the -v report stay on stderr.
+    /// E.g. `--progress-fd 3 3>/dev/pts/4` draws on another terminal, `3>>progress.log`
+    /// keeps a log.
+    #[arg(long, value_name = "FD", help_heading = "Display")]
+    pub progress_fd: Option<String>,
+
+    /// Print the man page or a completion script (bash, zsh, fish) to stdout, then exit.
+    ///
+    /// The man page's FILES section says where each goes, e.g. `accel --generate man >
+    /// ~/.cargo/share/man/man1/accel.1`, where man finds it while ~/.cargo/bin is on PATH.
+    #[arg(long, value_enum, value_name = "WHAT")]
     pub generate: Option<Generate>,
 }
 
@@ -264,7 +309,7 @@ pub enum OutputErrorArg {
 /// `--generate` values: documentation derived from this very definition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Generate {
-    /// The man page (roff).
+    /// The man page (roff), complete on its own.
     Man,
     /// bash completions.
     Bash,
@@ -281,7 +326,7 @@ impl Generate {
         use clap_complete::Shell;
         let mut command = Cli::command();
         let shell = match self {
-            Generate::Man => return clap_mangen::Man::new(command).render(out),
+            Generate::Man => return crate::manual::write(command, out),
             Generate::Bash => Shell::Bash,
             Generate::Zsh => Shell::Zsh,
             Generate::Fish => Shell::Fish,

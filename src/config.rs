@@ -57,6 +57,14 @@ pub struct Config {
     pub spill: Option<PathBuf>,
     /// `--spill-size`: the most disk the spill may take.
     pub spill_size: Option<u64>,
+    /// What this accel is called in its line, report and JSON (`-N`).
+    pub name: Option<String>,
+    /// Progress as numbers, a line per interval (`-n`).
+    pub numeric: bool,
+    /// How often progress is updated, when the user said (`--interval`).
+    pub interval: Option<Duration>,
+    /// The descriptor progress goes to instead of stderr (`--progress-fd`).
+    pub progress_fd: Option<i32>,
 }
 
 /// Flow control as given; the percentages are of the buffer, resolved once its size is
@@ -97,6 +105,9 @@ impl Level {
         }
     }
 }
+
+/// The shortest `--interval`: a terminal redrawn more often only flickers.
+pub const SHORTEST_INTERVAL: Duration = Duration::from_millis(100);
 
 /// When the progress line is drawn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -196,6 +207,44 @@ impl Config {
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
+        if let (Some(path), true) = (&cli.hash_file, hashes.is_empty()) {
+            return Err(ConfigError {
+                option: "--hash-file",
+                value: path.display().to_string(),
+                reason: "no --hash was given: name the hash to write, e.g. --hash sha256".into(),
+            });
+        }
+        let interval = match &cli.interval {
+            None => None,
+            Some(text) => Some(
+                parse_duration(text)
+                    .and_then(|interval| {
+                        (interval >= SHORTEST_INTERVAL)
+                            .then_some(interval)
+                            .ok_or_else(|| "too short: at least 0.1s".to_owned())
+                    })
+                    .map_err(|reason| ConfigError {
+                        option: "--interval",
+                        value: text.clone(),
+                        reason,
+                    })?,
+            ),
+        };
+        let progress_fd = match &cli.progress_fd {
+            None => None,
+            Some(text) => {
+                Some(text.trim().parse::<i32>().ok().filter(|fd| *fd >= 0).ok_or_else(|| {
+                    ConfigError {
+                        option: "--progress-fd",
+                        value: text.clone(),
+                        reason:
+                            "not a descriptor: expected a number such as 3, opened by the shell \
+                             (3>progress.log)"
+                                .into(),
+                    }
+                })?)
+            }
+        };
         let input = cli.input.filter(|path| path.as_os_str() != "-");
         let mut outputs: Vec<Target> = cli
             .outputs
@@ -235,7 +284,10 @@ impl Config {
         let json = cli.json.map(|path| {
             if path.as_os_str() == "-" { JsonTarget::Stderr } else { JsonTarget::File(path) }
         });
-        let progress = if cli.quiet || !stderr_is_terminal {
+        let progress = if cli.numeric || progress_fd.is_some() {
+            // Asked for by name, and not drawn over a terminal's other lines: always written.
+            Progress::Always
+        } else if cli.quiet || !stderr_is_terminal {
             Progress::Off
         } else if cli.progress {
             Progress::Always
@@ -266,6 +318,10 @@ impl Config {
             remote: cli.remote,
             spill: cli.spill,
             spill_size,
+            name: cli.name.map(|name| printable(&name)).filter(|name| !name.is_empty()),
+            numeric: cli.numeric,
+            interval,
+            progress_fd,
         })
     }
 }
@@ -352,6 +408,12 @@ fn parse_level(text: &str) -> Result<Level, String> {
     }
 }
 
+/// `text` with control characters shown as `?`: a name is drawn on a terminal, where an
+/// escape sequence or a newline in it would break the line.
+fn printable(text: &str) -> String {
+    text.chars().map(|c| if c.is_control() { '?' } else { c }).collect()
+}
+
 /// What a duration argument may look like; shown whenever one is rejected.
 const DURATION_FORMAT: &str = "a number with an optional unit ms, s, m or h (seconds if none), \
      e.g. 30s, 5m, 1.5h";
@@ -400,6 +462,10 @@ impl Default for Config {
             remote: None,
             spill: None,
             spill_size: None,
+            name: None,
+            numeric: false,
+            interval: None,
+            progress_fd: None,
         }
     }
 }
@@ -439,7 +505,38 @@ mod tests {
         assert_eq!(progress(&["--json"], true), Progress::Off, "NDJSON owns stderr");
         assert_eq!(progress(&["--json=x.ndjson"], true), Progress::Foreground);
         assert_eq!(config(&["--json"], false).unwrap().json, Some(JsonTarget::Stderr));
-        assert!(!config(&["-q", "-v"], true).unwrap().stats, "quiet wins");
+        // Of -q and -v or -p, the later one counts, so that an alias can be overridden.
+        assert!(config(&["-q", "-v"], true).unwrap().stats);
+        assert!(!config(&["-v", "-q"], true).unwrap().stats);
+        assert_eq!(progress(&["-q", "-p"], true), Progress::Always);
+        assert_eq!(progress(&["-p", "-q"], true), Progress::Off);
+        // Asked for by name, progress is written whatever stderr is, and -q does not stop it.
+        assert_eq!(progress(&["-n"], false), Progress::Always);
+        assert_eq!(progress(&["-q", "--progress-fd", "3"], false), Progress::Always);
+    }
+
+    #[test]
+    fn the_last_of_a_repeated_option_counts() {
+        assert_eq!(config(&["-m", "1M", "-m", "2M"], false).unwrap().size, 2 << 20);
+        assert_eq!(config(&["-N", "a", "-N", "b"], false).unwrap().name.as_deref(), Some("b"));
+    }
+
+    #[test]
+    fn display_options() {
+        let ok = |args: &[&str]| config(args, false).unwrap();
+        assert_eq!(ok(&["--interval", "250ms"]).interval, Some(Duration::from_millis(250)));
+        let message = config(&["--interval", "10ms"], false).unwrap_err().to_string();
+        assert_eq!(message, "--interval 10ms: too short: at least 0.1s");
+        assert_eq!(ok(&["--progress-fd", "3"]).progress_fd, Some(3));
+        let message = config(&["--progress-fd", "log"], false).unwrap_err().to_string();
+        assert!(message.starts_with("--progress-fd log: not a descriptor"), "{message}");
+        assert_eq!(ok(&["-N", "gz\x1b[2J\n"]).name.as_deref(), Some("gz?[2J?"));
+        assert_eq!(ok(&["-N", ""]).name, None);
+        let message = config(&["--hash-file", "sums"], false).unwrap_err().to_string();
+        assert_eq!(
+            message,
+            "--hash-file sums: no --hash was given: name the hash to write, e.g. --hash sha256"
+        );
     }
 
     #[test]

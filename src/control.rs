@@ -43,14 +43,24 @@ pub fn socket_path(pid: u32) -> Option<PathBuf> {
     Some(directory()?.join(format!("{pid}.sock")))
 }
 
-/// The directory control sockets live in, for this user.
+/// The directory of this user's accels: control sockets, and the files of terminals shared
+/// by several (see `watch::board`). `$XDG_RUNTIME_DIR/accel`, or `/tmp/accel-UID` where that
+/// is unset or not a directory.
 fn directory() -> Option<PathBuf> {
-    match std::env::var_os("XDG_RUNTIME_DIR") {
-        Some(dir) if !dir.is_empty() => Some(Path::new(&dir).join("accel")),
-        _ => {
+    let runtime = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from);
+    match runtime.filter(|dir| dir.is_absolute() && dir.is_dir()) {
+        Some(runtime) => Some(runtime.join("accel")),
+        None => {
             Some(std::env::temp_dir().join(format!("accel-{}", rustix::process::getuid().as_raw())))
         }
     }
+}
+
+/// [`directory`], made (0700) if missing, and checked that only this user may enter it.
+pub fn private_directory() -> io::Result<PathBuf> {
+    let dir = directory().ok_or_else(|| io::Error::other("no directory for it"))?;
+    safe_directory(&dir)?;
+    Ok(dir)
 }
 
 /// The listening end of a running accel's control socket; removed when dropped.
@@ -63,8 +73,7 @@ pub struct Control {
 impl Control {
     /// Listens at this process's socket. Fails, saying why, where the directory is not safe.
     pub fn listen() -> io::Result<Control> {
-        let dir = directory().ok_or_else(|| io::Error::other("no directory for it"))?;
-        safe_directory(&dir)?;
+        let dir = private_directory()?;
         let path = dir.join(format!("{}.sock", std::process::id()));
         // A socket left by an earlier process of this number (killed, say) is stale.
         let _ = fs::remove_file(&path);

@@ -21,11 +21,13 @@ pub mod endpoint;
 pub mod engine;
 pub mod exit;
 pub mod log;
+pub mod manual;
 pub mod meter;
 pub mod open;
 pub mod size;
 pub mod stdio;
 pub mod stop;
+pub mod usage;
 pub mod watch;
 
 mod signals;
@@ -119,6 +121,7 @@ fn setup(what: &'static str) -> impl FnOnce(std::io::Error) -> Refusal {
 
 /// Opens and checks everything before a byte is read, then runs the transfer and concludes.
 fn start(config: &Config, closed: stdio::Closed) -> Result<Exit, Refusal> {
+    watch::check_progress_fd(config).map_err(usage)?;
     let stop = Arc::new(Stop::default());
     let input = match &config.input {
         None if closed.stdin => {
@@ -171,6 +174,7 @@ fn start(config: &Config, closed: stdio::Closed) -> Result<Exit, Refusal> {
     let readers = outputs.len() + config.hashes.len();
     let meter = Arc::new(Meter::new(capacity as u64, readers));
     let names = Names {
+        name: config.name.clone(),
         input: input.name.clone(),
         outputs: outputs.iter().map(|o| o.name.clone()).collect(),
         hashes: config.hashes.clone(),
@@ -196,7 +200,7 @@ fn start(config: &Config, closed: stdio::Closed) -> Result<Exit, Refusal> {
         flow,
         spill,
     };
-    let route = Arc::new(Route::plan(config.engine, &plan, log));
+    let route = Arc::new(Route::plan(config.engine, &plan, Arc::clone(&log)));
     let control = control::Control::listen()
         .map_err(|error| {
             route.log.warn(format_args!("no control socket (-R): {}", describe(&error)))
@@ -207,6 +211,8 @@ fn start(config: &Config, closed: stdio::Closed) -> Result<Exit, Refusal> {
         let Some(JsonTarget::File(path)) = &config.json else { unreachable!("a file") };
         usage(format!("--json={}: {}", path.display(), describe(&error)))
     })?;
+    let said = Arc::clone(&watch);
+    log.print_through(Box::new(move |text| said.say(text)));
     Stop::install().map_err(setup("install the interrupt handler"))?;
     let signals = signals::install(Arc::clone(&watch)).map_err(setup("install signal handlers"))?;
     let (events, inbox) = mpsc::channel();
@@ -215,6 +221,8 @@ fn start(config: &Config, closed: stdio::Closed) -> Result<Exit, Refusal> {
     let output_names: Vec<String> = plan.outputs.iter().map(|o| o.name.clone()).collect();
     let ending = engine::run(plan, Arc::clone(&route), Arc::clone(&meter), stop, events, inbox)
         .map_err(setup("start the transfer"))?;
+    // The final line is left standing before the last words, which go under it.
+    watch.settle();
     let snapshot = meter.snapshot();
     route.note(format_args!("{route}; bytes went {}", snapshot.tiers));
     let mut exit = exit::conclude(

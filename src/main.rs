@@ -9,10 +9,9 @@
 use std::ffi::{CStr, OsStr, OsString, c_char, c_int};
 use std::os::unix::ffi::OsStrExt;
 
-use accel::cli::Cli;
 use accel::config::Config;
 use accel::exit::Exit;
-use clap::Parser;
+use accel::usage::Refusal;
 
 #[unsafe(no_mangle)]
 extern "C" fn main(argc: c_int, argv: *const *const c_char) -> c_int {
@@ -21,11 +20,15 @@ extern "C" fn main(argc: c_int, argv: *const *const c_char) -> c_int {
     let args: Vec<OsString> = (0..argc as usize)
         .map(|i| OsStr::from_bytes(unsafe { CStr::from_ptr(*argv.add(i)) }.to_bytes()).into())
         .collect();
-    let cli = match Cli::try_parse_from(args) {
+    let cli = match accel::usage::parse(&args) {
         Ok(cli) => cli,
-        Err(error) => {
-            let _ = error.print();
-            return error.exit_code();
+        Err(Refusal::Shown(help)) => {
+            let _ = help.print();
+            return help.exit_code();
+        }
+        Err(Refusal::Usage(why)) => {
+            eprintln!("accel: {why}");
+            return i32::from(Exit::Usage.code());
         }
     };
     if let Some(what) = cli.generate {

@@ -278,9 +278,16 @@ impl Meter {
             readers,
             limits: RateLimits::default(),
         };
-        if let Some(slowest) = snapshot.slowest() {
-            snapshot.bytes_out = snapshot.readers[slowest].bytes;
-            snapshot.consumer_starved = snapshot.readers[slowest].starved;
+        // The reader still there furthest behind; once none is (the run ended on a failed or
+        // stopped output), the one furthest behind of all, so that what was delivered is not
+        // shown as nothing.
+        let behind = snapshot.slowest().or_else(|| {
+            let all = snapshot.readers.iter().enumerate();
+            all.min_by_key(|(_, r)| r.bytes).map(|(index, _)| index)
+        });
+        if let Some(behind) = behind {
+            snapshot.bytes_out = snapshot.readers[behind].bytes;
+            snapshot.consumer_starved = snapshot.readers[behind].starved;
         }
         snapshot.bytes_in = snapshot.bytes_in.max(snapshot.bytes_out);
         snapshot
@@ -347,6 +354,11 @@ mod tests {
         meter.reader_gone(1);
         let s = meter.snapshot();
         assert_eq!((s.slowest(), s.bytes_out, s.fill()), (Some(2), 40, 50));
+        // Once none is left, what the one furthest behind of all got is what was delivered.
+        meter.reader_gone(0);
+        meter.reader_gone(2);
+        let s = meter.snapshot();
+        assert_eq!((s.slowest(), s.bytes_out), (None, 10));
     }
 
     #[test]

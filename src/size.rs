@@ -6,8 +6,8 @@
 use std::fmt;
 
 /// What a size argument may look like; shown whenever one is rejected.
-pub const SIZE_FORMAT: &str = "a number of bytes with an optional binary suffix K, M, G, T \
-     (also KiB, MB, ...; 1K = 1024), e.g. 512K, 32M, 1.5G";
+pub const SIZE_FORMAT: &str = "a number of bytes with an optional binary suffix K, M, G, T, P \
+     or E (also KiB, MB, ...; 1K = 1024), e.g. 512K, 32M, 1.5G";
 
 /// Why a size argument was rejected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -103,6 +103,16 @@ mod tests {
         assert_eq!(parse_size("4096", 1), Ok(4096));
         assert_eq!(parse_size("1k", 1), Ok(1024));
         assert_eq!(parse_size(" 8M ", 1), Ok(8 << 20));
+        // Every suffix the message lists is taken, and none it does not list.
+        for (suffix, shift) in [("K", 10), ("M", 20), ("G", 30), ("T", 40), ("P", 50), ("E", 60)] {
+            assert!(
+                SIZE_FORMAT.contains(&format!(" {suffix},"))
+                    || SIZE_FORMAT.contains(&format!(" {suffix} ")),
+                "{suffix}"
+            );
+            assert_eq!(parse_size(&format!("1{suffix}"), 1), Ok(1 << shift), "{suffix}");
+        }
+        assert_eq!(parse_size("1Z", 1), Err(SizeError::Malformed));
     }
 
     #[test]

@@ -685,13 +685,9 @@ fn accel_sigusr1_storm(engine: &str) {
     }
 }
 
-/// Whether `line` belongs to the report (`-v`, SIGUSR1).
+/// Whether `line` belongs to a report so far (SIGUSR1).
 fn is_report_line(line: &str) -> bool {
-    const LABELS: [&str; 7] =
-        ["in ", "out ", "time ", "producer ", "consumer ", "peak fill ", "bytes went "];
-    LABELS.iter().any(|l| line.starts_with(l))
-        || line.starts_with("bottleneck: ")
-        || line.starts_with("no bottleneck: ")
+    REPORT_LABELS.iter().any(|l| line.starts_with(l)) || is_verdict_so_far(line)
 }
 
 /// So few descriptors allowed that no pool pipe, or not even the signal thread's pipe, can

@@ -74,3 +74,25 @@ per_engine!(
     a_line_passes_while_the_producer_keeps_the_pipe_open,
     buffered_data_drains_while_producer_is_quiet,
 );
+
+/// The README's first command, `examples/turns.sh`, runs with the accel under test and prints
+/// its two timed pipelines. How much faster the second is, it measures and says; that is for
+/// the reader to see, not for a test to bound.
+#[test]
+fn the_readmes_first_command_runs() {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/turns.sh");
+    let out = std::process::Command::new("bash")
+        .arg(script)
+        .env("ACCEL", ACCEL)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run bash");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 4, "{stdout}");
+    assert!(lines[2].starts_with("producer | consumer ") && lines[2].ends_with(" they take turns"));
+    assert!(lines[3].starts_with("producer | accel | consumer ") && lines[3].ends_with(" overlap"));
+    assert_eq!(stderr, "", "accel says nothing when stderr is not a terminal");
+}

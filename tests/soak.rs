@@ -32,7 +32,7 @@ use std::time::{Duration, Instant, SystemTime};
 use rustix::process::{Pid, Signal, kill_process};
 use xxhash_rust::xxh3::Xxh3;
 
-use crate::util::{ACCEL, GENEROUS};
+use crate::util::{ACCEL, GENEROUS, REPORT_LABELS, is_verdict_so_far};
 
 /// Cases `soak::short` runs by default. A case takes about 30 ms (the slowest about half a
 /// second): on 2 cores, 1,000 take about 30 s alone and 33 s beside the rest of `cargo test`,
@@ -369,16 +369,15 @@ fn signal(pid: u32, plan: &[Interrupt], shared: &Shared) -> Signalled {
 }
 
 /// The first line of accel's stderr that is not part of a SIGUSR1 report, if any. Today a report
-/// is a block of `label  value` lines ended by the verdict, a line starting with `bottleneck:`
-/// or `no bottleneck:`; a block cut short (no verdict after it) is unexpected too.
+/// is a block of `label  value` lines ended by the verdict so far, a line starting with
+/// `so far, bottleneck:` or `so far, no bottleneck:`; a block cut short (no verdict after it) is
+/// unexpected too.
 fn unexpected_stderr(text: &str) -> Option<&str> {
-    const LABELS: &[&str] =
-        &["in ", "out ", "time ", "producer ", "consumer ", "peak fill ", "bytes went "];
     let mut open_block = None;
     for line in text.lines() {
-        if line.starts_with("bottleneck:") || line.starts_with("no bottleneck:") {
+        if is_verdict_so_far(line) {
             open_block = None;
-        } else if LABELS.iter().any(|label| line.starts_with(label)) {
+        } else if REPORT_LABELS.iter().any(|label| line.starts_with(label)) {
             open_block = open_block.or(Some(line));
         } else {
             return Some(line);

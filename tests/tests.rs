@@ -12,6 +12,7 @@ mod edges;
 mod faults;
 mod flow;
 mod memory;
+mod messages;
 mod ordering;
 mod outputs;
 mod random;

@@ -352,3 +352,21 @@ pub fn refused_as_nobody(dir: &std::path::Path, engine: &str, args: &[&str], mes
     assert_eq!(out.status.code(), Some(2), "{args:?}");
     assert_eq!(String::from_utf8_lossy(&out.stderr), format!("{message}\n"), "{args:?}");
 }
+
+/// The labels that begin the lines of a report so far (SIGUSR1), above its verdict.
+pub const REPORT_LABELS: [&str; 8] = [
+    "report so far, at ",
+    "in ",
+    "out ",
+    "time ",
+    "producer ",
+    "consumer ",
+    "peak fill ",
+    "bytes went ",
+];
+
+/// Whether `line` is the verdict that ends a report so far.
+pub fn is_verdict_so_far(line: &str) -> bool {
+    let verdict = line.strip_prefix("so far, ").unwrap_or_default();
+    verdict.starts_with("bottleneck: ") || verdict.starts_with("no bottleneck: ")
+}

@@ -242,6 +242,10 @@ fn sigusr1_prints_the_report_so_far(engine: &str) {
     })
     .expect("a report after SIGUSR1");
     assert!(report.0.contains("bottleneck"), "{}", report.0);
+    // Issue 11, item 5: it says it is the report so far, and its verdict is one so far.
+    let lines: Vec<&str> = report.0.lines().collect();
+    assert!(lines[0].starts_with("report so far, at ") && lines[0].ends_with("; the run goes on"));
+    assert!(lines.last().unwrap().starts_with("so far, "), "{}", report.0);
     let bytes_in = report.0.lines().find(|l| l.starts_with("in ")).unwrap_or_default();
     assert!(bytes_in.contains(" 3145728 bytes"), "the bytes so far: {}", report.0);
     // Still running: the rest goes through and accel ends normally.
@@ -303,6 +307,101 @@ fn signal_prints_the_report_then_ends_by_it() {
     assert!(stderr.contains("bottleneck"), "{stderr}");
 }
 
+/// Issue 11, item 2: `-N` names the accel in its JSON, progress and summary alike; without
+/// it, the name is null.
+#[test]
+fn json_carries_the_name() {
+    let mut watched = Watched::start("auto", &["-N", "backup", "--interval", "0.1s"]);
+    let event = watched.events.recv_timeout(GENEROUS).expect("a progress event");
+    assert_eq!((&event["event"], &event["name"]), (&"progress".into(), &"backup".into()));
+    drop(watched.child.stdin.take());
+    let (summary, _) = watched.finish();
+    assert_eq!(summary["name"], "backup");
+    let out = accel("auto", &["--json"]).stdin(Stdio::null()).output().unwrap();
+    let summary: Value = serde_json::from_slice(&out.stderr).unwrap();
+    assert!(summary["name"].is_null(), "{summary}");
+}
+
+/// Issue 11, item 9: `--interval` sets how often progress comes: JSON events closer together
+/// than the default second. (A gap is never shorter than asked: the watcher sleeps it.)
+#[test]
+fn interval_sets_the_pace() {
+    let watched = Watched::start("auto", &["--interval", "0.2s"]);
+    let seconds: Vec<f64> = (0..6)
+        .map(|_| {
+            watched.events.recv_timeout(GENEROUS).expect("progress")["seconds"].as_f64().unwrap()
+        })
+        .collect();
+    assert!(seconds.windows(2).any(|w| w[1] - w[0] < 0.9), "{seconds:?}");
+    let out = accel("auto", &["--interval", "0.01s"]).stdin(Stdio::null()).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "accel: --interval 0.01s: too short: at least 0.1s\n"
+    );
+}
+
+/// A producer writing 4 MiB in 64 KiB pieces, 20 ms apart (1.3 s), piped into `accel ARGS`,
+/// whose stdout is thrown away; what the script `then` prints. Both run in a directory of
+/// their own, removed after.
+fn paced_script(args: &str, then: &str) -> std::process::Output {
+    sh(&format!(
+        "dir=$(mktemp -d) && cd \"$dir\" || exit; \
+         for i in $(seq 64); do head -c 65536 /dev/zero; sleep 0.02; done | \"$ACCEL\" {args} \
+         >/dev/null; {then}; cd / && rm -r \"$dir\""
+    ))
+}
+
+/// Issue 11, item 9: `-n` writes a number per interval, whatever stderr is: the percent done
+/// with a size, rising to 100; the bytes delivered without one.
+#[test]
+fn numeric_progress_for_scripts() {
+    let out = paced_script("-n -s 4M --interval 0.1s 2>numbers", "echo $?; cat numbers");
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some("0"), "accel's status first: {text}");
+    let numbers: Vec<u64> =
+        lines.map(|l| l.parse().unwrap_or_else(|_| panic!("{l:?} in {text}"))).collect();
+    assert!(numbers.len() >= 3, "a number per interval: {text}");
+    assert!(
+        numbers.windows(2).all(|w| w[0] <= w[1]) && numbers.iter().all(|&n| n <= 100),
+        "{text}"
+    );
+    assert_eq!(numbers.last(), Some(&100), "{text}");
+    let out = paced_script("-n --interval 0.1s 2>numbers", "tail -n 1 numbers");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "4194304\n");
+}
+
+/// Issue 11, item 9: `--progress-fd` sends the progress elsewhere: into a file, a line per
+/// interval, named, then the verdict; nothing of it on stderr. A descriptor that is not open
+/// is refused before anything is read.
+#[test]
+fn progress_to_another_descriptor() {
+    let out = paced_script(
+        "-N copy --interval 0.2s --progress-fd 3 3>progress 2>errors",
+        "cat progress; echo ---; cat errors",
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let (progress, errors) = text.split_once("---\n").unwrap();
+    assert_eq!(errors, "", "{text}");
+    let lines: Vec<&str> = progress.lines().collect();
+    assert!(lines.len() >= 3, "{text}");
+    for line in &lines[..lines.len() - 1] {
+        assert!(line.starts_with("copy: in ") && is_progress_line(line), "{line:?}");
+    }
+    assert!(lines[lines.len() - 2].contains("out    4 MiB"), "the final line: {text}");
+    let verdict = lines.last().unwrap().strip_prefix("copy: ").unwrap();
+    assert!(is_verdict(verdict), "{text}");
+
+    let out = sh("echo data | \"$ACCEL\" --progress-fd 9");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty(), "nothing read, nothing written");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "accel: --progress-fd 9: Bad file descriptor; open it in the shell, e.g. 3>progress.log\n"
+    );
+}
+
 // ----- a real terminal -----
 
 /// Runs tmux against the server `socket`; its stdout, and whether it succeeded.
@@ -311,12 +410,12 @@ fn tmux(socket: &str, args: &[&str]) -> (String, bool) {
     (String::from_utf8_lossy(&out.stdout).into_owned(), out.status.success())
 }
 
-/// The screens of a 100x20 terminal running `script`, sampled until `DONE` appears.
+/// The screens of an 80x20 terminal running `script`, sampled until `DONE` appears.
 fn screens_of(session: &str, script: &str) -> Vec<String> {
     // A server of its own: a shared one exits when its last session is killed, and a session
     // started meanwhile would be lost with it.
     let socket = format!("accel-tests-{}-{session}", std::process::id());
-    let size = ["-x", "100", "-y", "20"];
+    let size = ["-x", "80", "-y", "20"];
     let command = ["bash", "--norc", "-c", script];
     let (_, started) =
         tmux(&socket, &[&["new-session", "-d", "-s", session], &size[..], &command].concat());
@@ -337,37 +436,98 @@ fn screens_of(session: &str, script: &str) -> Vec<String> {
 }
 
 fn has_progress_line(screen: &str) -> bool {
-    screen.lines().any(|l| l.contains('[') && l.contains('%') && l.contains("out"))
+    screen.lines().any(is_progress_line)
 }
 
-/// On a terminal, in the foreground: the line appears, changes, and is cleaned up, and the
-/// report follows. In a background job: nothing is drawn.
+fn is_progress_line(line: &str) -> bool {
+    line.contains("buf ") && line.contains('%') && line.contains("out ")
+}
+
+fn is_verdict(line: &str) -> bool {
+    line.starts_with("bottleneck: ") || line.starts_with("no bottleneck: ")
+}
+
+fn has_tmux() -> bool {
+    require("tmux (.ci/run installs it)", Command::new("tmux").arg("-V").output().is_ok())
+}
+
+/// A producer that takes a few seconds: 24 bursts of 300000 bytes, 0.1 s apart.
+const PRODUCER: &str = "for i in $(seq 24); do head -c 300000 /dev/urandom; sleep 0.1; done";
+
+/// Issue 11, item 3: on a terminal, in the foreground, the line appears, changes, and is left
+/// standing at the end with one line of verdict under it, not the report; `-v` adds the
+/// report. In a background job nothing is drawn.
 #[test]
 fn progress_on_a_real_terminal() {
-    if !require("tmux (.ci/run installs it)", Command::new("tmux").arg("-V").output().is_ok()) {
+    if !has_tmux() {
         return;
     }
-    let producer = "for i in $(seq 24); do head -c 300000 /dev/zero; sleep 0.1; done";
-    let foreground = format!("{producer} | \"{ACCEL}\" > /dev/null; echo DONE; sleep 30");
+    let foreground = format!("{PRODUCER} | \"{ACCEL}\" > /dev/null; echo DONE; sleep 30");
     let screens = screens_of("fg", &foreground);
     let drawn: Vec<_> = screens.iter().filter(|s| has_progress_line(s)).collect();
     assert!(drawn.len() >= 2, "the progress line appears while the pipeline runs: {screens:#?}");
     assert!(drawn.windows(2).any(|w| w[0] != w[1]), "and updates");
     let last = screens.last().unwrap();
-    assert!(last.contains("DONE"), "{last}");
-    assert!(!has_progress_line(last), "the line is cleaned up: {last}");
-    assert!(
-        last.contains("bottleneck") || last.contains("no bottleneck"),
-        "the report follows: {last}"
-    );
+    let lines: Vec<&str> = last.lines().filter(|l| !l.is_empty()).collect();
+    assert_eq!(lines.len(), 3, "the line, the verdict, DONE: {last}");
+    assert!(is_progress_line(lines[0]) && lines[0].contains(" 6.87 MiB "), "{last}");
+    assert!(is_verdict(lines[1]), "{last}");
+    assert_eq!(lines[2], "DONE");
 
-    // A background job (job control on): no line, and so no report.
+    let stats = format!("{PRODUCER} | \"{ACCEL}\" -v > /dev/null; echo DONE; sleep 30");
+    let last = screens_of("stats", &stats).pop().unwrap();
+    let lines: Vec<&str> = last.lines().filter(|l| !l.is_empty()).collect();
+    assert!(is_progress_line(lines[0]), "{last}");
+    assert!(lines[1].starts_with("in ") && lines[1].contains(" 7200000 bytes "), "{last}");
+    assert!(is_verdict(lines[lines.len() - 2]), "the report ends with the verdict: {last}");
+
+    // A background job (job control on): no line, and so no verdict.
     let background =
-        format!("set -m; ( {producer} | \"{ACCEL}\" > /dev/null ) & wait; echo DONE; sleep 30");
+        format!("set -m; ( {PRODUCER} | \"{ACCEL}\" > /dev/null ) & wait; echo DONE; sleep 30");
     let screens = screens_of("bg", &background);
     assert!(screens.last().unwrap().contains("DONE"));
     assert!(
         screens.iter().all(|s| !has_progress_line(s) && !s.contains("bottleneck")),
         "{screens:#?}"
     );
+}
+
+/// Issue 11, item 2: two named accels in one pipeline, on one terminal: each draws on a row
+/// of its own, never over the other's; at the end each final line stands with its verdict.
+#[test]
+fn two_named_accels_share_a_terminal() {
+    if !has_tmux() {
+        return;
+    }
+    let script = format!(
+        "{PRODUCER} | \"{ACCEL}\" -N first -s 7200000 | gzip -1 | \"{ACCEL}\" -N second \
+         > /dev/null; echo DONE; sleep 30"
+    );
+    let screens = screens_of("two", &script);
+    let rows = |screen: &str, name: &str| -> usize {
+        let prefix = format!("{name}: ");
+        screen.lines().filter(|l| l.starts_with(&prefix) && is_progress_line(l)).count()
+    };
+    for screen in &screens {
+        for line in screen.lines() {
+            assert!(!(line.contains("first:") && line.contains("second:")), "garbled: {screen}");
+        }
+        assert!(rows(screen, "first") <= 1 && rows(screen, "second") <= 1, "{screen}");
+    }
+    assert!(
+        screens.iter().any(|s| rows(s, "first") == 1 && rows(s, "second") == 1),
+        "both lines are up at once: {screens:#?}"
+    );
+    let last = screens.last().unwrap();
+    assert!(last.contains("DONE"), "{last}");
+    let lines: Vec<&str> = last.lines().collect();
+    for name in ["first", "second"] {
+        let at = lines
+            .iter()
+            .position(|l| l.starts_with(&format!("{name}: ")) && is_progress_line(l))
+            .unwrap_or_else(|| panic!("{name}'s final line stands: {last}"));
+        let verdict = lines[at + 1].strip_prefix(&format!("{name}: ")).unwrap_or_default();
+        assert!(is_verdict(verdict), "{name}'s verdict under its line: {last}");
+    }
+    assert!(last.contains("first: ") && last.contains("100%"), "{last}");
 }

@@ -6,14 +6,16 @@
 //! snapshots and the watcher thread decides when to sample. Writing the line, the `\r` and the
 //! clearing are the caller's business.
 //!
-//! The line shows the pipeline left to right, `in ... buf [...] ... out ...`, but when the
-//! terminal is narrow, parts are dropped by importance, not position: the ETA goes first and
-//! bytes out stay last, since they are what the consumer has actually received.
+//! The line shows the pipeline left to right, `in ... buf 42% out ...`, then, when the size is
+//! known, a pv-like `[====>   ] 39% ETA 0:00:01`. When the terminal is narrow, parts are dropped
+//! by importance, not position: percent done and ETA stay longest when there is a size, bytes
+//! out when there is none, since they are what the consumer has actually received.
 
 use std::time::Duration;
 
 use crate::meter::Snapshot;
 use crate::size::Bytes;
+use crate::watch::Names;
 
 /// How long the rates remember, in seconds: the time constant of the exponential smoothing.
 ///
@@ -25,9 +27,6 @@ const MEMORY_S: f64 = 2.0;
 /// Below this many bytes per second the output is taken as stopped and no ETA is given: the
 /// estimate would be years long and meaningless.
 const STOPPED: f64 = 1.0;
-
-/// Cells in the fill bar; ten, so that each `#` is a tenth of the buffer.
-const BAR: usize = 10;
 
 /// The widest a [`Bytes`] can print (`1023 KiB`, or `1024 KiB` once rounded), so that counts
 /// are padded to it and the line keeps its shape while they change.
@@ -97,6 +96,16 @@ impl Rates {
         self.unbiased(self.output)
     }
 
+    /// The averages over the whole run, as rates: what the final line shows, as pv's does.
+    pub fn over_the_run(snapshot: &Snapshot) -> Rates {
+        Rates {
+            input: average_input(snapshot),
+            output: average_output(snapshot),
+            weight: 1.0,
+            ..Rates::default()
+        }
+    }
+
     fn unbiased(&self, sum: f64) -> f64 {
         if self.weight > 0.0 { sum / self.weight } else { 0.0 }
     }
@@ -135,127 +144,202 @@ pub fn rate(bytes_per_s: f64) -> String {
     format!("{}/s", Bytes(bytes_per_s as u64))
 }
 
+/// What the line says besides the counters: whose it is, and what is expected.
+#[derive(Debug, Clone, Copy)]
+pub struct Subject<'a> {
+    /// The sides' names, and this accel's own (`-N`).
+    pub names: &'a Names,
+    /// The total the user said is coming (or stdin's size): percent done, a bar, an ETA.
+    pub expected: Option<u64>,
+    /// The run is over: the final line, which has no ETA.
+    pub ended: bool,
+}
+
 /// One progress line of at most `width` characters, without newline or escape codes.
 ///
-/// `expected` is the total the user said is coming; with it the line also shows the share done
-/// and, while the output moves, the time left at the current output rate. Numbers are padded to
-/// their widest so that the line keeps its shape while they change. When the line does not fit,
-/// parts go in this order: the ETA, the share done, the elapsed time, bytes in, the input rate,
-/// the fill bar, the output rate; bytes out stay, cut short only below a dozen columns.
-pub fn render(snapshot: &Snapshot, rates: &Rates, expected: Option<u64>, width: usize) -> String {
-    let parts = parts(snapshot, rates, expected);
-    // Adding a part only lengthens the line, so the first fit from the fullest down is the best.
-    for shown in (1..=parts.len()).rev() {
-        let line = compose(&parts, shown);
+/// Laid out as the pipeline runs, left to right: this accel's name (`-N`), the input, the
+/// buffer's fill (`buf  42%`, a number, so that it never reads as progress), the output (the
+/// slowest one, named, when there are several), the time so far, and, when a total is
+/// expected, a pv-like bar, the percent done and the ETA. Numbers are padded to their widest
+/// so that the line keeps its shape while they change; the bar takes whatever width is left.
+///
+/// When the line does not fit, the least important parts go first. With a total expected,
+/// what a person looks for comes first: percent done, ETA, the bar, then bytes and rate out,
+/// the fill, the time, the input. Without one: bytes out, rate out, the fill, the input, the
+/// time. The name always stays; everything is cut short only below a dozen columns.
+pub fn render(snapshot: &Snapshot, rates: &Rates, subject: &Subject, width: usize) -> String {
+    let fields = fields(snapshot, rates, subject);
+    // Adding a field only lengthens the line, so the first fit from the fullest down is best.
+    for shown in (1..=fields.len()).rev() {
+        let (line, elastic) = compose(&fields, shown, 0);
         if line.chars().count() <= width {
-            return line;
+            let room = width - line.chars().count();
+            return if elastic { compose(&fields, shown, room).0 } else { line };
         }
     }
-    compose(&parts, 1).chars().take(width).collect()
+    compose(&fields, 1, 0).0.chars().take(width).collect()
 }
 
-/// The pieces of the line, most important first.
+/// Where a field sits on the line: fields of a group are separated by one space, groups by two.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Group {
+    Name,
+    Input,
+    Buffer,
+    Output,
+    Elapsed,
+    Done,
+}
+
+/// One part of the line.
 #[derive(Debug)]
-struct Parts {
-    bytes_out: String,
-    output_rate: String,
-    buffer: String,
-    input_rate: String,
-    bytes_in: String,
-    elapsed: String,
-    done: Option<String>,
-    eta: Option<String>,
+struct Field {
+    group: Group,
+    /// 0 for the most important; fields are shown from 0 up to what fits.
+    rank: usize,
+    text: Text,
 }
 
-impl Parts {
-    /// How many parts there are to show, counting only those that exist.
-    fn len(&self) -> usize {
-        6 + self.done.is_some() as usize + self.eta.is_some() as usize
-    }
+#[derive(Debug)]
+enum Text {
+    Fixed(String),
+    /// The bar: done as a fraction, drawn as wide as the room allows.
+    Bar(f64),
 }
 
-fn parts(snapshot: &Snapshot, rates: &Rates, expected: Option<u64>) -> Parts {
+/// The narrowest the bar may be, inside its brackets: a tenth of the way each cell.
+const BAR_MIN: usize = 10;
+
+/// The fields of the line in layout order, ranked by importance.
+fn fields(snapshot: &Snapshot, rates: &Rates, subject: &Subject) -> Vec<Field> {
+    let names = subject.names;
     let output_rate = rates.output();
-    let (done, eta) = match expected {
-        None => (None, None),
-        Some(total) => {
-            let remaining = total.saturating_sub(snapshot.bytes_out);
-            let eta = (remaining > 0 && output_rate >= STOPPED)
+    let mut out_label = String::from("out");
+    if names.readers() > 1 {
+        if let Some(slowest) = snapshot.slowest() {
+            out_label = format!("out {}", names.short(slowest));
+        }
+    }
+    // (group, text, importance with and without a total expected; lower is more important)
+    let mut parts: Vec<(Group, Text, usize, usize)> = Vec::new();
+    if let Some(name) = &names.name {
+        parts.push((Group::Name, Text::Fixed(format!("{name}:")), 0, 0));
+    }
+    let counted = |bytes: u64| format!("{:>BYTES_WIDTH$}", Bytes(bytes).to_string());
+    let per_second = |rate_: f64| format!("{:>RATE_WIDTH$}", rate(rate_));
+    // A rate limit follows the rate it caps, and bytes waiting on disk follow the fill; each
+    // goes with the part it qualifies.
+    let limit =
+        |limit: u64| (limit > 0).then(|| Text::Fixed(format!("max {}", rate(limit as f64))));
+    let disk = (snapshot.held_disk > 0)
+        .then(|| Text::Fixed(format!("+ {} on disk", Bytes(snapshot.held_disk))));
+    parts.extend([
+        (Group::Input, Text::Fixed(counted(snapshot.bytes_in)), 9, 5),
+        (Group::Input, Text::Fixed(per_second(rates.input())), 8, 4),
+    ]);
+    parts.extend(limit(snapshot.limits.input).map(|text| (Group::Input, text, 8, 4)));
+    parts.push((Group::Buffer, Text::Fixed(fill(snapshot)), 6, 3));
+    parts.extend(disk.map(|text| (Group::Buffer, text, 6, 3)));
+    parts.extend([
+        (Group::Output, Text::Fixed(format!("{out_label} {}", counted(snapshot.bytes_out))), 4, 1),
+        (Group::Output, Text::Fixed(per_second(output_rate)), 5, 2),
+    ]);
+    parts.extend(limit(snapshot.limits.output).map(|text| (Group::Output, text, 5, 2)));
+    parts.extend([(
+        Group::Elapsed,
+        Text::Fixed(format!("{:>DURATION_WIDTH$}", duration(snapshot.elapsed))),
+        7,
+        6,
+    )]);
+    if let Some(total) = subject.expected {
+        let done = fraction(snapshot.bytes_out, total);
+        parts.push((Group::Done, Text::Bar(done), 3, 0));
+        parts.push((
+            Group::Done,
+            Text::Fixed(format!("{:>3}%", percent(snapshot.bytes_out, total))),
+            1,
+            0,
+        ));
+        let remaining = total.saturating_sub(snapshot.bytes_out);
+        if remaining > 0 && !subject.ended {
+            // While the output stands still there is no estimate, but the place is kept, so
+            // that the bar does not jump.
+            let eta = (output_rate >= STOPPED)
                 .then(|| Duration::try_from_secs_f64(remaining as f64 / output_rate).ok())
                 .flatten()
-                .map(|left| format!("ETA {}", duration(left)));
-            (Some(format!("{:>3}%", percent(snapshot.bytes_out, total))), eta)
+                .map_or_else(|| "-:--:--".to_owned(), duration);
+            parts.push((Group::Done, Text::Fixed(format!("ETA {eta}")), 2, 0));
         }
-    };
-    Parts {
-        bytes_out: format!("{:>BYTES_WIDTH$}", Bytes(snapshot.bytes_out).to_string()),
-        output_rate: format!("{:>RATE_WIDTH$}", rate(output_rate)),
-        buffer: fill_bar(snapshot),
-        input_rate: format!("{:>RATE_WIDTH$}", rate(rates.input())),
-        bytes_in: format!("{:>BYTES_WIDTH$}", Bytes(snapshot.bytes_in).to_string()),
-        elapsed: format!("{:>DURATION_WIDTH$}", duration(snapshot.elapsed)),
-        done,
-        eta,
     }
+    let known = subject.expected.is_some();
+    let mut order: Vec<usize> = (0..parts.len()).collect();
+    order.sort_by_key(|&at| if known { parts[at].2 } else { parts[at].3 });
+    let mut ranks = vec![0; parts.len()];
+    for (rank, at) in order.into_iter().enumerate() {
+        ranks[at] = rank;
+    }
+    parts
+        .into_iter()
+        .zip(ranks)
+        .map(|((group, text, _, _), rank)| Field { group, rank, text })
+        .collect()
 }
 
-/// The line with the `shown` most important parts, laid out in pipeline order.
-fn compose(parts: &Parts, shown: usize) -> String {
-    // Ranks follow the fields of `Parts`: 0 bytes out, 1 output rate, 2 fill bar, 3 input rate,
-    // 4 bytes in, 5 elapsed, 6 share done, 7 ETA.
-    let has = |rank: usize| shown > rank;
-    let mut groups = Vec::new();
-    if has(3) || has(4) {
-        let mut group = String::from("in");
-        if has(4) {
-            group += &format!(" {}", parts.bytes_in);
+/// The line with the `shown` most important fields, the bar `room` cells wider than its
+/// least; and whether it has a bar, which could take more room.
+fn compose(fields: &[Field], shown: usize, room: usize) -> (String, bool) {
+    let mut line = String::new();
+    let mut last: Option<Group> = None;
+    let mut elastic = false;
+    for field in fields.iter().filter(|field| field.rank < shown) {
+        let text = match &field.text {
+            Text::Fixed(text) => text.clone(),
+            Text::Bar(done) => {
+                elastic = true;
+                bar(*done, BAR_MIN + room)
+            }
+        };
+        match last {
+            None => {}
+            Some(group) if group == field.group || group == Group::Name => line.push(' '),
+            Some(_) => line.push_str("  "),
         }
-        if has(3) {
-            group += &format!(" {}", parts.input_rate);
+        if field.group == Group::Input && last != Some(Group::Input) {
+            // Whichever of the input's fields comes first carries the label.
+            line += "in ";
         }
-        groups.push(group);
+        line += &text;
+        last = Some(field.group);
     }
-    if has(2) {
-        groups.push(format!("buf {}", parts.buffer));
-    }
-    let mut out = format!("out {}", parts.bytes_out);
-    if has(1) {
-        out += &format!(" {}", parts.output_rate);
-    }
-    groups.push(out);
-    if has(5) {
-        groups.push(parts.elapsed.clone());
-    }
-    if let (true, Some(done)) = (has(6), &parts.done) {
-        let mut group = done.clone();
-        if let (true, Some(eta)) = (has(7), &parts.eta) {
-            group += &format!(" {eta}");
-        }
-        groups.push(group);
-    }
-    groups.join("  ")
+    (line, elastic)
 }
 
-/// `[######    ]  61%`: how full the buffer is now; while bytes wait in the spill file,
-/// followed by how many, `+ 2.5 GiB on disk`.
+/// `[=======>      ]`: `done` of the way, as pv draws it, `cells` wide inside the brackets.
+fn bar(done: f64, cells: usize) -> String {
+    let filled = ((done * cells as f64) as usize).min(cells);
+    if filled == cells {
+        return format!("[{}]", "=".repeat(cells));
+    }
+    format!("[{}>{}]", "=".repeat(filled), " ".repeat(cells - filled - 1))
+}
+
+/// `buf  61%`: how full the buffer is now, as a number, so that it never reads as progress.
 ///
 /// Clamped at full: the fill can pass the capacity for a moment (a read lands whole before the
-/// writer catches up), and a bar longer than its frame would only break the line. Both the bar
-/// and the percentage round down, so that a full bar and `100%` mean really full, the state in
-/// which the producer is held back (or spills).
-fn fill_bar(snapshot: &Snapshot) -> String {
-    let percent = percent(snapshot.fill(), snapshot.capacity);
-    let cells = (percent as usize * BAR / 100).min(BAR);
-    let bar = format!("[{}{}] {percent:>3}%", "#".repeat(cells), " ".repeat(BAR - cells));
-    match snapshot.held_disk {
-        0 => bar,
-        disk => format!("{bar} + {} on disk", Bytes(disk)),
-    }
+/// writer catches up). Rounded down, so that `100%` means really full, the state in which the
+/// producer is held back.
+fn fill(snapshot: &Snapshot) -> String {
+    format!("buf {:>3}%", percent(snapshot.fill(), snapshot.capacity))
+}
+
+/// `part` as a fraction of `whole`, at most 1; an empty whole counts as all done.
+fn fraction(part: u64, whole: u64) -> f64 {
+    if whole == 0 { 1.0 } else { (part as f64 / whole as f64).min(1.0) }
 }
 
 /// `part` as a whole percentage of `whole`, rounded down and capped at 100; an empty whole
 /// counts as all done, since there is nothing left of it.
-fn percent(part: u64, whole: u64) -> u64 {
+pub fn percent(part: u64, whole: u64) -> u64 {
     if whole == 0 {
         return 100;
     }
@@ -266,7 +350,7 @@ fn percent(part: u64, whole: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::meter::Tiers;
+    use crate::meter::{RateLimits, Tiers};
 
     const MIB: u64 = 1 << 20;
 
@@ -410,31 +494,56 @@ mod tests {
         rates
     }
 
+    /// One output, stdout, no name.
+    fn stdout() -> Names {
+        Names { outputs: vec!["stdout".into()], ..Names::default() }
+    }
+
+    /// The line of a run to stdout, still going.
+    fn line(snapshot: &Snapshot, rates: &Rates, expected: Option<u64>, width: usize) -> String {
+        let names = stdout();
+        render(snapshot, rates, &Subject { names: &names, expected, ended: false }, width)
+    }
+
     #[test]
     fn eta_from_the_output_rate() {
         // 2 MiB/s out, 10 of 50 MiB done: 40 MiB left is 20 s.
         let rates = steady_rates(MIB);
-        let line = render(&at(5.0, 10 * MIB, 10 * MIB), &rates, Some(50 * MIB), 200);
-        assert!(line.ends_with(" 20% ETA 0:00:20"), "{line}");
+        let line = line(&at(5.0, 10 * MIB, 10 * MIB), &rates, Some(50 * MIB), 200);
+        assert!(line.ends_with("]  20% ETA 0:00:20"), "{line}");
     }
 
     #[test]
-    fn no_eta_when_done_or_stopped() {
+    fn no_eta_when_done_and_a_placeholder_when_stopped() {
         let rates = steady_rates(MIB);
-        let done = render(&at(5.0, 10 * MIB, 10 * MIB), &rates, Some(10 * MIB), 200);
-        assert!(done.ends_with("100%") && !done.contains("ETA"), "{done}");
+        let done = line(&at(5.0, 10 * MIB, 10 * MIB), &rates, Some(10 * MIB), 200);
+        assert!(done.ends_with("=] 100%") && !done.contains("ETA"), "{done}");
         // More than expected: still 100 %, not more.
-        let over = render(&at(5.0, 20 * MIB, 20 * MIB), &rates, Some(10 * MIB), 200);
-        assert!(over.ends_with("100%") && !over.contains("ETA"), "{over}");
-        let stopped = render(&at(5.0, 0, 0), &Rates::new(), Some(10 * MIB), 200);
-        assert!(stopped.ends_with("  0%") && !stopped.contains("ETA"), "{stopped}");
+        let over = line(&at(5.0, 20 * MIB, 20 * MIB), &rates, Some(10 * MIB), 200);
+        assert!(over.ends_with("=] 100%") && !over.contains("ETA"), "{over}");
+        // Stopped: no estimate, but its place is kept so that the bar does not jump.
+        let stopped = line(&at(5.0, 0, 0), &Rates::new(), Some(10 * MIB), 200);
+        assert!(stopped.ends_with("[>") || stopped.ends_with(" ]   0% ETA -:--:--"), "{stopped}");
+        let moving = line(&at(5.0, 0, 0), &rates, Some(10 * MIB), 200);
+        assert_eq!(stopped.len(), moving.len());
+    }
+
+    #[test]
+    fn the_final_line_has_no_eta() {
+        let names = stdout();
+        let snapshot = at(5.0, 10 * MIB, 5 * MIB);
+        let subject = Subject { names: &names, expected: Some(10 * MIB), ended: true };
+        let rates = Rates::over_the_run(&snapshot);
+        let last = render(&snapshot, &rates, &subject, 100);
+        assert!(last.ends_with("]  50%") && !last.contains("ETA"), "{last}");
+        assert!(last.contains("out    5 MiB    1 MiB/s"), "averages over the run: {last}");
     }
 
     #[test]
     fn percent_and_eta_only_when_a_total_is_expected() {
         let rates = steady_rates(MIB);
-        let line = render(&at(5.0, 10 * MIB, 10 * MIB), &rates, None, 200);
-        assert!(!line.contains("ETA") && !line.ends_with('%'), "{line}");
+        let line = line(&at(5.0, 10 * MIB, 10 * MIB), &rates, None, 200);
+        assert!(!line.contains("ETA") && !line.contains('['), "{line}");
         assert!(line.ends_with("0:00:05"), "{line}");
     }
 
@@ -443,30 +552,50 @@ mod tests {
     }
 
     #[test]
-    fn fill_bar_and_percent() {
-        assert_eq!(fill_bar(&with_fill(0)), "[          ]   0%");
-        assert_eq!(fill_bar(&with_fill(50 * MIB)), "[#####     ]  50%");
-        assert_eq!(fill_bar(&with_fill(100 * MIB)), "[##########] 100%");
+    fn the_fill_is_a_number_not_a_bar() {
+        assert_eq!(super::fill(&with_fill(0)), "buf   0%");
+        assert_eq!(super::fill(&with_fill(50 * MIB)), "buf  50%");
+        assert_eq!(super::fill(&with_fill(100 * MIB)), "buf 100%");
         // Just short of full is not shown as full.
-        assert_eq!(fill_bar(&with_fill(100 * MIB - 1)), "[######### ]  99%");
+        assert_eq!(super::fill(&with_fill(100 * MIB - 1)), "buf  99%");
         // Past the capacity, which happens for a moment, is clamped.
-        assert_eq!(fill_bar(&with_fill(300 * MIB)), "[##########] 100%");
-        let line = render(&with_fill(300 * MIB), &Rates::new(), None, 200);
-        assert!(line.contains("buf [##########] 100%"), "{line}");
+        assert_eq!(super::fill(&with_fill(300 * MIB)), "buf 100%");
+        let line = line(&with_fill(300 * MIB), &Rates::new(), None, 200);
+        assert!(line.contains("buf 100%") && !line.contains('['), "{line}");
     }
 
     #[test]
-    fn bytes_on_disk_follow_the_bar() {
+    fn bytes_on_disk_follow_the_fill() {
         let snapshot = Snapshot { held_disk: 2560 * MIB, ..with_fill(3000 * MIB) };
-        assert_eq!(fill_bar(&snapshot), "[##########] 100% + 2.5 GiB on disk");
-        let line = render(&snapshot, &Rates::new(), None, 200);
-        assert!(line.contains("buf [##########] 100% + 2.5 GiB on disk  out"), "{line}");
+        let shown = line(&snapshot, &Rates::new(), None, 200);
+        assert!(shown.contains("buf 100% + 2.5 GiB on disk  out"), "{shown}");
+    }
+
+    #[test]
+    fn a_rate_limit_follows_the_rate_it_caps() {
+        let limits = RateLimits { output: 10 * MIB, input: 0 };
+        let snapshot = Snapshot { limits, ..with_fill(0) };
+        let shown = line(&snapshot, &Rates::new(), None, 200);
+        assert!(shown.contains("/s max 10 MiB/s  0:00:01"), "{shown}");
+        assert_eq!(shown.matches("max").count(), 1, "{shown}");
+        let limits = RateLimits { output: 0, input: MIB / 2 };
+        let shown = line(&Snapshot { limits, ..with_fill(0) }, &Rates::new(), None, 200);
+        assert!(shown.contains("/s max 512 KiB/s  buf"), "{shown}");
     }
 
     #[test]
     fn a_buffer_of_no_size_does_not_divide_by_zero() {
         let snapshot = Snapshot { capacity: 0, ..with_fill(0) };
-        assert_eq!(fill_bar(&snapshot), "[##########] 100%");
+        assert_eq!(super::fill(&snapshot), "buf 100%");
+    }
+
+    #[test]
+    fn the_bar_as_pv_draws_it() {
+        assert_eq!(bar(0.0, 10), "[>         ]");
+        assert_eq!(bar(0.39, 10), "[===>      ]");
+        assert_eq!(bar(0.999, 10), "[=========>]");
+        assert_eq!(bar(1.0, 10), "[==========]");
+        assert_eq!(bar(f64::NAN, 4), "[>   ]");
     }
 
     fn busy() -> (Snapshot, Rates) {
@@ -481,9 +610,39 @@ mod tests {
     fn the_full_line() {
         let (snapshot, rates) = busy();
         assert_eq!(
-            render(&snapshot, &rates, Some(2772 * MIB), 200),
-            "in 1.52 GiB  120 MiB/s  buf [###       ]  30%  out 1.22 GiB   96 MiB/s  \
-             0:00:13   45% ETA 0:00:15"
+            line(&snapshot, &rates, Some(2772 * MIB), 120),
+            "in 1.52 GiB  120 MiB/s  buf  30%  out 1.22 GiB   96 MiB/s  0:00:13  \
+             [==============>                  ]  45% ETA 0:00:15"
+        );
+        assert_eq!(
+            line(&snapshot, &rates, None, 120),
+            "in 1.52 GiB  120 MiB/s  buf  30%  out 1.22 GiB   96 MiB/s  0:00:13"
+        );
+    }
+
+    /// Issue 11, item 1: at 80 columns, with the size known, percent done and ETA show, after a
+    /// pv-like bar; the fill is a number that cannot be read as progress.
+    #[test]
+    fn at_80_columns_percent_done_and_eta_show() {
+        let (snapshot, rates) = busy();
+        // The watcher leaves the last column free, so that the terminal never wraps.
+        assert_eq!(
+            line(&snapshot, &rates, Some(2772 * MIB), 79),
+            "buf  30%  out 1.22 GiB   96 MiB/s  0:00:13  [=======>        ]  45% ETA 0:00:15"
+        );
+        for width in [60, 70, 80, 100] {
+            let line = line(&snapshot, &rates, Some(2772 * MIB), width);
+            assert!(
+                line.contains("] 45% ETA 0:00:15") || line.contains("]  45% ETA 0:00:15"),
+                "{width}: {line}"
+            );
+            assert_eq!(line.len(), width, "the bar takes the room left: {line}");
+            assert!(!line.contains('#'), "{line}");
+        }
+        // Without a size, everything fits.
+        assert_eq!(
+            line(&snapshot, &rates, None, 79),
+            "in 1.52 GiB  120 MiB/s  buf  30%  out 1.22 GiB   96 MiB/s  0:00:13"
         );
     }
 
@@ -491,16 +650,57 @@ mod tests {
     fn narrow_lines_keep_the_most_important_parts() {
         let (snapshot, rates) = busy();
         let expected = Some(2772 * MIB);
-        assert_eq!(render(&snapshot, &rates, expected, 20), "out 1.22 GiB");
-        assert_eq!(render(&snapshot, &rates, expected, 30), "out 1.22 GiB   96 MiB/s");
-        let line = render(&snapshot, &rates, expected, 60);
-        assert_eq!(line, "buf [###       ]  30%  out 1.22 GiB   96 MiB/s");
-        let line = render(&snapshot, &rates, expected, 61);
-        assert_eq!(line, "in  120 MiB/s  buf [###       ]  30%  out 1.22 GiB   96 MiB/s");
-        let line = render(&snapshot, &rates, expected, 80);
-        assert!(line.ends_with("96 MiB/s  0:00:13"), "{line}");
-        assert_eq!(render(&snapshot, &rates, expected, 12), "out 1.22 GiB");
-        assert_eq!(render(&snapshot, &rates, expected, 5), "out 1");
+        assert_eq!(line(&snapshot, &rates, expected, 4), " 45%");
+        assert_eq!(line(&snapshot, &rates, expected, 16), " 45% ETA 0:00:15");
+        assert_eq!(line(&snapshot, &rates, expected, 30), "[====>      ]  45% ETA 0:00:15");
+        assert_eq!(
+            line(&snapshot, &rates, expected, 45),
+            "out 1.22 GiB  [=====>      ]  45% ETA 0:00:15"
+        );
+        assert_eq!(line(&snapshot, &rates, None, 12), "out 1.22 GiB");
+        assert_eq!(line(&snapshot, &rates, None, 30), "out 1.22 GiB   96 MiB/s");
+        assert_eq!(line(&snapshot, &rates, None, 40), "buf  30%  out 1.22 GiB   96 MiB/s");
+        assert_eq!(
+            line(&snapshot, &rates, None, 50),
+            "in  120 MiB/s  buf  30%  out 1.22 GiB   96 MiB/s",
+            "the input's rate, labelled, before its bytes"
+        );
+        assert_eq!(line(&snapshot, &rates, None, 5), "out 1");
+    }
+
+    #[test]
+    fn the_name_comes_first_and_stays() {
+        let (snapshot, rates) = busy();
+        let names = Names { name: Some("gz".into()), ..stdout() };
+        let subject = Subject { names: &names, expected: None, ended: false };
+        assert_eq!(render(&snapshot, &rates, &subject, 30), "gz: out 1.22 GiB   96 MiB/s");
+        let subject = Subject { expected: Some(2772 * MIB), ..subject };
+        assert_eq!(render(&snapshot, &rates, &subject, 20), "gz:  45% ETA 0:00:15");
+    }
+
+    #[test]
+    fn several_outputs_name_the_slowest() {
+        use crate::meter::ReaderSnapshot;
+        let (snapshot, rates) = busy();
+        let names = Names {
+            outputs: vec!["stdout".into(), "/mnt/backup/a-rather-long-file-name.img".into()],
+            hashes: vec![crate::digest::Algorithm::Sha256],
+            ..Names::default()
+        };
+        let reader = |bytes| ReaderSnapshot { bytes, ..ReaderSnapshot::default() };
+        let snapshot = Snapshot {
+            readers: vec![reader(1560 * MIB), reader(1248 * MIB), reader(1500 * MIB)],
+            ..snapshot
+        };
+        let subject = Subject { names: &names, expected: None, ended: false };
+        let line = render(&snapshot, &rates, &subject, 200);
+        assert!(line.contains("  out a-rather-long-file-~ 1.22 GiB "), "{line}");
+        let snapshot = Snapshot {
+            readers: vec![reader(1560 * MIB), reader(1560 * MIB), reader(1248 * MIB)],
+            ..snapshot
+        };
+        let line = render(&snapshot, &rates, &subject, 200);
+        assert!(line.contains("  out sha256 1.22 GiB "), "{line}");
     }
 
     #[test]
@@ -520,19 +720,22 @@ mod tests {
             [(snapshot, &rates), (huge.clone(), &huge_rates), (at(0.0, 0, 0), &rates)]
         {
             for expected in [None, Some(0), Some(u64::MAX)] {
-                for width in [0, 1, 2, 11, 12, 19, 20, 21, 30, 40, 59, 60, 80, 99, 100, 200] {
-                    let line = render(&snapshot, rates, expected, width);
+                for width in [0, 1, 2, 11, 12, 19, 20, 21, 30, 40, 59, 60, 79, 80, 99, 100, 200] {
+                    let line = line(&snapshot, rates, expected, width);
                     assert!(line.chars().count() <= width, "{width}: {line:?}");
                     assert!(line.is_ascii() && !line.contains('\n'), "{line:?}");
-                    if width >= 20 {
+                    if width >= 20 && expected.is_none() {
                         assert!(line.contains("out "), "{width}: {line:?}");
+                    }
+                    if width >= 16 && expected.is_some() {
+                        assert!(line.contains('%'), "{width}: {line:?}");
                     }
                 }
             }
         }
-        assert_eq!(render(&huge, &huge_rates, None, 0), "");
-        assert_eq!(render(&huge, &huge_rates, None, 1), "o");
-        let wide = render(&huge, &huge_rates, Some(u64::MAX), 200);
+        assert_eq!(line(&huge, &huge_rates, None, 0), "");
+        assert_eq!(line(&huge, &huge_rates, None, 1), "o");
+        let wide = line(&huge, &huge_rates, Some(u64::MAX), 200);
         assert!(wide.contains("16 EiB") && wide.contains("3650d 0:00:00"), "{wide}");
     }
 
@@ -540,15 +743,18 @@ mod tests {
     fn the_line_keeps_its_width_while_values_change() {
         // Within the same day and under ten hours, changing counts and rates do not move the
         // parts around: every field is padded to its widest.
-        let widths: Vec<usize> = [(1, 1), (1023, 900), (5 * MIB, 3 * MIB), (700 * MIB, 7 * MIB)]
-            .iter()
-            .map(|&(bytes_in, bytes_out)| {
-                let mut rates = Rates::new();
-                rates.update(&at(0.5, bytes_in / 3, bytes_out / 7));
-                rates.update(&at(1.0, bytes_in, bytes_out));
-                render(&at(1.0, bytes_in, bytes_out), &rates, None, 200).len()
-            })
-            .collect();
-        assert!(widths.windows(2).all(|w| w[0] == w[1]), "{widths:?}");
+        for expected in [None, Some(1 << 30)] {
+            let widths: Vec<usize> =
+                [(1, 1), (1023, 900), (5 * MIB, 3 * MIB), (700 * MIB, 7 * MIB)]
+                    .iter()
+                    .map(|&(bytes_in, bytes_out)| {
+                        let mut rates = Rates::new();
+                        rates.update(&at(0.5, bytes_in / 3, bytes_out / 7));
+                        rates.update(&at(1.0, bytes_in, bytes_out));
+                        line(&at(1.0, bytes_in, bytes_out), &rates, expected, 200).len()
+                    })
+                    .collect();
+            assert!(widths.windows(2).all(|w| w[0] == w[1]), "{widths:?}");
+        }
     }
 }

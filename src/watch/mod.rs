@@ -1,15 +1,23 @@
-//! Watching the pipeline from the side: the progress line, the final report, NDJSON events and
-//! the stall watchdog.
+//! Watching the pipeline from the side: the progress line, the final line and verdict, the
+//! report, NDJSON events and the stall watchdog.
 //!
 //! Everything here reads [`Snapshot`]s of the meter on its own thread (or the signal thread);
 //! nothing here can slow or block the data path. If the terminal stalls, only this thread
 //! waits.
+//!
+//! Progress goes to stderr, or to `--progress-fd`: redrawn in place on a terminal (shared with
+//! other accels there, [`board`]), a line per interval into a file or pipe, or a number per
+//! interval (`-n`). When the transfer is over, the run [`settles`](Watch::settle): the final
+//! line is left standing, as pv leaves it, and accel's last messages follow it; then
+//! [`finish`](Watch::finish) adds the verdict (or, with `-v`, the report) and the JSON summary.
 
+pub mod board;
 pub mod line;
 pub mod report;
 
 use std::fs::File;
 use std::io::{self, Write};
+use std::os::fd::{BorrowedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, PoisonError, mpsc};
 use std::thread;
@@ -17,21 +25,30 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::config::{Config, JsonTarget, Progress};
+use crate::config::{Config, JsonTarget, Progress, Target};
 use crate::control::Control;
 use crate::digest::{Algorithm, Digest};
+use crate::endpoint::describe;
 use crate::engine::Event;
 use crate::engine::pace::Limits;
-use crate::exit::Exit;
+use crate::exit::{Exit, TERMINATING_SIGNALS};
 use crate::meter::{Meter, RateLimits, Snapshot};
 use crate::size::Bytes;
+use board::Board;
 use line::Rates;
 
-/// How often the progress line is redrawn and the watchdog looks.
-const TICK: Duration = Duration::from_millis(500);
+/// How often the progress line is redrawn on a terminal, unless `--interval` says.
+const REDRAW: Duration = Duration::from_millis(500);
 
-/// NDJSON progress events go out every this many ticks (once a second).
-const JSON_EVERY: u64 = 2;
+/// How often a line or number goes into a file or pipe, and a JSON progress event is written,
+/// unless `--interval` says.
+const SECOND: Duration = Duration::from_secs(1);
+
+/// How often the watchdog looks, at least, and the clock learns of a stop.
+const WATCHDOG: Duration = Duration::from_millis(500);
+
+/// The longest an output's name gets on the progress line; a longer one is cut, ending in `~`.
+pub const SHORT: usize = 20;
 
 /// Erases the line the cursor is on: back to column 0, clear to its end.
 const CLEAR_LINE: &str = "\r\x1b[K";
@@ -39,6 +56,8 @@ const CLEAR_LINE: &str = "\r\x1b[K";
 /// What the sides of a run are called, for the line, the report and JSON.
 #[derive(Debug, Clone, Default)]
 pub struct Names {
+    /// This accel, when the user named it (`-N`).
+    pub name: Option<String>,
     /// The input: `stdin` or the path.
     pub input: String,
     /// The outputs, in order: `stdout` or the paths. The meter counts them first...
@@ -56,10 +75,107 @@ impl Names {
         }
     }
 
+    /// How the progress line calls reader `index`, in a few columns: an output's file name
+    /// (`copy.img` for `/mnt/b/copy.img`), cut to [`SHORT`] characters, or `sha256`.
+    pub fn short(&self, index: usize) -> String {
+        let Some(name) = self.outputs.get(index) else {
+            return self.hashes[index - self.outputs.len()].to_string();
+        };
+        let path = std::path::Path::new(name);
+        let base =
+            path.file_name().map_or(name.clone(), |base| base.to_string_lossy().into_owned());
+        if base.chars().count() <= SHORT {
+            base
+        } else {
+            base.chars().take(SHORT - 1).chain(['~']).collect()
+        }
+    }
+
     /// Readers of the backlog: outputs and hashes.
     pub fn readers(&self) -> usize {
         self.outputs.len() + self.hashes.len()
     }
+}
+
+/// How progress is shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// It is not.
+    Off,
+    /// One line redrawn in place on a terminal, shared with other accels drawing there.
+    Redrawn,
+    /// A line per interval, each ending in a newline, for a file or a pipe.
+    Lines,
+    /// A number per interval (`-n`).
+    Numeric,
+}
+
+/// How wide a line is in [`Mode::Lines`], where no terminal says.
+const LOG_WIDTH: usize = 100;
+
+/// Where progress is written: stderr, or the descriptor of `--progress-fd`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Sink(Option<RawFd>);
+
+impl Sink {
+    fn fd(&self) -> BorrowedFd<'static> {
+        // SAFETY: stderr, or a descriptor checked open at the start and never closed by accel.
+        unsafe { BorrowedFd::borrow_raw(self.0.unwrap_or(libc::STDERR_FILENO)) }
+    }
+
+    fn is_stderr(&self) -> bool {
+        self.0.is_none_or(|fd| fd == libc::STDERR_FILENO)
+    }
+
+    /// Runs `write` on a writer of this descriptor: stderr's own, locked, so that the text
+    /// does not interleave with accel's other messages.
+    fn with<R>(&self, write: impl FnOnce(&mut dyn Write) -> R) -> R {
+        match self.0 {
+            Some(fd) if !self.is_stderr() => write(&mut FdWriter(fd)),
+            _ => write(&mut io::stderr().lock()),
+        }
+    }
+
+    /// Writes `text` whole, ignoring errors: a display that fails must not end the run.
+    fn put(&self, text: &str) {
+        self.with(|out| {
+            let _ = out.write_all(text.as_bytes());
+            let _ = out.flush();
+        });
+    }
+}
+
+/// Writes straight to a descriptor accel does not own.
+struct FdWriter(RawFd);
+
+impl Write for FdWriter {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        // SAFETY: as for `Sink::fd`.
+        let fd = unsafe { BorrowedFd::borrow_raw(self.0) };
+        Ok(rustix::io::write(fd, bytes)?)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Checks, before any file is opened, that `--progress-fd` names an open descriptor that does
+/// not carry the data: one opened later (by `-o`) would otherwise take its number.
+pub fn check_progress_fd(config: &Config) -> Result<(), String> {
+    let Some(fd) = config.progress_fd else { return Ok(()) };
+    let why = if fd == libc::STDIN_FILENO && config.input.is_none() {
+        Some("stdin carries the data".to_owned())
+    } else if fd == libc::STDOUT_FILENO && config.outputs.contains(&Target::Stdout) {
+        Some("stdout carries the data; with -o FILE it may carry the progress".to_owned())
+    } else {
+        // SAFETY: only asks whether the descriptor is open.
+        let open = unsafe { BorrowedFd::borrow_raw(fd) };
+        rustix::io::fcntl_getfd(open).err().map(|error| {
+            format!("{}; open it in the shell, e.g. 3>progress.log", describe(&error.into()))
+        })
+    };
+    why.map_or(Ok(()), |why| Err(format!("--progress-fd {fd}: {why}")))
 }
 
 /// What the watcher is told of the run besides its counters.
@@ -70,7 +186,7 @@ pub struct Sides {
     pub engine: String,
     /// The rate limits, shown, and changed through the control socket.
     pub limits: Arc<Limits>,
-    /// The control socket (`-R`), served at each tick.
+    /// The control socket (`-R`), served at each look.
     pub control: Option<Control>,
 }
 
@@ -85,6 +201,11 @@ pub struct Watch {
     /// Where the watchdog says the run has stalled.
     events: Mutex<Option<mpsc::Sender<Event>>>,
     progress: Progress,
+    mode: Mode,
+    sink: Sink,
+    /// How often the line (or number) and the JSON progress events are written.
+    line_every: Duration,
+    json_every: Duration,
     stats: bool,
     quiet: bool,
     expected: Option<u64>,
@@ -96,11 +217,22 @@ pub struct Watch {
 
 struct State {
     rates: Rates,
-    /// A progress line is on the terminal now.
+    /// A redrawn line is on the terminal now, to be cleared or redrawn.
     drawn: bool,
-    /// A progress line was shown at some point: the report follows at the end.
+    /// Progress was shown at some point: the final line is left standing at the end.
     shown: bool,
+    /// The final line stands, and the verdict may follow it.
+    standing: bool,
+    /// The terminal shared with other accels, once this one has drawn.
+    board: Option<Board>,
+    /// Whether joining the board was tried (once).
+    board_tried: bool,
+    /// When this accel last got a SIGCONT, by the machine's monotonic clock, until it draws.
+    continued_at: Option<u64>,
     json: Option<Box<dyn Write + Send>>,
+    /// When the line and the JSON progress are next due.
+    line_due: Instant,
+    json_due: Instant,
     /// When the watcher last looked, and how long the interval before that was: a stop
     /// (Ctrl-Z, SIGSTOP) lies in one of the two when a SIGCONT is seen.
     last_tick: Instant,
@@ -108,7 +240,9 @@ struct State {
     /// The counters (bytes in, bytes taken by all readers) when they last moved, and when
     /// (by the meter's clock).
     last_motion: (u64, u64, Duration),
-    /// The end was reported; nothing more is drawn or written.
+    /// The transfer is over: the final progress is down and nothing more is drawn.
+    settled: bool,
+    /// The end was reported; nothing more is written.
     finished: bool,
 }
 
@@ -127,6 +261,23 @@ impl Watch {
             Some(JsonTarget::Stderr) => Some(Box::new(io::stderr())),
             Some(JsonTarget::File(path)) => Some(Box::new(File::create(path)?)),
         };
+        let sink = Sink(config.progress_fd);
+        let mode = if config.progress == Progress::Off {
+            Mode::Off
+        } else if config.numeric {
+            Mode::Numeric
+        } else if rustix::termios::isatty(sink.fd()) {
+            Mode::Redrawn
+        } else {
+            Mode::Lines
+        };
+        // pv's pace for what is read rather than watched; twice as often for the line.
+        let line_every = config.interval.unwrap_or(match mode {
+            Mode::Redrawn => REDRAW,
+            _ => SECOND,
+        });
+        let json_every = config.interval.unwrap_or(SECOND);
+        let now = Instant::now();
         Ok(Arc::new(Watch {
             meter,
             names,
@@ -135,6 +286,10 @@ impl Watch {
             control,
             events: Mutex::new(None),
             progress: config.progress,
+            mode,
+            sink,
+            line_every,
+            json_every,
             stats: config.stats,
             quiet: config.quiet,
             expected,
@@ -144,10 +299,17 @@ impl Watch {
                 rates: Rates::new(),
                 drawn: false,
                 shown: false,
+                standing: false,
+                board: None,
+                board_tried: false,
+                continued_at: None,
                 json,
-                last_tick: Instant::now(),
+                line_due: now + line_every,
+                json_due: now + json_every,
+                last_tick: now,
                 last_gap: Duration::ZERO,
                 last_motion: (0, 0, Duration::ZERO),
+                settled: false,
                 finished: false,
             }),
         }))
@@ -157,13 +319,18 @@ impl Watch {
     /// `events`.
     pub fn start(self: &Arc<Watch>, events: mpsc::Sender<Event>) -> io::Result<()> {
         *self.events.lock().unwrap_or_else(PoisonError::into_inner) = Some(events);
-        // Always: the control socket is served from here.
-        {
+        let needed = self.mode != Mode::Off
+            || self.stats
+            || self.lock().json.is_some()
+            || self.stall_timeout.is_some()
+            || self.control.is_some();
+        if needed {
             let watch = Arc::clone(self);
+            let step = self.line_every.min(self.json_every).min(WATCHDOG);
             thread::Builder::new().name("accel-watch".into()).spawn(move || {
-                for tick in 1.. {
-                    thread::sleep(TICK);
-                    if !watch.tick(tick) {
+                loop {
+                    thread::sleep(step);
+                    if !watch.tick(step) {
                         break;
                     }
                 }
@@ -172,13 +339,15 @@ impl Watch {
         Ok(())
     }
 
-    /// One look at the counters; `false` once the run has finished.
-    fn tick(&self, tick: u64) -> bool {
+    /// One look at the counters, `step` after the last; `false` once the run has finished.
+    fn tick(&self, step: Duration) -> bool {
         if let Some(control) = &self.control {
-            control.serve(&self.limits, || self.report(&self.snapshot()));
+            control.serve(&self.limits, || {
+                self.prefixed(&report::so_far(&self.snapshot(), &self.names))
+            });
         }
         let mut state = self.lock();
-        if state.finished {
+        if state.settled {
             return false;
         }
         let now = Instant::now();
@@ -186,8 +355,8 @@ impl Watch {
         state.last_tick = now;
         if self.continued.swap(false, Relaxed) {
             // Stopped and continued: the stop lies in this interval or the one before (when
-            // the SIGCONT was seen late). Beyond a tick, that time was not running.
-            self.meter.pause(gap.max(state.last_gap).saturating_sub(TICK));
+            // the SIGCONT was seen late). Beyond a step, that time was not running.
+            self.meter.pause(gap.max(state.last_gap).saturating_sub(step));
             state.last_gap = Duration::ZERO;
         } else {
             state.last_gap = gap;
@@ -195,19 +364,21 @@ impl Watch {
         let snapshot = self.snapshot();
         state.rates.update(&snapshot);
         if let Some(why) = self.stalled(&mut state, &snapshot) {
-            // The run's end is decided where the run is followed; the watcher only tells.
-            self.clear(&mut state);
+            // The run's end is decided where the run is followed; the watcher only tells. The
+            // line stays: the run settles on it, and the message goes under it.
             let events = self.events.lock().unwrap_or_else(PoisonError::into_inner);
             if let Some(events) = events.as_ref() {
                 let _ = events.send(Event::Stalled(why));
             }
             return false;
         }
-        if tick % JSON_EVERY == 0 {
-            let event = progress_event(&snapshot, &state.rates);
+        if due(&mut state.json_due, self.json_every, now) {
+            let event = self.progress_event(&snapshot, &state.rates);
             write_json(&mut state, &event);
         }
-        self.draw(&mut state, &snapshot);
+        if due(&mut state.line_due, self.line_every, now) {
+            self.show(&mut state, &snapshot);
+        }
         true
     }
 
@@ -240,47 +411,144 @@ impl Watch {
         })
     }
 
-    /// Redraws the progress line, when one is wanted and the terminal is ours.
-    fn draw(&self, state: &mut State, snapshot: &Snapshot) {
-        let ours = match self.progress {
-            Progress::Off => return,
+    /// Whether the line may be drawn now: the terminal is ours (pv's rule: a background job
+    /// draws nothing, unless `-p`).
+    fn ours(&self) -> bool {
+        match self.progress {
+            Progress::Off => false,
             Progress::Always => true,
             Progress::Foreground => in_foreground(),
-        };
-        if !ours {
-            // A background job draws nothing; what it drew before belongs to the past.
-            state.drawn = false;
-            return;
         }
-        let width = terminal_width().unwrap_or(80).saturating_sub(1);
-        let text = line::render(snapshot, &state.rates, self.expected, width);
-        let mut stderr = io::stderr().lock();
-        let _ = write!(stderr, "\r{text}\x1b[K");
-        let _ = stderr.flush();
-        state.drawn = true;
-        state.shown = true;
+    }
+
+    /// Shows the progress as it is now: redraws the line, or writes a line or a number.
+    fn show(&self, state: &mut State, snapshot: &Snapshot) {
+        match self.mode {
+            Mode::Off => {}
+            Mode::Redrawn if !self.ours() => {
+                // A background job draws nothing; what it drew before belongs to the past.
+                state.drawn = false;
+            }
+            Mode::Redrawn => {
+                let (width, height) = terminal_size(self.sink.fd());
+                let text = self.line(snapshot, &state.rates, width, false);
+                if !state.board_tried {
+                    state.board_tried = true;
+                    state.board = Board::join(self.sink.fd());
+                }
+                let continued = state.continued_at.take();
+                match &mut state.board {
+                    Some(board) => {
+                        let _ = self.sink.with(|out| {
+                            board.draw(out, &text, height.saturating_sub(1), continued)
+                        });
+                    }
+                    None => self.sink.put(&format!("\r{text}\x1b[K")),
+                }
+                state.drawn = true;
+                state.shown = true;
+            }
+            Mode::Lines => {
+                self.sink
+                    .put(&format!("{}\n", self.line(snapshot, &state.rates, LOG_WIDTH, false)));
+                state.shown = true;
+            }
+            Mode::Numeric => {
+                self.sink.put(&format!("{}\n", self.figure(snapshot)));
+                state.shown = true;
+            }
+        }
+    }
+
+    /// The progress line for `width` columns.
+    fn line(&self, snapshot: &Snapshot, rates: &Rates, width: usize, ended: bool) -> String {
+        let subject = line::Subject { names: &self.names, expected: self.expected, ended };
+        line::render(snapshot, rates, &subject, width)
+    }
+
+    /// `-n`'s figure: the percent done when a total is expected, else the bytes delivered.
+    fn figure(&self, snapshot: &Snapshot) -> u64 {
+        match self.expected {
+            Some(total) => line::percent(snapshot.bytes_out, total),
+            None => snapshot.bytes_out,
+        }
     }
 
     fn clear(&self, state: &mut State) {
         if state.drawn {
-            let _ = io::stderr().write_all(CLEAR_LINE.as_bytes());
+            self.sink.put(CLEAR_LINE);
             state.drawn = false;
         }
     }
 
-    /// Reports the end: clears the progress line, prints the report (with `-v`, or after a
-    /// progress line) and the NDJSON summary, with the `digests` of a complete input. Only
-    /// the first call does anything.
+    /// The transfer is over: the final progress is shown and left standing (the line with the
+    /// final counters and the averages, as pv leaves it; the final `-n` figure), and nothing
+    /// is drawn after it, so that accel's last messages can follow. Only the first call does
+    /// anything; [`Watch::finish`] makes it too.
+    pub fn settle(&self) {
+        let mut state = self.lock();
+        self.settle_locked(&mut state);
+    }
+
+    fn settle_locked(&self, state: &mut State) {
+        if state.settled {
+            return;
+        }
+        state.settled = true;
+        let snapshot = self.snapshot();
+        let rates = Rates::over_the_run(&snapshot);
+        match self.mode {
+            Mode::Off => {}
+            // A line that was never drawn (a run shorter than a redraw) does not appear now.
+            Mode::Redrawn if !state.shown || !self.ours() => self.clear(state),
+            Mode::Redrawn => {
+                let (width, _) = terminal_size(self.sink.fd());
+                let last = self.line(&snapshot, &rates, width, true);
+                let board = state.board.take();
+                let left = board.map(|board| self.sink.with(|out| board.leave(out, &last)));
+                if !matches!(left, Some(Ok(()))) {
+                    self.sink.put(&format!("\r{last}\x1b[K\n"));
+                }
+                state.drawn = false;
+                state.standing = true;
+            }
+            Mode::Lines => {
+                self.sink.put(&format!("{}\n", self.line(&snapshot, &rates, LOG_WIDTH, true)));
+                state.standing = true;
+            }
+            Mode::Numeric => self.sink.put(&format!("{}\n", self.figure(&snapshot))),
+        }
+    }
+
+    /// Reports the end, once: settles the progress, then (unless `-q`) the full report with
+    /// `-v`, or else the verdict under a final line left standing; for a run stopped by a
+    /// signal, one line of what was read but not delivered; then the NDJSON summary, with the
+    /// `digests` of a complete input.
     pub fn finish(&self, exit: Exit, digests: &[Digest]) {
         let mut state = self.lock();
         if state.finished {
             return;
         }
+        self.settle_locked(&mut state);
         state.finished = true;
-        self.clear(&mut state);
         let snapshot = self.snapshot();
-        if (self.stats || state.shown) && !self.quiet {
-            eprint!("{}", self.report(&snapshot));
+        let signal = match exit {
+            Exit::Signal(signal) if TERMINATING_SIGNALS.contains(&signal) => Some(signal),
+            _ => None,
+        };
+        if !self.quiet {
+            if self.stats {
+                eprint!("{}", self.prefixed(&report::report(&snapshot, &self.names)));
+            } else if state.standing && signal.is_none() {
+                self.sink.put(&self.prefixed(&report::verdict(&snapshot, &self.names)));
+            }
+            if let Some(signal) = signal {
+                let stopped = report::stopped(&snapshot, &self.names, signal_name(signal));
+                match &self.names.name {
+                    Some(name) => eprintln!("accel: {name}: {stopped}"),
+                    None => eprintln!("accel: {stopped}"),
+                }
+            }
         }
         let mut event = self.summary_event(&snapshot, exit, digests);
         if let (Some(total), Some(map)) = (self.expected, event.as_object_mut()) {
@@ -294,32 +562,81 @@ impl Watch {
         if self.quiet {
             return;
         }
+        let report = report::so_far(&self.snapshot(), &self.names);
+        self.say(&self.prefixed(&report));
+    }
+
+    /// Writes `text` (whole lines) on stderr without garbling the progress line: above the
+    /// block of lines on a shared terminal, or in place of the line, which the next redraw
+    /// brings back.
+    pub fn say(&self, text: &str) {
         let mut state = self.lock();
-        self.clear(&mut state);
-        eprint!("{}", self.report(&self.snapshot()));
+        let text = if text.ends_with('\n') { text.to_owned() } else { format!("{text}\n") };
+        let on_the_line = state.drawn && !state.settled && self.sink.is_stderr();
+        if !on_the_line {
+            eprint!("{text}");
+            return;
+        }
+        let (_, height) = terminal_size(self.sink.fd());
+        let said = match &mut state.board {
+            Some(board) => self.sink.with(|out| board.say(out, &text, height.saturating_sub(1))),
+            None => Err(io::ErrorKind::NotFound.into()),
+        };
+        if said.is_err() {
+            self.clear(&mut state);
+            eprint!("{text}");
+        }
     }
 
     /// SIGWINCH: re-fit the line to the new width at once.
     pub fn redraw(&self) {
         let mut state = self.lock();
-        if state.drawn && !state.finished {
+        if state.drawn && !state.settled {
             let snapshot = self.snapshot();
-            self.draw(&mut state, &snapshot);
+            self.show(&mut state, &snapshot);
         }
     }
 
     /// SIGCONT: the job goes on after a stop (Ctrl-Z, SIGSTOP); the time it was stopped,
-    /// found by the watcher's next look to within a tick, does not count as running.
+    /// found by the watcher's next look to within a tick, does not count as running, and the
+    /// line is drawn anew where the cursor now is.
     pub fn resume(&self) {
         self.continued.store(true, Relaxed);
+        self.lock().continued_at = Some(board::monotonic_ns());
     }
 
-    fn report(&self, snapshot: &Snapshot) -> String {
-        let mut text = report::report(snapshot, &self.names);
-        if !text.ends_with('\n') {
-            text.push('\n');
+    /// `text` with this accel's name (`-N`) before each line, when it has one; and a final
+    /// newline.
+    fn prefixed(&self, text: &str) -> String {
+        let mut out: String = match &self.names.name {
+            Some(name) => text.lines().map(|line| format!("{name}: {line}\n")).collect(),
+            None => text.lines().map(|line| format!("{line}\n")).collect(),
+        };
+        if out.is_empty() {
+            out.push('\n');
         }
-        text
+        out
+    }
+
+    /// `{"event":"progress",...}`: the counters now.
+    fn progress_event(&self, snapshot: &Snapshot, rates: &Rates) -> serde_json::Value {
+        json!({
+            "event": "progress",
+            "name": self.names.name,
+            "seconds": snapshot.elapsed.as_secs_f64(),
+            "bytes_in": snapshot.bytes_in,
+            "bytes_out": snapshot.bytes_out,
+            "fill_bytes": snapshot.fill(),
+            "capacity_bytes": snapshot.capacity,
+            "rate_in": rates.input(),
+            "rate_out": rates.output(),
+            "producer_blocked_s": snapshot.producer_blocked.as_secs_f64(),
+            "consumer_starved_s": snapshot.consumer_starved.as_secs_f64(),
+            "rate_limit_out": snapshot.limits.output,
+            "rate_limit_in": snapshot.limits.input,
+            "memory_bytes": snapshot.held_memory,
+            "disk_bytes": snapshot.held_disk,
+        })
     }
 
     /// `{"event":"summary",...}`: the whole run, once, at the end.
@@ -351,6 +668,7 @@ impl Watch {
             .collect();
         let mut event = json!({
             "event": "summary",
+            "name": self.names.name,
             "bytes_in": snapshot.bytes_in,
             "bytes_out": snapshot.bytes_out,
             "seconds": snapshot.elapsed.as_secs_f64(),
@@ -377,8 +695,7 @@ impl Watch {
             "exit": exit.code(),
         });
         if let (Exit::Signal(signal), Some(map)) = (exit, event.as_object_mut()) {
-            let name = signal_hook::low_level::signal_name(signal).unwrap_or("an unknown signal");
-            map.insert("signal".into(), name.into());
+            map.insert("signal".into(), signal_name(signal).into());
         }
         event
     }
@@ -398,6 +715,21 @@ impl Watch {
     }
 }
 
+/// Whether what is due at `due`, every `every`, is due at `now`; if so, when it is next.
+fn due(due: &mut Instant, every: Duration, now: Instant) -> bool {
+    if now < *due {
+        return false;
+    }
+    // On the beat, unless the watcher fell behind (a stop, a busy machine): then from now.
+    *due = if *due + every > now { *due + every } else { now + every };
+    true
+}
+
+/// `SIGTERM`, as the summary and the messages call a signal.
+fn signal_name(signal: i32) -> &'static str {
+    signal_hook::low_level::signal_name(signal).unwrap_or("an unknown signal")
+}
+
 fn write_json(state: &mut State, event: &serde_json::Value) {
     if let Some(out) = &mut state.json {
         // One write per line, so that lines from a watcher and a signal never interleave.
@@ -406,34 +738,19 @@ fn write_json(state: &mut State, event: &serde_json::Value) {
     }
 }
 
-/// `{"event":"progress",...}`: the counters now.
-fn progress_event(snapshot: &Snapshot, rates: &Rates) -> serde_json::Value {
-    json!({
-        "event": "progress",
-        "seconds": snapshot.elapsed.as_secs_f64(),
-        "bytes_in": snapshot.bytes_in,
-        "bytes_out": snapshot.bytes_out,
-        "fill_bytes": snapshot.fill(),
-        "capacity_bytes": snapshot.capacity,
-        "rate_in": rates.input(),
-        "rate_out": rates.output(),
-        "producer_blocked_s": snapshot.producer_blocked.as_secs_f64(),
-        "consumer_starved_s": snapshot.consumer_starved.as_secs_f64(),
-        "rate_limit_out": snapshot.limits.output,
-        "rate_limit_in": snapshot.limits.input,
-        "memory_bytes": snapshot.held_memory,
-        "disk_bytes": snapshot.held_disk,
-    })
-}
-
 /// Whether accel's process group holds stderr's terminal (it is not a background job).
 fn in_foreground() -> bool {
     let stderr = rustix::stdio::stderr();
     rustix::termios::tcgetpgrp(stderr).is_ok_and(|group| group == rustix::process::getpgrp())
 }
 
-/// The width of stderr's terminal.
-fn terminal_width() -> Option<usize> {
-    let size = rustix::termios::tcgetwinsize(rustix::stdio::stderr()).ok()?;
-    (size.ws_col > 0).then_some(usize::from(size.ws_col))
+/// The width and height of the terminal `fd`; 80 by 24 where it does not say.
+fn terminal_size(fd: BorrowedFd<'_>) -> (usize, usize) {
+    match rustix::termios::tcgetwinsize(fd) {
+        Ok(size) if size.ws_col > 0 && size.ws_row > 0 => {
+            // The last column stays free, so that the terminal never wraps the line.
+            (usize::from(size.ws_col) - 1, usize::from(size.ws_row))
+        }
+        _ => (79, 24),
+    }
 }

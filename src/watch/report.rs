@@ -100,8 +100,9 @@ fn judge(snapshot: &Snapshot) -> Judgement {
     }
 }
 
-/// The verdict in plain words, one line, e.g.
-/// `bottleneck: consumer - the buffer was full 83% of the time; the producer was held back 41.0 s`.
+/// The verdict in plain words, one line that fits 80 columns in the usual cases, e.g.
+/// `bottleneck: consumer - buffer full 83% of the time, producer held back 41.0 s`: it is
+/// what a progress line leaves under it at the end.
 pub fn verdict(snapshot: &Snapshot, names: &Names) -> String {
     let full = share_of_run(snapshot.producer_blocked, snapshot.elapsed);
     let empty = share_of_run(snapshot.consumer_starved, snapshot.elapsed);
@@ -116,35 +117,81 @@ pub fn verdict(snapshot: &Snapshot, names: &Names) -> String {
         }
         Judgement::Idle => "no bottleneck: no data passed".to_string(),
         Judgement::Consumer => format!(
-            "bottleneck: {consumer} - the buffer was full {full} of the time; \
-             the producer was held back {}",
+            "bottleneck: {consumer} - buffer full {full} of the time, producer held back {}",
             span(snapshot.producer_blocked)
         ),
         Judgement::Producer => format!(
-            "bottleneck: producer - the buffer was empty {empty} of the time; \
-             the consumer waited {} for data",
+            "bottleneck: producer - buffer empty {empty} of the time, consumer waited {}",
             span(snapshot.consumer_starved)
         ),
         Judgement::InTurn => format!(
-            "no bottleneck: the sides took turns waiting (buffer full {full}, empty {empty} \
-             of the time); a larger buffer may help"
+            "no bottleneck: the sides took turns (full {full}, empty {empty}); a larger -m \
+             may help"
         ),
-        Judgement::Neither if snapshot.peak_fill <= PIPE_SIZE => {
-            "no bottleneck: neither side waited long on the other, and the buffer never held \
-             more than a pipe does (accel was not needed)"
-                .to_string()
-        }
+        Judgement::Neither if snapshot.peak_fill <= PIPE_SIZE => format!(
+            "no bottleneck: neither side waited long; accel was not needed (peak {})",
+            Bytes(snapshot.peak_fill)
+        ),
         Judgement::Neither => format!(
-            "no bottleneck: neither side waited long on the other; the buffer absorbed up to {}",
+            "no bottleneck: neither side waited long; the buffer absorbed up to {}",
             Bytes(snapshot.peak_fill)
         ),
     }
 }
 
 /// The `--stats` report: a few aligned lines, the verdict last, without trailing newline or
-/// prefix; the caller adds `accel: ` or whatever it likes to each line. With several readers
+/// prefix; the caller adds a name or whatever it likes to each line. With several readers
 /// (outputs, hashes), each gets a line of its own.
 pub fn report(snapshot: &Snapshot, names: &Names) -> String {
+    details(snapshot, names) + &verdict(snapshot, names)
+}
+
+/// The report so far, for SIGUSR1, in the shape of [`report`]: a first line that says the run
+/// goes on, and a verdict that says it is one so far, so that it cannot be taken for the end.
+pub fn so_far(snapshot: &Snapshot, names: &Names) -> String {
+    format!(
+        "report so far, at {}; the run goes on\n{}so far, {}",
+        span(snapshot.elapsed),
+        details(snapshot, names),
+        verdict(snapshot, names)
+    )
+}
+
+/// One line for a run stopped by `signal` (`SIGTERM`): how many bytes were read but not
+/// delivered, and so are lost. With several outputs, those of the output furthest behind.
+pub fn stopped(snapshot: &Snapshot, names: &Names, signal: &str) -> String {
+    let outputs = &snapshot.readers[..names.outputs.len().min(snapshot.readers.len())];
+    // The one furthest behind among those still there; if none is, among all.
+    let behind = |live: bool| {
+        outputs
+            .iter()
+            .enumerate()
+            .filter(|(_, reader)| !live || !reader.gone)
+            .min_by_key(|(_, reader)| reader.bytes)
+    };
+    let Some((index, reader)) = behind(true).or_else(|| behind(false)) else {
+        return format!("stopped by {signal}; {} bytes read", snapshot.bytes_in);
+    };
+    let delivered = reader.bytes.min(snapshot.bytes_in);
+    let lost = snapshot.bytes_in - delivered;
+    if lost == 0 {
+        return format!("stopped by {signal}; all {delivered} bytes read were delivered");
+    }
+    if outputs.len() > 1 {
+        format!(
+            "stopped by {signal}; {delivered} bytes delivered to {}, the output furthest \
+             behind, {lost} bytes read but not delivered to it",
+            names.outputs[index]
+        )
+    } else {
+        format!(
+            "stopped by {signal}; {delivered} bytes delivered, {lost} bytes read but not delivered"
+        )
+    }
+}
+
+/// The report's lines above the verdict, each ending in a newline.
+fn details(snapshot: &Snapshot, names: &Names) -> String {
     let count_width = snapshot.bytes_in.max(snapshot.bytes_out).to_string().len();
     let counted = |bytes: u64, per_second: f64| {
         format!(
@@ -222,10 +269,7 @@ pub fn report(snapshot: &Snapshot, names: &Names) -> String {
         lines.push(("bytes went".to_owned(), snapshot.tiers.to_string()));
     }
     let label_width = lines.iter().map(|(label, _)| label.len()).max().unwrap_or(0);
-    let mut report: String =
-        lines.iter().map(|(label, text)| format!("{label:<label_width$}  {text}\n")).collect();
-    report += &verdict(snapshot, names);
-    report
+    lines.iter().map(|(label, text)| format!("{label:<label_width$}  {text}\n")).collect()
 }
 
 /// A span of time as the report shows it: tenths of a second under a minute, where waits are
@@ -272,7 +316,7 @@ mod tests {
 
     /// One output, stdout.
     fn stdout() -> Names {
-        Names { input: "stdin".into(), outputs: vec!["stdout".into()], hashes: vec![] }
+        Names { input: "stdin".into(), outputs: vec!["stdout".into()], ..Names::default() }
     }
 
     #[test]
@@ -281,8 +325,7 @@ mod tests {
         assert_eq!(bottleneck(&snapshot), Bottleneck::Consumer);
         assert_eq!(
             verdict(&snapshot, &stdout()),
-            "bottleneck: consumer - the buffer was full 83% of the time; \
-             the producer was held back 41.5 s"
+            "bottleneck: consumer - buffer full 83% of the time, producer held back 41.5 s"
         );
     }
 
@@ -292,8 +335,7 @@ mod tests {
         assert_eq!(bottleneck(&snapshot), Bottleneck::Producer);
         assert_eq!(
             verdict(&snapshot, &stdout()),
-            "bottleneck: producer - the buffer was empty 97% of the time; \
-             the consumer waited 0:01:02 for data"
+            "bottleneck: producer - buffer empty 97% of the time, consumer waited 0:01:02"
         );
     }
 
@@ -306,7 +348,7 @@ mod tests {
             "{}",
             verdict(&small, &stdout())
         );
-        assert!(verdict(&small, &stdout()).ends_with("(accel was not needed)"));
+        assert!(verdict(&small, &stdout()).ends_with("accel was not needed (peak 60 KiB)"));
         // A buffer that held more than a pipe could did its work, even if no one waited.
         let absorbed = run(10.0, 0.5, 0.9);
         assert_eq!(bottleneck(&absorbed), Bottleneck::None);
@@ -368,9 +410,25 @@ mod tests {
              consumer    waited 0.2 s, <1% of the run: the buffer was empty\n\
              peak fill   64 MiB, 100% of the 64 MiB buffer\n\
              bytes went  straight through 0 B (0%), pool pipes 160 MiB (16%), memory 864 MiB (84%)\n\
-             bottleneck: consumer - the buffer was full 83% of the time; \
-             the producer was held back 41.5 s"
+             bottleneck: consumer - buffer full 83% of the time, producer held back 41.5 s"
         );
+    }
+
+    /// The verdict is the line a progress line leaves under it: it fits 80 columns.
+    #[test]
+    fn verdicts_fit_80_columns() {
+        let small = Snapshot { peak_fill: 60 << 10, ..run(10.0, 0.5, 0.9) };
+        for snapshot in [
+            run(50.0, 41.5, 0.2),
+            run(3_700.0, 0.0, 3_000.0),
+            run(10.0, 4.0, 4.0),
+            small,
+            run(10.0, 0.5, 0.9),
+            run(0.0, 0.0, 0.0),
+        ] {
+            let verdict = verdict(&snapshot, &stdout());
+            assert!(verdict.len() < 80, "{verdict}");
+        }
     }
 
     #[test]
@@ -385,6 +443,57 @@ mod tests {
         let long = report(&run(3_700.0, 10.0, 3_000.0), &stdout());
         assert!(long.contains("time        1:01:40\n"), "{long}");
         assert!(long.contains("waited 0:50:00, 81% of the run"), "{long}");
+    }
+
+    /// Issue 11, item 5: a report asked for mid-run says it is the report so far.
+    #[test]
+    fn the_report_so_far_says_so() {
+        let snapshot = run(50.0, 41.5, 0.2);
+        let text = so_far(&snapshot, &stdout());
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "report so far, at 50.0 s; the run goes on");
+        assert_eq!(
+            *lines.last().unwrap(),
+            "so far, bottleneck: consumer - buffer full 83% of the time, producer held back 41.5 s"
+        );
+        assert_eq!(lines[1..lines.len() - 1].join("\n") + "\n", details(&snapshot, &stdout()));
+    }
+
+    /// Issue 11, item 4: stopped by a signal, one line says what was read but not delivered.
+    #[test]
+    fn a_stopped_run_says_what_was_lost() {
+        let reader = |bytes: u64, gone: bool| ReaderSnapshot { bytes, gone, ..Default::default() };
+        let snapshot =
+            Snapshot { bytes_in: 3 * MIB, readers: vec![reader(MIB, false)], ..run(5.0, 0.0, 0.0) };
+        assert_eq!(
+            stopped(&snapshot, &stdout(), "SIGTERM"),
+            "stopped by SIGTERM; 1048576 bytes delivered, 2097152 bytes read but not delivered"
+        );
+        let all = Snapshot { readers: vec![reader(3 * MIB, false)], ..snapshot.clone() };
+        assert_eq!(
+            stopped(&all, &stdout(), "SIGINT"),
+            "stopped by SIGINT; all 3145728 bytes read were delivered"
+        );
+        let names = Names {
+            outputs: vec!["stdout".into(), "copy.img".into()],
+            hashes: vec![crate::digest::Algorithm::Sha256],
+            ..stdout()
+        };
+        let several = Snapshot {
+            readers: vec![reader(2 * MIB, false), reader(MIB, false), reader(0, false)],
+            ..snapshot.clone()
+        };
+        assert_eq!(
+            stopped(&several, &names, "SIGHUP"),
+            "stopped by SIGHUP; 1048576 bytes delivered to copy.img, the output furthest \
+             behind, 2097152 bytes read but not delivered to it"
+        );
+        // An output that failed earlier was told of then; the others' loss is what is left.
+        let failed = Snapshot {
+            readers: vec![reader(2 * MIB, false), reader(0, true), reader(0, false)],
+            ..snapshot
+        };
+        assert!(stopped(&failed, &names, "SIGHUP").contains("2097152 bytes delivered to stdout"));
     }
 
     #[test]
@@ -415,6 +524,7 @@ mod tests {
             input: "stdin".into(),
             outputs: vec!["stdout".into(), "copy.img".into()],
             hashes: vec![crate::digest::Algorithm::Sha256],
+            ..Names::default()
         };
         let reader = |bytes: u64, starved: f64, gone: bool| ReaderSnapshot {
             bytes,
@@ -438,8 +548,8 @@ mod tests {
         assert!(text.contains("\nhash sha256   1073741824 bytes "), "{text}");
         assert!(
             text.ends_with(
-                "bottleneck: consumer (copy.img) - the buffer was full 83% of the \
-                              time; the producer was held back 41.5 s"
+                "bottleneck: consumer (copy.img) - buffer full 83% of the time, producer \
+                 held back 41.5 s"
             ),
             "{text}"
         );
