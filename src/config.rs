@@ -8,6 +8,7 @@ use crate::cli::{Cli, EngineArg, OutputErrorArg};
 use crate::digest::Algorithm;
 use crate::engine::Preference;
 use crate::exit::OutputErrors;
+use crate::net::{self, address::Address};
 use crate::open::Existing;
 use crate::size::parse_size;
 
@@ -49,6 +50,8 @@ pub struct Config {
     pub stall_timeout: Option<Duration>,
     /// Report the route and its changes on stderr.
     pub debug: bool,
+    /// `--from`, the key, `--insecure`, `--accept-timeout` (each `--to` is in `outputs`).
+    pub net: net::Settings,
 }
 
 /// When the progress line is drawn.
@@ -70,6 +73,8 @@ pub enum Target {
     Stdout,
     /// `-o FILE`.
     Path(PathBuf),
+    /// `--to HOST:PORT`.
+    Network(Address),
 }
 
 /// Where `--json` writes.
@@ -140,12 +145,21 @@ impl Config {
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
+        let net = network_settings(&cli)?;
         let input = cli.input.filter(|path| path.as_os_str() != "-");
         let mut outputs: Vec<Target> = cli
             .outputs
             .into_iter()
             .map(|path| if path.as_os_str() == "-" { Target::Stdout } else { Target::Path(path) })
             .collect();
+        for text in &cli.to {
+            let address = Address::parse(text, false).map_err(|reason| ConfigError {
+                option: "--to",
+                value: text.clone(),
+                reason,
+            })?;
+            outputs.push(Target::Network(address));
+        }
         if outputs.is_empty() {
             outputs.push(Target::Stdout);
         }
@@ -154,6 +168,7 @@ impl Config {
                 let value = match target {
                     Target::Stdout => "-".to_owned(),
                     Target::Path(path) => path.display().to_string(),
+                    Target::Network(address) => address.to_string(),
                 };
                 return Err(ConfigError {
                     option: "-o",
@@ -206,8 +221,51 @@ impl Config {
             expect,
             stall_timeout,
             debug: cli.debug,
+            net,
         })
     }
+}
+
+/// `--from`, `--key-file` (or `ACCEL_KEY_FILE`), `--insecure`, `--accept-timeout`.
+fn network_settings(cli: &Cli) -> Result<net::Settings, ConfigError> {
+    let from = match &cli.from {
+        None => None,
+        Some(text) => Some(Address::parse(text, true).map_err(|reason| ConfigError {
+            option: "--from",
+            value: text.clone(),
+            reason,
+        })?),
+    };
+    let peers = from.is_some() || !cli.to.is_empty();
+    let key_file = match (&cli.key_file, cli.insecure) {
+        (Some(path), _) => Some(path.clone()),
+        // With --insecure, a key named by the environment is simply not used.
+        (None, true) => None,
+        (None, false) => {
+            std::env::var_os(net::key::ENV).filter(|v| !v.is_empty()).map(PathBuf::from)
+        }
+    };
+    if peers && !cli.insecure && key_file.is_none() {
+        let option = if from.is_some() { "--from" } else { "--to" };
+        let value = cli.from.clone().unwrap_or_else(|| cli.to[0].clone());
+        return Err(ConfigError {
+            option,
+            value,
+            reason: "a key is needed: --key-file FILE (or ACCEL_KEY_FILE=FILE), made by \
+                     `accel --generate key > FILE` and copied to the other end; or --insecure \
+                     for plain TCP"
+                .into(),
+        });
+    }
+    let accept_timeout = match &cli.accept_timeout {
+        None => None,
+        Some(text) => Some(parse_duration(text).map_err(|reason| ConfigError {
+            option: "--accept-timeout",
+            value: text.clone(),
+            reason,
+        })?),
+    };
+    Ok(net::Settings { from, key_file, insecure: cli.insecure, accept_timeout })
 }
 
 /// What a duration argument may look like; shown whenever one is rejected.
@@ -254,6 +312,7 @@ impl Default for Config {
             expect: None,
             stall_timeout: None,
             debug: false,
+            net: net::Settings::default(),
         }
     }
 }

@@ -99,6 +99,14 @@ pub fn pipe_target_size() -> usize {
     })
 }
 
+/// Gives up the TCP connection `fd` when data it sent stays unacknowledged for `limit`
+/// (`TCP_USER_TIMEOUT`); best effort. Keepalive does not probe while data is in flight, so
+/// without this a sender to a vanished host would retransmit for a quarter of an hour.
+pub fn limit_unacknowledged(fd: BorrowedFd<'_>, limit: std::time::Duration) {
+    let millis = u32::try_from(limit.as_millis()).unwrap_or(u32::MAX);
+    let _ = rustix::net::sockopt::set_tcp_user_timeout(fd, millis);
+}
+
 /// Asks for transparent huge pages on `len` bytes at `addr` (best effort).
 ///
 /// # Safety

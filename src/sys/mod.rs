@@ -16,6 +16,9 @@
 //! - [`is_packet_mode`]: whether a pipe delivers packets (Linux `O_DIRECT` pipes).
 //! - [`memory_limit`]: how much the buffer may take under the machine's memory, rlimits and
 //!   (Linux) the memory cgroup.
+//! - [`limit_unacknowledged`]: give up a TCP connection whose sent data stays unacknowledged
+//!   (Linux's `TCP_USER_TIMEOUT`), so that a peer that vanished mid-transfer is noticed.
+//! - [`has_aes_instructions`]: whether the CPU has AES instructions (which cipher is faster).
 
 #[cfg(target_os = "linux")]
 mod linux;
@@ -33,7 +36,8 @@ mod memory;
 use std::io;
 
 pub use imp::{
-    CAN_SPLICE, PoolPipe, advise_huge_pages, enlarge_pipe, is_packet_mode, pipe_target_size, splice,
+    CAN_SPLICE, PoolPipe, advise_huge_pages, enlarge_pipe, is_packet_mode, limit_unacknowledged,
+    pipe_target_size, splice,
 };
 pub use memory::{MemoryLimit, memory_limit};
 
@@ -56,4 +60,22 @@ pub enum PoolError {
     /// This system has no splice, and so no use for pool pipes.
     #[error("no splice on this system")]
     Unsupported,
+}
+
+/// Whether the CPU has AES instructions (and carry-less multiplication, for GHASH), which make
+/// AES-GCM faster than ChaCha20-Poly1305; without them it is the other way round.
+pub fn has_aes_instructions() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("aes")
+            && std::arch::is_x86_feature_detected!("pclmulqdq")
+    }
+    #[cfg(target_arch = "aarch64")]
+    {
+        std::arch::is_aarch64_feature_detected!("aes")
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        false
+    }
 }

@@ -59,6 +59,9 @@ pub fn enlarge_pipe(_fd: BorrowedFd<'_>) -> Option<usize> {
     None
 }
 
+/// No `TCP_USER_TIMEOUT` here: keepalive alone notices a vanished peer.
+pub fn limit_unacknowledged(_fd: BorrowedFd<'_>, _limit: std::time::Duration) {}
+
 /// No huge-page advice here; ordinary pages work the same.
 ///
 /// # Safety

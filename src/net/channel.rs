@@ -1,0 +1,355 @@
+//! The secure channel: the stream cut into frames, each sealed with the session's Noise keys,
+//! and the end of the stream confirmed in both directions (see `wire.rs` for the layout).
+//!
+//! The sender seals up to [`BATCH`] bytes of frames at a time and writes them in one call; the
+//! receiver reads up to as much, opens every complete frame that fits into the caller's buffer
+//! (straight into it when a whole message fits, else through a scratch buffer), and returns as
+//! soon as it has any bytes, so a short line goes through at once. Every frame's offset must
+//! be the next byte expected: a frame lost, repeated or reordered is an error, as is one
+//! that fails authentication. The receiver treats the stream as complete only at an End frame
+//! whose count matches what arrived, and confirms it with an Ack; a connection that ends
+//! before it is an error that says how many bytes arrived.
+
+use std::io;
+use std::ops::Range;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use snow::TransportState;
+
+use super::closed_by_peer;
+use super::socket::Socket;
+use super::wire::{self, Kind, MAX_MESSAGE, MAX_PAYLOAD, REKEY_EVERY, TAG, TRAILER};
+use crate::stop::Stop;
+
+/// Bytes of sealed frames written at once, and read at once: 16 full frames. Fewer, larger
+/// system calls; a larger batch only delays the first bytes of a fast stream.
+pub const BATCH: usize = 16 * (MAX_MESSAGE + 2);
+
+/// How long the receiver's Ack, and a sender's Abort, may take to be written.
+const LAST_WORD: Duration = Duration::from_secs(30);
+
+/// A frame, opened.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Frame {
+    /// `len` stream bytes: at the start of the buffer given to [`Channel::open_next`], or in
+    /// the channel's pending plaintext.
+    Data(usize),
+    /// The sender's first frame.
+    Start,
+    /// The end of the stream, after this many bytes.
+    End(u64),
+    /// The sender stopped, saying why.
+    Abort(String),
+    /// The receiver has this many bytes.
+    Ack(u64),
+}
+
+/// One side of an established session.
+pub struct Channel {
+    socket: Arc<Socket>,
+    noise: TransportState,
+    /// The stream offset of the next byte to send, or to receive.
+    offset: u64,
+    /// Sealed bytes read from the socket, `incoming[unread]` not yet opened.
+    incoming: Vec<u8>,
+    unread: Range<usize>,
+    /// Plaintext: a frame being assembled for sealing, or one opened into it.
+    scratch: Vec<u8>,
+    /// `scratch[pending]`: stream bytes opened and not yet handed out.
+    pending: Range<usize>,
+    /// Sealed frames to write.
+    outgoing: Vec<u8>,
+    sent_messages: u64,
+    received_messages: u64,
+    /// The End frame was received (receiving side).
+    ended: bool,
+    /// A write failed or was cut short, maybe mid-frame: nothing more can be sent.
+    broken: bool,
+}
+
+impl std::fmt::Debug for Channel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Channel")
+            .field("peer", &self.socket.peer())
+            .field("offset", &self.offset)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Channel {
+    /// The session over `socket` once the handshake is done, with `leftover` sealed bytes the
+    /// handshake read past its own messages.
+    pub fn new(socket: Arc<Socket>, noise: TransportState, leftover: &[u8]) -> Channel {
+        let mut incoming = vec![0u8; BATCH.max(leftover.len())];
+        incoming[..leftover.len()].copy_from_slice(leftover);
+        Channel {
+            socket,
+            noise,
+            offset: 0,
+            incoming,
+            unread: 0..leftover.len(),
+            scratch: Vec::with_capacity(MAX_MESSAGE),
+            pending: 0..0,
+            outgoing: Vec::with_capacity(BATCH),
+            sent_messages: 0,
+            received_messages: 0,
+            ended: false,
+            broken: false,
+        }
+    }
+
+    /// The socket.
+    pub fn socket(&self) -> &Arc<Socket> {
+        &self.socket
+    }
+
+    /// Stream bytes sent so far (sending side).
+    pub fn sent(&self) -> u64 {
+        self.offset
+    }
+
+    /// Seals `payload` as a frame of `kind` at `offset` onto the outgoing batch.
+    fn seal(&mut self, kind: Kind, offset: u64, payload: &[u8]) {
+        debug_assert!(payload.len() <= MAX_PAYLOAD);
+        self.scratch.clear();
+        self.scratch.extend_from_slice(payload);
+        self.scratch.extend_from_slice(&wire::trailer(kind, offset));
+        let at = self.outgoing.len();
+        self.outgoing.resize(at + 2 + self.scratch.len() + TAG, 0);
+        let sealed = self
+            .noise
+            .write_message(&self.scratch, &mut self.outgoing[at + 2..])
+            .expect("a frame fits a Noise message");
+        self.outgoing[at..at + 2].copy_from_slice(&(sealed as u16).to_be_bytes());
+        self.outgoing.truncate(at + 2 + sealed);
+        self.sent_messages += 1;
+        if self.sent_messages % REKEY_EVERY == 0 {
+            self.noise.rekey_outgoing();
+        }
+    }
+
+    /// Writes the outgoing batch; any failure leaves the channel broken.
+    fn flush(&mut self, stop: &Stop, deadline: Option<Instant>) -> io::Result<()> {
+        if self.broken {
+            return Err(io::Error::other("the connection failed earlier"));
+        }
+        let written = self.socket.write_all(&self.outgoing, stop, deadline);
+        self.outgoing.clear();
+        written.map_err(|error| {
+            self.broken = true;
+            closed_by_peer(error, "the receiver")
+        })
+    }
+
+    /// Sends a frame on its own, now.
+    pub fn send_frame(
+        &mut self,
+        kind: Kind,
+        payload: &[u8],
+        stop: &Stop,
+        deadline: Option<Instant>,
+    ) -> io::Result<()> {
+        let payload = &payload[..payload.len().min(MAX_PAYLOAD)];
+        self.seal(kind, self.offset, payload);
+        self.flush(stop, deadline)
+    }
+
+    /// Sends some of `data` (up to a batch of frames); returns how many bytes, once written.
+    pub fn send(&mut self, data: &[u8], stop: &Stop) -> io::Result<usize> {
+        let mut taken = 0;
+        while taken < data.len() && self.outgoing.len() + MAX_MESSAGE + 2 <= BATCH {
+            let piece = &data[taken..data.len().min(taken + MAX_PAYLOAD)];
+            self.seal(Kind::Data, self.offset + taken as u64, piece);
+            taken += piece.len();
+        }
+        self.flush(stop, None)?;
+        self.offset += taken as u64;
+        Ok(taken)
+    }
+
+    /// Ends the stream: an End frame with the byte count, then waits for the receiver's Ack
+    /// of that count.
+    pub fn finish(&mut self, stop: &Stop) -> io::Result<()> {
+        self.send_frame(Kind::End, &[], stop, None)?;
+        self.socket.shut_down_sending();
+        loop {
+            match self.open_next(&mut [])? {
+                Some(Frame::Ack(count)) if count == self.offset => return Ok(()),
+                Some(Frame::Ack(count)) => {
+                    return Err(io::Error::other(format!(
+                        "the receiver confirmed {count} bytes of {}",
+                        self.offset
+                    )));
+                }
+                Some(other) => return Err(unexpected(&other)),
+                None => {}
+            }
+            if self.fill(stop, None)? == 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the receiver closed the connection without confirming",
+                ));
+            }
+        }
+    }
+
+    /// Tells the receiver the stream stops here, and why; best effort.
+    pub fn abort(&mut self, why: &str, stop: &Stop) {
+        if !self.broken {
+            let _ = self.send_frame(Kind::Abort, why.as_bytes(), stop, Some(deadline()));
+        }
+    }
+
+    /// Receives stream bytes into `buf` (at least one; 0 once the End frame has come and been
+    /// confirmed).
+    pub fn receive(&mut self, buf: &mut [u8], stop: &Stop) -> io::Result<usize> {
+        loop {
+            let mut got = self.hand_out(buf);
+            while got < buf.len() && self.pending.is_empty() && !self.ended {
+                match self.open_next(&mut buf[got..])? {
+                    None => break,
+                    Some(Frame::Data(len)) if self.pending.is_empty() => got += len,
+                    Some(Frame::Data(_)) => got += self.hand_out(&mut buf[got..]),
+                    Some(Frame::End(count)) => self.confirm(count, stop)?,
+                    Some(Frame::Abort(why)) => {
+                        return Err(io::Error::other(format!(
+                            "the sender stopped after {} bytes: {why}",
+                            self.offset
+                        )));
+                    }
+                    Some(other) => return Err(unexpected(&other)),
+                }
+            }
+            if got > 0 || self.ended {
+                return Ok(got);
+            }
+            if self.fill(stop, None)? == 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!(
+                        "the connection from {} ended before the sender's end-of-stream mark",
+                        self.socket.peer()
+                    ),
+                ));
+            }
+        }
+    }
+
+    /// The End frame came: checks its count, and confirms it.
+    fn confirm(&mut self, count: u64, stop: &Stop) -> io::Result<()> {
+        if count != self.offset {
+            return Err(io::Error::other(format!(
+                "the sender ended the stream at {count} bytes, but {} arrived",
+                self.offset
+            )));
+        }
+        self.ended = true;
+        // The sender may be gone already; every byte is here either way.
+        let _ = self.send_frame(Kind::Ack, &[], stop, Some(deadline()));
+        Ok(())
+    }
+
+    /// Copies pending plaintext into `buf`; returns how much.
+    fn hand_out(&mut self, buf: &mut [u8]) -> usize {
+        let n = self.pending.len().min(buf.len());
+        buf[..n].copy_from_slice(&self.scratch[self.pending.start..self.pending.start + n]);
+        self.pending.start += n;
+        n
+    }
+
+    /// Reads more sealed bytes from the socket; 0 at the end of the connection.
+    pub fn fill(&mut self, stop: &Stop, deadline: Option<Instant>) -> io::Result<usize> {
+        if self.unread.start > 0 {
+            self.incoming.copy_within(self.unread.clone(), 0);
+            self.unread = 0..self.unread.len();
+        }
+        let end = self.unread.end;
+        let n = self.socket.read(&mut self.incoming[end..], stop, deadline)?;
+        self.unread.end += n;
+        Ok(n)
+    }
+
+    /// Reads what the socket has now, without waiting; 0 at the end of the connection,
+    /// `None` when nothing has arrived.
+    pub fn fill_now(&mut self) -> io::Result<Option<usize>> {
+        match self.fill(&Stop::default(), Some(Instant::now())) {
+            Err(error) if error.kind() == io::ErrorKind::TimedOut => Ok(None),
+            result => result.map(Some),
+        }
+    }
+
+    /// Opens the next complete frame, if one has arrived: Data lands at the start of `room`
+    /// when a whole message fits there, else in the pending plaintext.
+    pub fn open_next(&mut self, room: &mut [u8]) -> io::Result<Option<Frame>> {
+        let unread = &self.incoming[self.unread.clone()];
+        let Some(header) = unread.get(..2) else { return Ok(None) };
+        let len = usize::from(u16::from_be_bytes([header[0], header[1]]));
+        if len < TAG + TRAILER {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("a malformed frame from {}", self.socket.peer()),
+            ));
+        }
+        let Some(sealed) = unread.get(2..2 + len) else { return Ok(None) };
+        let into_room = room.len() >= len;
+        let opened = if into_room {
+            self.noise.read_message(sealed, room)
+        } else {
+            self.scratch.resize(len, 0);
+            self.noise.read_message(sealed, &mut self.scratch)
+        };
+        let plaintext_len = opened.map_err(|_| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "data from {} failed authentication: it was altered on the way",
+                    self.socket.peer()
+                ),
+            )
+        })?;
+        self.unread.start += 2 + len;
+        self.received_messages += 1;
+        if self.received_messages % REKEY_EVERY == 0 {
+            self.noise.rekey_incoming();
+        }
+        let plaintext =
+            if into_room { &room[..plaintext_len] } else { &self.scratch[..plaintext_len] };
+        let Some((payload, kind, offset)) = wire::split(plaintext) else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("a frame of an unknown kind from {}", self.socket.peer()),
+            ));
+        };
+        Ok(Some(match kind {
+            Kind::Data => {
+                if offset != self.offset {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!("a frame at offset {offset} where {} was next", self.offset),
+                    ));
+                }
+                self.offset += payload as u64;
+                if !into_room {
+                    self.pending = 0..payload;
+                }
+                Frame::Data(payload)
+            }
+            Kind::Start => Frame::Start,
+            Kind::End => Frame::End(offset),
+            Kind::Ack => Frame::Ack(offset),
+            Kind::Abort => {
+                Frame::Abort(String::from_utf8_lossy(&plaintext[..payload]).into_owned())
+            }
+        }))
+    }
+}
+
+/// When a last word (Ack, Abort) must have been written by.
+fn deadline() -> Instant {
+    Instant::now() + LAST_WORD
+}
+
+fn unexpected(frame: &Frame) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, format!("an unexpected frame: {frame:?}"))
+}
