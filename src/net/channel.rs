@@ -253,6 +253,9 @@ impl Channel {
     /// Copies pending plaintext into `buf`; returns how much.
     fn hand_out(&mut self, buf: &mut [u8]) -> usize {
         let n = self.pending.len().min(buf.len());
+        if n == 0 {
+            return 0;
+        }
         buf[..n].copy_from_slice(&self.scratch[self.pending.start..self.pending.start + n]);
         self.pending.start += n;
         n
@@ -296,6 +299,8 @@ impl Channel {
         let opened = if into_room {
             self.noise.read_message(sealed, room)
         } else {
+            // Only opened when everything pending was handed out.
+            self.pending = 0..0;
             self.scratch.resize(len, 0);
             self.noise.read_message(sealed, &mut self.scratch)
         };

@@ -327,23 +327,27 @@ fn bind(address: &Address, log: &Log) -> Result<Vec<OwnedFd>, SetupError> {
         |why: String| SetupError::Unreached(format!("{address}: {why}; nothing was written"));
     let resolved = address.resolve().map_err(|e| fail(describe(&e)))?;
     let mut listeners = Vec::new();
-    for local in resolved {
+    // Port 0: the system's choice for the first address, the same port for the others.
+    let mut port = address.port;
+    for mut local in resolved {
+        local.set_port(port);
         let both = address.every_interface();
         let listener = match socket::listen(local, both) {
             Err(error) if both && error.raw_os_error() == Some(libc::EAFNOSUPPORT) => {
-                socket::listen(SocketAddr::from((address::EVERY_IPV4, address.port)), false)
+                local = SocketAddr::from((address::EVERY_IPV4, port));
+                socket::listen(local, false)
             }
             result => result,
         };
         let listener =
             listener.map_err(|e| fail(format!("cannot listen on {local}: {}", describe(&e))))?;
-        if let Ok(bound) = socket::local_address(&listener) {
-            if address.port == 0 {
-                // Nobody could know the port otherwise.
-                log.warn(format_args!("listening on {bound}"));
-            } else {
-                log.debug(format_args!("listening on {bound}"));
-            }
+        let bound = socket::local_address(&listener).unwrap_or(local);
+        port = bound.port();
+        if address.port == 0 {
+            // Nobody could know the port otherwise.
+            log.warn(format_args!("listening on {bound}"));
+        } else {
+            log.debug(format_args!("listening on {bound}"));
         }
         listeners.push(listener);
     }
