@@ -11,6 +11,7 @@ mod util;
 mod edges;
 mod faults;
 mod memory;
+mod net;
 mod ordering;
 mod outputs;
 mod random;
