@@ -440,8 +440,11 @@ fn strangers_before_the_sender(engine: &str) {
     let mut answer = [0u8; 16];
     replay.set_read_timeout(Some(GENEROUS)).unwrap();
     replay.read_exact(&mut answer).unwrap();
-    replay.write_all(&[0, 40]).unwrap();
-    replay.write_all(&[7u8; 40]).unwrap();
+    // A frame as the real sender's Start would be laid out, but sealed by nobody.
+    replay.write_all(&[0, 16]).unwrap();
+    replay.write_all(&[7u8; 16]).unwrap();
+    replay.write_all(&[0, 25]).unwrap();
+    replay.write_all(&[7u8; 25]).unwrap();
     receiver.said.line_with("authentication failed: the peers do not share a key; dropped it");
 
     let data = pattern(4 << 20, 6);

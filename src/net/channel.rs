@@ -19,12 +19,12 @@ use snow::TransportState;
 
 use super::closed_by_peer;
 use super::socket::Socket;
-use super::wire::{self, Kind, MAX_MESSAGE, MAX_PAYLOAD, REKEY_EVERY, TAG, TRAILER};
+use super::wire::{self, Kind, MAX_FRAME, MAX_MESSAGE, MAX_PAYLOAD, REKEY_EVERY, SEALED_TRAILER};
 use crate::stop::Stop;
 
 /// Bytes of sealed frames written at once, and read at once: 16 full frames. Fewer, larger
 /// system calls; a larger batch only delays the first bytes of a fast stream.
-pub const BATCH: usize = 16 * (MAX_MESSAGE + 2);
+pub const BATCH: usize = 16 * MAX_FRAME;
 
 /// How long the receiver's Ack, and a sender's Abort, may take to be written.
 const LAST_WORD: Duration = Duration::from_secs(30);
@@ -54,12 +54,14 @@ pub struct Channel {
     /// Sealed bytes read from the socket, `incoming[unread]` not yet opened.
     incoming: Vec<u8>,
     unread: Range<usize>,
-    /// Plaintext: a frame being assembled for sealing, or one opened into it.
+    /// Plaintext: a payload opened here when it did not fit the caller's buffer.
     scratch: Vec<u8>,
     /// `scratch[pending]`: stream bytes opened and not yet handed out.
     pending: Range<usize>,
-    /// Sealed frames to write.
+    /// `outgoing[..queued]`: sealed frames to write. Allocated once, at its full size, so
+    /// that sealing never zero-fills it first.
     outgoing: Vec<u8>,
+    queued: usize,
     sent_messages: u64,
     received_messages: u64,
     /// The End frame was received (receiving side).
@@ -91,7 +93,8 @@ impl Channel {
             unread: 0..leftover.len(),
             scratch: Vec::with_capacity(MAX_MESSAGE),
             pending: 0..0,
-            outgoing: Vec::with_capacity(BATCH),
+            outgoing: vec![0u8; BATCH],
+            queued: 0,
             sent_messages: 0,
             received_messages: 0,
             ended: false,
@@ -109,20 +112,23 @@ impl Channel {
         self.offset
     }
 
-    /// Seals `payload` as a frame of `kind` at `offset` onto the outgoing batch.
+    /// Seals `payload` as a frame of `kind` at `offset` onto the outgoing batch: the payload
+    /// message, then the trailer message.
     fn seal(&mut self, kind: Kind, offset: u64, payload: &[u8]) {
         debug_assert!(payload.len() <= MAX_PAYLOAD);
-        self.scratch.clear();
-        self.scratch.extend_from_slice(payload);
-        self.scratch.extend_from_slice(&wire::trailer(kind, offset));
-        let at = self.outgoing.len();
-        self.outgoing.resize(at + 2 + self.scratch.len() + TAG, 0);
+        self.seal_message(payload);
+        self.seal_message(&wire::trailer(kind, offset));
+    }
+
+    /// Seals one Noise message, behind its length, onto the outgoing batch.
+    fn seal_message(&mut self, plaintext: &[u8]) {
+        let at = self.queued;
         let sealed = self
             .noise
-            .write_message(&self.scratch, &mut self.outgoing[at + 2..])
-            .expect("a frame fits a Noise message");
+            .write_message(plaintext, &mut self.outgoing[at + 2..])
+            .expect("at most a Noise message");
         self.outgoing[at..at + 2].copy_from_slice(&(sealed as u16).to_be_bytes());
-        self.outgoing.truncate(at + 2 + sealed);
+        self.queued = at + 2 + sealed;
         self.sent_messages += 1;
         if self.sent_messages % REKEY_EVERY == 0 {
             self.noise.rekey_outgoing();
@@ -134,8 +140,8 @@ impl Channel {
         if self.broken {
             return Err(io::Error::other("the connection failed earlier"));
         }
-        let written = self.socket.write_all(&self.outgoing, stop, deadline);
-        self.outgoing.clear();
+        let written = self.socket.write_all(&self.outgoing[..self.queued], stop, deadline);
+        self.queued = 0;
         written.map_err(|error| {
             self.broken = true;
             closed_by_peer(error, "the receiver")
@@ -158,7 +164,7 @@ impl Channel {
     /// Sends some of `data` (up to a batch of frames); returns how many bytes, once written.
     pub fn send(&mut self, data: &[u8], stop: &Stop) -> io::Result<usize> {
         let mut taken = 0;
-        while taken < data.len() && self.outgoing.len() + MAX_MESSAGE + 2 <= BATCH {
+        while taken < data.len() && self.queued + MAX_FRAME <= BATCH {
             let piece = &data[taken..data.len().min(taken + MAX_PAYLOAD)];
             self.seal(Kind::Data, self.offset + taken as u64, piece);
             taken += piece.len();
@@ -282,19 +288,25 @@ impl Channel {
         }
     }
 
-    /// Opens the next complete frame, if one has arrived: Data lands at the start of `room`
-    /// when a whole message fits there, else in the pending plaintext.
+    /// Opens the next complete frame, if one has arrived: a Data payload lands at the start of
+    /// `room` when its whole message fits there, else in the pending plaintext.
     pub fn open_next(&mut self, room: &mut [u8]) -> io::Result<Option<Frame>> {
         let unread = &self.incoming[self.unread.clone()];
-        let Some(header) = unread.get(..2) else { return Ok(None) };
-        let len = usize::from(u16::from_be_bytes([header[0], header[1]]));
-        if len < TAG + TRAILER {
+        let length = |at: usize| {
+            unread.get(at..at + 2).map(|b| usize::from(u16::from_be_bytes([b[0], b[1]])))
+        };
+        let Some(len) = length(0) else { return Ok(None) };
+        let Some(trailer_len) = length(2 + len) else { return Ok(None) };
+        if len < wire::TAG || trailer_len != SEALED_TRAILER {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 format!("a malformed frame from {}", self.socket.peer()),
             ));
         }
-        let Some(sealed) = unread.get(2..2 + len) else { return Ok(None) };
+        let Some(sealed_trailer) = unread.get(4 + len..4 + len + trailer_len) else {
+            return Ok(None);
+        };
+        let sealed = &unread[2..2 + len];
         let into_room = room.len() >= len;
         let opened = if into_room {
             self.noise.read_message(sealed, room)
@@ -304,7 +316,11 @@ impl Channel {
             self.scratch.resize(len, 0);
             self.noise.read_message(sealed, &mut self.scratch)
         };
-        let plaintext_len = opened.map_err(|_| {
+        let mut trailer = [0u8; SEALED_TRAILER];
+        let opened = opened.and_then(|payload| {
+            self.noise.read_message(sealed_trailer, &mut trailer).map(|n| (payload, n))
+        });
+        let (payload, trailer_len) = opened.map_err(|_| {
             io::Error::new(
                 io::ErrorKind::InvalidData,
                 format!(
@@ -313,19 +329,20 @@ impl Channel {
                 ),
             )
         })?;
-        self.unread.start += 2 + len;
-        self.received_messages += 1;
-        if self.received_messages % REKEY_EVERY == 0 {
-            self.noise.rekey_incoming();
+        self.unread.start += 4 + len + SEALED_TRAILER;
+        for _ in 0..2 {
+            self.received_messages += 1;
+            if self.received_messages % REKEY_EVERY == 0 {
+                self.noise.rekey_incoming();
+            }
         }
-        let plaintext =
-            if into_room { &room[..plaintext_len] } else { &self.scratch[..plaintext_len] };
-        let Some((payload, kind, offset)) = wire::split(plaintext) else {
+        let Some((kind, offset)) = wire::read_trailer(&trailer[..trailer_len]) else {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 format!("a frame of an unknown kind from {}", self.socket.peer()),
             ));
         };
+        let plaintext = if into_room { &room[..payload] } else { &self.scratch[..payload] };
         Ok(Some(match kind {
             Kind::Data => {
                 if offset != self.offset {
@@ -343,9 +360,7 @@ impl Channel {
             Kind::Start => Frame::Start,
             Kind::End => Frame::End(offset),
             Kind::Ack => Frame::Ack(offset),
-            Kind::Abort => {
-                Frame::Abort(String::from_utf8_lossy(&plaintext[..payload]).into_owned())
-            }
+            Kind::Abort => Frame::Abort(String::from_utf8_lossy(plaintext).into_owned()),
         }))
     }
 }

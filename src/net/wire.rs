@@ -15,13 +15,16 @@
 //! as a big-endian u16, the framing the Noise specification suggests for TCP. The preamble is
 //! also the Noise prologue, so the protocol version and the cipher are authenticated too.
 //!
-//! A frame is one Noise transport message whose plaintext is `payload ‖ kind (u8) ‖ offset
-//! (u64, big-endian)`: the offset is the stream offset of the payload's first byte (Data), the
-//! stream's length (End, Ack), or the bytes sent so far (Abort, whose payload says why).
-//! The trailer comes last so that a receiver can decrypt a frame straight into its buffer and
-//! keep the payload where it landed. Offsets let a later version resume a dropped connection
-//! without losing or repeating a byte: the Hello names the stream and the offset the sender
-//! starts at, and the Welcome the offset the receiver has (both 0 for now).
+//! A frame is two Noise transport messages: its payload, then its trailer, `kind (u8) ‖
+//! offset (u64, big-endian)`. The offset is the stream offset of the payload's first byte
+//! (Data), the stream's length (End, Ack), or the bytes sent so far (Abort, whose payload
+//! says why). Both messages are authenticated and their nonces run in sequence, so a trailer
+//! belongs to the payload just before it. Two messages rather than `payload ‖ trailer` in one
+//! let the sender seal the payload straight from the buffer (one copy, which snow makes as it
+//! seals) and the receiver open it straight into its own; the second message costs 27 bytes
+//! and a tiny AES-GCM call per 64 KiB. Offsets let a later version resume a dropped
+//! connection without losing or repeating a byte: the Hello names the stream and the offset
+//! the sender starts at, and the Welcome the offset the receiver has (both 0 for now).
 //!
 //! Both sides rekey (Noise `Rekey`) after every [`REKEY_EVERY`] messages in each direction,
 //! which keeps each key well inside AES-GCM's safe limits however long the stream.
@@ -46,7 +49,13 @@ pub const TAG: usize = 16;
 pub const TRAILER: usize = 9;
 
 /// The most payload one frame carries.
-pub const MAX_PAYLOAD: usize = MAX_MESSAGE - TAG - TRAILER;
+pub const MAX_PAYLOAD: usize = MAX_MESSAGE - TAG;
+
+/// A sealed trailer message.
+pub const SEALED_TRAILER: usize = TRAILER + TAG;
+
+/// The most bytes one frame takes on the wire: two messages, each behind its length.
+pub const MAX_FRAME: usize = 2 + MAX_MESSAGE + 2 + SEALED_TRAILER;
 
 /// Messages in one direction under one key; then both sides rekey. 2^16 full frames are
 /// 4 GiB; AES-GCM's limits are about 2^32 such messages per key with a wide margin.
@@ -186,7 +195,7 @@ impl Kind {
     }
 }
 
-/// Appends the trailer of a frame of `kind` at `offset` to a payload.
+/// The trailer of a frame of `kind` at `offset`.
 pub fn trailer(kind: Kind, offset: u64) -> [u8; TRAILER] {
     let mut bytes = [0u8; TRAILER];
     bytes[0] = kind as u8;
@@ -194,11 +203,10 @@ pub fn trailer(kind: Kind, offset: u64) -> [u8; TRAILER] {
     bytes
 }
 
-/// Splits a frame's plaintext into its payload length, kind and offset.
-pub fn split(plaintext: &[u8]) -> Option<(usize, Kind, u64)> {
-    let payload = plaintext.len().checked_sub(TRAILER)?;
-    let (kind, offset) = plaintext[payload..].split_first()?;
-    Some((payload, Kind::from_byte(*kind)?, u64::from_be_bytes(offset.try_into().ok()?)))
+/// A trailer's kind and offset.
+pub fn read_trailer(trailer: &[u8]) -> Option<(Kind, u64)> {
+    let (kind, offset) = trailer.split_first()?;
+    Some((Kind::from_byte(*kind)?, u64::from_be_bytes(offset.try_into().ok()?)))
 }
 
 #[cfg(test)]
@@ -221,14 +229,12 @@ mod tests {
 
     #[test]
     fn frames_and_hellos_round_trip() {
-        let mut plaintext = b"payload".to_vec();
-        plaintext.extend(trailer(Kind::Data, 1 << 40));
-        assert_eq!(split(&plaintext), Some((7, Kind::Data, 1 << 40)));
-        assert_eq!(split(&trailer(Kind::End, 5)), Some((0, Kind::End, 5)));
-        assert_eq!(split(b"short"), None);
+        assert_eq!(read_trailer(&trailer(Kind::Data, 1 << 40)), Some((Kind::Data, 1 << 40)));
+        assert_eq!(read_trailer(&trailer(Kind::End, 5)), Some((Kind::End, 5)));
+        assert_eq!(read_trailer(b"short"), None);
         let mut unknown = trailer(Kind::Ack, 1);
         unknown[0] = 99;
-        assert_eq!(split(&unknown), None);
+        assert_eq!(read_trailer(&unknown), None);
         let hello = Hello { stream: [3; 16], offset: 42 };
         assert_eq!(Hello::decode(&hello.encode()), Some(hello));
         assert_eq!(Hello::decode(&[0; 23]), None);
@@ -236,6 +242,7 @@ mod tests {
 
     #[test]
     fn the_payload_fills_a_noise_message() {
-        assert_eq!(MAX_PAYLOAD + TRAILER + TAG, 65535);
+        assert_eq!(MAX_PAYLOAD + TAG, 65535);
+        assert_eq!(MAX_FRAME, 2 + 65535 + 2 + 25);
     }
 }
