@@ -64,6 +64,8 @@ pub struct Channel {
     queued: usize,
     sent_messages: u64,
     received_messages: u64,
+    /// Messages each way under one key ([`REKEY_EVERY`]; fewer in tests).
+    rekey_every: u64,
     /// The End frame was received (receiving side).
     ended: bool,
     /// A write failed or was cut short, maybe mid-frame: nothing more can be sent.
@@ -97,6 +99,7 @@ impl Channel {
             queued: 0,
             sent_messages: 0,
             received_messages: 0,
+            rekey_every: REKEY_EVERY,
             ended: false,
             broken: false,
         }
@@ -130,7 +133,7 @@ impl Channel {
         self.outgoing[at..at + 2].copy_from_slice(&(sealed as u16).to_be_bytes());
         self.queued = at + 2 + sealed;
         self.sent_messages += 1;
-        if self.sent_messages % REKEY_EVERY == 0 {
+        if self.sent_messages % self.rekey_every == 0 {
             self.noise.rekey_outgoing();
         }
     }
@@ -308,18 +311,22 @@ impl Channel {
         };
         let sealed = &unread[2..2 + len];
         let into_room = room.len() >= len;
-        let opened = if into_room {
-            self.noise.read_message(sealed, room)
+        let mut incoming = Incoming {
+            noise: &mut self.noise,
+            received: &mut self.received_messages,
+            rekey_every: self.rekey_every,
+        };
+        let payload = if into_room {
+            incoming.open(sealed, room)
         } else {
             // Only opened when everything pending was handed out.
             self.pending = 0..0;
             self.scratch.resize(len, 0);
-            self.noise.read_message(sealed, &mut self.scratch)
+            incoming.open(sealed, &mut self.scratch)
         };
         let mut trailer = [0u8; SEALED_TRAILER];
-        let opened = opened.and_then(|payload| {
-            self.noise.read_message(sealed_trailer, &mut trailer).map(|n| (payload, n))
-        });
+        let opened = payload
+            .and_then(|payload| incoming.open(sealed_trailer, &mut trailer).map(|n| (payload, n)));
         let (payload, trailer_len) = opened.map_err(|_| {
             io::Error::new(
                 io::ErrorKind::InvalidData,
@@ -330,12 +337,6 @@ impl Channel {
             )
         })?;
         self.unread.start += 4 + len + SEALED_TRAILER;
-        for _ in 0..2 {
-            self.received_messages += 1;
-            if self.received_messages % REKEY_EVERY == 0 {
-                self.noise.rekey_incoming();
-            }
-        }
         let Some((kind, offset)) = wire::read_trailer(&trailer[..trailer_len]) else {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
@@ -365,6 +366,26 @@ impl Channel {
     }
 }
 
+/// The receiving half of the Noise state, borrowed apart from the buffers it opens from.
+struct Incoming<'a> {
+    noise: &'a mut TransportState,
+    received: &'a mut u64,
+    rekey_every: u64,
+}
+
+impl Incoming<'_> {
+    /// Opens one Noise message into `out`; the key changes after every `rekey_every`th, as
+    /// the sender's does (between a payload and its trailer too).
+    fn open(&mut self, sealed: &[u8], out: &mut [u8]) -> Result<usize, snow::Error> {
+        let opened = self.noise.read_message(sealed, out)?;
+        *self.received += 1;
+        if *self.received % self.rekey_every == 0 {
+            self.noise.rekey_incoming();
+        }
+        Ok(opened)
+    }
+}
+
 /// When a last word (Ack, Abort) must have been written by.
 fn deadline() -> Instant {
     Instant::now() + LAST_WORD
@@ -372,4 +393,138 @@ fn deadline() -> Instant {
 
 fn unexpected(frame: &Frame) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, format!("an unexpected frame: {frame:?}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+    use std::os::fd::{AsRawFd, FromRawFd};
+    use std::thread;
+
+    use super::*;
+    use crate::net::key::Key;
+    use crate::net::socket;
+    use crate::net::wire::Cipher;
+
+    /// A session's two ends, as a handshake would leave them, over `sender` and `receiver`.
+    fn session(cipher: Cipher, sender: Socket, receiver: Socket) -> (Channel, Channel) {
+        let key = Key::generate().unwrap();
+        let mut initiator = wire::handshake(cipher, &key, true);
+        let mut responder = wire::handshake(cipher, &key, false);
+        let (mut message, mut payload) = (vec![0u8; 1024], vec![0u8; 1024]);
+        let n = initiator.write_message(&[], &mut message).unwrap();
+        responder.read_message(&message[..n], &mut payload).unwrap();
+        let n = responder.write_message(&[], &mut message).unwrap();
+        initiator.read_message(&message[..n], &mut payload).unwrap();
+        let ends = |socket, noise: snow::HandshakeState| {
+            Channel::new(Arc::new(socket), noise.into_transport_mode().unwrap(), &[])
+        };
+        (ends(sender, initiator), ends(receiver, responder))
+    }
+
+    /// Everything the receiver gets until the end, reading into `room`-byte buffers.
+    fn receive_all(receiver: &mut Channel, room: usize) -> io::Result<Vec<u8>> {
+        let (mut got, mut buf) = (Vec::new(), vec![0u8; room]);
+        loop {
+            match receiver.receive(&mut buf, &Stop::default())? {
+                0 => return Ok(got),
+                n => got.extend_from_slice(&buf[..n]),
+            }
+        }
+    }
+
+    /// Sends `data` in pieces of `piece`, then ends the stream; what `finish` said.
+    fn send_all(mut sender: Channel, data: Vec<u8>, piece: usize) -> io::Result<()> {
+        for mut chunk in data.chunks(piece) {
+            while !chunk.is_empty() {
+                let n = sender.send(chunk, &Stop::default())?;
+                chunk = &chunk[n..];
+            }
+        }
+        sender.finish(&Stop::default())
+    }
+
+    fn data(len: usize) -> Vec<u8> {
+        (0..len).map(|i| (i * 7 + i / 251) as u8).collect()
+    }
+
+    #[test]
+    fn a_stream_arrives_whole_and_its_end_is_confirmed() {
+        for (cipher, piece, room) in
+            [(Cipher::AesGcm, 300_000, 1 << 20), (Cipher::ChaChaPoly, 70_000, 1000)]
+        {
+            let (near, far) = socket::pair();
+            let (sender, mut receiver) = session(cipher, near, far);
+            let sent = data(1_000_003);
+            let expected = sent.clone();
+            let sending = thread::spawn(move || send_all(sender, sent, piece));
+            let got = receive_all(&mut receiver, room).unwrap();
+            assert_eq!(got.len(), expected.len(), "{cipher:?}");
+            assert!(got == expected, "{cipher:?}: the bytes differ");
+            sending.join().unwrap().expect("the receiver confirmed the end");
+        }
+    }
+
+    #[test]
+    fn keys_change_in_step_and_a_side_that_does_not_follow_fails() {
+        let (near, far) = socket::pair();
+        let (mut sender, mut receiver) = session(Cipher::AesGcm, near, far);
+        sender.rekey_every = 3;
+        receiver.rekey_every = 3;
+        let sent = data(200_000);
+        let expected = sent.clone();
+        let sending = thread::spawn(move || send_all(sender, sent, 5000));
+        assert!(receive_all(&mut receiver, 4096).unwrap() == expected);
+        sending.join().unwrap().unwrap();
+
+        let (near, far) = socket::pair();
+        let (mut sender, mut receiver) = session(Cipher::AesGcm, near, far);
+        sender.rekey_every = 3;
+        let sending = thread::spawn(move || send_all(sender, data(200_000), 5000));
+        let error = receive_all(&mut receiver, 4096).unwrap_err();
+        assert!(error.to_string().contains("failed authentication"), "{error}");
+        drop(receiver);
+        assert!(sending.join().unwrap().is_err());
+    }
+
+    #[test]
+    fn a_stream_cut_short_is_not_an_end() {
+        let (near, far) = socket::pair();
+        let (mut sender, mut receiver) = session(Cipher::AesGcm, near, far);
+        assert_eq!(sender.send(&data(100_000), &Stop::default()).unwrap(), 100_000);
+        drop(sender);
+        let mut buf = vec![0u8; 1 << 20];
+        let mut got = 0;
+        let error = loop {
+            match receiver.receive(&mut buf, &Stop::default()) {
+                Ok(n) => got += n,
+                Err(error) => break error,
+            }
+        };
+        assert_eq!(got, 100_000, "what arrived is passed on");
+        assert_eq!(error.kind(), io::ErrorKind::UnexpectedEof);
+        assert!(error.to_string().ends_with("ended before the sender's end-of-stream mark"));
+    }
+
+    #[test]
+    fn altered_bytes_are_caught() {
+        // sender -> (this test, which flips one bit) -> receiver
+        let (near, middle_in) = socket::pair();
+        let (middle_out, far) = socket::pair();
+        let (mut sender, mut receiver) = session(Cipher::AesGcm, near, far);
+        sender.send(&data(1000), &Stop::default()).unwrap();
+        // SAFETY: borrowed for the test's own reads and writes; the Sockets keep them open.
+        let mut tap = unsafe { TcpStream::from_raw_fd(middle_in.fd().as_raw_fd()) };
+        let mut out = unsafe { TcpStream::from_raw_fd(middle_out.fd().as_raw_fd()) };
+        tap.set_nonblocking(false).unwrap();
+        let mut sealed = vec![0u8; 2 + 1000 + 16 + 2 + 25];
+        tap.read_exact(&mut sealed).unwrap();
+        sealed[500] ^= 1;
+        out.write_all(&sealed).unwrap();
+        std::mem::forget((tap, out));
+        let error = receiver.receive(&mut [0u8; 4096], &Stop::default()).unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::InvalidData);
+        assert!(error.to_string().contains("failed authentication"), "{error}");
+    }
 }

@@ -167,3 +167,17 @@ fn tune(fd: &OwnedFd) {
     let _ = sockopt::set_tcp_keepcnt(fd, KEEPALIVE_PROBES);
     crate::sys::limit_unacknowledged(fd.as_fd(), UNACKNOWLEDGED);
 }
+
+/// A connected pair of accel's sockets on loopback, for tests.
+#[cfg(test)]
+pub fn pair() -> (Socket, Socket) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let near = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    let (far, _) = listener.accept().unwrap();
+    let socket = |stream: std::net::TcpStream| {
+        stream.set_nonblocking(true).unwrap();
+        let peer = stream.peer_addr().unwrap();
+        Socket { fd: stream.into(), peer }
+    };
+    (socket(near), socket(far))
+}
