@@ -92,6 +92,14 @@ struct Receiver {
     said: Said,
 }
 
+/// A test that fails midway leaves no receiver behind.
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 impl Receiver {
     /// `accel --engine ENGINE --from HOST:0 ARGS...` (the system picks the port, accel says
     /// which). `command` wraps it (`ip netns exec`), when given.
@@ -122,7 +130,7 @@ impl Receiver {
     }
 
     /// Waits for it to end: its status and what it said.
-    fn end(mut self) -> (ExitStatus, String) {
+    fn end(&mut self) -> (ExitStatus, String) {
         let status = wait_within(&mut self.child, GENEROUS);
         // The stderr thread ends with the process; give it a moment to take the last line.
         thread::sleep(Duration::from_millis(100));
@@ -514,7 +522,7 @@ fn receiver_killed_mid_stream(engine: &str) {
 fn the_senders_input_fails(engine: &str) {
     let keys = Keys::new(&format!("abort-{engine}"));
     let key = keys.make("k");
-    let receiver = Receiver::start(engine, "127.0.0.1", &["--key-file", &key], None);
+    let mut receiver = Receiver::start(engine, "127.0.0.1", &["--key-file", &key], None);
     let to = format!("127.0.0.1:{}", receiver.port);
     // A directory as stdin: every read fails with EISDIR.
     let sender = command(None, ACCEL, &["--engine", engine, "--to", &to, "--key-file", &key])
