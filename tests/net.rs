@@ -8,7 +8,6 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::PathBuf;
 use std::process::{Child, ChildStdout, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::{Arc, Mutex, mpsc};
@@ -19,35 +18,23 @@ use crate::util::*;
 
 // ----- helpers -----
 
-/// A directory of key files for one test, removed when dropped.
-struct Keys(PathBuf);
-
-impl Keys {
-    fn new(test: &str) -> Keys {
-        let dir = std::env::temp_dir().join(format!("accel-net-{}-{test}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        Keys(dir)
-    }
-
-    /// A new key file named `name`, made by `accel --generate key > FILE`.
-    fn make(&self, name: &str) -> String {
-        let path = self.0.join(name);
-        let file = std::fs::File::create(&path).unwrap();
-        let status = Command::new(ACCEL).args(["--generate", "key"]).stdout(file).status().unwrap();
-        assert!(status.success(), "accel --generate key");
-        path.to_str().unwrap().to_owned()
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
+/// A new key file named `name` in `dir`, made by `accel --generate key > FILE`.
+fn make_key(dir: &Scratch, name: &str) -> String {
+    let path = dir.path(name);
+    let file = std::fs::File::create(&path).unwrap();
+    let status = Command::new(ACCEL).args(["--generate", "key"]).stdout(file).status().unwrap();
+    assert!(status.success(), "accel --generate key");
+    path.to_str().unwrap().to_owned()
 }
 
-impl Drop for Keys {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+/// A key file for the test `test`, and a receiver on 127.0.0.1 that uses it, with `extra`.
+fn keyed_receiver(engine: &str, test: &str, extra: &[&str]) -> (Scratch, String, Receiver) {
+    let dir = Scratch::new(&format!("net-{test}-{engine}"));
+    let key = make_key(&dir, "k");
+    let mut args = vec!["--key-file", key.as_str()];
+    args.extend_from_slice(extra);
+    let receiver = Receiver::start(engine, "127.0.0.1", &args, None);
+    (dir, key, receiver)
 }
 
 /// What a process said on stderr, collected as it goes so that its pipe never fills.
@@ -354,8 +341,8 @@ fn linked(tag: &str, subnet: u8, rate: Option<&str>) -> Option<(Netns, Netns, St
 
 /// 12 MiB from a sender to a receiver on loopback, byte for byte; both end with status 0.
 fn encrypted_transfer(engine: &str) {
-    let keys = Keys::new(&format!("enc-{engine}"));
-    let key = keys.make("k");
+    let keys = Scratch::new(&format!("net-enc-{engine}"));
+    let key = make_key(&keys, "k");
     transfer(engine, "127.0.0.1", &["--key-file", &key], 12 << 20, 1);
 }
 
@@ -370,16 +357,16 @@ fn ipv6_loopback(engine: &str) {
     if !require("IPv6 on loopback ([::1])", has_ipv6) {
         return;
     }
-    let keys = Keys::new(&format!("v6-{engine}"));
-    let key = keys.make("k");
+    let keys = Scratch::new(&format!("net-v6-{engine}"));
+    let key = make_key(&keys, "k");
     transfer(engine, "[::1]", &["--key-file", &key], 3 << 20, 3);
 }
 
 /// A host name resolves (`localhost`, from /etc/hosts): the receiver listens on each of its
 /// addresses, on one port, and the sender reaches one of them.
 fn a_name_resolves(engine: &str) {
-    let keys = Keys::new(&format!("name-{engine}"));
-    let key = keys.make("k");
+    let keys = Scratch::new(&format!("net-name-{engine}"));
+    let key = make_key(&keys, "k");
     transfer(engine, "localhost", &["--key-file", &key], 1 << 20, 4);
 }
 
@@ -387,8 +374,8 @@ fn a_name_resolves(engine: &str) {
 /// receiver says the same of that connection, writes nothing, and goes on waiting until
 /// --accept-timeout (status 6).
 fn wrong_key(engine: &str) {
-    let keys = Keys::new(&format!("wrong-{engine}"));
-    let (right, wrong) = (keys.make("right"), keys.make("wrong"));
+    let keys = Scratch::new(&format!("net-wrong-{engine}"));
+    let (right, wrong) = (make_key(&keys, "right"), make_key(&keys, "wrong"));
     let mut receiver = Receiver::start(
         engine,
         "127.0.0.1",
@@ -417,8 +404,8 @@ fn wrong_key(engine: &str) {
 /// the first message of a real sender's handshake. Each is dropped (the replay once it
 /// cannot go on), and the transfer succeeds.
 fn strangers_before_the_sender(engine: &str) {
-    let keys = Keys::new(&format!("strangers-{engine}"));
-    let key = keys.make("k");
+    let keys = Scratch::new(&format!("net-strangers-{engine}"));
+    let key = make_key(&keys, "k");
     // A real sender's first message, recorded by a listener that then hangs up.
     let recorder = TcpListener::bind("127.0.0.1:0").unwrap();
     let recorder_port = recorder.local_addr().unwrap().port();
@@ -468,9 +455,7 @@ fn strangers_before_the_sender(engine: &str) {
 /// The sender killed mid-stream: the receiver delivers what came, then fails (status 1),
 /// saying the connection ended before the sender's end-of-stream mark.
 fn sender_killed_mid_stream(engine: &str) {
-    let keys = Keys::new(&format!("skill-{engine}"));
-    let key = keys.make("k");
-    let mut receiver = Receiver::start(engine, "127.0.0.1", &["--key-file", &key], None);
+    let (_keys, key, mut receiver) = keyed_receiver(engine, "skill", &[]);
     let mut stdout = receiver.stdout();
     let to = format!("127.0.0.1:{}", receiver.port);
     let mut sender = command(None, ACCEL, &["--engine", engine, "--to", &to, "--key-file", &key])
@@ -503,9 +488,7 @@ fn sender_killed_mid_stream(engine: &str) {
 /// The receiver killed mid-stream: the sender ends with status 3, naming the receiver and
 /// saying it closed the connection.
 fn receiver_killed_mid_stream(engine: &str) {
-    let keys = Keys::new(&format!("rkill-{engine}"));
-    let key = keys.make("k");
-    let mut receiver = Receiver::start(engine, "127.0.0.1", &["--key-file", &key], None);
+    let (_keys, key, mut receiver) = keyed_receiver(engine, "rkill", &[]);
     let mut stdout = receiver.stdout();
     let to = format!("127.0.0.1:{}", receiver.port);
     let sender = send(engine, &to, &["--key-file", &key], pattern(256 << 20, 8), None);
@@ -520,9 +503,7 @@ fn receiver_killed_mid_stream(engine: &str) {
 
 /// The sender's input fails: it tells the receiver, which fails too (status 1), saying why.
 fn the_senders_input_fails(engine: &str) {
-    let keys = Keys::new(&format!("abort-{engine}"));
-    let key = keys.make("k");
-    let mut receiver = Receiver::start(engine, "127.0.0.1", &["--key-file", &key], None);
+    let (_keys, key, mut receiver) = keyed_receiver(engine, "abort", &[]);
     let to = format!("127.0.0.1:{}", receiver.port);
     // A directory as stdin: every read fails with EISDIR.
     let sender = command(None, ACCEL, &["--engine", engine, "--to", &to, "--key-file", &key])
@@ -543,10 +524,8 @@ fn the_senders_input_fails(engine: &str) {
 /// A sender and a receiver that stop hearing each other (a proxy between them freezes):
 /// each gives up after --stall-timeout (status 4), naming the network side.
 fn a_peer_that_stops_answering(engine: &str) {
-    let keys = Keys::new(&format!("stall-{engine}"));
-    let key = keys.make("k");
+    let (_keys, key, mut receiver) = keyed_receiver(engine, "stall", &["--stall-timeout", "3s"]);
     let args = ["--key-file", key.as_str(), "--stall-timeout", "3s"];
-    let mut receiver = Receiver::start(engine, "127.0.0.1", &args, None);
     let mut stdout = receiver.stdout();
     let upstream: SocketAddr = format!("127.0.0.1:{}", receiver.port).parse().unwrap();
     let proxy = Proxy::start("127.0.0.1:0", upstream, Duration::ZERO);
@@ -567,9 +546,7 @@ fn a_peer_that_stops_answering(engine: &str) {
 
 /// Through a proxy that delays every byte by 50 ms each way: still every byte, in order.
 fn a_delayed_path(engine: &str) {
-    let keys = Keys::new(&format!("delay-{engine}"));
-    let key = keys.make("k");
-    let mut receiver = Receiver::start(engine, "127.0.0.1", &["--key-file", &key], None);
+    let (_keys, key, mut receiver) = keyed_receiver(engine, "delay", &[]);
     let output = receiver.output();
     let upstream: SocketAddr = format!("127.0.0.1:{}", receiver.port).parse().unwrap();
     let proxy = Proxy::start("127.0.0.1:0", upstream, Duration::from_millis(50));
@@ -601,8 +578,8 @@ per_engine!(
 /// Nobody listening: "Connection refused", status 6, promptly, nothing read.
 #[test]
 fn connection_refused() {
-    let keys = Keys::new("refused");
-    let key = keys.make("k");
+    let keys = Scratch::new("net-refused");
+    let key = make_key(&keys, "k");
     let to = format!("127.0.0.1:{}", free_port());
     let (status, said) = ended(send("auto", &to, &["--key-file", &key], pattern(1000, 11), None));
     assert_eq!(status.code(), Some(6), "{said}");
@@ -615,8 +592,8 @@ fn connection_refused() {
 /// The port is taken: status 6, "Address already in use".
 #[test]
 fn port_in_use() {
-    let keys = Keys::new("in-use");
-    let key = keys.make("k");
+    let keys = Scratch::new("net-in-use");
+    let key = make_key(&keys, "k");
     let taken = TcpListener::bind("127.0.0.1:0").unwrap();
     let from = taken.local_addr().unwrap().to_string();
     let out = Command::new(ACCEL).args(["--from", &from, "--key-file", &key]).output().unwrap();
@@ -635,8 +612,8 @@ fn port_in_use() {
 /// through.
 #[test]
 fn binds_where_told() {
-    let keys = Keys::new("binds");
-    let key = keys.make("k");
+    let keys = Scratch::new("net-binds");
+    let key = make_key(&keys, "k");
     let mut receiver = Receiver::start("auto", "127.0.0.1", &["--key-file", &key], None);
     let output = receiver.output();
     let elsewhere = TcpStream::connect(("127.0.0.2", receiver.port));
@@ -658,8 +635,8 @@ fn binds_where_told() {
 #[test]
 fn key_files() {
     use std::os::unix::fs::PermissionsExt;
-    let keys = Keys::new("keys");
-    let key = keys.make("k");
+    let keys = Scratch::new("net-keys");
+    let key = make_key(&keys, "k");
     let mode = std::fs::metadata(&key).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600, "accel --generate key > FILE makes FILE 0600");
     let refused = |args: &[&str], env: Option<&str>| {
@@ -712,8 +689,8 @@ fn key_files() {
 #[test]
 fn across_namespaces_both_ways() {
     let Some((a, b, addr_a, addr_b)) = linked("both", 1, Some("200mbit")) else { return };
-    let keys = Keys::new("netns");
-    let key = keys.make("k");
+    let keys = Scratch::new("net-netns");
+    let key = make_key(&keys, "k");
     for (from_ns, to_ns, to_addr, args) in [
         (&a, &b, &addr_b, vec!["--key-file", key.as_str()]),
         (&b, &a, &addr_a, vec!["--key-file", key.as_str()]),
@@ -736,8 +713,8 @@ fn across_namespaces_both_ways() {
 #[test]
 fn unreachable_host() {
     let Some((a, _b, _, _)) = linked("unreach", 2, None) else { return };
-    let keys = Keys::new("unreach");
-    let key = keys.make("k");
+    let keys = Scratch::new("net-unreach");
+    let key = make_key(&keys, "k");
     let to = "10.213.2.99:9090";
     let (status, said) = ended(send("auto", to, &["--key-file", &key], Vec::new(), Some(&a)));
     assert_eq!(status.code(), Some(6), "{said}");
@@ -751,8 +728,8 @@ fn unreachable_host() {
 #[test]
 fn name_not_found() {
     let Some(ns) = Netns::new("noname") else { return };
-    let keys = Keys::new("noname");
-    let key = keys.make("k");
+    let keys = Scratch::new("net-noname");
+    let key = make_key(&keys, "k");
     let to = "no-such-host.invalid:9090";
     let (status, said) = ended(send("auto", to, &["--key-file", &key], Vec::new(), Some(&ns)));
     assert_eq!(status.code(), Some(6), "{said}");
@@ -772,7 +749,7 @@ fn insecure_against_mbuffer() {
         return;
     }
     let Some(ns) = Netns::new("mbuffer") else { return };
-    let keys = Keys::new("mbuffer");
+    let keys = Scratch::new("net-mbuffer");
     let data = pattern(16 << 20, 13);
     let input = keys.path("input");
     std::fs::write(&input, &data).unwrap();

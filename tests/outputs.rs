@@ -1,7 +1,6 @@
 //! Files at either end, several outputs at their own pace, stream hashes, and what a failing
 //! output does to the others (`--output-error`).
 
-use std::ffi::CString;
 use std::fs::File;
 use std::io::Read;
 use std::os::unix::process::ExitStatusExt;
@@ -14,37 +13,6 @@ use proptest::prelude::*;
 use serde_json::Value;
 
 use crate::util::*;
-
-/// A directory of its own for one test, removed when dropped.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(name: &str) -> Scratch {
-        let dir = std::env::temp_dir().join(format!("accel-out-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        Scratch(dir)
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-
-    /// A FIFO named `name`, for an output a test reads at its own pace.
-    fn fifo(&self, name: &str) -> PathBuf {
-        let path = self.path(name);
-        let c = CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
-        // SAFETY: mkfifo with a valid path.
-        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
-        path
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 fn arg(path: &Path) -> String {
     path.to_str().unwrap().to_owned()
