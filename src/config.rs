@@ -111,14 +111,7 @@ impl Config {
                 reason: reason.to_string(),
             })?),
         };
-        let stall_timeout = match &cli.stall_timeout {
-            None => None,
-            Some(text) => Some(parse_duration(text).map_err(|reason| ConfigError {
-                option: "--stall-timeout",
-                value: text.clone(),
-                reason,
-            })?),
-        };
+        let stall_timeout = duration_option("--stall-timeout", &cli.stall_timeout)?;
         let engine = match cli.engine {
             EngineArg::Auto => Preference::Auto,
             EngineArg::Copy => Preference::Copy,
@@ -257,15 +250,22 @@ fn network_settings(cli: &Cli) -> Result<net::Settings, ConfigError> {
                 .into(),
         });
     }
-    let accept_timeout = match &cli.accept_timeout {
-        None => None,
-        Some(text) => Some(parse_duration(text).map_err(|reason| ConfigError {
-            option: "--accept-timeout",
-            value: text.clone(),
-            reason,
-        })?),
-    };
+    let accept_timeout = duration_option("--accept-timeout", &cli.accept_timeout)?;
     Ok(net::Settings { from, key_file, insecure: cli.insecure, accept_timeout })
+}
+
+/// A duration option's value, if given (`option` names it in the error).
+fn duration_option(
+    option: &'static str,
+    text: &Option<String>,
+) -> Result<Option<Duration>, ConfigError> {
+    let Some(text) = text else { return Ok(None) };
+    let duration = parse_duration(text).map_err(|reason| ConfigError {
+        option,
+        value: text.clone(),
+        reason,
+    })?;
+    Ok(Some(duration))
 }
 
 /// What a duration argument may look like; shown whenever one is rejected.
