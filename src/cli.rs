@@ -179,12 +179,14 @@ pub struct Cli {
     #[arg(long = "to", value_name = "HOST:PORT", help_heading = "Network")]
     pub to: Vec<String>,
 
-    /// Receive the input from an accel --to (instead of stdin).
+    /// Receive the input from an accel --to, listening on exactly ADDR (a bare PORT: every
+    /// interface, safe only because the sender must prove it holds the key).
     ///
-    /// Listens on exactly the address given: 127.0.0.1:9090, [::1]:9090, a name. A bare
-    /// port (9090 or :9090) listens on every interface, which is safe only because the
-    /// sender must prove it holds the key; connections that do not are dropped, and accel
-    /// goes on waiting. Port 0 lets the system choose, and accel says which.
+    /// ADDR is 127.0.0.1:9090, [::1]:9090 or a name; nothing else is listened on. A bare port
+    /// (9090 or :9090) listens on every interface, IPv4 and IPv6: that is safe only because
+    /// the sender must prove it holds the key; connections that do not are dropped, and
+    /// accel goes on waiting. With --insecure, prefer an address. Port 0 lets the system
+    /// choose, and accel says which.
     #[arg(
         long = "from",
         value_name = "[ADDR:]PORT",
