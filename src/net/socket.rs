@@ -5,9 +5,10 @@
 //! (linux-io.md §7, §10), and every wait is a `poll` that a deadline or the run's end can cut
 //! short. Each connection gets `TCP_NODELAY` (accel writes whole frames, and a short line
 //! must leave at once), and keepalive, so that a peer that vanishes without a word is noticed
-//! even while nothing is being sent (see [`tune`]). Buffer sizes are left to the kernel's
-//! autotuning, which grows them to the path's bandwidth-delay product; setting `SO_SNDBUF`
-//! or `SO_RCVBUF` would turn it off and cap them at `wmem_max`/`rmem_max`.
+//! even while nothing is being sent (see [`tune`]). The receive buffer is left to the kernel's
+//! autotuning, which grows it to the path's bandwidth-delay product (up to 32 MiB here); a
+//! sender's send buffer is set as large as may be where that beats autotuning's ceiling
+//! (`sys::widen_send_buffer`, with the measurement behind it).
 
 use std::io;
 use std::net::SocketAddr;
@@ -115,6 +116,7 @@ pub fn connect(address: SocketAddr, stop: &Stop, deadline: Instant) -> io::Resul
         Err(e) => return Err(e.into()),
     }
     tune(&fd);
+    crate::sys::widen_send_buffer(fd.as_fd());
     Ok(Socket { fd, peer: address })
 }
 

@@ -18,6 +18,8 @@
 //!   (Linux) the memory cgroup.
 //! - [`limit_unacknowledged`]: give up a TCP connection whose sent data stays unacknowledged
 //!   (Linux's `TCP_USER_TIMEOUT`), so that a peer that vanished mid-transfer is noticed.
+//! - [`widen_send_buffer`]: a sending socket's buffer as large as may be set, where that
+//!   is more than autotuning reaches (Linux), for paths with a large bandwidth-delay product.
 //! - [`has_aes_instructions`]: whether the CPU has AES instructions (which cipher is faster).
 
 #[cfg(target_os = "linux")]
@@ -37,7 +39,7 @@ use std::io;
 
 pub use imp::{
     CAN_SPLICE, PoolPipe, advise_huge_pages, enlarge_pipe, is_packet_mode, limit_unacknowledged,
-    pipe_target_size, splice,
+    pipe_target_size, splice, widen_send_buffer,
 };
 pub use memory::{MemoryLimit, memory_limit};
 
