@@ -5,9 +5,9 @@ encrypted (--to/--from with a key file), accel --insecure, mbuffer -O into
 mbuffer -I, and ssh -c aes128-gcm@openssh.com into an sshd the benchmark starts
 on a loopback port (throwaway keys in bench/work).  GiB/s, and the CPU seconds
 per GiB of sender and receiver together; "× ssh" and "× mbuffer" are GiB/s
-ratios.  Then an emulated WAN: two namespaces on a veth pair limited to 1 Gbit/s
-by tbf each way, 40 ms round trip from a delaying proxy of the benchmark's own
-(no netem here), the seed pipeline split across it (bzip2 -dc | SENDER there,
+ratios.  Then an emulated WAN: two namespaces joined by a packet-level delay
+line of the benchmark's own (tun devices; no netem here), 40 ms round trip,
+1 Gbit/s by tbf each way, the seed pipeline split across it (bzip2 -dc | SENDER there,
 RECEIVER | gzip -6 here): accel at both ends, mbuffer at both ends, bare nc;
 ratio = wall / the slower stage alone.
 """
@@ -18,7 +18,6 @@ import hashlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -246,85 +245,68 @@ def sanity(pair: Pair, ns: Netns, accel: str) -> str | None:
 
 
 # --------------------------------------------------------------------------------------------
-# The delaying proxy of the WAN
+# The WAN's delay line
 
 
-def proxy_main(listen: str, port: int, upstream_port: int, delay_ms: int, window: int) -> None:
-    """Accepts on listen:port, and for each connection passes every byte on to
-    127.0.0.1:upstream_port, and back, `delay_ms` after it arrived, with at most `window`
-    bytes in flight each way (the path's bandwidth-delay product): a long fat pipe."""
-    server = socket.create_server((listen, port))
+def delay_line_main(ns_a: str, ns_b: str, addr_a: str, addr_b: str, delay_ms: float,
+                    rate: str) -> None:
+    """A packet-level delay line (these kernels have no netem): a tun device in each
+    namespace, point to point, `rate` by a tbf on each, and every packet handed from one to
+    the other `delay_ms` after it left. Runs in the root namespace until killed; says
+    `ready` on stdout once the link is up."""
+    import fcntl
+    import select
+    import struct
+
+    tunsetiff, iff_tun, iff_no_pi = 0x400454CA, 0x0001, 0x1000
+
+    def tun(name: str) -> int:
+        fd = os.open("/dev/net/tun", os.O_RDWR)
+        fcntl.ioctl(fd, tunsetiff, struct.pack("16sH", name.encode(), iff_tun | iff_no_pi))
+        return fd
+
+    tag = str(os.getpid())
+    ends = [(ns_a, f"ta{tag}", addr_a, addr_b), (ns_b, f"tb{tag}", addr_b, addr_a)]
+    fds = [tun(dev) for _, dev, _, _ in ends]
+    for ns, dev, me, peer in ends:
+        sh(["ip", "link", "set", dev, "netns", ns])
+        # A large MTU keeps the packet rate (and this loop's work) low at 1 Gbit/s.
+        for args in (["addr", "add", me, "peer", peer, "dev", dev],
+                     ["link", "set", dev, "mtu", "65000", "up"]):
+            sh(["ip", "-n", ns, *args])
+        sh(["tc", "-n", ns, "qdisc", "add", "dev", dev, "root", "tbf", "rate", rate,
+            "burst", "1mb", "latency", "200ms"])
+    print("ready", flush=True)
+    delay = delay_ms / 1000
+    due: dict[int, deque] = {fd: deque() for fd in fds}  # packets to write to that fd
+    other = {fds[0]: fds[1], fds[1]: fds[0]}
     while True:
-        client, _ = server.accept()
-        try:
-            upstream = socket.create_connection(("127.0.0.1", upstream_port))
-        except OSError:
-            client.close()
-            continue
-        for a, b in ((client, upstream), (upstream, client)):
-            threading.Thread(target=_relay, args=(a, b, delay_ms / 1000, window),
-                             daemon=True).start()
+        now = time.monotonic()
+        wait = None
+        for fd, queue in due.items():
+            while queue and queue[0][0] <= now:
+                try:
+                    os.write(fd, queue.popleft()[1])
+                except OSError:
+                    pass  # as a real link would drop it
+            if queue:
+                wait = min(wait if wait is not None else 1.0, queue[0][0] - now)
+        readable, _, _ = select.select(fds, [], [], wait)
+        now = time.monotonic()
+        for fd in readable:
+            due[other[fd]].append((now + delay, os.read(fd, 65536)))
 
 
-def _relay(src: socket.socket, dst: socket.socket, delay: float, window: int) -> None:
-    queue: deque = deque()
-    cond = threading.Condition()
-    state = {"bytes": 0, "eof": False}
-
-    def writer() -> None:
-        while True:
-            with cond:
-                while not queue and not state["eof"]:
-                    cond.wait()
-                if not queue:
-                    break
-                due, data = queue[0]
-            pause = due - time.monotonic()
-            if pause > 0:
-                time.sleep(pause)
-            try:
-                dst.sendall(data)
-            except OSError:
-                break
-            with cond:
-                queue.popleft()
-                state["bytes"] -= len(data)
-                cond.notify_all()
-        try:
-            dst.shutdown(socket.SHUT_WR)
-        except OSError:
-            pass
-
-    t = threading.Thread(target=writer, daemon=True)
-    t.start()
-    while True:
-        with cond:
-            while state["bytes"] >= window:
-                cond.wait()
-        try:
-            data = src.recv(1 << 20)
-        except OSError:
-            data = b""
-        with cond:
-            if not data:
-                state["eof"] = True
-                cond.notify_all()
-                break
-            queue.append((time.monotonic() + delay, data))
-            state["bytes"] += len(data)
-            cond.notify_all()
-    t.join()
-
-
-def start_proxy(ns: Netns, port: int, upstream: int) -> subprocess.Popen:
-    window = int(1e9 / 8 * 2 * WAN_ONE_WAY_MS / 1000)  # 1 Gbit/s × 40 ms
+def start_delay_line(a: Netns, b: Netns) -> subprocess.Popen:
     code_ = (f"import sys; sys.path.insert(0, {str(BENCH)!r}); "
-             f"from accelbench.measures.net import proxy_main; "
-             f"proxy_main({WAN_RECEIVER!r}, {port}, {upstream}, {WAN_ONE_WAY_MS}, {window})")
-    p = subprocess.Popen(ns.argv([sys.executable, "-c", code_]), stderr=subprocess.DEVNULL)
-    if not ns.listening(port):
+             f"from accelbench.measures.net import delay_line_main; "
+             f"delay_line_main({a.name!r}, {b.name!r}, {WAN_SENDER!r}, {WAN_RECEIVER!r}, "
+             f"{WAN_ONE_WAY_MS}, {WAN_RATE!r})")
+    p = subprocess.Popen([sys.executable, "-c", code_], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    if p.stdout.readline().strip() != "ready":
         p.kill()
-        raise RuntimeError("the delaying proxy did not start")
+        raise RuntimeError(f"the delay line did not start: {p.stderr.read().strip()}")
     return p
 
 
@@ -394,13 +376,13 @@ def wan(ctx: Context) -> str:
     tar_path, bz_path, meta = build_corpus(ctx.corpus_bytes)
     warm_cache(tar_path, bz_path)
     accel, key = ctx.accel, key_file(ctx.accel)
-    there = f"{WAN_RECEIVER}:9200"
+    here = f"{WAN_RECEIVER}:9201"
     pairs = [
-        Pair("accel", [accel, "--from", "127.0.0.1:9201", "--key-file", key],
-             [[accel, "--to", there, "--key-file", key]], 9201),
+        Pair("accel", [accel, "--from", here, "--key-file", key],
+             [[accel, "--to", here, "--key-file", key]], 9201),
         Pair("mbuffer", ["mbuffer", "-q", "-m", "32M", "-I", "9201"],
-             [["mbuffer", "-q", "-m", "32M", "-O", there]], 9201),
-        Pair("nc", ["nc", "-l", "127.0.0.1", "9201"], [["nc", "-N", WAN_RECEIVER, "9200"]], 9201),
+             [["mbuffer", "-q", "-m", "32M", "-O", here]], 9201),
+        Pair("nc", ["nc", "-l", WAN_RECEIVER, "9201"], [["nc", "-N", WAN_RECEIVER, "9201"]], 9201),
     ]
     pairs = [p for p in pairs if shutil.which(p.receiver[0]) or p.receiver[0] == accel]
     bz = ["bzip2", "-dc", str(bz_path)]
@@ -408,14 +390,7 @@ def wan(ctx: Context) -> str:
     jobs = ["bzip2", "gzip"] + [p.name for p in pairs]
     samples = {j: Samples() for j in jobs}
     with Netns("a") as a, Netns("b") as b:
-        sh(["ip", "link", "add", "va", "netns", a.name, "type", "veth", "peer", "name", "vb",
-            "netns", b.name])
-        for ns, dev, addr in ((a, "va", WAN_SENDER), (b, "vb", WAN_RECEIVER)):
-            ns.ip("addr", "add", f"{addr}/24", "dev", dev)
-            ns.ip("link", "set", dev, "up")
-            sh(["tc", "-n", ns.name, "qdisc", "add", "dev", dev, "root", "tbf", "rate", WAN_RATE,
-                "burst", "1mb", "latency", "100ms"])
-        proxy = start_proxy(b, 9200, 9201)
+        line = start_delay_line(a, b)
         try:
             for r, job, s in interleaved(jobs, ctx.rounds, samples, key=lambda j: j):
                 if job == "bzip2":
@@ -436,8 +411,8 @@ def wan(ctx: Context) -> str:
                 note(f"net wan round {r + 1}/{ctx.rounds}: {job:<8} "
                      + (f"{wall:7.2f} s" if not error else f"FAILED: {error}"))
         finally:
-            proxy.kill()
-            proxy.wait()
+            line.kill()
+            line.wait()
     stages = [med(samples[n].wall) for n in ("bzip2", "gzip") if samples[n].wall]
     slowest = max(stages) if len(stages) == 2 else None
     rows = []
@@ -454,9 +429,9 @@ def wan(ctx: Context) -> str:
     return (f"### Emulated WAN: `bzip2 -dc | SENDER` → {WAN_RATE}/s, "
             f"{2 * WAN_ONE_WAY_MS} ms RTT → `RECEIVER | gzip -6`\n\n"
             f"Corpus {meta['tar_bytes'] / MIB:.0f} MiB tar ({meta['bz2_bytes'] / MIB:.1f} MiB "
-            f"bzip2). Two namespaces on a veth pair with tbf {WAN_RATE} each way; a proxy in "
-            f"the receiver's namespace passes each byte on {WAN_ONE_WAY_MS} ms after it came, "
-            f"each way, with at most one bandwidth-delay product in flight. {ctx.rounds} rounds; "
-            f"ratio = median wall / the slower stage alone (1.000 = optimum).\n\n"
+            f"bzip2). Two namespaces joined by a delay line of the benchmark's own (a tun "
+            f"device in each, every packet handed over {WAN_ONE_WAY_MS} ms after it left, "
+            f"each way; tbf {WAN_RATE} on each). {ctx.rounds} rounds; ratio = median wall / "
+            f"the slower stage alone (1.000 = optimum).\n\n"
             + md_table(["X", "command", "wall s median [min–max]", "ratio", "status"], rows)
             + "\n")
