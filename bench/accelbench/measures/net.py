@@ -235,10 +235,14 @@ def sanity(pair: Pair, ns: Netns, accel: str) -> str | None:
 
 
 def run(ctx: Context) -> str:
-    head = "## Between hosts: loopback\n\n"
+    return section("## Between hosts: loopback", loopback, ctx)
+
+
+def section(heading: str, body, ctx: Context) -> str:
+    """`heading`, then `body(ctx)`: or the reason it cannot run here (namespaces need root)."""
     if os.geteuid() != 0 or not shutil.which("ip"):
-        return head + "Skipped: needs root and iproute2 (`ip netns`).\n"
-    return head + loopback(ctx)
+        return f"{heading}\n\nSkipped: needs root and iproute2 (`ip netns`).\n"
+    return f"{heading}\n\n" + body(ctx)
 
 
 def loopback(ctx: Context) -> str:

@@ -20,7 +20,7 @@ from ..runner import (
     BENCH, MIB, Context, Samples, code, fmt_spread, interleaved, md_table, med, note,
     run_pipeline,
 )
-from .net import Netns, Pair, key_file, sh, show, transfer
+from .net import Netns, Pair, key_file, section, sh, show, transfer
 
 # Addresses that exist only inside the namespaces made here.
 WAN_SENDER, WAN_RECEIVER = "10.213.9.1", "10.213.9.2"
@@ -99,10 +99,7 @@ def start_delay_line(a: Netns, b: Netns) -> subprocess.Popen:
 
 
 def run(ctx: Context) -> str:
-    head = "## Between hosts: an emulated WAN\n\n"
-    if os.geteuid() != 0 or not shutil.which("ip"):
-        return head + "Skipped: needs root and iproute2 (`ip netns`).\n"
-    return head + wan(ctx)
+    return section("## Between hosts: an emulated WAN", wan, ctx)
 
 
 def wan(ctx: Context) -> str:
