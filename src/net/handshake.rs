@@ -47,7 +47,10 @@ pub fn initiate(
     deadline: Instant,
 ) -> Result<Channel, String> {
     let io_error = |error: io::Error| match error.kind() {
-        io::ErrorKind::TimedOut => "no answer to the handshake in time".to_owned(),
+        io::ErrorKind::TimedOut => {
+            "no answer to the handshake in time (a receiver with --insecure does not answer)"
+                .to_owned()
+        }
         io::ErrorKind::UnexpectedEof => {
             "the receiver closed the connection during the handshake (is it accel, with the same \
              --insecure choice?)"
@@ -281,7 +284,9 @@ fn answer_hello(
     key: &Key,
 ) -> Result<Option<Box<Channel>>, String> {
     let cipher = match wire::read_preamble(&got[..got.len().min(PREAMBLE_LEN)]) {
-        Preamble::Foreign => return Err("not an accel sender (it sent something else)".into()),
+        Preamble::Foreign => {
+            return Err("not an accel sender (it sent something else; an accel --insecure?)".into());
+        }
         _ if got.len() < PREAMBLE_LEN + 2 => return Ok(None),
         Preamble::OtherVersion => {
             return Err("speaks another version of accel's protocol".into());
