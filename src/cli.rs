@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 
-use clap::{Parser, ValueEnum};
+use clap::{ArgGroup, Parser, ValueEnum};
 
 /// Short help: what accel is for, in a few lines.
 const ABOUT: &str = "\
@@ -18,18 +18,23 @@ const AFTER_HELP: &str = "\
 Examples:
   bzip2 -dc big.tar.bz2 | accel | gzip -9 > big.tar.gz
   zfs send pool/fs@snap | accel -m 1G -o backup.zfs -o - --hash sha256 | ssh host zfs receive
+  accel --generate key > K; copy K to the other host, then:
+    there: accel --from :9090 --key-file K | zfs receive tank/fs
+    here:  zfs send pool/fs@snap | accel --to there:9090 --key-file K
 
 Exit status: 0 all input delivered; 1 reading failed (what was read was delivered);
 2 usage error, nothing read; 3 writing an output failed (the message says what it missed);
-4 stalled (--stall-timeout); 5 could not start, nothing read; 7 spilled bytes could not
-be read back (the message says what each output missed). Killed by SIGPIPE when the
-consumer exits early, and by SIGINT/SIGTERM/SIGHUP when sent one, like cat, saying how many
-bytes were read but not delivered. SIGUSR1 prints the report so far. `man accel` (see
---generate) has the JSON fields, the signals and the statuses in full.";
+4 stalled (--stall-timeout); 5 could not start, nothing read; 6 the network peer could not
+be reached or did not authenticate, nothing read; 7 spilled bytes could not be read back (the
+message says what each output missed). Killed by SIGPIPE when the consumer exits early, and by
+SIGINT/SIGTERM/SIGHUP when sent one, like cat, saying how many bytes were read but not
+delivered. SIGUSR1 prints the report so far. `man accel` (see --generate) has the JSON fields,
+the signals and the statuses in full.";
 
 /// The raw command line.
 #[derive(Debug, Parser)]
 #[command(name = "accel", version, about = ABOUT, after_help = AFTER_HELP, args_override_self = true)]
+#[command(group(ArgGroup::new("peer").args(["to", "from"]).multiple(true)))]
 pub struct Cli {
     /// Read FILE instead of stdin (`-` is stdin).
     #[arg(short = 'i', long, value_name = "FILE", help_heading = "Input and output")]
@@ -273,7 +278,53 @@ pub struct Cli {
     #[arg(long, value_name = "FD", help_heading = "Display")]
     pub progress_fd: Option<String>,
 
-    /// Print the man page or a completion script (bash, zsh, fish) to stdout, then exit.
+    /// Send the stream to an accel --from on HOST (an output, beside any -o).
+    ///
+    /// HOST:PORT, [IPv6]:PORT, or a name that resolves. Encrypted and authenticated with
+    /// --key-file; status 0 only once the receiver has confirmed every byte.
+    #[arg(long = "to", value_name = "HOST:PORT", help_heading = "Network")]
+    pub to: Vec<String>,
+
+    /// Receive the input from an accel --to, listening on exactly ADDR (a bare PORT: every
+    /// interface, safe only because the sender must prove it holds the key).
+    ///
+    /// ADDR is 127.0.0.1:9090, [::1]:9090 or a name; nothing else is listened on. A bare port
+    /// (9090 or :9090) listens on every interface, IPv4 and IPv6: that is safe only because
+    /// the sender must prove it holds the key; connections that do not are dropped, and
+    /// accel goes on waiting. With --insecure, prefer an address. Port 0 lets the system
+    /// choose, and accel says which.
+    #[arg(
+        long = "from",
+        value_name = "[ADDR:]PORT",
+        conflicts_with = "input",
+        help_heading = "Network"
+    )]
+    pub from: Option<String>,
+
+    /// The key both ends share, made by `accel --generate key > FILE`.
+    ///
+    /// Default: the file the environment variable ACCEL_KEY_FILE names. A key file that its
+    /// group or others may read is refused, as ssh refuses such a private key.
+    #[arg(long, value_name = "FILE", requires = "peer", help_heading = "Network")]
+    pub key_file: Option<PathBuf>,
+
+    /// Plain TCP: no authentication, no encryption, no truncation detection.
+    ///
+    /// The raw stream and nothing else, to talk to mbuffer -I/-O, nc or socat. Anyone who can
+    /// reach the port can read or inject the stream, a receiver takes the first connection
+    /// that comes, and a connection that drops early looks like the end of the stream.
+    #[arg(long, conflicts_with = "key_file", requires = "peer", help_heading = "Network")]
+    pub insecure: bool,
+
+    /// With --from: give up (status 6) when no sender has authenticated within DURATION.
+    ///
+    /// Default: wait as long as it takes. A sender must connect and shake hands within 30 s
+    /// (or --stall-timeout); --stall-timeout also covers a peer that stops responding
+    /// mid-stream, and TCP keepalive notices one that vanished within about 90 s.
+    #[arg(long, value_name = "DURATION", requires = "from", help_heading = "Network")]
+    pub accept_timeout: Option<String>,
+
+    /// Print the man page, a completion script (bash, zsh, fish) or a new key (key) to stdout.
     ///
     /// The man page's FILES section says where each goes, e.g. `accel --generate man >
     /// ~/.cargo/share/man/man1/accel.1`, where man finds it while ~/.cargo/bin is on PATH.
@@ -317,6 +368,8 @@ pub enum Generate {
     Zsh,
     /// fish completions.
     Fish,
+    /// A new key file for --key-file (stdout, when a file, is made readable by its owner only).
+    Key,
 }
 
 impl Generate {
@@ -327,6 +380,11 @@ impl Generate {
         let mut command = Cli::command();
         let shell = match self {
             Generate::Man => return crate::manual::write(command, out),
+            Generate::Key => {
+                crate::net::key::protect_stdout()?;
+                let key = crate::net::key::Key::generate()?;
+                return out.write_all(key.to_line().as_bytes());
+            }
             Generate::Bash => Shell::Bash,
             Generate::Zsh => Shell::Zsh,
             Generate::Fish => Shell::Fish,

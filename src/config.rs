@@ -8,6 +8,7 @@ use crate::cli::{Cli, EngineArg, OutputErrorArg};
 use crate::digest::Algorithm;
 use crate::engine::Preference;
 use crate::exit::OutputErrors;
+use crate::net::{self, address::Address};
 use crate::open::Existing;
 use crate::size::{Bytes, parse_size};
 
@@ -65,6 +66,8 @@ pub struct Config {
     pub interval: Option<Duration>,
     /// The descriptor progress goes to instead of stderr (`--progress-fd`).
     pub progress_fd: Option<i32>,
+    /// `--from`, the key, `--insecure`, `--accept-timeout` (each `--to` is in `outputs`).
+    pub net: net::Settings,
 }
 
 /// Flow control as given; the percentages are of the buffer, resolved once its size is
@@ -128,6 +131,8 @@ pub enum Target {
     Stdout,
     /// `-o FILE`.
     Path(PathBuf),
+    /// `--to HOST:PORT`.
+    Network(Address),
 }
 
 /// Where `--json` writes.
@@ -173,14 +178,7 @@ impl Config {
                 reason: reason.to_string(),
             })?),
         };
-        let stall_timeout = match &cli.stall_timeout {
-            None => None,
-            Some(text) => Some(parse_duration(text).map_err(|reason| ConfigError {
-                option: "--stall-timeout",
-                value: text.clone(),
-                reason,
-            })?),
-        };
+        let stall_timeout = duration_option("--stall-timeout", &cli.stall_timeout)?;
         let engine = match cli.engine {
             EngineArg::Auto => Preference::Auto,
             EngineArg::Copy => Preference::Copy,
@@ -245,12 +243,21 @@ impl Config {
                 })?)
             }
         };
+        let net = network_settings(&cli)?;
         let input = cli.input.filter(|path| path.as_os_str() != "-");
         let mut outputs: Vec<Target> = cli
             .outputs
             .into_iter()
             .map(|path| if path.as_os_str() == "-" { Target::Stdout } else { Target::Path(path) })
             .collect();
+        for text in &cli.to {
+            let address = Address::parse(text, false).map_err(|reason| ConfigError {
+                option: "--to",
+                value: text.clone(),
+                reason,
+            })?;
+            outputs.push(Target::Network(address));
+        }
         if outputs.is_empty() {
             outputs.push(Target::Stdout);
         }
@@ -259,6 +266,7 @@ impl Config {
                 let value = match target {
                     Target::Stdout => "-".to_owned(),
                     Target::Path(path) => path.display().to_string(),
+                    Target::Network(address) => address.to_string(),
                 };
                 return Err(ConfigError {
                     option: "-o",
@@ -322,6 +330,7 @@ impl Config {
             numeric: cli.numeric,
             interval,
             progress_fd,
+            net,
         })
     }
 }
@@ -414,6 +423,55 @@ fn printable(text: &str) -> String {
     text.chars().map(|c| if c.is_control() { '?' } else { c }).collect()
 }
 
+/// `--from`, `--key-file` (or `ACCEL_KEY_FILE`), `--insecure`, `--accept-timeout`.
+fn network_settings(cli: &Cli) -> Result<net::Settings, ConfigError> {
+    let from = match &cli.from {
+        None => None,
+        Some(text) => Some(Address::parse(text, true).map_err(|reason| ConfigError {
+            option: "--from",
+            value: text.clone(),
+            reason,
+        })?),
+    };
+    let peers = from.is_some() || !cli.to.is_empty();
+    let key_file = match (&cli.key_file, cli.insecure) {
+        (Some(path), _) => Some(path.clone()),
+        // With --insecure, a key named by the environment is simply not used.
+        (None, true) => None,
+        (None, false) => {
+            std::env::var_os(net::key::ENV).filter(|v| !v.is_empty()).map(PathBuf::from)
+        }
+    };
+    if peers && !cli.insecure && key_file.is_none() {
+        let option = if from.is_some() { "--from" } else { "--to" };
+        let value = cli.from.clone().unwrap_or_else(|| cli.to[0].clone());
+        return Err(ConfigError {
+            option,
+            value,
+            reason: "a key is needed: --key-file FILE (or ACCEL_KEY_FILE=FILE), made by \
+                     `accel --generate key > FILE` and copied to the other end; or --insecure \
+                     for plain TCP"
+                .into(),
+        });
+    }
+    let accept_timeout = duration_option("--accept-timeout", &cli.accept_timeout)?;
+    Ok(net::Settings { from, key_file, insecure: cli.insecure, accept_timeout })
+}
+
+/// A duration option's value, if given (`option` names it in the error).
+fn duration_option(
+    option: &'static str,
+    text: &Option<String>,
+) -> Result<Option<Duration>, ConfigError> {
+    let Some(text) = text else { return Ok(None) };
+    let duration = parse_duration(text).map_err(|reason| ConfigError {
+        option,
+        value: text.clone(),
+        reason,
+    })?;
+    Ok(Some(duration))
+}
+
 /// What a duration argument may look like; shown whenever one is rejected.
 const DURATION_FORMAT: &str = "a number with an optional unit ms, s, m or h (seconds if none), \
      e.g. 30s, 5m, 1.5h";
@@ -466,6 +524,7 @@ impl Default for Config {
             numeric: false,
             interval: None,
             progress_fd: None,
+            net: net::Settings::default(),
         }
     }
 }

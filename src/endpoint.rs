@@ -5,16 +5,24 @@
 //! description, which the shell, the terminal and sibling processes share, and setting it breaks
 //! them. But someone else may have set it, so every call here treats `EAGAIN` as "wait in
 //! `poll`, then retry", and `EINTR` as "retry, unless the run is over" (see `stop.rs`).
+//!
+//! A network peer (`--to`, `--from`) is an endpoint too, whose socket is accel's own
+//! (`O_NONBLOCK`, so splicing from it never holds a pipe's lock). It is connected or accepted
+//! after the endpoints are planned, once signals are handled (see `net`). A plain peer
+//! (`--insecure`) is read and written like any descriptor, and spliced; an encrypted one reads
+//! and writes through its secure channel, and so through memory.
 
 use std::fmt;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
+use std::time::Instant;
 
 use rustix::event::{PollFd, PollFlags};
 use rustix::fs::{FileType, OFlags};
 use rustix::io::Errno;
 
+use crate::net::Link;
 use crate::stop::Stop;
 use crate::sys;
 
@@ -76,6 +84,8 @@ pub struct Endpoint {
 enum Descriptor {
     Inherited(BorrowedFd<'static>),
     Opened(Arc<OwnedFd>),
+    /// A network peer's socket, once connected or accepted.
+    Network(Arc<Link>),
 }
 
 impl Endpoint {
@@ -92,6 +102,29 @@ impl Endpoint {
     /// A descriptor accel opened, known to the user as `name`.
     pub fn opened(fd: OwnedFd, name: &str, stop: &Arc<Stop>) -> io::Result<Endpoint> {
         Endpoint::inspect(Descriptor::Opened(Arc::new(fd)), name, stop)
+    }
+
+    /// A network peer, known to the user as `name` (the address given); its socket comes when
+    /// the link is established, before the run starts.
+    pub fn network(link: Arc<Link>, name: &str, stop: &Arc<Stop>) -> Endpoint {
+        Endpoint {
+            fd: Descriptor::Network(link),
+            name: name.to_owned(),
+            kind: FdKind::Socket,
+            file_size: None,
+            file_id: None,
+            append: false,
+            packets: false,
+            stop: Arc::clone(stop),
+        }
+    }
+
+    /// The network link, when this is a network peer.
+    pub fn link(&self) -> Option<&Arc<Link>> {
+        match &self.fd {
+            Descriptor::Network(link) => Some(link),
+            _ => None,
+        }
     }
 
     /// Looks at `fd` to learn what it is; changes nothing.
@@ -129,9 +162,12 @@ impl Endpoint {
     }
 
     /// Done with it: the far end sees end of file now, not when accel exits (an output that
-    /// has everything while another still writes). Best effort: at worst, at exit.
+    /// has everything while another still writes). Best effort: at worst, at exit. Not a
+    /// network peer, whose connection still carries the end mark and its confirmation.
     pub fn retire(&self) {
-        let _ = sys::retire(self.fd());
+        if self.link().is_none() {
+            let _ = sys::retire(self.fd());
+        }
     }
 
     /// The run's stop, which every blocking call here heeds.
@@ -180,8 +216,9 @@ impl Endpoint {
     /// while waiting for data, which would freeze whoever uses that pipe (linux-io.md, §7).
     /// Never a packet-mode pipe either (when it shows): splice would carry the packet marks on
     /// into the consumer's pipe, where a short read then discards the rest of a packet.
+    /// accel's own plain socket (`--insecure`) is O_NONBLOCK, and may be spliced.
     pub fn can_splice_from(&self) -> bool {
-        matches!(self.kind, FdKind::Pipe | FdKind::File) && !self.packets
+        matches!(self.kind, FdKind::Pipe | FdKind::File) && !self.packets || self.plain_socket()
     }
 
     /// Whether bytes may be spliced into this descriptor without risk.
@@ -191,13 +228,20 @@ impl Endpoint {
     /// producer's writes uninterruptible) or an inherited socket (a blocking send holds the
     /// source pipe's lock, stopping the input thread too).
     /// Nor a packet-mode pipe, whose reader expects one packet per write, as `cat` makes them.
+    /// accel's own plain socket (`--insecure`) is O_NONBLOCK: a full socket says EAGAIN.
     pub fn can_splice_to(&self) -> bool {
         match self.kind {
             FdKind::Pipe => !self.packets,
             FdKind::CharDevice => true,
             FdKind::File => !self.append,
-            FdKind::Terminal | FdKind::Socket | FdKind::Other => false,
+            FdKind::Socket => self.plain_socket(),
+            FdKind::Terminal | FdKind::Other => false,
         }
+    }
+
+    /// Whether this is accel's own socket to a plain (`--insecure`) peer.
+    fn plain_socket(&self) -> bool {
+        self.link().is_some_and(|link| !link.is_secure())
     }
 
     /// Reads what is available, up to `buf.len()`; 0 means end of input.
@@ -205,6 +249,14 @@ impl Endpoint {
     /// Blocks until at least one byte has arrived, like `read(2)` on a blocking descriptor,
     /// whatever the descriptor's flags.
     pub fn read(&self, buf: &mut [u8]) -> io::Result<usize> {
+        if let Some(link) = self.link() {
+            return link.read(self, buf);
+        }
+        self.read_descriptor(buf)
+    }
+
+    /// [`read`](Endpoint::read) on the descriptor itself.
+    pub(crate) fn read_descriptor(&self, buf: &mut [u8]) -> io::Result<usize> {
         loop {
             match rustix::io::read(self.fd(), &mut *buf) {
                 Ok(n) => return Ok(n),
@@ -217,6 +269,14 @@ impl Endpoint {
 
     /// Writes some of `buf` (at least one byte), blocking while the consumer is not reading.
     pub fn write(&self, buf: &[u8]) -> io::Result<usize> {
+        if let Some(link) = self.link() {
+            return link.write(self, buf);
+        }
+        self.write_descriptor(buf)
+    }
+
+    /// [`write`](Endpoint::write) on the descriptor itself.
+    pub(crate) fn write_descriptor(&self, buf: &[u8]) -> io::Result<usize> {
         loop {
             match rustix::io::write(self.fd(), buf) {
                 Ok(0) if !buf.is_empty() => return Err(io::ErrorKind::WriteZero.into()),
@@ -236,15 +296,7 @@ impl Endpoint {
     /// Waits until the descriptor is ready for `events`, or has hung up or failed (the next I/O
     /// call then says how).
     pub fn wait(&self, events: PollFlags) -> io::Result<()> {
-        let fd = self.fd();
-        let mut fds = [PollFd::new(&fd, events)];
-        loop {
-            match rustix::event::poll(&mut fds, None) {
-                Ok(_) => return Ok(()),
-                Err(Errno::INTR) => self.stop.check()?,
-                Err(e) => return Err(e.into()),
-            }
-        }
+        wait_for(self.fd(), events, &self.stop, None)
     }
 }
 
@@ -259,6 +311,35 @@ impl AsFd for Descriptor {
         match self {
             Descriptor::Inherited(fd) => *fd,
             Descriptor::Opened(fd) => fd.as_fd(),
+            Descriptor::Network(link) => link.socket().fd(),
+        }
+    }
+}
+
+/// Waits until `fd` is ready for `events`, or has hung up or failed (the next I/O call then
+/// says how). An interrupted wait goes on unless the run is over (an `Interrupted` error);
+/// past `deadline`, a `TimedOut` error.
+pub fn wait_for(
+    fd: BorrowedFd<'_>,
+    events: PollFlags,
+    stop: &Stop,
+    deadline: Option<Instant>,
+) -> io::Result<()> {
+    let mut fds = [PollFd::new(&fd, events)];
+    loop {
+        let left = match deadline {
+            None => None,
+            Some(deadline) => match deadline.checked_duration_since(Instant::now()) {
+                Some(left) if !left.is_zero() => Some(left),
+                _ => return Err(io::ErrorKind::TimedOut.into()),
+            },
+        };
+        let timeout = left.map(|left| rustix::event::Timespec::try_from(left).unwrap_or_default());
+        match rustix::event::poll(&mut fds, timeout.as_ref()) {
+            Ok(0) => continue,
+            Ok(_) => return Ok(()),
+            Err(Errno::INTR) => stop.check()?,
+            Err(e) => return Err(e.into()),
         }
     }
 }

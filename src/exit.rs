@@ -10,7 +10,9 @@
 //! - Other failures get their own status, so that a script can tell whether everything read was
 //!   delivered (1: input failed, but what was read got out) or bytes were lost (3: output
 //!   failed with data still buffered), and whether accel ever started (2: the command line,
-//!   5: the machine refused a thread or memory; in both, nothing was read).
+//!   5: the machine refused a thread or memory, 6: the network peer could not be reached or
+//!   did not authenticate; in all three, nothing was read). 6 is apart from 2 and 5 because a
+//!   script may well retry it: the receiver was not listening yet, the link was down.
 //!
 //! With several outputs, one failing is the question `tee` answers with `--output-error`,
 //! and accel answers it the same way ([`OutputErrors`]); whatever the answer, every output
@@ -40,6 +42,10 @@ pub enum Exit {
     /// 5: accel could not start (a thread, the signal handlers, the buffer's first memory);
     /// nothing was read.
     Setup,
+    /// 6: the network side could not be set up (name not found, connection refused,
+    /// unreachable, no answer, wrong key, port in use, no sender within `--accept-timeout`);
+    /// nothing was read.
+    Network,
     /// 7: bytes spilled to disk (`--spill`) could not be read back; the message says how many
     /// were delivered and lost.
     SpillFailed,
@@ -57,6 +63,7 @@ impl Exit {
             Exit::OutputFailed => 3,
             Exit::Stalled => 4,
             Exit::Setup => 5,
+            Exit::Network => 6,
             Exit::SpillFailed => 7,
             Exit::Signal(signal) => 128u8.saturating_add(signal as u8),
         }
@@ -264,6 +271,7 @@ mod tests {
             Exit::OutputFailed,
             Exit::Stalled,
             Exit::Setup,
+            Exit::Network,
             Exit::SpillFailed,
             BROKEN_PIPE,
             Exit::Signal(SIGINT),
@@ -273,6 +281,6 @@ mod tests {
         .into_iter()
         .map(Exit::code)
         .collect();
-        assert_eq!(codes, [0, 1, 2, 3, 4, 5, 7, 141, 130, 143, 129]);
+        assert_eq!(codes, [0, 1, 2, 3, 4, 5, 6, 7, 141, 130, 143, 129]);
     }
 }

@@ -5,10 +5,10 @@
 //! bursty stages overlap their work instead of taking turns.
 //!
 //! The data path, in reading order: [`open`] and [`endpoint`] (the descriptors, and safe
-//! blocking I/O on them) → [`engine`] (threads moving bytes) → [`backlog`] (the buffer between
-//! them, shared by every output and [`digest`]); [`meter`] publishes counters from the side,
-//! and [`watch`] shows them. [`run`] ties them together for the binary; how a run ends is
-//! decided in [`exit`].
+//! blocking I/O on them; [`net`] for peers on other hosts) → [`engine`] (threads moving
+//! bytes) → [`backlog`] (the buffer between them, shared by every output and [`digest`]);
+//! [`meter`] publishes counters from the side, and [`watch`] shows them. [`run`] ties them
+//! together for the binary; how a run ends is decided in [`exit`].
 
 #![deny(missing_docs)]
 
@@ -23,6 +23,7 @@ pub mod exit;
 pub mod log;
 pub mod manual;
 pub mod meter;
+pub mod net;
 pub mod open;
 pub mod size;
 pub mod stdio;
@@ -36,6 +37,7 @@ mod sys;
 use std::fs::File;
 use std::io::Write;
 use std::sync::{Arc, mpsc};
+use std::time::Instant;
 
 use crate::backlog::Gates;
 use crate::backlog::spill::SpillFile;
@@ -47,6 +49,7 @@ use crate::engine::{Block, Flow, Plan, Route};
 use crate::exit::Exit;
 use crate::log::Log;
 use crate::meter::Meter;
+use crate::net::{Network, SetupError};
 use crate::size::Bytes;
 use crate::stop::Stop;
 use crate::watch::{Names, Watch};
@@ -69,6 +72,10 @@ pub fn run(config: &Config, closed: stdio::Closed) -> Exit {
         Err(Refusal::Setup { what, error }) => {
             eprintln!("accel: cannot start: {what}: {}; nothing was read", describe(&error));
             Exit::Setup
+        }
+        Err(Refusal::Network(why)) => {
+            eprintln!("accel: {why}");
+            Exit::Network
         }
     }
 }
@@ -107,6 +114,17 @@ enum Refusal {
         /// Why it could not.
         error: std::io::Error,
     },
+    /// The network peer could not be reached, or did not authenticate (status 6).
+    Network(String),
+}
+
+impl From<SetupError> for Refusal {
+    fn from(error: SetupError) -> Refusal {
+        match error {
+            SetupError::Usage(why) => Refusal::Usage(why),
+            SetupError::Unreached(why) => Refusal::Network(why),
+        }
+    }
 }
 
 /// A usage refusal saying `why`.
@@ -123,17 +141,23 @@ fn setup(what: &'static str) -> impl FnOnce(std::io::Error) -> Refusal {
 fn start(config: &Config, closed: stdio::Closed) -> Result<Exit, Refusal> {
     watch::check_progress_fd(config).map_err(usage)?;
     let stop = Arc::new(Stop::default());
-    let input = match &config.input {
-        None if closed.stdin => {
+    let log = Arc::new(Log::new(config.quiet, config.debug));
+    let mut network = open_network(config, &log)?;
+    let input = match (&config.input, network.as_ref().and_then(Network::input)) {
+        (_, Some(link)) => {
+            let name = config.net.from.as_ref().expect("--from").to_string();
+            Endpoint::network(link, &name, &stop)
+        }
+        (None, None) if closed.stdin => {
             return Err(Refusal::Closed(
                 Exit::InputFailed,
                 "stdin is closed: there is nothing to read",
             ));
         }
-        None => Endpoint::stdin(&stop).map_err(setup("inspect stdin"))?,
-        Some(path) => open::input(path, &stop).map_err(usage)?,
+        (None, None) => Endpoint::stdin(&stop).map_err(setup("inspect stdin"))?,
+        (Some(path), None) => open::input(path, &stop).map_err(usage)?,
     };
-    let outputs = open_outputs(config, closed, &stop)?;
+    let outputs = open_outputs(config, closed, &stop, network.as_ref())?;
     for output in &outputs {
         if input.feeds(output) {
             return Err(usage(format!(
@@ -169,7 +193,6 @@ fn start(config: &Config, closed: stdio::Closed) -> Result<Exit, Refusal> {
             sys::enlarge_pipe(endpoint.fd());
         }
     }
-    let log = Arc::new(Log::new(config.quiet, config.debug));
     let capacity = backlog::capacity_for(within_memory(config.size, &log));
     let readers = outputs.len() + config.hashes.len();
     let meter = Arc::new(Meter::new(capacity as u64, readers));
@@ -215,16 +238,28 @@ fn start(config: &Config, closed: stdio::Closed) -> Result<Exit, Refusal> {
     log.print_through(Box::new(move |text| said.say(text)));
     Stop::install().map_err(setup("install the interrupt handler"))?;
     let signals = signals::install(Arc::clone(&watch)).map_err(setup("install signal handlers"))?;
+    if let Some(network) = &mut network {
+        // Connecting, and waiting for a sender, is not part of the transfer's time.
+        let began = Instant::now();
+        let patience = config.stall_timeout.unwrap_or(net::CONNECT_PATIENCE);
+        network.establish(patience, &log, &stop)?;
+        meter.pause(began.elapsed());
+    }
     let (events, inbox) = mpsc::channel();
     watch.start(events.clone()).map_err(setup("start the watcher"))?;
     let input_name = plan.input.name.clone();
     let output_names: Vec<String> = plan.outputs.iter().map(|o| o.name.clone()).collect();
+    let network_outputs = network.as_ref().map(|_| plan.outputs.clone());
     let ending = engine::run(plan, Arc::clone(&route), Arc::clone(&meter), stop, events, inbox)
         .map_err(setup("start the transfer"))?;
     // The final line is left standing before the last words, which go under it.
     watch.settle();
     let snapshot = meter.snapshot();
     route.note(format_args!("{route}; bytes went {}", snapshot.tiers));
+    let network_exit = match (&network, &network_outputs) {
+        (Some(network), Some(outputs)) => network.finish(&ending, outputs),
+        _ => Exit::Success,
+    };
     let mut exit = exit::conclude(
         &ending,
         &snapshot,
@@ -233,7 +268,8 @@ fn start(config: &Config, closed: stdio::Closed) -> Result<Exit, Refusal> {
         config.output_errors,
         signals.pipe_ignored,
         config.quiet,
-    );
+    )
+    .or(network_exit);
     let digests: Vec<Digest> = ending.digests.iter().flatten().cloned().collect();
     let lines = digest_lines(&digests, config.input.as_deref());
     // To a file, before the summary, which must say if that failed; to stderr, after the
@@ -251,26 +287,50 @@ fn start(config: &Config, closed: stdio::Closed) -> Result<Exit, Refusal> {
     Ok(exit)
 }
 
-/// The outputs in the order given: stdout where `-` (or nothing) was given, the files opened.
+/// The network side, when `--to` or `--from` was given: the key read, names resolved, the
+/// receiver's port bound; nothing connected yet.
+fn open_network(config: &Config, log: &Log) -> Result<Option<Network>, Refusal> {
+    let to: Vec<_> = config
+        .outputs
+        .iter()
+        .filter_map(|target| match target {
+            Target::Network(address) => Some(address),
+            _ => None,
+        })
+        .collect();
+    if to.is_empty() && config.net.from.is_none() {
+        return Ok(None);
+    }
+    Ok(Some(Network::open(&config.net, &to, log)?))
+}
+
+/// The outputs in the order given: stdout where `-` (or nothing) was given, the files opened,
+/// the network peers (`--to`) not yet connected.
 fn open_outputs(
     config: &Config,
     closed: stdio::Closed,
     stop: &Arc<Stop>,
+    network: Option<&Network>,
 ) -> Result<Vec<Endpoint>, Refusal> {
     let paths: Vec<_> = config
         .outputs
         .iter()
         .filter_map(|target| match target {
             Target::Path(path) => Some(path.clone()),
-            Target::Stdout => None,
+            Target::Stdout | Target::Network(_) => None,
         })
         .collect();
     let mut files = open::outputs(&paths, config.existing, stop).map_err(usage)?.into_iter();
+    let mut links = network.into_iter().flat_map(Network::outputs);
     config
         .outputs
         .iter()
         .map(|target| match target {
             Target::Path(_) => Ok(files.next().expect("one endpoint per path")),
+            Target::Network(address) => {
+                let link = links.next().expect("one link per --to");
+                Ok(Endpoint::network(link, &address.to_string(), stop))
+            }
             Target::Stdout if closed.stdout => Err(Refusal::Closed(
                 Exit::OutputFailed,
                 "stdout is closed: there is nowhere to write",

@@ -101,18 +101,22 @@ pub const EXIT_STATUSES: &[[&str; 2]] = &[
     ["0", "Input ended and every byte read was written."],
     [
         "1",
-        "Reading stdin failed (or stdin was closed); every byte read before the error was written.",
+        "Reading stdin failed (or stdin was closed), or a `--from` sender's connection ended \
+         before its end-of-stream mark (or its input failed); every byte read before the error \
+         was written.",
     ],
     [
         "2",
         "Usage error (bad option or value, a file `-i` or `-o` cannot open or `-o` would clobber, \
-         input and an output the same file); nothing was read.",
+         input and an output the same file, a key file missing, malformed or readable by others); \
+         nothing was read.",
     ],
     [
         "3",
         "Writing an output failed (e.g. `No space left on device`, stdout closed, `--sync` \
          failed, or `Broken pipe` when SIGPIPE was ignored or `--output-error=warn`/`exit` was \
-         given), or an output was cut short; the message names the output with how many bytes it \
+         given), or an output was cut short, or a `--to` receiver closed the connection or did \
+         not confirm the end of the stream; the message names the output with how many bytes it \
          got and how many read bytes it did not.",
     ],
     ["4", "`--stall-timeout` expired; the message names the side that stopped moving."],
@@ -120,6 +124,13 @@ pub const EXIT_STATUSES: &[[&str; 2]] = &[
         "5",
         "accel could not start (no thread, no signal handlers, no memory for the buffer); nothing \
          was read.",
+    ],
+    [
+        "6",
+        "The network side could not be set up: the receiver's name not found, connection refused, \
+         no route to the host, no answer, not an accel at the other end, the wrong key, the port \
+         in use, or no sender within `--accept-timeout`; nothing was read. Apart from 2 and 5 \
+         because a script may well retry it.",
     ],
     [
         "7",

@@ -13,6 +13,7 @@ mod faults;
 mod flow;
 mod memory;
 mod messages;
+mod net;
 mod ordering;
 mod outputs;
 mod random;

@@ -153,6 +153,8 @@ def tool_versions(accel: str) -> list[tuple[str, str]]:
             if r.returncode == 0 and r.stdout.strip():
                 v = f"Debian package {r.stdout.strip()}"
         out.append(("buffer", v))
+    if shutil.which("ssh"):
+        out.append(("ssh", first_line(["ssh", "-V"])))
     out.append(("bzip2", first_line(["bzip2", "--version"])))
     out.append(("gzip", first_line(["gzip", "--version"])))
     return out

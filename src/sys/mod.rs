@@ -21,6 +21,11 @@
 //!   [`drop_written`], [`splice_to_file`], [`splice_from_file`]: the spill file (`O_TMPFILE`,
 //!   `fallocate`, `sync_file_range`, `posix_fadvise`).
 //! - [`retire`]: close a finished output early, keeping its descriptor's number taken.
+//! - [`limit_unacknowledged`]: give up a TCP connection whose sent data stays unacknowledged
+//!   (Linux's `TCP_USER_TIMEOUT`), so that a peer that vanished mid-transfer is noticed.
+//! - [`widen_send_buffer`]: a sending socket's buffer as large as may be set, where that
+//!   is more than autotuning reaches (Linux), for paths with a large bandwidth-delay product.
+//! - [`has_aes_instructions`]: whether the CPU has AES instructions (which cipher is faster).
 
 #[cfg(target_os = "linux")]
 mod linux;
@@ -39,9 +44,9 @@ use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd};
 
 pub use imp::{
-    CAN_SPLICE, PoolPipe, advise_huge_pages, drop_written, enlarge_pipe, is_packet_mode, peer_uid,
-    pipe_target_size, punch_hole, reserve_space, spill_file, splice, splice_from_file,
-    splice_to_file, start_writeback,
+    CAN_SPLICE, PoolPipe, advise_huge_pages, drop_written, enlarge_pipe, is_packet_mode,
+    limit_unacknowledged, peer_uid, pipe_target_size, punch_hole, reserve_space, spill_file,
+    splice, splice_from_file, splice_to_file, start_writeback, widen_send_buffer,
 };
 pub use memory::{MemoryLimit, memory_limit};
 
@@ -78,4 +83,22 @@ pub fn retire(fd: BorrowedFd<'_>) -> io::Result<()> {
         return Err(io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// Whether the CPU has AES instructions (and carry-less multiplication, for GHASH), which make
+/// AES-GCM faster than ChaCha20-Poly1305; without them it is the other way round.
+pub fn has_aes_instructions() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("aes")
+            && std::arch::is_x86_feature_detected!("pclmulqdq")
+    }
+    #[cfg(target_arch = "aarch64")]
+    {
+        std::arch::is_aarch64_feature_detected!("aes")
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        false
+    }
 }

@@ -59,6 +59,12 @@ pub fn enlarge_pipe(_fd: BorrowedFd<'_>) -> Option<usize> {
     None
 }
 
+/// No `TCP_USER_TIMEOUT` here: keepalive alone notices a vanished peer.
+pub fn limit_unacknowledged(_fd: BorrowedFd<'_>, _limit: std::time::Duration) {}
+
+/// Send buffers are left to the system's autotuning here.
+pub fn widen_send_buffer(_fd: BorrowedFd<'_>) {}
+
 /// No huge-page advice here; ordinary pages work the same.
 ///
 /// # Safety

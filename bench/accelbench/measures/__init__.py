@@ -11,6 +11,19 @@ from __future__ import annotations
 import importlib
 
 # The order in which the measures run and are reported; a new measure adds its name here.
-ORDER = ("seed", "throughput", "cpu", "latency", "rss", "outputs", "hash", "files", "spill", "rate")
+ORDER = (
+    "seed",
+    "throughput",
+    "cpu",
+    "latency",
+    "rss",
+    "outputs",
+    "hash",
+    "files",
+    "spill",
+    "rate",
+    "net",
+    "wan",
+)
 
 MEASURES = {name: importlib.import_module(f"{__name__}.{name}") for name in ORDER}

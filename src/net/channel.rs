@@ -1,0 +1,530 @@
+//! The secure channel: the stream cut into frames, each sealed with the session's Noise keys,
+//! and the end of the stream confirmed in both directions (see `wire.rs` for the layout).
+//!
+//! The sender seals up to [`BATCH`] bytes of frames at a time and writes them in one call; the
+//! receiver reads up to as much, opens every complete frame that fits into the caller's buffer
+//! (straight into it when a whole message fits, else through a scratch buffer), and returns as
+//! soon as it has any bytes, so a short line goes through at once. Every frame's offset must
+//! be the next byte expected: a frame lost, repeated or reordered is an error, as is one
+//! that fails authentication. The receiver treats the stream as complete only at an End frame
+//! whose count matches what arrived, and confirms it with an Ack; a connection that ends
+//! before it is an error that says how many bytes arrived.
+
+use std::io;
+use std::ops::Range;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use snow::TransportState;
+
+use super::closed_by_peer;
+use super::socket::Socket;
+use super::wire::{self, Kind, MAX_FRAME, MAX_MESSAGE, MAX_PAYLOAD, REKEY_EVERY, SEALED_TRAILER};
+use crate::stop::Stop;
+
+/// Bytes of sealed frames written at once, and read at once: 16 full frames. Fewer, larger
+/// system calls; a larger batch only delays the first bytes of a fast stream.
+pub const BATCH: usize = 16 * MAX_FRAME;
+
+/// How long the receiver's Ack, and a sender's Abort, may take to be written.
+const LAST_WORD: Duration = Duration::from_secs(30);
+
+/// A frame, opened.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Frame {
+    /// `len` stream bytes: at the start of the buffer given to [`Channel::open_next`], or in
+    /// the channel's pending plaintext.
+    Data(usize),
+    /// The sender's first frame.
+    Start,
+    /// The end of the stream, after this many bytes.
+    End(u64),
+    /// The sender stopped, saying why.
+    Abort(String),
+    /// The receiver has this many bytes.
+    Ack(u64),
+}
+
+/// One side of an established session.
+pub struct Channel {
+    socket: Arc<Socket>,
+    noise: TransportState,
+    /// The stream offset of the next byte to send, or to receive.
+    offset: u64,
+    /// Sealed bytes read from the socket, `incoming[unread]` not yet opened.
+    incoming: Vec<u8>,
+    unread: Range<usize>,
+    /// Plaintext: a payload opened here when it did not fit the caller's buffer.
+    scratch: Vec<u8>,
+    /// `scratch[pending]`: stream bytes opened and not yet handed out.
+    pending: Range<usize>,
+    /// `outgoing[..queued]`: sealed frames to write. Allocated once, at its full size, so
+    /// that sealing never zero-fills it first.
+    outgoing: Vec<u8>,
+    queued: usize,
+    sent_messages: u64,
+    received_messages: u64,
+    /// Messages each way under one key ([`REKEY_EVERY`]; fewer in tests).
+    rekey_every: u64,
+    /// The End frame was received (receiving side).
+    ended: bool,
+    /// A write failed or was cut short, maybe mid-frame: nothing more can be sent.
+    broken: bool,
+}
+
+impl std::fmt::Debug for Channel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Channel")
+            .field("peer", &self.socket.peer())
+            .field("offset", &self.offset)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Channel {
+    /// The session over `socket` once the handshake is done, with `leftover` sealed bytes the
+    /// handshake read past its own messages.
+    pub fn new(socket: Arc<Socket>, noise: TransportState, leftover: &[u8]) -> Channel {
+        let mut incoming = vec![0u8; BATCH.max(leftover.len())];
+        incoming[..leftover.len()].copy_from_slice(leftover);
+        Channel {
+            socket,
+            noise,
+            offset: 0,
+            incoming,
+            unread: 0..leftover.len(),
+            scratch: Vec::with_capacity(MAX_MESSAGE),
+            pending: 0..0,
+            outgoing: vec![0u8; BATCH],
+            queued: 0,
+            sent_messages: 0,
+            received_messages: 0,
+            rekey_every: REKEY_EVERY,
+            ended: false,
+            broken: false,
+        }
+    }
+
+    /// The socket.
+    pub fn socket(&self) -> &Arc<Socket> {
+        &self.socket
+    }
+
+    /// Stream bytes sent so far (sending side).
+    pub fn sent(&self) -> u64 {
+        self.offset
+    }
+
+    /// Seals `payload` as a frame of `kind` at `offset` onto the outgoing batch: the payload
+    /// message, then the trailer message.
+    fn seal(&mut self, kind: Kind, offset: u64, payload: &[u8]) {
+        debug_assert!(payload.len() <= MAX_PAYLOAD);
+        self.seal_message(payload);
+        self.seal_message(&wire::trailer(kind, offset));
+    }
+
+    /// Seals one Noise message, behind its length, onto the outgoing batch.
+    fn seal_message(&mut self, plaintext: &[u8]) {
+        let at = self.queued;
+        let sealed = self
+            .noise
+            .write_message(plaintext, &mut self.outgoing[at + 2..])
+            .expect("at most a Noise message");
+        self.outgoing[at..at + 2].copy_from_slice(&(sealed as u16).to_be_bytes());
+        self.queued = at + 2 + sealed;
+        self.sent_messages += 1;
+        if self.sent_messages % self.rekey_every == 0 {
+            self.noise.rekey_outgoing();
+        }
+    }
+
+    /// Writes the outgoing batch; any failure leaves the channel broken.
+    fn flush(&mut self, stop: &Stop, deadline: Option<Instant>) -> io::Result<()> {
+        if self.broken {
+            return Err(io::Error::other("the connection failed earlier"));
+        }
+        let written = self.socket.write_all(&self.outgoing[..self.queued], stop, deadline);
+        self.queued = 0;
+        written.map_err(|error| {
+            self.broken = true;
+            closed_by_peer(error, "the receiver")
+        })
+    }
+
+    /// Sends a frame on its own, now.
+    pub fn send_frame(
+        &mut self,
+        kind: Kind,
+        payload: &[u8],
+        stop: &Stop,
+        deadline: Option<Instant>,
+    ) -> io::Result<()> {
+        let payload = &payload[..payload.len().min(MAX_PAYLOAD)];
+        self.seal(kind, self.offset, payload);
+        self.flush(stop, deadline)
+    }
+
+    /// Sends some of `data` (up to a batch of frames); returns how many bytes, once written.
+    pub fn send(&mut self, data: &[u8], stop: &Stop) -> io::Result<usize> {
+        let mut taken = 0;
+        while taken < data.len() && self.queued + MAX_FRAME <= BATCH {
+            let piece = &data[taken..data.len().min(taken + MAX_PAYLOAD)];
+            self.seal(Kind::Data, self.offset + taken as u64, piece);
+            taken += piece.len();
+        }
+        self.flush(stop, None)?;
+        self.offset += taken as u64;
+        Ok(taken)
+    }
+
+    /// Ends the stream: an End frame with the byte count, then waits for the receiver's Ack
+    /// of that count.
+    pub fn finish(&mut self, stop: &Stop) -> io::Result<()> {
+        self.send_frame(Kind::End, &[], stop, None)?;
+        self.socket.shut_down_sending();
+        loop {
+            match self.open_next(&mut [])? {
+                Some(Frame::Ack(count)) if count == self.offset => return Ok(()),
+                Some(Frame::Ack(count)) => {
+                    return Err(io::Error::other(format!(
+                        "the receiver confirmed {count} bytes of {}",
+                        self.offset
+                    )));
+                }
+                Some(other) => return Err(unexpected(&other)),
+                None => {}
+            }
+            if self.fill(stop, None)? == 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the receiver closed the connection without confirming",
+                ));
+            }
+        }
+    }
+
+    /// Tells the receiver the stream stops here, and why; best effort.
+    pub fn abort(&mut self, why: &str, stop: &Stop) {
+        if !self.broken {
+            let _ = self.send_frame(Kind::Abort, why.as_bytes(), stop, Some(deadline()));
+        }
+    }
+
+    /// Receives stream bytes into `buf` (at least one; 0 once the End frame has come and been
+    /// confirmed).
+    pub fn receive(&mut self, buf: &mut [u8], stop: &Stop) -> io::Result<usize> {
+        loop {
+            let mut got = self.hand_out(buf);
+            while got < buf.len() && self.pending.is_empty() && !self.ended {
+                match self.open_next(&mut buf[got..])? {
+                    None => break,
+                    Some(Frame::Data(len)) if self.pending.is_empty() => got += len,
+                    Some(Frame::Data(_)) => got += self.hand_out(&mut buf[got..]),
+                    Some(Frame::End(count)) => self.confirm(count, stop)?,
+                    Some(Frame::Abort(why)) => {
+                        return Err(io::Error::other(format!(
+                            "the sender stopped after {} bytes: {why}",
+                            self.offset
+                        )));
+                    }
+                    Some(other) => return Err(unexpected(&other)),
+                }
+            }
+            if got > 0 || self.ended {
+                return Ok(got);
+            }
+            if self.fill(stop, None)? == 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!(
+                        "the connection from {} ended before the sender's end-of-stream mark",
+                        self.socket.peer()
+                    ),
+                ));
+            }
+        }
+    }
+
+    /// The End frame came: checks its count, and confirms it.
+    fn confirm(&mut self, count: u64, stop: &Stop) -> io::Result<()> {
+        if count != self.offset {
+            return Err(io::Error::other(format!(
+                "the sender ended the stream at {count} bytes, but {} arrived",
+                self.offset
+            )));
+        }
+        self.ended = true;
+        // The sender may be gone already; every byte is here either way.
+        let _ = self.send_frame(Kind::Ack, &[], stop, Some(deadline()));
+        Ok(())
+    }
+
+    /// Copies pending plaintext into `buf`; returns how much.
+    fn hand_out(&mut self, buf: &mut [u8]) -> usize {
+        let n = self.pending.len().min(buf.len());
+        if n == 0 {
+            return 0;
+        }
+        buf[..n].copy_from_slice(&self.scratch[self.pending.start..self.pending.start + n]);
+        self.pending.start += n;
+        n
+    }
+
+    /// Reads more sealed bytes from the socket; 0 at the end of the connection.
+    pub fn fill(&mut self, stop: &Stop, deadline: Option<Instant>) -> io::Result<usize> {
+        if self.unread.start > 0 {
+            self.incoming.copy_within(self.unread.clone(), 0);
+            self.unread = 0..self.unread.len();
+        }
+        let end = self.unread.end;
+        let n = self.socket.read(&mut self.incoming[end..], stop, deadline)?;
+        self.unread.end += n;
+        Ok(n)
+    }
+
+    /// Reads what the socket has now, without waiting; 0 at the end of the connection,
+    /// `None` when nothing has arrived.
+    pub fn fill_now(&mut self) -> io::Result<Option<usize>> {
+        match self.fill(&Stop::default(), Some(Instant::now())) {
+            Err(error) if error.kind() == io::ErrorKind::TimedOut => Ok(None),
+            result => result.map(Some),
+        }
+    }
+
+    /// Opens the next complete frame, if one has arrived: a Data payload lands at the start of
+    /// `room` when its whole message fits there, else in the pending plaintext.
+    pub fn open_next(&mut self, room: &mut [u8]) -> io::Result<Option<Frame>> {
+        let unread = &self.incoming[self.unread.clone()];
+        let length = |at: usize| {
+            unread.get(at..at + 2).map(|b| usize::from(u16::from_be_bytes([b[0], b[1]])))
+        };
+        let Some(len) = length(0) else { return Ok(None) };
+        let Some(trailer_len) = length(2 + len) else { return Ok(None) };
+        if len < wire::TAG || trailer_len != SEALED_TRAILER {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("a malformed frame from {}", self.socket.peer()),
+            ));
+        }
+        let Some(sealed_trailer) = unread.get(4 + len..4 + len + trailer_len) else {
+            return Ok(None);
+        };
+        let sealed = &unread[2..2 + len];
+        let into_room = room.len() >= len;
+        let mut incoming = Incoming {
+            noise: &mut self.noise,
+            received: &mut self.received_messages,
+            rekey_every: self.rekey_every,
+        };
+        let payload = if into_room {
+            incoming.open(sealed, room)
+        } else {
+            // Only opened when everything pending was handed out.
+            self.pending = 0..0;
+            self.scratch.resize(len, 0);
+            incoming.open(sealed, &mut self.scratch)
+        };
+        let mut trailer = [0u8; SEALED_TRAILER];
+        let opened = payload
+            .and_then(|payload| incoming.open(sealed_trailer, &mut trailer).map(|n| (payload, n)));
+        let (payload, trailer_len) = opened.map_err(|_| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "data from {} failed authentication: it was altered on the way",
+                    self.socket.peer()
+                ),
+            )
+        })?;
+        self.unread.start += 4 + len + SEALED_TRAILER;
+        let Some((kind, offset)) = wire::read_trailer(&trailer[..trailer_len]) else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("a frame of an unknown kind from {}", self.socket.peer()),
+            ));
+        };
+        let plaintext = if into_room { &room[..payload] } else { &self.scratch[..payload] };
+        Ok(Some(match kind {
+            Kind::Data => {
+                if offset != self.offset {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!("a frame at offset {offset} where {} was next", self.offset),
+                    ));
+                }
+                self.offset += payload as u64;
+                if !into_room {
+                    self.pending = 0..payload;
+                }
+                Frame::Data(payload)
+            }
+            Kind::Start => Frame::Start,
+            Kind::End => Frame::End(offset),
+            Kind::Ack => Frame::Ack(offset),
+            Kind::Abort => Frame::Abort(String::from_utf8_lossy(plaintext).into_owned()),
+        }))
+    }
+}
+
+/// The receiving half of the Noise state, borrowed apart from the buffers it opens from.
+struct Incoming<'a> {
+    noise: &'a mut TransportState,
+    received: &'a mut u64,
+    rekey_every: u64,
+}
+
+impl Incoming<'_> {
+    /// Opens one Noise message into `out`; the key changes after every `rekey_every`th, as
+    /// the sender's does (between a payload and its trailer too).
+    fn open(&mut self, sealed: &[u8], out: &mut [u8]) -> Result<usize, snow::Error> {
+        let opened = self.noise.read_message(sealed, out)?;
+        *self.received += 1;
+        if *self.received % self.rekey_every == 0 {
+            self.noise.rekey_incoming();
+        }
+        Ok(opened)
+    }
+}
+
+/// When a last word (Ack, Abort) must have been written by.
+fn deadline() -> Instant {
+    Instant::now() + LAST_WORD
+}
+
+fn unexpected(frame: &Frame) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, format!("an unexpected frame: {frame:?}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+    use std::os::fd::{AsRawFd, FromRawFd};
+    use std::thread;
+
+    use super::*;
+    use crate::net::key::Key;
+    use crate::net::socket;
+    use crate::net::wire::Cipher;
+
+    /// A session's two ends, as a handshake would leave them, over `sender` and `receiver`.
+    fn session(cipher: Cipher, sender: Socket, receiver: Socket) -> (Channel, Channel) {
+        let key = Key::generate().unwrap();
+        let mut initiator = wire::handshake(cipher, &key, true);
+        let mut responder = wire::handshake(cipher, &key, false);
+        let (mut message, mut payload) = (vec![0u8; 1024], vec![0u8; 1024]);
+        let n = initiator.write_message(&[], &mut message).unwrap();
+        responder.read_message(&message[..n], &mut payload).unwrap();
+        let n = responder.write_message(&[], &mut message).unwrap();
+        initiator.read_message(&message[..n], &mut payload).unwrap();
+        let ends = |socket, noise: snow::HandshakeState| {
+            Channel::new(Arc::new(socket), noise.into_transport_mode().unwrap(), &[])
+        };
+        (ends(sender, initiator), ends(receiver, responder))
+    }
+
+    /// Everything the receiver gets until the end, reading into `room`-byte buffers.
+    fn receive_all(receiver: &mut Channel, room: usize) -> io::Result<Vec<u8>> {
+        let (mut got, mut buf) = (Vec::new(), vec![0u8; room]);
+        loop {
+            match receiver.receive(&mut buf, &Stop::default())? {
+                0 => return Ok(got),
+                n => got.extend_from_slice(&buf[..n]),
+            }
+        }
+    }
+
+    /// Sends `data` in pieces of `piece`, then ends the stream; what `finish` said.
+    fn send_all(mut sender: Channel, data: Vec<u8>, piece: usize) -> io::Result<()> {
+        for mut chunk in data.chunks(piece) {
+            while !chunk.is_empty() {
+                let n = sender.send(chunk, &Stop::default())?;
+                chunk = &chunk[n..];
+            }
+        }
+        sender.finish(&Stop::default())
+    }
+
+    fn data(len: usize) -> Vec<u8> {
+        (0..len).map(|i| (i * 7 + i / 251) as u8).collect()
+    }
+
+    #[test]
+    fn a_stream_arrives_whole_and_its_end_is_confirmed() {
+        for (cipher, piece, room) in
+            [(Cipher::AesGcm, 300_000, 1 << 20), (Cipher::ChaChaPoly, 70_000, 1000)]
+        {
+            let (near, far) = socket::pair();
+            let (sender, mut receiver) = session(cipher, near, far);
+            let sent = data(1_000_003);
+            let expected = sent.clone();
+            let sending = thread::spawn(move || send_all(sender, sent, piece));
+            let got = receive_all(&mut receiver, room).unwrap();
+            assert_eq!(got.len(), expected.len(), "{cipher:?}");
+            assert!(got == expected, "{cipher:?}: the bytes differ");
+            sending.join().unwrap().expect("the receiver confirmed the end");
+        }
+    }
+
+    #[test]
+    fn keys_change_in_step_and_a_side_that_does_not_follow_fails() {
+        let (near, far) = socket::pair();
+        let (mut sender, mut receiver) = session(Cipher::AesGcm, near, far);
+        sender.rekey_every = 3;
+        receiver.rekey_every = 3;
+        let sent = data(200_000);
+        let expected = sent.clone();
+        let sending = thread::spawn(move || send_all(sender, sent, 5000));
+        assert!(receive_all(&mut receiver, 4096).unwrap() == expected);
+        sending.join().unwrap().unwrap();
+
+        let (near, far) = socket::pair();
+        let (mut sender, mut receiver) = session(Cipher::AesGcm, near, far);
+        sender.rekey_every = 3;
+        let sending = thread::spawn(move || send_all(sender, data(200_000), 5000));
+        let error = receive_all(&mut receiver, 4096).unwrap_err();
+        assert!(error.to_string().contains("failed authentication"), "{error}");
+        drop(receiver);
+        assert!(sending.join().unwrap().is_err());
+    }
+
+    #[test]
+    fn a_stream_cut_short_is_not_an_end() {
+        let (near, far) = socket::pair();
+        let (mut sender, mut receiver) = session(Cipher::AesGcm, near, far);
+        assert_eq!(sender.send(&data(100_000), &Stop::default()).unwrap(), 100_000);
+        drop(sender);
+        let mut buf = vec![0u8; 1 << 20];
+        let mut got = 0;
+        let error = loop {
+            match receiver.receive(&mut buf, &Stop::default()) {
+                Ok(n) => got += n,
+                Err(error) => break error,
+            }
+        };
+        assert_eq!(got, 100_000, "what arrived is passed on");
+        assert_eq!(error.kind(), io::ErrorKind::UnexpectedEof);
+        assert!(error.to_string().ends_with("ended before the sender's end-of-stream mark"));
+    }
+
+    #[test]
+    fn altered_bytes_are_caught() {
+        // sender -> (this test, which flips one bit) -> receiver
+        let (near, middle_in) = socket::pair();
+        let (middle_out, far) = socket::pair();
+        let (mut sender, mut receiver) = session(Cipher::AesGcm, near, far);
+        sender.send(&data(1000), &Stop::default()).unwrap();
+        // SAFETY: borrowed for the test's own reads and writes; the Sockets keep them open.
+        let mut tap = unsafe { TcpStream::from_raw_fd(middle_in.fd().as_raw_fd()) };
+        let mut out = unsafe { TcpStream::from_raw_fd(middle_out.fd().as_raw_fd()) };
+        tap.set_nonblocking(false).unwrap();
+        let mut sealed = vec![0u8; 2 + 1000 + 16 + 2 + 25];
+        tap.read_exact(&mut sealed).unwrap();
+        sealed[500] ^= 1;
+        out.write_all(&sealed).unwrap();
+        std::mem::forget((tap, out));
+        let error = receiver.receive(&mut [0u8; 4096], &Stop::default()).unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::InvalidData);
+        assert!(error.to_string().contains("failed authentication"), "{error}");
+    }
+}

@@ -1,0 +1,185 @@
+//! accel's own TCP sockets: connecting, listening, accepting, and I/O with deadlines.
+//!
+//! Every socket accel makes is `O_NONBLOCK` and close-on-exec: it is nobody else's, so the flag
+//! harms no one, a splice from it never holds a pipe's lock while waiting for the network
+//! (linux-io.md §7, §10), and every wait is a `poll` that a deadline or the run's end can cut
+//! short. Each connection gets `TCP_NODELAY` (accel writes whole frames, and a short line
+//! must leave at once), and keepalive, so that a peer that vanishes without a word is noticed
+//! even while nothing is being sent (see [`tune`]). The receive buffer is left to the kernel's
+//! autotuning, which grows it to the path's bandwidth-delay product (up to 32 MiB here); a
+//! sender's send buffer is set as large as may be where that beats autotuning's ceiling
+//! (`sys::widen_send_buffer`, with the measurement behind it).
+
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::time::{Duration, Instant};
+
+use rustix::event::PollFlags;
+use rustix::io::Errno;
+use rustix::net::{AddressFamily, SendFlags, SocketFlags, SocketType, ipproto, sockopt};
+
+use crate::endpoint::wait_for;
+use crate::stop::Stop;
+
+/// How long a connection may stay idle before keepalive probes start.
+const KEEPALIVE_IDLE: Duration = Duration::from_secs(30);
+
+/// Time between keepalive probes.
+const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
+
+/// Unanswered probes before the connection is given up: with the idle time, a peer that
+/// vanished is noticed within about 90 s.
+const KEEPALIVE_PROBES: u32 = 6;
+
+/// How long sent data may stay unacknowledged before the connection is given up (Linux's
+/// `TCP_USER_TIMEOUT`; keepalive does not probe while data waits for an acknowledgement).
+const UNACKNOWLEDGED: Duration = Duration::from_secs(90);
+
+/// One connected TCP socket of accel's own.
+#[derive(Debug)]
+pub struct Socket {
+    fd: OwnedFd,
+    peer: SocketAddr,
+}
+
+impl Socket {
+    /// The descriptor.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
+    /// The address of the other end.
+    pub fn peer(&self) -> SocketAddr {
+        self.peer
+    }
+
+    /// Reads what has arrived, up to `buf.len()` (at least a byte; 0 at the end of the
+    /// stream), waiting until `deadline` at most.
+    pub fn read(
+        &self,
+        buf: &mut [u8],
+        stop: &Stop,
+        deadline: Option<Instant>,
+    ) -> io::Result<usize> {
+        loop {
+            match rustix::io::read(&self.fd, &mut *buf) {
+                Ok(n) => return Ok(n),
+                Err(Errno::INTR) => stop.check()?,
+                Err(Errno::AGAIN) => wait_for(self.fd(), PollFlags::IN, stop, deadline)?,
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// Writes all of `buf`, waiting until `deadline` at most. `MSG_NOSIGNAL`: a peer that has
+    /// gone is an error here, never a SIGPIPE.
+    pub fn write_all(
+        &self,
+        mut buf: &[u8],
+        stop: &Stop,
+        deadline: Option<Instant>,
+    ) -> io::Result<()> {
+        while !buf.is_empty() {
+            match rustix::net::send(&self.fd, buf, SendFlags::NOSIGNAL) {
+                Ok(n) => buf = &buf[n..],
+                Err(Errno::INTR) => stop.check()?,
+                Err(Errno::AGAIN) => wait_for(self.fd(), PollFlags::OUT, stop, deadline)?,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
+
+    /// Says no more will be sent (the peer reads the end of the stream); best effort.
+    pub fn shut_down_sending(&self) {
+        let _ = rustix::net::shutdown(&self.fd, rustix::net::Shutdown::Write);
+    }
+}
+
+/// A new socket of `address`'s family, not blocking, closed on exec.
+fn socket_for(address: &SocketAddr) -> io::Result<OwnedFd> {
+    let family = if address.is_ipv4() { AddressFamily::INET } else { AddressFamily::INET6 };
+    let flags = SocketFlags::NONBLOCK | SocketFlags::CLOEXEC;
+    Ok(rustix::net::socket_with(family, SocketType::STREAM, flags, Some(ipproto::TCP))?)
+}
+
+/// Connects to `address`, giving up at `deadline`.
+pub fn connect(address: SocketAddr, stop: &Stop, deadline: Instant) -> io::Result<Socket> {
+    let fd = socket_for(&address)?;
+    match rustix::net::connect(&fd, &address) {
+        Ok(()) => {}
+        Err(Errno::INPROGRESS | Errno::INTR | Errno::AGAIN) => {
+            wait_for(fd.as_fd(), PollFlags::OUT, stop, Some(deadline))?;
+            sockopt::socket_error(&fd)??;
+        }
+        Err(e) => return Err(e.into()),
+    }
+    tune(&fd);
+    crate::sys::widen_send_buffer(fd.as_fd());
+    Ok(Socket { fd, peer: address })
+}
+
+/// A listening socket on exactly `address`. An IPv6 socket listens for IPv6 only, unless
+/// `both_families` (every interface given as a bare port).
+pub fn listen(address: SocketAddr, both_families: bool) -> io::Result<OwnedFd> {
+    let fd = socket_for(&address)?;
+    // A receiver restarted at once must be able to listen again while the last connection's
+    // TIME_WAIT lingers; this never lets two listen on the same port.
+    sockopt::set_socket_reuseaddr(&fd, true)?;
+    if address.is_ipv6() {
+        sockopt::set_ipv6_v6only(&fd, !both_families)?;
+    }
+    rustix::net::bind(&fd, &address)?;
+    rustix::net::listen(&fd, 64)?;
+    Ok(fd)
+}
+
+/// The address a listening socket is bound to (its port, when 0 was asked for).
+pub fn local_address(listener: &OwnedFd) -> io::Result<SocketAddr> {
+    let address = rustix::net::getsockname(listener)?;
+    SocketAddr::try_from(address).map_err(|_| io::Error::other("not an IP socket"))
+}
+
+/// A connection waiting on `listener`, if there is one.
+pub fn accept(listener: &OwnedFd) -> io::Result<Option<Socket>> {
+    loop {
+        match rustix::net::acceptfrom_with(listener, SocketFlags::NONBLOCK | SocketFlags::CLOEXEC) {
+            Ok((fd, peer)) => {
+                let peer = peer.and_then(|p| SocketAddr::try_from(p).ok());
+                let peer = peer.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
+                tune(&fd);
+                return Ok(Some(Socket { fd, peer }));
+            }
+            Err(Errno::AGAIN) => return Ok(None),
+            // Gone before it was accepted: nothing to do.
+            Err(Errno::INTR | Errno::CONNABORTED) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// Sets a connection's options: no Nagle delay, keepalive, a limit on unacknowledged data.
+/// Best effort: a system without one of them still moves the bytes.
+fn tune(fd: &OwnedFd) {
+    let _ = sockopt::set_tcp_nodelay(fd, true);
+    let _ = sockopt::set_socket_keepalive(fd, true);
+    let _ = sockopt::set_tcp_keepidle(fd, KEEPALIVE_IDLE);
+    let _ = sockopt::set_tcp_keepintvl(fd, KEEPALIVE_INTERVAL);
+    let _ = sockopt::set_tcp_keepcnt(fd, KEEPALIVE_PROBES);
+    crate::sys::limit_unacknowledged(fd.as_fd(), UNACKNOWLEDGED);
+}
+
+/// A connected pair of accel's sockets on loopback, for tests.
+#[cfg(test)]
+pub fn pair() -> (Socket, Socket) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let near = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    let (far, _) = listener.accept().unwrap();
+    let socket = |stream: std::net::TcpStream| {
+        stream.set_nonblocking(true).unwrap();
+        let peer = stream.peer_addr().unwrap();
+        Socket { fd: stream.into(), peer }
+    };
+    (socket(near), socket(far))
+}

@@ -1,0 +1,818 @@
+//! Between hosts: `--to` and `--from` over real sockets, on loopback and across network
+//! namespaces the tests make (and remove, even when a test fails).
+//!
+//! Every socket here is on loopback (127.0.0.0/8, `[::1]`) or inside a namespace a test
+//! created; nothing talks to any other address. Delay and a peer that stops answering come
+//! from a small proxy of the tests' own ([`Proxy`]): these kernels have no `netem`.
+//! Tests that need root and `ip netns` call `util::require`.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::process::{Child, ChildStdout, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use std::sync::{Arc, Mutex, mpsc};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use crate::util::*;
+
+// ----- helpers -----
+
+/// A new key file named `name` in `dir`, made by `accel --generate key > FILE`.
+fn make_key(dir: &Scratch, name: &str) -> String {
+    let path = dir.path(name);
+    let file = std::fs::File::create(&path).unwrap();
+    let status = Command::new(ACCEL).args(["--generate", "key"]).stdout(file).status().unwrap();
+    assert!(status.success(), "accel --generate key");
+    path.to_str().unwrap().to_owned()
+}
+
+/// A key file for the test `test`, and a receiver on 127.0.0.1 that uses it, with `extra`.
+fn keyed_receiver(engine: &str, test: &str, extra: &[&str]) -> (Scratch, String, Receiver) {
+    let dir = Scratch::new(&format!("net-{test}-{engine}"));
+    let key = make_key(&dir, "k");
+    let mut args = vec!["--key-file", key.as_str()];
+    args.extend_from_slice(extra);
+    let receiver = Receiver::start(engine, "127.0.0.1", &args, None);
+    (dir, key, receiver)
+}
+
+/// What a process said on stderr, collected as it goes so that its pipe never fills.
+#[derive(Clone, Default)]
+struct Said(Arc<Mutex<String>>);
+
+impl Said {
+    fn collect(child: &mut Child) -> Said {
+        let said = Said::default();
+        let lines = BufReader::new(child.stderr.take().expect("stderr piped"));
+        let into = said.clone();
+        thread::spawn(move || {
+            for line in lines.lines().map_while(Result::ok) {
+                let mut text = into.0.lock().unwrap();
+                text.push_str(&line);
+                text.push('\n');
+            }
+        });
+        said
+    }
+
+    fn text(&self) -> String {
+        self.0.lock().unwrap().clone()
+    }
+
+    /// Waits until a line containing `what` has been said; returns that line.
+    #[track_caller]
+    fn line_with(&self, what: &str) -> String {
+        let mut found = None;
+        eventually(GENEROUS, &format!("accel says {what:?}"), || {
+            found = self.text().lines().find(|l| l.contains(what)).map(str::to_owned);
+            found.is_some()
+        });
+        found.unwrap()
+    }
+}
+
+/// A receiving accel, its port, what it writes, and what it says.
+struct Receiver {
+    child: Child,
+    port: u16,
+    said: Said,
+}
+
+/// A test that fails midway leaves no receiver behind.
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Receiver {
+    /// `accel --engine ENGINE --from HOST:0 ARGS...` (the system picks the port, accel says
+    /// which). `command` wraps it (`ip netns exec`), when given.
+    fn start(engine: &str, host: &str, args: &[&str], wrap: Option<&Netns>) -> Receiver {
+        let from = format!("{host}:0");
+        let mut full = vec!["--engine", engine, "--from", &from];
+        full.extend_from_slice(args);
+        let mut child = command(wrap, ACCEL, &full)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn the receiver");
+        let said = Said::collect(&mut child);
+        let line = said.line_with("listening on ");
+        let port = line.rsplit(':').next().unwrap().trim().parse().expect("a port");
+        Receiver { child, port, said }
+    }
+
+    /// Everything it writes, read on a thread.
+    fn output(&mut self) -> JoinHandle<Vec<u8>> {
+        let stdout = self.child.stdout.take().unwrap();
+        thread::spawn(move || drain(stdout))
+    }
+
+    fn stdout(&mut self) -> ChildStdout {
+        self.child.stdout.take().unwrap()
+    }
+
+    /// Waits for it to end: its status and what it said.
+    fn end(&mut self) -> (ExitStatus, String) {
+        let status = wait_within(&mut self.child, GENEROUS);
+        // The stderr thread ends with the process; give it a moment to take the last line.
+        thread::sleep(Duration::from_millis(100));
+        (status, self.said.text())
+    }
+}
+
+/// A sending accel: `accel --engine ENGINE --to TO ARGS...`, fed `data` on a thread.
+fn send(engine: &str, to: &str, args: &[&str], data: Vec<u8>, wrap: Option<&Netns>) -> Child {
+    let mut full = vec!["--engine", engine, "--to", to];
+    full.extend_from_slice(args);
+    let mut child = command(wrap, ACCEL, &full)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn the sender");
+    let stdin = child.stdin.take().unwrap();
+    thread::spawn(move || feed(stdin, &data, 100_003));
+    child
+}
+
+/// `program args...`, inside `netns` when given.
+fn command(netns: Option<&Netns>, program: &str, args: &[&str]) -> Command {
+    match netns {
+        None => {
+            let mut command = Command::new(program);
+            command.args(args);
+            command
+        }
+        Some(netns) => {
+            let mut command = Command::new("ip");
+            command.args(["netns", "exec", &netns.name, program]).args(args);
+            command
+        }
+    }
+}
+
+/// Waits for `child` and collects its stderr.
+fn ended(mut child: Child) -> (ExitStatus, String) {
+    let status = wait_within(&mut child, GENEROUS);
+    let mut stderr = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+    (status, stderr)
+}
+
+/// A loopback port nobody listens on (bound, then released).
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// A whole transfer: a receiver on `host`, a sender to it; both must end with 0 and the
+/// receiver must write exactly what the sender read.
+fn transfer(engine: &str, host: &str, args: &[&str], size: usize, seed: u64) {
+    let mut receiver = Receiver::start(engine, host, args, None);
+    let output = receiver.output();
+    let data = pattern(size, seed);
+    let to = format!("{host}:{}", receiver.port);
+    let (status, said) = ended(send(engine, &to, args, data.clone(), None));
+    assert!(status.success(), "sender: {status}: {said}");
+    let received = output.join().unwrap();
+    let (status, said) = receiver.end();
+    assert!(status.success(), "receiver: {status}: {said}");
+    assert_same(&received, &data, &format!("{host}, {args:?}"));
+}
+
+// ----- a delaying, freezable proxy -----
+
+/// A TCP proxy on loopback (or in the namespace of the thread that starts it): every byte
+/// is passed on `delay` after it arrived, in both directions, until [`Proxy::freeze`] stops
+/// it passing anything: a peer that stops answering.
+struct Proxy {
+    port: u16,
+    frozen: Arc<AtomicBool>,
+}
+
+impl Proxy {
+    fn start(listen: &str, upstream: SocketAddr, delay: Duration) -> Proxy {
+        let listener = TcpListener::bind(listen).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let frozen = Arc::new(AtomicBool::new(false));
+        let gate = Arc::clone(&frozen);
+        thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { return };
+                let Ok(server) = TcpStream::connect(upstream) else { return };
+                for (from, to) in
+                    [(client.try_clone().unwrap(), server.try_clone().unwrap()), (server, client)]
+                {
+                    let gate = Arc::clone(&gate);
+                    thread::spawn(move || relay(from, to, delay, gate));
+                }
+            }
+        });
+        Proxy { port, frozen }
+    }
+
+    fn freeze(&self) {
+        self.frozen.store(true, SeqCst);
+    }
+}
+
+/// Passes what `from` sends on to `to`, each piece `delay` after it arrived; while frozen,
+/// holds everything, and soon takes no more. Ends (closing `to` for writing) when `from`
+/// does.
+fn relay(mut from: TcpStream, mut to: TcpStream, delay: Duration, frozen: Arc<AtomicBool>) {
+    // At most 64 pieces of 256 KiB in flight: 16 MiB, more than 50 ms hold on loopback.
+    let (pieces, due) = mpsc::sync_channel::<(Instant, Vec<u8>)>(64);
+    let writer = thread::spawn(move || {
+        for (arrived, piece) in due {
+            let at = arrived + delay;
+            thread::sleep(at.saturating_duration_since(Instant::now()));
+            while frozen.load(SeqCst) {
+                thread::sleep(Duration::from_millis(50));
+            }
+            if to.write_all(&piece).is_err() {
+                return;
+            }
+        }
+        let _ = to.shutdown(std::net::Shutdown::Write);
+    });
+    let mut buf = vec![0u8; 256 << 10];
+    while let Ok(n) = from.read(&mut buf) {
+        if n == 0 || pieces.send((Instant::now(), buf[..n].to_vec())).is_err() {
+            break;
+        }
+    }
+    drop(pieces);
+    let _ = writer.join();
+}
+
+// ----- network namespaces -----
+
+/// A network namespace made for one test, with loopback up; deleted (with its interfaces)
+/// when dropped, however the test ends.
+struct Netns {
+    name: String,
+}
+
+impl Netns {
+    /// `None`, having said so, where namespaces cannot be made (not root, no `ip`).
+    fn new(tag: &str) -> Option<Netns> {
+        let can =
+            is_root() && Command::new("ip").arg("-V").output().is_ok_and(|o| o.status.success());
+        if !require("root and `ip netns` (iproute2), for network namespaces", can) {
+            return None;
+        }
+        let name = format!("accel-t{}-{tag}", std::process::id());
+        ip(&["netns", "add", &name]);
+        let netns = Netns { name };
+        netns.ip(&["link", "set", "lo", "up"]);
+        Some(netns)
+    }
+
+    /// `ip -n NAME ARGS...`, which must succeed.
+    fn ip(&self, args: &[&str]) {
+        let mut full = vec!["-n", &self.name];
+        full.extend_from_slice(args);
+        ip(&full);
+    }
+
+    /// Runs `body` on a thread that has joined this namespace, and returns what it returns.
+    fn within<T: Send + 'static>(&self, body: impl FnOnce() -> T + Send + 'static) -> T {
+        let path = format!("/var/run/netns/{}", self.name);
+        thread::spawn(move || {
+            let file = std::fs::File::open(path).unwrap();
+            use std::os::fd::AsRawFd;
+            // SAFETY: setns with a namespace descriptor; it moves only this thread.
+            assert_eq!(unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) }, 0, "setns");
+            body()
+        })
+        .join()
+        .unwrap()
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.name]).status();
+    }
+}
+
+/// `ip ARGS...`, which must succeed.
+#[track_caller]
+fn ip(args: &[&str]) {
+    let out = Command::new("ip").args(args).output().expect("run ip");
+    assert!(
+        out.status.success(),
+        "ip {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Two namespaces joined by a veth pair: `a` is 10.213.N.1, `b` is 10.213.N.2 (addresses
+/// that exist only inside them), limited to `rate` by a `tbf` on each side when given.
+fn linked(tag: &str, subnet: u8, rate: Option<&str>) -> Option<(Netns, Netns, String, String)> {
+    let a = Netns::new(&format!("{tag}a"))?;
+    let b = Netns::new(&format!("{tag}b"))?;
+    ip(&[
+        "link", "add", "va", "netns", &a.name, "type", "veth", "peer", "name", "vb", "netns",
+        &b.name,
+    ]);
+    let (addr_a, addr_b) = (format!("10.213.{subnet}.1"), format!("10.213.{subnet}.2"));
+    for (ns, dev, addr) in [(&a, "va", &addr_a), (&b, "vb", &addr_b)] {
+        ns.ip(&["addr", "add", &format!("{addr}/24"), "dev", dev]);
+        ns.ip(&["link", "set", dev, "up"]);
+        if let Some(rate) = rate {
+            let status = Command::new("tc")
+                .args(["-n", &ns.name, "qdisc", "add", "dev", dev, "root", "tbf", "rate", rate])
+                .args(["burst", "256kb", "latency", "50ms"])
+                .status()
+                .unwrap();
+            assert!(status.success(), "tc tbf");
+        }
+    }
+    Some((a, b, addr_a, addr_b))
+}
+
+// ----- behaviour, once per engine -----
+
+/// 12 MiB from a sender to a receiver on loopback, byte for byte; both end with status 0.
+fn encrypted_transfer(engine: &str) {
+    let keys = Scratch::new(&format!("net-enc-{engine}"));
+    let key = make_key(&keys, "k");
+    transfer(engine, "127.0.0.1", &["--key-file", &key], 12 << 20, 1);
+}
+
+/// The same over plain TCP (`--insecure`), which the splice engine splices.
+fn insecure_transfer(engine: &str) {
+    transfer(engine, "127.0.0.1", &["--insecure"], 12 << 20, 2);
+}
+
+/// IPv6 loopback, `[::1]:PORT`.
+fn ipv6_loopback(engine: &str) {
+    let has_ipv6 = TcpListener::bind("[::1]:0").is_ok();
+    if !require("IPv6 on loopback ([::1])", has_ipv6) {
+        return;
+    }
+    let keys = Scratch::new(&format!("net-v6-{engine}"));
+    let key = make_key(&keys, "k");
+    transfer(engine, "[::1]", &["--key-file", &key], 3 << 20, 3);
+}
+
+/// A host name resolves (`localhost`, from /etc/hosts): the receiver listens on each of its
+/// addresses, on one port, and the sender reaches one of them.
+fn a_name_resolves(engine: &str) {
+    let keys = Scratch::new(&format!("net-name-{engine}"));
+    let key = make_key(&keys, "k");
+    transfer(engine, "localhost", &["--key-file", &key], 1 << 20, 4);
+}
+
+/// A wrong key: the sender fails at once with the words both ends use, status 6; the
+/// receiver says the same of that connection, writes nothing, and goes on waiting until
+/// --accept-timeout (status 6).
+fn wrong_key(engine: &str) {
+    let keys = Scratch::new(&format!("net-wrong-{engine}"));
+    let (right, wrong) = (make_key(&keys, "right"), make_key(&keys, "wrong"));
+    let mut receiver = Receiver::start(
+        engine,
+        "127.0.0.1",
+        &["--key-file", &right, "--accept-timeout", "8s"],
+        None,
+    );
+    let output = receiver.output();
+    let to = format!("127.0.0.1:{}", receiver.port);
+    let (status, said) =
+        ended(send(engine, &to, &["--key-file", &wrong], pattern(1 << 20, 5), None));
+    assert_eq!(status.code(), Some(6), "sender: {said}");
+    assert!(
+        said.contains(&format!("{to}: authentication failed: the peers do not share a key")),
+        "{said}"
+    );
+    receiver.said.line_with("authentication failed: the peers do not share a key; dropped it");
+    let received = output.join().unwrap();
+    let (status, said) = receiver.end();
+    assert_eq!(status.code(), Some(6), "receiver: {said}");
+    assert!(said.contains("no sender came in time (1 connection was dropped)"), "{said}");
+    assert!(received.is_empty(), "{} bytes written from an unauthenticated peer", received.len());
+}
+
+/// Before the real sender: a client that sends garbage, one that closes at once, one that
+/// connects and says nothing (still connected when the sender comes), and one that replays
+/// the first message of a real sender's handshake. Each is dropped (the replay once it
+/// cannot go on), and the transfer succeeds.
+fn strangers_before_the_sender(engine: &str) {
+    let keys = Scratch::new(&format!("net-strangers-{engine}"));
+    let key = make_key(&keys, "k");
+    // A real sender's first message, recorded by a listener that then hangs up.
+    let recorder = TcpListener::bind("127.0.0.1:0").unwrap();
+    let recorder_port = recorder.local_addr().unwrap().port();
+    let to_recorder = format!("127.0.0.1:{recorder_port}");
+    let fooled = send(engine, &to_recorder, &["--key-file", &key], Vec::new(), None);
+    let (mut conn, _) = recorder.accept().unwrap();
+    let mut recorded = vec![0u8; 4096];
+    conn.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    let n = conn.read(&mut recorded).unwrap();
+    recorded.truncate(n);
+    drop(conn);
+    let _ = ended(fooled);
+
+    let mut receiver = Receiver::start(engine, "127.0.0.1", &["--key-file", &key], None);
+    let output = receiver.output();
+    let port = receiver.port;
+    let address = format!("127.0.0.1:{port}");
+    let mut garbage = TcpStream::connect(&address).unwrap();
+    garbage.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
+    receiver.said.line_with("not an accel sender");
+    drop(TcpStream::connect(&address).unwrap());
+    receiver.said.line_with("closed the connection before the handshake");
+    let silent = TcpStream::connect(&address).unwrap();
+    let mut replay = TcpStream::connect(&address).unwrap();
+    replay.write_all(&recorded).unwrap();
+    // The receiver answers the replay; whoever replays cannot confirm, and gives up.
+    let mut answer = [0u8; 16];
+    replay.set_read_timeout(Some(GENEROUS)).unwrap();
+    replay.read_exact(&mut answer).unwrap();
+    // A frame as the real sender's Start would be laid out, but sealed by nobody.
+    replay.write_all(&[0, 16]).unwrap();
+    replay.write_all(&[7u8; 16]).unwrap();
+    replay.write_all(&[0, 25]).unwrap();
+    replay.write_all(&[7u8; 25]).unwrap();
+    receiver.said.line_with("authentication failed: the peers do not share a key; dropped it");
+
+    let data = pattern(4 << 20, 6);
+    let (status, said) = ended(send(engine, &address, &["--key-file", &key], data.clone(), None));
+    assert!(status.success(), "sender: {status}: {said}");
+    let received = output.join().unwrap();
+    let (status, said) = receiver.end();
+    assert!(status.success(), "receiver: {status}: {said}");
+    assert_same(&received, &data, "after the strangers");
+    drop(silent);
+}
+
+/// The sender killed mid-stream: the receiver delivers what came, then fails (status 1),
+/// saying the connection ended before the sender's end-of-stream mark.
+fn sender_killed_mid_stream(engine: &str) {
+    let (_keys, key, mut receiver) = keyed_receiver(engine, "skill", &[]);
+    let mut stdout = receiver.stdout();
+    let to = format!("127.0.0.1:{}", receiver.port);
+    let mut sender = command(None, ACCEL, &["--engine", engine, "--to", &to, "--key-file", &key])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = sender.stdin.take().unwrap();
+    // 1 MiB goes, and the producer stays (the sender is not at the end of its input).
+    let data = pattern(1 << 20, 7);
+    stdin.write_all(&data).unwrap();
+    let mut first = vec![0u8; 1 << 20];
+    stdout.read_exact(&mut first).unwrap();
+    assert_same(&first, &data, "before the kill");
+    sender.kill().unwrap();
+    sender.wait().unwrap();
+    let rest = drain(stdout);
+    let (status, said) = receiver.end();
+    assert_eq!(status.code(), Some(1), "{said}");
+    assert!(rest.is_empty(), "{} bytes after the kill", rest.len());
+    assert!(said.contains("ended before the sender's end-of-stream mark"), "{said}");
+    assert!(
+        said.contains(&format!("the {} bytes read before it were delivered", 1 << 20)),
+        "{said}"
+    );
+    drop(stdin);
+}
+
+/// The receiver killed mid-stream: the sender ends with status 3, naming the receiver and
+/// saying it closed the connection.
+fn receiver_killed_mid_stream(engine: &str) {
+    let (_keys, key, mut receiver) = keyed_receiver(engine, "rkill", &[]);
+    let mut stdout = receiver.stdout();
+    let to = format!("127.0.0.1:{}", receiver.port);
+    let sender = send(engine, &to, &["--key-file", &key], pattern(256 << 20, 8), None);
+    let mut first = vec![0u8; 1 << 20];
+    stdout.read_exact(&mut first).unwrap();
+    receiver.child.kill().unwrap();
+    receiver.child.wait().unwrap();
+    let (status, said) = ended(sender);
+    assert_eq!(status.code(), Some(3), "{said}");
+    assert!(said.contains(&format!("write to {to}: the receiver closed the connection")), "{said}");
+}
+
+/// The sender's input fails: it tells the receiver, which fails too (status 1), saying why.
+fn the_senders_input_fails(engine: &str) {
+    let (_keys, key, mut receiver) = keyed_receiver(engine, "abort", &[]);
+    let to = format!("127.0.0.1:{}", receiver.port);
+    // A directory as stdin: every read fails with EISDIR.
+    let sender = command(None, ACCEL, &["--engine", engine, "--to", &to, "--key-file", &key])
+        .stdin(std::fs::File::open("/").unwrap())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (status, said) = ended(sender);
+    assert_eq!(status.code(), Some(1), "sender: {said}");
+    let (status, said) = receiver.end();
+    assert_eq!(status.code(), Some(1), "receiver: {said}");
+    assert!(
+        said.contains("the sender stopped after 0 bytes: its input failed: Is a directory"),
+        "{said}"
+    );
+}
+
+/// A sender and a receiver that stop hearing each other (a proxy between them freezes):
+/// each gives up after --stall-timeout (status 4), naming the network side.
+fn a_peer_that_stops_answering(engine: &str) {
+    let (_keys, key, mut receiver) = keyed_receiver(engine, "stall", &["--stall-timeout", "3s"]);
+    let args = ["--key-file", key.as_str(), "--stall-timeout", "3s"];
+    let mut stdout = receiver.stdout();
+    let upstream: SocketAddr = format!("127.0.0.1:{}", receiver.port).parse().unwrap();
+    let proxy = Proxy::start("127.0.0.1:0", upstream, Duration::ZERO);
+    let to = format!("127.0.0.1:{}", proxy.port);
+    let sender = send(engine, &to, &args, pattern(512 << 20, 9), None);
+    let mut first = vec![0u8; 1 << 20];
+    stdout.read_exact(&mut first).unwrap();
+    proxy.freeze();
+    let reading = thread::spawn(move || drain(stdout));
+    let (status, said) = ended(sender);
+    assert_eq!(status.code(), Some(4), "sender: {said}");
+    assert!(said.contains(&format!("stalled: nothing written to {to} for 0:00:0")), "{said}");
+    let (status, said) = receiver.end();
+    assert_eq!(status.code(), Some(4), "receiver: {said}");
+    assert!(said.contains("stalled: no input from 127.0.0.1:0 for 0:00:0"), "{said}");
+    let _ = reading.join();
+}
+
+/// Through a proxy that delays every byte by 50 ms each way: still every byte, in order.
+fn a_delayed_path(engine: &str) {
+    let (_keys, key, mut receiver) = keyed_receiver(engine, "delay", &[]);
+    let output = receiver.output();
+    let upstream: SocketAddr = format!("127.0.0.1:{}", receiver.port).parse().unwrap();
+    let proxy = Proxy::start("127.0.0.1:0", upstream, Duration::from_millis(50));
+    let data = pattern(8 << 20, 10);
+    let to = format!("127.0.0.1:{}", proxy.port);
+    let (status, said) = ended(send(engine, &to, &["--key-file", &key], data.clone(), None));
+    assert!(status.success(), "sender: {status}: {said}");
+    let (status, said) = receiver.end();
+    assert!(status.success(), "receiver: {status}: {said}");
+    assert_same(&output.join().unwrap(), &data, "through the delaying proxy");
+}
+
+per_engine!(
+    encrypted_transfer,
+    insecure_transfer,
+    ipv6_loopback,
+    a_name_resolves,
+    wrong_key,
+    strangers_before_the_sender,
+    sender_killed_mid_stream,
+    receiver_killed_mid_stream,
+    the_senders_input_fails,
+    a_peer_that_stops_answering,
+    a_delayed_path,
+);
+
+// ----- setup failures and binding: the engine plays no part -----
+
+/// Nobody listening: "Connection refused", status 6, promptly, nothing read.
+#[test]
+fn connection_refused() {
+    let keys = Scratch::new("net-refused");
+    let key = make_key(&keys, "k");
+    let to = format!("127.0.0.1:{}", free_port());
+    let (status, said) = ended(send("auto", &to, &["--key-file", &key], pattern(1000, 11), None));
+    assert_eq!(status.code(), Some(6), "{said}");
+    assert_eq!(
+        said,
+        format!("accel: {to}: cannot connect: Connection refused; nothing was sent\n")
+    );
+}
+
+/// The port is taken: status 6, "Address already in use".
+#[test]
+fn port_in_use() {
+    let keys = Scratch::new("net-in-use");
+    let key = make_key(&keys, "k");
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let from = taken.local_addr().unwrap().to_string();
+    let out = Command::new(ACCEL).args(["--from", &from, "--key-file", &key]).output().unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(6), "{said}");
+    assert_eq!(
+        said,
+        format!(
+            "accel: {from}: cannot listen on {from}: Address already in use; nothing was written\n"
+        )
+    );
+}
+
+/// A receiver listens exactly where it is told: on 127.0.0.1, a connection to 127.0.0.2
+/// (loopback too, but another address) is refused, while the sender to 127.0.0.1 gets
+/// through.
+#[test]
+fn binds_where_told() {
+    let keys = Scratch::new("net-binds");
+    let key = make_key(&keys, "k");
+    let mut receiver = Receiver::start("auto", "127.0.0.1", &["--key-file", &key], None);
+    let output = receiver.output();
+    let elsewhere = TcpStream::connect(("127.0.0.2", receiver.port));
+    assert_eq!(
+        elsewhere.map_err(|e| e.kind()).err(),
+        Some(std::io::ErrorKind::ConnectionRefused),
+        "the port is open on 127.0.0.2 too"
+    );
+    let to = format!("127.0.0.1:{}", receiver.port);
+    let (status, said) = ended(send("auto", &to, &["--key-file", &key], b"here\n".to_vec(), None));
+    assert!(status.success(), "{said}");
+    assert_eq!(output.join().unwrap(), b"here\n");
+    assert!(receiver.end().0.success());
+}
+
+/// Key files: `--generate key` makes one only its owner may read; one others may read is
+/// refused as ssh refuses such a private key (status 2); so is a missing one, and a peer
+/// without a key. `ACCEL_KEY_FILE` names the key file when `--key-file` does not.
+#[test]
+fn key_files() {
+    use std::os::unix::fs::PermissionsExt;
+    let keys = Scratch::new("net-keys");
+    let key = make_key(&keys, "k");
+    let mode = std::fs::metadata(&key).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "accel --generate key > FILE makes FILE 0600");
+    let refused = |args: &[&str], env: Option<&str>| {
+        let mut command = Command::new(ACCEL);
+        command.args(args).env_remove("ACCEL_KEY_FILE").stdin(Stdio::null());
+        if let Some(env) = env {
+            command.env("ACCEL_KEY_FILE", env);
+        }
+        let out = command.output().unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let (code, said) = refused(&["--to", "127.0.0.1:9", "--key-file", &key], None);
+    assert_eq!(code, Some(2), "{said}");
+    assert!(said.contains("permissions 0644 are too open"), "{said}");
+    assert!(said.trim_end().ends_with(&format!("chmod 600 {key}")), "{said}");
+    let (code, said) = refused(&["--to", "127.0.0.1:9"], Some(&key));
+    assert_eq!(code, Some(2), "ACCEL_KEY_FILE is read: {said}");
+    assert!(said.contains("permissions 0644 are too open"), "{said}");
+    let missing = keys.path("missing");
+    let (code, said) =
+        refused(&["--to", "127.0.0.1:9", "--key-file", missing.to_str().unwrap()], None);
+    assert_eq!(code, Some(2), "{said}");
+    assert!(said.contains("No such file or directory"), "{said}");
+    let (code, said) = refused(&["--to", "127.0.0.1:9"], None);
+    assert_eq!(code, Some(2), "{said}");
+    assert!(said.contains("a key is needed"), "{said}");
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    // With the key from the environment, a transfer works.
+    let mut receiver = Receiver::start("auto", "127.0.0.1", &["--key-file", &key], None);
+    let output = receiver.output();
+    let mut sender = Command::new(ACCEL)
+        .args(["--to", &format!("127.0.0.1:{}", receiver.port)])
+        .env("ACCEL_KEY_FILE", &key)
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    sender.stdin.take().unwrap().write_all(b"from the environment\n").unwrap();
+    let (status, said) = ended(sender);
+    assert!(status.success(), "{said}");
+    assert_eq!(output.join().unwrap(), b"from the environment\n");
+    assert!(receiver.end().0.success());
+}
+
+// ----- across network namespaces -----
+
+/// Two namespaces joined by a veth pair limited to 200 Mbit/s: a transfer each way, byte for
+/// byte, encrypted and plain.
+#[test]
+fn across_namespaces_both_ways() {
+    let Some((a, b, addr_a, addr_b)) = linked("both", 1, Some("200mbit")) else { return };
+    let keys = Scratch::new("net-netns");
+    let key = make_key(&keys, "k");
+    for (from_ns, to_ns, to_addr, args) in [
+        (&a, &b, &addr_b, vec!["--key-file", key.as_str()]),
+        (&b, &a, &addr_a, vec!["--key-file", key.as_str()]),
+        (&a, &b, &addr_b, vec!["--insecure"]),
+    ] {
+        let mut receiver = Receiver::start("auto", to_addr, &args, Some(to_ns));
+        let output = receiver.output();
+        let data = pattern(8 << 20, 12);
+        let to = format!("{to_addr}:{}", receiver.port);
+        let (status, said) = ended(send("auto", &to, &args, data.clone(), Some(from_ns)));
+        assert!(status.success(), "sender in {}: {status}: {said}", from_ns.name);
+        let (status, said) = receiver.end();
+        assert!(status.success(), "receiver in {}: {status}: {said}", to_ns.name);
+        assert_same(&output.join().unwrap(), &data, &format!("{} to {}", from_ns.name, to_ns.name));
+    }
+}
+
+/// An address on the link where no host answers: "No route to host" (the neighbour is not
+/// found), status 6, nothing sent.
+#[test]
+fn unreachable_host() {
+    let Some((a, _b, _, _)) = linked("unreach", 2, None) else { return };
+    let keys = Scratch::new("net-unreach");
+    let key = make_key(&keys, "k");
+    let to = "10.213.2.99:9090";
+    let (status, said) = ended(send("auto", to, &["--key-file", &key], Vec::new(), Some(&a)));
+    assert_eq!(status.code(), Some(6), "{said}");
+    assert!(said.starts_with(&format!("accel: {to}: cannot connect: ")), "{said}");
+    assert!(said.contains("No route to host") || said.contains("no answer"), "{said}");
+    assert!(said.trim_end().ends_with("nothing was sent"), "{said}");
+}
+
+/// A name nobody knows, looked up inside a namespace with no way out (so no query leaves
+/// this machine): status 6, the name in the message.
+#[test]
+fn name_not_found() {
+    // A resolver daemon reached through a Unix socket (nscd, systemd-resolved via nss
+    // "resolve") would ask from outside the namespace: then this test does not run.
+    let hosts = std::fs::read_to_string("/etc/nsswitch.conf").unwrap_or_default();
+    let local_daemon = hosts.lines().any(|l| l.starts_with("hosts:") && l.contains("resolve"))
+        || std::path::Path::new("/run/nscd/socket").exists();
+    if !require(
+        "a resolver that cannot ask from outside the namespace (no nscd, no nss resolve)",
+        !local_daemon,
+    ) {
+        return;
+    }
+    let Some(ns) = Netns::new("noname") else { return };
+    let keys = Scratch::new("net-noname");
+    let key = make_key(&keys, "k");
+    let to = "no-such-host.invalid:9090";
+    let (status, said) = ended(send("auto", to, &["--key-file", &key], Vec::new(), Some(&ns)));
+    assert_eq!(status.code(), Some(6), "{said}");
+    assert!(
+        said.starts_with(&format!("accel: {to}: cannot resolve no-such-host.invalid: ")),
+        "{said}"
+    );
+}
+
+/// `--insecure` against a real mbuffer, both ways: `accel --insecure --to` into
+/// `mbuffer -I`, and `mbuffer -O` into `accel --insecure --from`. In a namespace of its own,
+/// since `mbuffer -I` listens on every interface whatever it is told.
+#[test]
+fn insecure_against_mbuffer() {
+    let has_mbuffer = Command::new("mbuffer").arg("-V").output().is_ok();
+    if !require("mbuffer (apt-get install mbuffer)", has_mbuffer) {
+        return;
+    }
+    let Some(ns) = Netns::new("mbuffer") else { return };
+    let keys = Scratch::new("net-mbuffer");
+    let data = pattern(16 << 20, 13);
+    let input = keys.path("input");
+    std::fs::write(&input, &data).unwrap();
+    let output = keys.path("output");
+    let port = ns.within(free_port).to_string();
+
+    // accel sends, mbuffer receives.
+    let mut mbuffer =
+        command(Some(&ns), "mbuffer", &["-q", "-I", &port, "-o", output.to_str().unwrap()])
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+    let to = format!("127.0.0.1:{port}");
+    let mut sender;
+    let deadline = Instant::now() + GENEROUS;
+    loop {
+        // mbuffer takes a moment to listen; accel refuses promptly until it does.
+        sender =
+            command(Some(&ns), ACCEL, &["--insecure", "--to", &to, "-i", input.to_str().unwrap()])
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+        let (status, said) = ended(sender);
+        if status.success() {
+            break;
+        }
+        assert!(said.contains("Connection refused") && Instant::now() < deadline, "{said}");
+        thread::sleep(Duration::from_millis(100));
+    }
+    let (status, said) = ended_mbuffer(&mut mbuffer);
+    assert!(status.success(), "mbuffer -I: {said}");
+    assert_same(&std::fs::read(&output).unwrap(), &data, "accel --insecure to mbuffer -I");
+
+    // mbuffer sends, accel receives.
+    let mut receiver = Receiver::start("auto", "127.0.0.1", &["--insecure"], Some(&ns));
+    let received = receiver.output();
+    let to = format!("127.0.0.1:{}", receiver.port);
+    let mut mbuffer =
+        command(Some(&ns), "mbuffer", &["-q", "-i", input.to_str().unwrap(), "-O", &to])
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+    let (status, said) = ended_mbuffer(&mut mbuffer);
+    assert!(status.success(), "mbuffer -O: {said}");
+    let (status, said) = receiver.end();
+    assert!(status.success(), "accel --insecure --from: {said}");
+    assert_same(&received.join().unwrap(), &data, "mbuffer -O to accel --insecure");
+}
+
+fn ended_mbuffer(mbuffer: &mut Child) -> (ExitStatus, String) {
+    let status = wait_within(mbuffer, GENEROUS);
+    let mut said = String::new();
+    mbuffer.stderr.take().unwrap().read_to_string(&mut said).unwrap();
+    (status, said)
+}
