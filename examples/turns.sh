@@ -32,5 +32,5 @@ start=$EPOCHREALTIME
 producer | consumer
 echo "producer | consumer           $(since "$start")  they take turns"
 start=$EPOCHREALTIME
-producer | "$accel" -s "$(( bursts * 8 ))M" | consumer
+producer | "$accel" --expect "$(( bursts * 8 ))M" | consumer
 echo "producer | accel | consumer   $(since "$start")  they overlap"

@@ -173,7 +173,7 @@ impl Config {
         let expect = match &cli.expect {
             None => None,
             Some(text) => Some(parse_size(text, 0).map_err(|reason| ConfigError {
-                option: "-s",
+                option: "--expect",
                 value: text.clone(),
                 reason: reason.to_string(),
             })?),
@@ -550,9 +550,9 @@ mod tests {
         assert!(message.starts_with("-m 3Q: not a size: expected"), "{message}");
         assert!(message.contains("512K, 32M, 1.5G"), "{message}");
         assert_eq!(config(&["--size=1.5G"], false).unwrap().size, 3 << 29);
-        let message = config(&["-s", "lots"], false).unwrap_err().to_string();
-        assert!(message.starts_with("-s lots: not a size"), "{message}");
-        assert_eq!(config(&["-s", "0"], false).unwrap().expect, Some(0));
+        let message = config(&["--expect", "lots"], false).unwrap_err().to_string();
+        assert!(message.starts_with("--expect lots: not a size"), "{message}");
+        assert_eq!(config(&["--expect", "0"], false).unwrap().expect, Some(0));
     }
 
     #[test]

@@ -61,7 +61,7 @@ pub const JSON_FIELDS: &[[&str; 3]] = &[
         "bytes held now in memory (and pool pipes), and in the spill file",
     ],
     ["`peak_memory_bytes`, `peak_disk_bytes`", "summary", "the most held at once in each"],
-    ["`expected_bytes`", "summary", "the `-s` size or stdin's size, when known"],
+    ["`expected_bytes`", "summary", "the `--expect` size or stdin's size, when known"],
     [
         "`exit`, `signal`",
         "summary",
@@ -152,7 +152,7 @@ const PROGRESS: &[&str] = &[
     "On a terminal, in the foreground (or anywhere with `-p`), one line is redrawn twice a \
      second: the input (bytes, rate), the buffer's fill (`buf 42%`), the output (bytes, rate; \
      with several outputs, the one furthest behind, named), the time so far, and, when the \
-     size is known (`-s`, or a regular file as stdin), a bar, the percent done and the ETA, \
+     size is known (`--expect`, or a regular file as stdin), a bar, the percent done and the ETA, \
      as in `[====>     ]  39% ETA 0:00:01`. When the terminal is narrow, the percent done and \
      the ETA are kept longest.",
     "At the end the last line is left standing, with the final counts and average rates, and \

@@ -164,6 +164,10 @@ fn peer_habit(option: &str) -> Option<&'static str> {
                  share it without pv's -c"
         }
         "-B" => "the buffer size is -m (pv's -B)",
+        "-s" => {
+            "for pv's -s (expected size) use --expect; for mbuffer's -s (block size) use \
+                 --block-size"
+        }
         "-W" => "for mbuffer's -W (watchdog) use --stall-timeout",
         "-H" | "--md5" => "for mbuffer's --md5 use --hash md5",
         _ => return None,
@@ -245,6 +249,11 @@ mod tests {
                 &["-c"],
                 "-c: unknown option; for mbuffer's -c (synchronous writes) use --sync; \
                        accels on one terminal share it without pv's -c",
+            ),
+            (
+                &["-s", "256k"],
+                "-s: unknown option; for pv's -s (expected size) use --expect; for mbuffer's -s \
+                 (block size) use --block-size",
             ),
             (
                 &["--engine", "foo"],
