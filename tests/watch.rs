@@ -356,7 +356,7 @@ fn paced_script(args: &str, then: &str) -> std::process::Output {
 /// with a size, rising to 100; the bytes delivered without one.
 #[test]
 fn numeric_progress_for_scripts() {
-    let out = paced_script("-n -s 4M --interval 0.1s 2>numbers", "echo $?; cat numbers");
+    let out = paced_script("-n --expect 4M --interval 0.1s 2>numbers", "echo $?; cat numbers");
     let text = String::from_utf8(out.stdout).unwrap();
     let mut lines = text.lines();
     assert_eq!(lines.next(), Some("0"), "accel's status first: {text}");
@@ -500,7 +500,7 @@ fn two_named_accels_share_a_terminal() {
         return;
     }
     let script = format!(
-        "{PRODUCER} | \"{ACCEL}\" -N first -s 7200000 | gzip -1 | \"{ACCEL}\" -N second \
+        "{PRODUCER} | \"{ACCEL}\" -N first --expect 7200000 | gzip -1 | \"{ACCEL}\" -N second \
          > /dev/null; echo DONE; sleep 30"
     );
     let screens = screens_of("two", &script);
