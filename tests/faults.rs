@@ -134,12 +134,7 @@ fn limit(command: &mut Command, resource: libc::__rlimit_resource_t, value: u64)
 /// `hold` bytes (the buffer has filled that far), then takes everything. Checks every byte
 /// arrived and returns what accel said.
 fn through(mut command: Command, data: &[u8], hold: u64) -> Ended {
-    let mut child = command
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn accel");
+    let mut child = piped(&mut command);
     let stdin = child.stdin.take().unwrap();
     let sent = data.to_vec();
     let producer = thread::spawn(move || feed(stdin, &sent, 1 << 20));
@@ -580,12 +575,7 @@ fn accel_stopped_and_continued(engine: &str) {
         // A process group of its own whose parent (this test) is in another group of the same
         // session: not orphaned, so the kernel lets SIGTSTP stop it.
         command.process_group(0);
-        let mut child = command
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child = piped(&mut command);
         let mut stdin = child.stdin.take().unwrap();
         let mut stdout = child.stdout.take().unwrap();
         let data = pattern(8 << 20, 25);
@@ -621,17 +611,8 @@ fn accel_tstp_in_an_orphaned_group(engine: &str) {
             Ok(())
         });
     }
-    let mut child = command
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = child.stdout.take().unwrap();
-    stdin.write_all(b"before\n").unwrap();
-    let mut got = [0u8; 7];
-    stdout.read_exact(&mut got).unwrap();
+    let mut child = piped(&mut command);
+    let (mut stdin, stdout) = line_through(&mut child);
     kill_process(Pid::from_child(&child), Signal::TSTP).unwrap();
     // The report asked for next comes only once the signal thread has dealt with SIGTSTP, or
     // just before it does so: either way a stop would come before the data below passes.
@@ -656,7 +637,7 @@ fn accel_tstp_in_an_orphaned_group(engine: &str) {
     let rest = within(GENEROUS, move || drain(stdout)).expect("accel went on after SIGTSTP");
     let Ended { status, stderr } = ended(child);
     assert!(status.success(), "{status}: {stderr}");
-    assert_eq!([&got[..], &rest].concat(), b"before\nafter\n");
+    assert_eq!(rest, b"after\n", "after the line that went through before");
 }
 
 /// A storm of SIGUSR1 while data moves: every byte arrives, and stderr holds only reports.
@@ -916,17 +897,8 @@ fn accel_ignored_signals_stay_ignored(engine: &str) {
             Ok(())
         });
     }
-    let mut child = command
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = child.stdout.take().unwrap();
-    stdin.write_all(b"before\n").unwrap();
-    let mut got = [0u8; 7];
-    stdout.read_exact(&mut got).unwrap();
+    let mut child = piped(&mut command);
+    let (mut stdin, stdout) = line_through(&mut child);
     // Left ignored, not caught: the kernel discards them, so accel cannot die of them.
     for signal in [libc::SIGHUP, libc::SIGINT, libc::SIGTERM] {
         assert!(signal_set(child.id(), "SigIgn") & (1 << (signal - 1)) != 0, "{signal} ignored");
@@ -940,7 +912,7 @@ fn accel_ignored_signals_stay_ignored(engine: &str) {
     let rest = drain(stdout);
     let Ended { status, stderr } = ended(child);
     assert!(status.success(), "{status}: {stderr}");
-    assert_eq!([&got[..], &rest].concat(), b"before\nafter\n");
+    assert_eq!(rest, b"after\n", "after the line that went through before");
 }
 
 /// SIGPIPE ignored when accel starts (`trap '' PIPE`): a vanished consumer is then an

@@ -184,12 +184,7 @@ fn files_at_both_ends_and_sync(engine: &str) {
 /// others go on and get everything (status 3); with `--output-error=exit`, the run ends at once.
 fn a_failing_output_among_several(engine: &str) {
     let data = pattern(4 << 20, 43);
-    let out = accel(engine, &["-o", "/dev/full", "-o", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let out = spawn_piped(engine, &["-o", "/dev/full", "-o", "-"]);
     let (status, stdout, stderr) = through(out, &data);
     assert_eq!(status.code(), Some(3), "{stderr}");
     assert_same(&stdout, &data, "the output that did not fail");

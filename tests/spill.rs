@@ -261,12 +261,7 @@ fn a_write_error_loses_nothing(engine: &str) {
             op(RET, 0, 0, libc::SECCOMP_RET_ALLOW),
         ],
     );
-    let child = command
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = piped(&mut command);
     let expected = format!(
         "accel: write to the spill in {}: Input/output error; spilling no more, the producer \
          waits while memory drains (nothing is lost)\n",

@@ -5,7 +5,7 @@
 use std::io::{Read, Write};
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -98,12 +98,29 @@ pub fn accel(engine: &str, args: &[&str]) -> Command {
 
 /// accel with piped stdin, stdout and stderr.
 pub fn spawn_piped(engine: &str, args: &[&str]) -> Child {
-    accel(engine, args)
+    piped(&mut accel(engine, args))
+}
+
+/// `command` (accel, set up further by the test) spawned with piped stdin, stdout and stderr.
+pub fn piped(command: &mut Command) -> Child {
+    command
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn accel")
+}
+
+/// Sends a line through `child` (piped) and reads it back, so that accel is known to be up and
+/// moving data; returns its stdin and stdout.
+pub fn line_through(child: &mut Child) -> (ChildStdin, ChildStdout) {
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    stdin.write_all(b"before\n").unwrap();
+    let mut got = [0u8; 7];
+    stdout.read_exact(&mut got).unwrap();
+    assert_eq!(&got, b"before\n");
+    (stdin, stdout)
 }
 
 /// A fresh pipe: (read end, write end), close-on-exec.
