@@ -61,8 +61,7 @@ pub fn initiate(
     let cipher = Cipher::fastest_here();
     let mut noise = wire::handshake(cipher, key, true);
     let mut stream = [0u8; 16];
-    ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut stream)
-        .map_err(|_| "the system's random generator failed".to_owned())?;
+    super::cipher::fill_random(&mut stream).map_err(|error| error.to_string())?;
     let hello = Hello { stream, offset: 0 };
     let mut message = vec![0u8; wire::MAX_MESSAGE];
     let len = noise.write_message(&hello.encode(), &mut message).expect("a short message");

@@ -13,8 +13,6 @@ use std::io::{self, Read};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use ring::rand::{SecureRandom, SystemRandom};
-
 use crate::endpoint::describe;
 
 /// The environment variable that names the key file when `--key-file` is not given.
@@ -41,9 +39,7 @@ impl Key {
     /// A fresh key from the system's random generator.
     pub fn generate() -> io::Result<Key> {
         let mut bytes = [0u8; LEN];
-        SystemRandom::new()
-            .fill(&mut bytes)
-            .map_err(|_| io::Error::other("the system's random generator failed"))?;
+        super::cipher::fill_random(&mut bytes)?;
         Ok(Key(bytes))
     }
 

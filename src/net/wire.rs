@@ -20,9 +20,9 @@
 //! (Data), the stream's length (End, Ack), or the bytes sent so far (Abort, whose payload
 //! says why). Both messages are authenticated and their nonces run in sequence, so a trailer
 //! belongs to the payload just before it. Two messages rather than `payload ‖ trailer` in one
-//! let the sender seal the payload straight from the buffer (one copy, which snow makes as it
-//! seals) and the receiver open it straight into its own; the second message costs 27 bytes
-//! and a tiny AES-GCM call per 64 KiB. Offsets let a later version resume a dropped
+//! let the sender seal the payload straight from the buffer into the outgoing batch, and the
+//! receiver open it straight into its own, with no copy on either side; the second message
+//! costs 27 bytes and a tiny AES-GCM call per 64 KiB. Offsets let a later version resume a dropped
 //! connection without losing or repeating a byte: the Hello names the stream and the offset
 //! the sender starts at, and the Welcome the offset the receiver has (both 0 for now).
 //!
@@ -133,7 +133,7 @@ pub fn handshake(cipher: Cipher, key: &Key, initiator: bool) -> snow::HandshakeS
     let name = format!("Noise_NNpsk0_25519_{}_SHA256", cipher.noise_name());
     let params: NoiseParams = name.parse().expect("a valid Noise protocol name");
     let prologue = preamble(cipher);
-    let builder = snow::Builder::new(params)
+    let builder = snow::Builder::with_resolver(params, super::cipher::resolver())
         .psk(0, key.bytes())
         .and_then(|b| b.prologue(&prologue))
         .expect("a 32-byte key and a prologue");
