@@ -4,7 +4,8 @@ so that nothing listens anywhere else): ``dd if=/dev/zero bs=1M | SENDER`` into
 accel --insecure, mbuffer -O into mbuffer -I, and ssh -c aes128-gcm@openssh.com
 into an sshd the benchmark starts on a loopback port (throwaway keys in
 bench/work).  GiB/s, and the CPU seconds per GiB of sender and receiver
-together; "× ssh" and "× mbuffer" are GiB/s ratios.
+together; "× ssh" and "× mbuffer" are GiB/s ratios.  A --variants item that is
+another accel binary (``before=/path/to/accel``) adds an encrypted row for it.
 """
 
 from __future__ import annotations
@@ -190,15 +191,22 @@ def key_file(accel: str) -> str:
     return str(path)
 
 
-def loopback_pairs(accel: str, out: str) -> list[Pair]:
-    """The senders and receivers compared on loopback, writing to `out` at the far end."""
+def loopback_pairs(accel: str, out: str, builds: dict[str, str] | None = None) -> list[Pair]:
+    """The senders and receivers compared on loopback, writing to `out` at the far end;
+    `builds` (name: binary) are other accel builds, each an encrypted row of its own."""
     key = key_file(accel)
+
+    def encrypted(name: str, binary: str, port: int) -> Pair:
+        return Pair(name, [binary, "--from", f"127.0.0.1:{port}", "--key-file", key, "-o", out],
+                    [[binary, "--to", f"127.0.0.1:{port}", "--key-file", key]], port)
+
     pairs = [
-        Pair("accel", [accel, "--from", "127.0.0.1:9101", "--key-file", key, "-o", out],
-             [[accel, "--to", "127.0.0.1:9101", "--key-file", key]], 9101),
+        encrypted("accel", accel, 9101),
         Pair("accel --insecure", [accel, "--from", "127.0.0.1:9102", "--insecure", "-o", out],
              [[accel, "--to", "127.0.0.1:9102", "--insecure"]], 9102),
     ]
+    for port, (name, binary) in enumerate((builds or {}).items(), start=9111):
+        pairs.append(encrypted(name, binary, port))
     if shutil.which("mbuffer"):
         pairs.append(Pair("mbuffer", ["mbuffer", "-q", "-m", "32M", "-I", "9103", "-o", out],
                           [["mbuffer", "-q", "-m", "32M", "-O", "127.0.0.1:9103"]], 9103))
@@ -212,13 +220,13 @@ def loopback_pairs(accel: str, out: str) -> list[Pair]:
     return pairs
 
 
-def sanity(pair: Pair, ns: Netns, accel: str) -> str | None:
+def sanity(pair: Pair, ns: Netns, accel: str, builds: dict[str, str]) -> str | None:
     """8 MiB of random bytes must arrive unchanged."""
     data = os.urandom(8 * MIB)
     src, dst = WORK / "net-sanity.in", WORK / "net-sanity.out"
     src.write_bytes(data)
     dst.unlink(missing_ok=True)
-    same = next(p for p in loopback_pairs(accel, str(dst)) if p.name == pair.name)
+    same = next(p for p in loopback_pairs(accel, str(dst), builds) if p.name == pair.name)
     p = Pair(same.name, same.receiver, [["cat", str(src)]] + same.sender, same.port, same.daemon)
     wall, _, error = transfer(p, ns, ns, 60)
     if error:
@@ -245,16 +253,24 @@ def section(heading: str, body, ctx: Context) -> str:
     return f"{heading}\n\n" + body(ctx)
 
 
+def other_builds(ctx: Context) -> dict[str, str]:
+    """The --variants that are another accel binary (`before=/path/to/accel`): each gets an
+    encrypted row, to compare builds in the same interleaved rounds."""
+    return {t.name: t.argv[0] for t in ctx.tools
+            if t.kind == "variant" and t.argv and t.argv[0] != ctx.accel}
+
+
 def loopback(ctx: Context) -> str:
     count = ctx.stream_mib
     gib = count * MIB / GIB
     dd = ["dd", "if=/dev/zero", "bs=1M", f"count={count}", "status=none"]
     notes = []
     with Netns("lo") as ns:
-        pairs = loopback_pairs(ctx.accel, "/dev/null")
+        builds = other_builds(ctx)
+        pairs = loopback_pairs(ctx.accel, "/dev/null", builds)
         samples = {p.name: Samples() for p in pairs}
         for p in pairs:
-            err = sanity(p, ns, ctx.accel)
+            err = sanity(p, ns, ctx.accel, builds)
             if err:
                 samples[p.name] = Samples(dropped=True, excluded=err)
                 notes.append(f"{p.name} excluded: 8 MiB sanity check failed: {err}")

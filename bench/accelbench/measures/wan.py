@@ -3,7 +3,8 @@ a packet-level delay line of the benchmark's own (tun devices; no netem here),
 40 ms round trip, 1 Gbit/s by tbf each way, and the seed pipeline split across
 it: ``bzip2 -dc corpus.tar.bz2 | SENDER`` there, ``RECEIVER | gzip -6`` here,
 for accel at both ends, mbuffer at both ends, and a bare nc.  ratio = median
-wall / the slower stage alone (1.000 = optimum).
+wall / the slower stage alone (1.000 = optimum).  Another accel binary in
+--variants (``before=/path/to/accel``) adds a row for that build at both ends.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from ..runner import (
     BENCH, MIB, Context, Samples, code, fmt_spread, interleaved, md_table, med, note,
     run_pipeline,
 )
-from .net import Netns, Pair, key_file, section, sh, show, transfer
+from .net import Netns, Pair, key_file, other_builds, section, sh, show, transfer
 
 # Addresses that exist only inside the namespaces made here.
 WAN_SENDER, WAN_RECEIVER = "10.213.9.1", "10.213.9.2"
@@ -114,6 +115,9 @@ def wan(ctx: Context) -> str:
              [["mbuffer", "-q", "-m", "32M", "-O", here]], 9201),
         Pair("nc", ["nc", "-l", WAN_RECEIVER, "9201"], [["nc", "-N", WAN_RECEIVER, "9201"]], 9201),
     ]
+    for name, binary in other_builds(ctx).items():
+        pairs.append(Pair(name, [binary, "--from", here, "--key-file", key],
+                          [[binary, "--to", here, "--key-file", key]], 9201))
     pairs = [p for p in pairs if shutil.which(p.receiver[0]) or p.receiver[0] == accel]
     bz = ["bzip2", "-dc", str(bz_path)]
     gz = ["gzip", "-6"]
