@@ -330,7 +330,7 @@ pub struct Cli {
     ///
     /// The man page's FILES section says where each goes, e.g. `accel --generate man >
     /// ~/.cargo/share/man/man1/accel.1`, where man finds it while ~/.cargo/bin is on PATH.
-    #[arg(long, value_enum, value_name = "WHAT")]
+    #[arg(long, value_enum, value_name = "WHAT", help_heading = "Setup")]
     pub generate: Option<Generate>,
 }
 
