@@ -559,8 +559,72 @@ fn a_delayed_path(engine: &str) {
     assert_same(&output.join().unwrap(), &data, "through the delaying proxy");
 }
 
+/// A line crosses at once: the receiver writes it while the sender's input is still open
+/// and nothing follows it (no waiting for a frame to fill, or for the end).
+fn a_line_crosses_at_once(engine: &str) {
+    let (_keys, key, mut receiver) = keyed_receiver(engine, "line", &[]);
+    let mut lines = BufReader::new(receiver.stdout());
+    let to = format!("127.0.0.1:{}", receiver.port);
+    let mut sender = Command::new(ACCEL)
+        .args(["--engine", engine, "--to", &to, "--key-file", &key])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn the sender");
+    let mut stdin = sender.stdin.take().unwrap();
+    for text in ["first line\n", "second line, just after\n"] {
+        stdin.write_all(text.as_bytes()).unwrap();
+        let mut got = String::new();
+        lines.read_line(&mut got).unwrap();
+        assert_eq!(got, text);
+    }
+    drop(stdin);
+    assert!(wait_within(&mut sender, GENEROUS).success());
+    assert!(receiver.end().0.success());
+}
+
+/// A producer that writes small pieces in quick succession (as `bzip2 -dc` does, 5,000 bytes
+/// at a time) does not cost a frame each: the sender gathers them (strace counts its sends).
+fn small_pieces_gather_into_frames(engine: &str) {
+    if !require("strace", Command::new("strace").arg("-V").output().is_ok()) {
+        return;
+    }
+    let (keys, key, mut receiver) = keyed_receiver(engine, "gather", &[]);
+    let output = receiver.output();
+    let trace = keys.path("trace");
+    let to = format!("127.0.0.1:{}", receiver.port);
+    let mut sender = Command::new("strace")
+        .args(["-f", "-e", "trace=sendto,sendmsg", "-o", trace.to_str().unwrap()])
+        .args([ACCEL, "--engine", engine, "--to", &to, "--key-file", &key])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn the sender under strace");
+    // 2,000 pieces of 100 bytes, one write each, about a tenth of a millisecond apart:
+    // slower than accel reads, so each is read on its own.
+    const PIECES: usize = 2000;
+    let data = pattern(PIECES * 100, 12);
+    let mut stdin = sender.stdin.take().unwrap();
+    for piece in data.chunks(100) {
+        stdin.write_all(piece).unwrap();
+        thread::sleep(Duration::from_micros(50));
+    }
+    drop(stdin);
+    assert!(wait_within(&mut sender, GENEROUS).success());
+    assert!(receiver.end().0.success());
+    assert_same(&output.join().unwrap(), &data, "gathered pieces");
+    let sends = std::fs::read_to_string(&trace)
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains("sendto(") || l.contains("sendmsg("))
+        .count();
+    assert!(sends < PIECES / 4, "{sends} sends for {PIECES} pieces");
+}
+
 per_engine!(
     encrypted_transfer,
+    a_line_crosses_at_once,
+    small_pieces_gather_into_frames,
     insecure_transfer,
     ipv6_loopback,
     a_name_resolves,

@@ -33,7 +33,7 @@ use std::collections::VecDeque;
 use std::io;
 use std::marker::PhantomData;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use chunk::Chunk;
 pub use chunk::MAX_CHUNK;
@@ -878,6 +878,24 @@ impl Reader {
             state = shared.wait(&shared.has_data, state, nothing_new);
             state.readers_waiting -= 1;
             shared.meter.reader_starved(self.index, false);
+        }
+    }
+
+    /// Lets small pieces gather: when fewer than `most` bytes are ahead of this reader and
+    /// more can come (the input has not ended, the backlog is not full), sleeps until `until`.
+    /// A sleep, not a wait on the producer: the producer would otherwise wake this reader
+    /// for every piece it adds, which is the cost gathering is there to save.
+    pub fn gather(&self, most: usize, until: Instant) {
+        let more_can_come = {
+            let state = self.shared.lock();
+            let cursor = state.cursors[self.index].expect("a reader still there");
+            ((state.produced - cursor) as usize) < most
+                && !state.input_ended
+                && !state.closed
+                && state.producer_waiting.is_none()
+        };
+        if more_can_come {
+            std::thread::sleep(until.saturating_duration_since(Instant::now()));
         }
     }
 

@@ -313,3 +313,25 @@ fn blocks_gather_across_chunks() {
     assert_eq!(reader.copy_out(&mut block).unwrap(), 3000);
     assert_eq!(block, &data[MAX_CHUNK - 1000..MAX_CHUNK + 2000]);
 }
+
+#[test]
+fn gathering_sleeps_only_while_more_can_come() {
+    let (mut producer, reader) = one(4 * MAX_CHUNK);
+    let short = Duration::from_millis(50);
+    // Less than wanted, input open: the reader lets pieces gather until the time given.
+    put(&mut producer, &pattern(100));
+    let start = Instant::now();
+    reader.gather(1000, start + short);
+    assert!(start.elapsed() >= short, "returned after {:?}", start.elapsed());
+    // Enough ahead already: no sleep (half a minute would show).
+    put(&mut producer, &pattern(900));
+    let start = Instant::now();
+    reader.gather(1000, start + Duration::from_secs(30));
+    assert!(start.elapsed() < Duration::from_secs(15));
+    // Nothing more can come once the input has ended, however little is ahead.
+    let (producer, reader) = one(4 * MAX_CHUNK);
+    drop(producer);
+    let start = Instant::now();
+    reader.gather(1000, start + Duration::from_secs(30));
+    assert!(start.elapsed() < Duration::from_secs(15));
+}

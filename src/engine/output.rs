@@ -6,6 +6,7 @@
 //! partial data waits for its block to fill: the only case where it does.
 
 use std::io;
+use std::time::{Duration, Instant};
 
 use super::pace::Pacer;
 use super::splice::PipeWriter;
@@ -13,6 +14,17 @@ use super::{Block, Failure, Flow, Route};
 use crate::backlog::spill::PassError;
 use crate::backlog::{Front, Reader};
 use crate::endpoint::Endpoint;
+
+/// How long a network output, having just sent, lets small pieces gather before it sends
+/// again (at most; it sends as soon as [`GATHER_BYTES`] are there). A producer that writes a
+/// few KiB at a time (`bzip2 -dc` writes 5,000 bytes) would otherwise cost a frame, a
+/// segment and a wakeup at both ends per piece: through accel encrypted, 300 MiB of them took
+/// 2.8 times mbuffer's CPU. A piece after a pause goes at once; one in a stream waits at most
+/// this long.
+const GATHER: Duration = Duration::from_millis(1);
+
+/// What a network output sends at once without gathering more: one full frame.
+const GATHER_BYTES: usize = 64 * 1024;
 
 /// Writes every byte to `output`: from memory with `write`, from a pool pipe by splice (or
 /// by copying out of it where the output refuses splice). Returns once the output has every
@@ -51,9 +63,14 @@ fn write_as_it_comes(
 ) -> Result<(), Failure> {
     let mut pipes = PipeWriter::new(output, route);
     let mut scratch = Vec::new();
+    let gathers = output.link().is_some();
+    let mut gather_until = None;
     loop {
         let most = pacer.quantum();
         let limit = |len: usize| most.map_or(len, |most| most.min(len));
+        if let (Some(until), None) = (gather_until, most) {
+            reader.gather(GATHER_BYTES, until);
+        }
         let Some(front) = reader.front() else { return Ok(()) };
         let n = match front {
             Front::Memory(filled) => {
@@ -73,6 +90,9 @@ fn write_as_it_comes(
         };
         reader.consume(n);
         pacer.moved(n, output.stop());
+        if gathers {
+            gather_until = Some(Instant::now() + GATHER);
+        }
     }
 }
 
