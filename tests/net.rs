@@ -621,8 +621,50 @@ fn small_pieces_gather_into_frames(engine: &str) {
     assert!(sends < PIECES / 4, "{sends} sends for {PIECES} pieces");
 }
 
+/// Random pieces (1 byte to 200 KB) with random pauses around the sender's gathering time
+/// (0 to 3 ms), encrypted or not, the input sometimes ending mid-gather: every byte arrives,
+/// in order, and both ends exit 0.
+fn randomly_paced_pieces(engine: &str) {
+    use proptest::prelude::*;
+    let pieces = prop::collection::vec((1usize..200_000, 0u64..3000), 1..40);
+    let strategy = (any::<bool>(), pieces, any::<u64>());
+    let name = format!("net::randomly_paced_pieces::{engine}");
+    run_seeded(&name, 6, strategy, |(secure, pieces, seed)| {
+        let keys = Scratch::new(&format!("net-paced-{engine}-{seed}"));
+        let key = make_key(&keys, "k");
+        let args: &[&str] = if secure { &["--key-file", &key] } else { &["--insecure"] };
+        let mut receiver = Receiver::start(engine, "127.0.0.1", args, None);
+        let output = receiver.output();
+        let to = format!("127.0.0.1:{}", receiver.port);
+        let mut sender = Command::new(ACCEL)
+            .args(["--engine", engine, "--to", &to])
+            .args(args)
+            .stdin(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn the sender");
+        let data = pattern(pieces.iter().map(|(len, _)| len).sum(), seed);
+        let mut stdin = sender.stdin.take().unwrap();
+        let mut at = 0;
+        for (len, pause) in &pieces {
+            stdin.write_all(&data[at..at + len]).unwrap();
+            at += len;
+            thread::sleep(Duration::from_micros(*pause));
+        }
+        drop(stdin);
+        let (status, said) = ended(sender);
+        prop_assert!(status.success(), "sender: {status}: {said}");
+        let received = output.join().unwrap();
+        let (status, said) = receiver.end();
+        prop_assert!(status.success(), "receiver: {status}: {said}");
+        prop_assert!(received == data, "{} bytes arrived of {}", received.len(), data.len());
+        Ok(())
+    });
+}
+
 per_engine!(
     encrypted_transfer,
+    randomly_paced_pieces,
     a_line_crosses_at_once,
     small_pieces_gather_into_frames,
     insecure_transfer,
