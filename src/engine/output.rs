@@ -3,7 +3,8 @@
 //!
 //! Under `-r` each write is a quantum of the rate, paced ([`Pacer`]); under `--block-size`
 //! every write is exactly one block, the last one short or padded with zeros (`--pad`), and
-//! partial data waits for its block to fill: the only case where it does.
+//! partial data waits for its block to fill: the only case where it waits for more. A network
+//! output, having just sent, lets small pieces gather for at most a millisecond ([`GATHER`]).
 
 use std::io;
 use std::time::{Duration, Instant};
@@ -19,7 +20,7 @@ use crate::endpoint::Endpoint;
 /// again (at most; it sends as soon as [`GATHER_BYTES`] are there). A producer that writes a
 /// few KiB at a time (`bzip2 -dc` writes 5,000 bytes) would otherwise cost a frame, a
 /// segment and a wakeup at both ends per piece: through accel encrypted, 300 MiB of them took
-/// 2.8 times mbuffer's CPU. A piece after a pause goes at once; one in a stream waits at most
+/// 2.6 times mbuffer's CPU. A piece after a pause goes at once; one in a stream waits at most
 /// this long.
 const GATHER: Duration = Duration::from_millis(1);
 

@@ -22,9 +22,9 @@
 //! belongs to the payload just before it. Two messages rather than `payload ‖ trailer` in one
 //! let the sender seal the payload straight from the buffer into the outgoing batch, and the
 //! receiver open it straight into its own, with no copy on either side; the second message
-//! costs 27 bytes and a tiny AES-GCM call per 64 KiB. Offsets let a later version resume a dropped
-//! connection without losing or repeating a byte: the Hello names the stream and the offset
-//! the sender starts at, and the Welcome the offset the receiver has (both 0 for now).
+//! costs 27 bytes and a tiny AES-GCM call per 64 KiB. Offsets let a later version resume a
+//! dropped connection without losing or repeating a byte: the Hello names the stream and the
+//! offset the sender starts at, and the Welcome the offset the receiver has (both 0 for now).
 //!
 //! Both sides rekey (Noise `Rekey`) after every [`REKEY_EVERY`] messages in each direction,
 //! which keeps each key well inside AES-GCM's safe limits however long the stream.
