@@ -67,6 +67,7 @@ impl CryptoResolver for AwsLc {
     }
 }
 
+/// snow's random generator (ephemeral keys): the system's, through aws-lc-rs.
 struct SystemRng;
 
 impl Random for SystemRng {
