@@ -125,16 +125,21 @@ impl Receiver {
     }
 }
 
-/// A sending accel: `accel --engine ENGINE --to TO ARGS...`, fed `data` on a thread.
-fn send(engine: &str, to: &str, args: &[&str], data: Vec<u8>, wrap: Option<&Netns>) -> Child {
+/// A sending accel, `accel --engine ENGINE --to TO ARGS...`, its stdin and stderr piped.
+fn sender(engine: &str, to: &str, args: &[&str], wrap: Option<&Netns>) -> Child {
     let mut full = vec!["--engine", engine, "--to", to];
     full.extend_from_slice(args);
-    let mut child = command(wrap, ACCEL, &full)
+    command(wrap, ACCEL, &full)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("spawn the sender");
+        .expect("spawn the sender")
+}
+
+/// A sending accel, fed `data` on a thread.
+fn send(engine: &str, to: &str, args: &[&str], data: Vec<u8>, wrap: Option<&Netns>) -> Child {
+    let mut child = sender(engine, to, args, wrap);
     let stdin = child.stdin.take().unwrap();
     thread::spawn(move || feed(stdin, &data, 100_003));
     child
@@ -565,12 +570,7 @@ fn a_line_crosses_at_once(engine: &str) {
     let (_keys, key, mut receiver) = keyed_receiver(engine, "line", &[]);
     let mut lines = BufReader::new(receiver.stdout());
     let to = format!("127.0.0.1:{}", receiver.port);
-    let mut sender = Command::new(ACCEL)
-        .args(["--engine", engine, "--to", &to, "--key-file", &key])
-        .stdin(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn the sender");
+    let mut sender = sender(engine, &to, &["--key-file", &key], None);
     let mut stdin = sender.stdin.take().unwrap();
     for text in ["first line\n", "second line, just after\n"] {
         stdin.write_all(text.as_bytes()).unwrap();
@@ -579,7 +579,8 @@ fn a_line_crosses_at_once(engine: &str) {
         assert_eq!(got, text);
     }
     drop(stdin);
-    assert!(wait_within(&mut sender, GENEROUS).success());
+    let (status, said) = ended(sender);
+    assert!(status.success(), "sender: {status}: {said}");
     assert!(receiver.end().0.success());
 }
 
@@ -636,13 +637,7 @@ fn randomly_paced_pieces(engine: &str) {
         let mut receiver = Receiver::start(engine, "127.0.0.1", args, None);
         let output = receiver.output();
         let to = format!("127.0.0.1:{}", receiver.port);
-        let mut sender = Command::new(ACCEL)
-            .args(["--engine", engine, "--to", &to])
-            .args(args)
-            .stdin(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn the sender");
+        let mut sender = sender(engine, &to, args, None);
         let data = pattern(pieces.iter().map(|(len, _)| len).sum(), seed);
         let mut stdin = sender.stdin.take().unwrap();
         let mut at = 0;
