@@ -55,8 +55,10 @@ fn percentile(values: &[usize], share: f64) -> usize {
 }
 
 /// `-r 4M` over 10 MiB: no faster than the rate in total, and the 100 ms windows close to a
-/// tenth of it: the median within a tenth, nine in ten below 1.3 times (the consumer itself
-/// may be late now and then on a loaded machine, and then reads two windows' worth in one).
+/// tenth of it: the median within a quarter, nine in ten below 1.6 times. The margins are for
+/// a loaded 2-vCPU machine, where the consumer itself is late now and then and reads two
+/// windows' worth in one; a limiter that lets bursts through (a second's credit at once)
+/// leaves most windows empty and fails either bound.
 fn a_rate_limit_is_smooth(engine: &str) {
     let rate = 4 * MIB;
     let mut child = spawn_piped(engine, &["-r", "4M"]);
@@ -74,8 +76,8 @@ fn a_rate_limit_is_smooth(engine: &str) {
     assert!(windows.len() >= 10, "{windows:?}");
     let tenth = rate / 10;
     let median = percentile(&windows, 0.5);
-    assert!(median.abs_diff(tenth) <= tenth / 10, "median window {median} of {tenth}: {windows:?}");
-    assert!(percentile(&windows, 0.9) <= tenth * 13 / 10, "bursts: {windows:?}");
+    assert!(median.abs_diff(tenth) <= tenth / 4, "median window {median} of {tenth}: {windows:?}");
+    assert!(percentile(&windows, 0.9) <= tenth * 16 / 10, "bursts: {windows:?}");
 }
 
 /// A consumer that stalls banks no credit: after a 2 s stall at `-r 2M`, what arrives in the

@@ -10,7 +10,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::process::{Child, ChildStdout, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::{Arc, mpsc};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
@@ -35,41 +35,6 @@ fn keyed_receiver(engine: &str, test: &str, extra: &[&str]) -> (Scratch, String,
     args.extend_from_slice(extra);
     let receiver = Receiver::start(engine, "127.0.0.1", &args, None);
     (dir, key, receiver)
-}
-
-/// What a process said on stderr, collected as it goes so that its pipe never fills.
-#[derive(Clone, Default)]
-struct Said(Arc<Mutex<String>>);
-
-impl Said {
-    fn collect(child: &mut Child) -> Said {
-        let said = Said::default();
-        let lines = BufReader::new(child.stderr.take().expect("stderr piped"));
-        let into = said.clone();
-        thread::spawn(move || {
-            for line in lines.lines().map_while(Result::ok) {
-                let mut text = into.0.lock().unwrap();
-                text.push_str(&line);
-                text.push('\n');
-            }
-        });
-        said
-    }
-
-    fn text(&self) -> String {
-        self.0.lock().unwrap().clone()
-    }
-
-    /// Waits until a line containing `what` has been said; returns that line.
-    #[track_caller]
-    fn line_with(&self, what: &str) -> String {
-        let mut found = None;
-        eventually(GENEROUS, &format!("accel says {what:?}"), || {
-            found = self.text().lines().find(|l| l.contains(what)).map(str::to_owned);
-            found.is_some()
-        });
-        found.unwrap()
-    }
 }
 
 /// A receiving accel, its port, what it writes, and what it says.
@@ -119,9 +84,7 @@ impl Receiver {
     /// Waits for it to end: its status and what it said.
     fn end(&mut self) -> (ExitStatus, String) {
         let status = wait_within(&mut self.child, GENEROUS);
-        // The stderr thread ends with the process; give it a moment to take the last line.
-        thread::sleep(Duration::from_millis(100));
-        (status, self.said.text())
+        (status, self.said.all())
     }
 }
 

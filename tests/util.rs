@@ -2,12 +2,13 @@
 
 #![allow(dead_code)]
 
+use std::io::{BufRead, BufReader};
 use std::io::{Read, Write};
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
-use std::sync::mpsc;
-use std::thread;
+use std::sync::{Arc, Mutex, mpsc};
+use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 /// For each `fn name(engine: &str)` listed, one test per engine `--engine` accepts:
@@ -386,4 +387,54 @@ pub const REPORT_LABELS: [&str; 8] = [
 pub fn is_verdict_so_far(line: &str) -> bool {
     let verdict = line.strip_prefix("so far, ").unwrap_or_default();
     verdict.starts_with("bottleneck: ") || verdict.starts_with("no bottleneck: ")
+}
+
+/// What a process said on stderr, collected by a thread as it goes, so that its pipe never
+/// fills: a child that writes more than a pipe holds (64 KiB) to a stderr nobody reads blocks.
+#[derive(Clone, Default)]
+pub struct Said {
+    text: Arc<Mutex<String>>,
+    reader: Arc<Mutex<Option<JoinHandle<()>>>>,
+}
+
+impl Said {
+    /// Takes `child`'s stderr (piped) and starts reading it.
+    pub fn collect(child: &mut Child) -> Said {
+        let said = Said::default();
+        let lines = BufReader::new(child.stderr.take().expect("stderr piped"));
+        let into = said.text.clone();
+        let reader = thread::spawn(move || {
+            for line in lines.lines().map_while(Result::ok) {
+                let mut text = into.lock().unwrap();
+                text.push_str(&line);
+                text.push('\n');
+            }
+        });
+        *said.reader.lock().unwrap() = Some(reader);
+        said
+    }
+
+    /// What has been said so far.
+    pub fn text(&self) -> String {
+        self.text.lock().unwrap().clone()
+    }
+
+    /// Everything it said: waits until its stderr has closed (the process has exited).
+    pub fn all(&self) -> String {
+        if let Some(reader) = self.reader.lock().unwrap().take() {
+            reader.join().expect("the stderr reader");
+        }
+        self.text()
+    }
+
+    /// Waits until a line containing `what` has been said; returns that line.
+    #[track_caller]
+    pub fn line_with(&self, what: &str) -> String {
+        let mut found = None;
+        eventually(GENEROUS, &format!("accel says {what:?}"), || {
+            found = self.text().lines().find(|l| l.contains(what)).map(str::to_owned);
+            found.is_some()
+        });
+        found.unwrap()
+    }
 }
