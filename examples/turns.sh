@@ -19,18 +19,30 @@ consumer() {
   while [ "$(head -c 512K | wc -c)" -gt 0 ]; do sleep 0.03; done
 }
 
-# Seconds since $1 (an $EPOCHREALTIME), to a tenth.
-since() {
+# Tenths of a second since $1 (an $EPOCHREALTIME).
+tenths_since() {
   local now=${EPOCHREALTIME/[.,]/} then=${1/[.,]/}
-  local tenths=$(( (now - then + 50000) / 100000 ))
-  echo "$(( tenths / 10 )).$(( tenths % 10 )) s"
+  echo $(( (now - then + 50000) / 100000 ))
+}
+# Tenths of a second as seconds: 38 -> 3.8 s.
+seconds() {
+  echo "$(( $1 / 10 )).$(( $1 % 10 )) s"
 }
 
 echo "producer: writes 8 MiB at once, then works 0.5 s; $bursts times"
 echo "consumer: works on what it reads, 512 KiB at a time"
 start=$EPOCHREALTIME
 producer | consumer
-echo "producer | consumer           $(since "$start")  they take turns"
+plain=$(tenths_since "$start")
+echo "producer | consumer           $(seconds "$plain")  they take turns"
 start=$EPOCHREALTIME
 producer | "$accel" --expect "$(( bursts * 8 ))M" | consumer
-echo "producer | accel | consumer   $(since "$start")  they overlap"
+buffered=$(tenths_since "$start")
+# Overlapping, the run takes about as long as the consumer alone: some 0.6 of the time the
+# two take in turns. Said as measured, whatever it shows.
+if (( buffered * 100 <= plain * 85 )); then
+  verdict="they overlap"
+else
+  verdict="no faster: they still take turns"
+fi
+echo "producer | accel | consumer   $(seconds "$buffered")  $verdict"

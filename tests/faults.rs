@@ -323,8 +323,14 @@ fn output_closed(engine: &str) {
 }
 
 /// Someone else sets O_NONBLOCK on the shared pipes while accel runs (or before): accel
-/// copes with EAGAIN on both sides, every byte arrives, and the flag is left as it was.
+/// copes with EAGAIN on both sides, every byte arrives, and the flag is left as it was. strace
+/// shows that it did meet EAGAIN: on stdin, read empty between the producer's bursts; on
+/// stdout, which the consumer leaves full until accel has met it so.
 fn output_nonblocking_set_by_a_third_party(engine: &str) {
+    if !require("strace", Command::new("strace").arg("-V").output().is_ok()) {
+        return;
+    }
+    let scratch = Scratch::new(&format!("nonblocking-{engine}"));
     for when in ["before", "mid-stream"] {
         let (stdin_r, stdin_w) = pipe();
         let (stdout_r, stdout_w) = pipe();
@@ -336,7 +342,11 @@ fn output_nonblocking_set_by_a_third_party(engine: &str) {
             set_nonblocking(&stdin_r);
             set_nonblocking(&stdout_w);
         }
-        let mut child = accel(engine, &["-m", "256K"])
+        let trace = scratch.path(when);
+        let mut child = Command::new("strace")
+            .args(["-f", "-Z", "-e", "trace=read,readv,write,writev,splice", "-o"])
+            .arg(&trace)
+            .args([ACCEL, "--engine", engine, "-m", "256K"])
             .stdin(Stdio::from(stdin_r.try_clone().unwrap()))
             .stdout(Stdio::from(stdout_w.try_clone().unwrap()))
             .spawn()
@@ -344,7 +354,7 @@ fn output_nonblocking_set_by_a_third_party(engine: &str) {
         let data = pattern(6 << 20, 9);
         let sent = data.clone();
         let mut stdin_w = File::from(stdin_w);
-        // Bursts with pauses, so that accel finds stdin empty and stdout full (EAGAIN).
+        // Bursts with pauses, so that accel finds stdin empty (EAGAIN).
         let producer = thread::spawn(move || {
             for piece in sent.chunks(300_000) {
                 stdin_w.write_all(piece).unwrap();
@@ -354,11 +364,21 @@ fn output_nonblocking_set_by_a_third_party(engine: &str) {
         let mut reader = File::from(stdout_r);
         let mut got = Vec::new();
         let mut buf = vec![0u8; 100_000];
+        let mut flagged = when == "before";
+        let mut met_full = false;
         loop {
-            if when == "mid-stream" && got.len() >= 1 << 20 {
+            if !flagged && got.len() >= 1 << 20 {
                 // The descriptions are shared with accel's descriptors.
                 set_nonblocking(&stdin_r);
                 set_nonblocking(&stdout_w);
+                flagged = true;
+            }
+            if flagged && !met_full && got.len() >= 2 << 20 {
+                // Read nothing until accel has found stdout full.
+                eventually(GENEROUS, "accel meets EAGAIN on stdout", || {
+                    eagain(&trace, Side::Output)
+                });
+                met_full = true;
             }
             match reader.read(&mut buf) {
                 Ok(0) => break,
@@ -367,9 +387,6 @@ fn output_nonblocking_set_by_a_third_party(engine: &str) {
                     thread::sleep(Duration::from_millis(1));
                 }
                 Err(e) => panic!("{e}"),
-            }
-            if got.len() % 7 == 0 {
-                thread::sleep(Duration::from_millis(2));
             }
             if got.len() == data.len() {
                 // Our copy of the write end must go, or the pipe never ends.
@@ -380,9 +397,36 @@ fn output_nonblocking_set_by_a_third_party(engine: &str) {
         producer.join().unwrap();
         assert!(wait_within(&mut child, GENEROUS).success(), "O_NONBLOCK set {when}");
         assert_same(&got, &data, &format!("O_NONBLOCK set {when}"));
+        assert!(met_full, "O_NONBLOCK set {when}: stdout was never full");
+        assert!(eagain(&trace, Side::Input), "O_NONBLOCK set {when}: stdin never read empty");
         let after = rustix::fs::fcntl_getfl(&stdin_r).unwrap();
         assert!(after.contains(OFlags::NONBLOCK), "accel cleared the flag");
     }
+}
+
+/// Which of accel's standard descriptors a call was on.
+#[derive(Clone, Copy)]
+enum Side {
+    Input,
+    Output,
+}
+
+/// Whether the strace log `trace` (`-Z`: failed calls only) shows a call on stdin or stdout
+/// that failed with EAGAIN: `read(0, ...`, `splice(0, ...`, `write(1, ...`, `splice(N, NULL,
+/// 1, ...`.
+fn eagain(trace: &Path, side: Side) -> bool {
+    let log = std::fs::read_to_string(trace).unwrap_or_default();
+    log.lines().filter(|line| line.contains("EAGAIN")).any(|line| {
+        let Some((call, args)) = line.split_once('(') else { return false };
+        let call = call.rsplit(' ').next().unwrap_or_default();
+        let args: Vec<&str> = args.split(", ").collect();
+        match (side, call) {
+            (Side::Input, "read" | "readv" | "splice") => args[0] == "0",
+            (Side::Output, "write" | "writev") => args[0] == "1",
+            (Side::Output, "splice") => args.get(2) == Some(&"1"),
+            _ => false,
+        }
+    })
 }
 
 /// stdout is a regular file, with and without O_APPEND: written at the shared offset (after

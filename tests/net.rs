@@ -548,41 +548,69 @@ fn a_line_crosses_at_once(engine: &str) {
 }
 
 /// A producer that writes small pieces in quick succession (as `bzip2 -dc` does, 5,000 bytes
-/// at a time) does not cost a frame each: the sender gathers them (strace counts its sends).
+/// at a time) does not cost a frame each: the sender gathers them. strace times the sender's
+/// sends: having sent less than a frame's worth, it sends again no sooner than a millisecond
+/// later (a sleep never ends early, however loaded the machine), so the typical gap between
+/// two sends is at least that. Without gathering, the pieces fed every 50 µs leave as they
+/// come, far less than a millisecond apart; the count alone would not show it on a loaded
+/// machine, where a sender that lags behind sends several pieces at once anyway.
 fn small_pieces_gather_into_frames(engine: &str) {
     if !require("strace", Command::new("strace").arg("-V").output().is_ok()) {
         return;
     }
     let (keys, key, mut receiver) = keyed_receiver(engine, "gather", &[]);
-    let output = receiver.output();
+    let mut output = receiver.stdout();
     let trace = keys.path("trace");
     let to = format!("127.0.0.1:{}", receiver.port);
     let mut sender = Command::new("strace")
-        .args(["-f", "-e", "trace=sendto,sendmsg", "-o", trace.to_str().unwrap()])
+        .args([
+            "-f",
+            "--seccomp-bpf",
+            "-ttt",
+            "-e",
+            "trace=sendto,sendmsg",
+            "-o",
+            trace.to_str().unwrap(),
+        ])
         .args([ACCEL, "--engine", engine, "--to", &to, "--key-file", &key])
         .stdin(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn the sender under strace");
-    // 2,000 pieces of 100 bytes, one write each, about a tenth of a millisecond apart:
-    // slower than accel reads, so each is read on its own.
+    // 2,000 pieces of 100 bytes, one write each, about a twentieth of a millisecond apart:
+    // slower than accel reads, so each is read on its own. The first crosses before the
+    // others are written: while the sender connects, its input waits in the pipe, and pieces
+    // that wait together would leave together with or without gathering.
     const PIECES: usize = 2000;
     let data = pattern(PIECES * 100, 12);
     let mut stdin = sender.stdin.take().unwrap();
-    for piece in data.chunks(100) {
+    stdin.write_all(&data[..100]).unwrap();
+    let mut first = [0u8; 100];
+    output.read_exact(&mut first).unwrap();
+    let rest = thread::spawn(move || drain(output));
+    for piece in data[100..].chunks(100) {
         stdin.write_all(piece).unwrap();
         thread::sleep(Duration::from_micros(50));
     }
     drop(stdin);
     assert!(wait_within(&mut sender, GENEROUS).success());
     assert!(receiver.end().0.success());
-    assert_same(&output.join().unwrap(), &data, "gathered pieces");
-    let sends = std::fs::read_to_string(&trace)
+    let received = [&first[..], &rest.join().unwrap()].concat();
+    assert_same(&received, &data, "gathered pieces");
+    // `PID SECONDS.MICROS sendmsg(...` (a call's "resumed" half names no call with a parenthesis).
+    let sent_at: Vec<f64> = std::fs::read_to_string(&trace)
         .unwrap()
         .lines()
         .filter(|l| l.contains("sendto(") || l.contains("sendmsg("))
-        .count();
+        .map(|l| l.split_whitespace().nth(1).unwrap().parse().expect("a -ttt time"))
+        .collect();
+    let sends = sent_at.len();
     assert!(sends < PIECES / 4, "{sends} sends for {PIECES} pieces");
+    let mut gaps: Vec<f64> = sent_at.windows(2).map(|w| w[1] - w[0]).collect();
+    gaps.sort_by(f64::total_cmp);
+    let median = gaps[gaps.len() / 2];
+    // A millisecond, less a margin for strace's own timing of each call.
+    assert!(median >= 0.0008, "median gap between sends {:.0} µs: {gaps:?}", median * 1e6);
 }
 
 /// Random pieces (1 byte to 200 KB) with random pauses around the sender's gathering time

@@ -76,8 +76,9 @@ per_engine!(
 );
 
 /// The README's first command, `examples/turns.sh`, runs with the accel under test and prints
-/// its two timed pipelines. How much faster the second is, it measures and says; that is for
-/// the reader to see, not for a test to bound.
+/// its two timed pipelines, and that the stages overlap through accel: the script says so
+/// only when the second run took at most 0.85 of the first (through accel they take some 0.6;
+/// through `cat`, which is a 64 KiB pipe more, the same as without, and the test fails).
 #[test]
 fn the_readmes_first_command_runs() {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/turns.sh");
