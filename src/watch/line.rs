@@ -164,9 +164,10 @@ pub struct Subject<'a> {
 /// so that the line keeps its shape while they change; the bar takes whatever width is left.
 ///
 /// When the line does not fit, the least important parts go first. With a total expected,
-/// what a person looks for comes first: percent done, ETA, the bar, then bytes and rate out,
-/// the fill, the time, the input. Without one: bytes out, rate out, the fill, the input, the
-/// time. The name always stays; everything is cut short only below a dozen columns.
+/// what a person looks for comes first: percent done, then what is unusual (bytes on disk
+/// with the fill, rate caps), ETA, the bar, bytes and rate out, the fill, the time, the input.
+/// Without one: bytes out, what is unusual, rate out, the fill, the input, the time. The name
+/// always stays; everything is cut short only below a dozen columns.
 pub fn render(snapshot: &Snapshot, rates: &Rates, subject: &Subject, width: usize) -> String {
     let fields = fields(snapshot, rates, subject);
     // Adding a field only lengthens the line, so the first fit from the fullest down is best.
@@ -233,31 +234,41 @@ fn fields(snapshot: &Snapshot, rates: &Rates, subject: &Subject) -> Vec<Field> {
         |limit: u64| (limit > 0).then(|| Text::Fixed(format!("max {}", rate(limit as f64))));
     let disk = (snapshot.held_disk > 0)
         .then(|| Text::Fixed(format!("+ {} on disk", Bytes(snapshot.held_disk))));
+    // What is unusual about this run (bytes on disk, a rate cap) outranks the routine: right
+    // after the figure a person looks for first (bytes out, or percent done), it stays when
+    // the rates, the input and the time go. The fill goes up with the bytes on disk, which
+    // qualify it.
+    let unusual = |at: usize| (10 + at, 10 + at);
+    let spilling = disk.is_some();
     parts.extend([
-        (Group::Input, Text::Fixed(counted(snapshot.bytes_in)), 9, 5),
-        (Group::Input, Text::Fixed(per_second(rates.input())), 8, 4),
+        (Group::Input, Text::Fixed(counted(snapshot.bytes_in)), 90, 50),
+        (Group::Input, Text::Fixed(per_second(rates.input())), 80, 40),
     ]);
-    parts.extend(limit(snapshot.limits.input).map(|text| (Group::Input, text, 8, 4)));
-    parts.push((Group::Buffer, Text::Fixed(fill(snapshot)), 6, 3));
-    parts.extend(disk.map(|text| (Group::Buffer, text, 6, 3)));
+    let (known, unknown) = unusual(4);
+    parts.extend(limit(snapshot.limits.input).map(|text| (Group::Input, text, known, unknown)));
+    let (known, unknown) = if spilling { unusual(1) } else { (60, 30) };
+    parts.push((Group::Buffer, Text::Fixed(fill(snapshot)), known, unknown));
+    let (known, unknown) = unusual(2);
+    parts.extend(disk.map(|text| (Group::Buffer, text, known, unknown)));
     parts.extend([
-        (Group::Output, Text::Fixed(format!("{out_label} {}", counted(snapshot.bytes_out))), 4, 1),
-        (Group::Output, Text::Fixed(per_second(output_rate)), 5, 2),
+        (Group::Output, Text::Fixed(format!("{out_label} {}", counted(snapshot.bytes_out))), 40, 0),
+        (Group::Output, Text::Fixed(per_second(output_rate)), 50, 20),
     ]);
-    parts.extend(limit(snapshot.limits.output).map(|text| (Group::Output, text, 5, 2)));
+    let (known, unknown) = unusual(3);
+    parts.extend(limit(snapshot.limits.output).map(|text| (Group::Output, text, known, unknown)));
     parts.extend([(
         Group::Elapsed,
         Text::Fixed(format!("{:>DURATION_WIDTH$}", duration(snapshot.elapsed))),
-        7,
-        6,
+        70,
+        60,
     )]);
     if let Some(total) = subject.expected {
         let done = fraction(snapshot.bytes_out, total);
-        parts.push((Group::Done, Text::Bar(done), 3, 0));
+        parts.push((Group::Done, Text::Bar(done), 30, 0));
         parts.push((
             Group::Done,
             Text::Fixed(format!("{:>3}%", percent(snapshot.bytes_out, total))),
-            1,
+            0,
             0,
         ));
         let remaining = total.saturating_sub(snapshot.bytes_out);
@@ -268,7 +279,7 @@ fn fields(snapshot: &Snapshot, rates: &Rates, subject: &Subject) -> Vec<Field> {
                 .then(|| Duration::try_from_secs_f64(remaining as f64 / output_rate).ok())
                 .flatten()
                 .map_or_else(|| "-:--:--".to_owned(), duration);
-            parts.push((Group::Done, Text::Fixed(format!("ETA {eta}")), 2, 0));
+            parts.push((Group::Done, Text::Fixed(format!("ETA {eta}")), 20, 0));
         }
     }
     let known = subject.expected.is_some();
@@ -755,6 +766,32 @@ mod tests {
                     })
                     .collect();
             assert!(widths.windows(2).all(|w| w[0] == w[1]), "{widths:?}");
+        }
+    }
+
+    #[test]
+    fn at_80_columns_what_is_unusual_stays() {
+        use crate::meter::RateLimits;
+        let spilling =
+            Snapshot { capacity: 64 * MIB, held_disk: 959 * MIB, ..at(30.0, 1023 * MIB, 64 * MIB) };
+        let capped = Snapshot {
+            limits: RateLimits { output: 10 * MIB, input: 5 * MIB },
+            ..at(30.0, 1023 * MIB, 64 * MIB)
+        };
+        let mut rates = Rates::new();
+        rates.update(&spilling);
+        let named = Names { name: Some("backup".into()), ..stdout() };
+        for expected in [None, Some(2048 * MIB)] {
+            for width in [60, 79] {
+                let subject = Subject { names: &named, expected, ended: false };
+                let line = render(&spilling, &rates, &subject, width);
+                assert!(line.contains("buf 100% + 959 MiB on disk"), "{width}: {line}");
+                let line = render(&capped, &rates, &subject, width);
+                assert!(line.contains("max 10 MiB/s"), "{width}: {line}");
+                assert!(line.contains("max 5 MiB/s"), "{width}: {line}");
+                assert!(line.contains('%') || expected.is_none(), "{width}: {line}");
+                assert!(line.contains("out ") || expected.is_some(), "{width}: {line}");
+            }
         }
     }
 }

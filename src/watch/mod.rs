@@ -537,17 +537,21 @@ impl Watch {
             _ => None,
         };
         if !self.quiet {
+            let stderr = rustix::stdio::stderr();
             if self.stats {
-                eprint!("{}", self.prefixed(&report::report(&snapshot, &self.names)));
+                let report = self.prefixed(&report::report(&snapshot, &self.names));
+                eprint!("{}", fitted(&report, stderr));
             } else if state.standing && signal.is_none() {
-                self.sink.put(&self.prefixed(&report::verdict(&snapshot, &self.names)));
+                let verdict = self.prefixed(&report::verdict(&snapshot, &self.names));
+                self.sink.put(&fitted(&verdict, self.sink.fd()));
             }
             if let Some(signal) = signal {
                 let stopped = report::stopped(&snapshot, &self.names, signal_name(signal));
-                match &self.names.name {
-                    Some(name) => eprintln!("accel: {name}: {stopped}"),
-                    None => eprintln!("accel: {stopped}"),
-                }
+                let stopped = match &self.names.name {
+                    Some(name) => format!("accel: {name}: {stopped}\n"),
+                    None => format!("accel: {stopped}\n"),
+                };
+                eprint!("{}", fitted(&stopped, stderr));
             }
         }
         let mut event = self.summary_event(&snapshot, exit, digests);
@@ -562,8 +566,8 @@ impl Watch {
         if self.quiet {
             return;
         }
-        let report = report::so_far(&self.snapshot(), &self.names);
-        self.say(&self.prefixed(&report));
+        let report = self.prefixed(&report::so_far(&self.snapshot(), &self.names));
+        self.say(&fitted(&report, rustix::stdio::stderr()));
     }
 
     /// Writes `text` (whole lines) on stderr without garbling the progress line: above the
@@ -742,6 +746,16 @@ fn write_json(state: &mut State, event: &serde_json::Value) {
 fn in_foreground() -> bool {
     let stderr = rustix::stdio::stderr();
     rustix::termios::tcgetpgrp(stderr).is_ok_and(|group| group == rustix::process::getpgrp())
+}
+
+/// `text` for the descriptor `fd`: on a terminal, its long lines broken between words to its
+/// width, so that the terminal does not cut a number in two; elsewhere as it is.
+fn fitted(text: &str, fd: BorrowedFd<'_>) -> String {
+    if rustix::termios::isatty(fd) {
+        report::wrap(text, terminal_size(fd).0)
+    } else {
+        text.to_owned()
+    }
 }
 
 /// The width and height of the terminal `fd`; 80 by 24 where it does not say.

@@ -116,10 +116,26 @@ pub fn verdict(snapshot: &Snapshot, names: &Names) -> String {
             format!("no bottleneck: the run was too short to tell ({})", span(snapshot.elapsed))
         }
         Judgement::Idle => "no bottleneck: no data passed".to_string(),
+        Judgement::Consumer if held_to(snapshot.limits.output, average_output(snapshot)) => {
+            format!(
+                "bottleneck: the output rate limit (-r {}) - buffer full {full} of the time, \
+                 producer held back {}",
+                show_rate(snapshot.limits.output),
+                span(snapshot.producer_blocked)
+            )
+        }
         Judgement::Consumer => format!(
             "bottleneck: {consumer} - buffer full {full} of the time, producer held back {}",
             span(snapshot.producer_blocked)
         ),
+        Judgement::Producer if held_to(snapshot.limits.input, average_input(snapshot)) => {
+            format!(
+                "bottleneck: the input rate limit (--input-rate {}) - buffer empty {empty} of \
+                 the time, consumer waited {}",
+                show_rate(snapshot.limits.input),
+                span(snapshot.consumer_starved)
+            )
+        }
         Judgement::Producer => format!(
             "bottleneck: producer - buffer empty {empty} of the time, consumer waited {}",
             span(snapshot.consumer_starved)
@@ -137,6 +153,12 @@ pub fn verdict(snapshot: &Snapshot, names: &Names) -> String {
             Bytes(snapshot.peak_fill)
         ),
     }
+}
+
+/// Whether a side that averaged `average` bytes a second was held to its rate `limit` (0 for
+/// none): it came within a tenth of it, so the limit, not the other process, set the pace.
+fn held_to(limit: u64, average: f64) -> bool {
+    limit > 0 && average >= limit as f64 * 0.9
 }
 
 /// The `--stats` report: a few aligned lines, the verdict last, without trailing newline or
@@ -234,27 +256,8 @@ fn details(snapshot: &Snapshot, names: &Names) -> String {
                 share_of_run(snapshot.consumer_starved, snapshot.elapsed)
             ),
         ),
-        (
-            "peak fill".to_owned(),
-            format!(
-                "{}, {} of the {} buffer",
-                Bytes(snapshot.peak_fill),
-                // Clamped, like the bar: the fill may pass the capacity by part of a read.
-                share(snapshot.peak_fill.min(snapshot.capacity), snapshot.capacity),
-                Bytes(snapshot.capacity)
-            ),
-        ),
+        ("peak fill".to_owned(), peak_fill(snapshot)),
     ]);
-    if snapshot.peak_disk > 0 {
-        lines.push((
-            "spilled".to_owned(),
-            format!(
-                "up to {} on disk, with up to {} in memory",
-                Bytes(snapshot.peak_disk),
-                Bytes(snapshot.peak_memory)
-            ),
-        ));
-    }
     let limits = snapshot.limits;
     if limits.output + limits.input > 0 {
         let (output, input) = (show_rate(limits.output), show_rate(limits.input));
@@ -270,6 +273,71 @@ fn details(snapshot: &Snapshot, names: &Names) -> String {
     }
     let label_width = lines.iter().map(|(label, _)| label.len()).max().unwrap_or(0);
     lines.iter().map(|(label, text)| format!("{label:<label_width$}  {text}\n")).collect()
+}
+
+/// `text` with each line longer than `width` columns broken between words, so that a terminal
+/// never cuts a number or a word in two. A line of the report continues under its text (past
+/// the label and the spaces that follow it); any other line, two columns in. A word wider than
+/// a whole line stays whole on a line of its own, for the terminal to wrap.
+pub fn wrap(text: &str, width: usize) -> String {
+    let mut out = String::with_capacity(text.len());
+    for line in text.split_inclusive('\n') {
+        let (line, newline) = match line.strip_suffix('\n') {
+            Some(line) => (line, "\n"),
+            None => (line, ""),
+        };
+        if line.chars().count() <= width {
+            out += line;
+            out += newline;
+            continue;
+        }
+        // Where the text after a label begins: after the first run of two spaces or more.
+        let indent = line
+            .find("  ")
+            .and_then(|at| line[at..].find(|c| c != ' ').map(|past| at + past))
+            .filter(|&at| at <= width / 2)
+            .map_or(2, |at| line[..at].chars().count());
+        let mut column = 0;
+        for (at, word) in line.split(' ').enumerate() {
+            let wide = word.chars().count();
+            if wide > 0 && column > indent && column + 1 + wide > width {
+                out.push('\n');
+                out.extend(std::iter::repeat_n(' ', indent));
+                column = indent;
+            } else if at > 0 {
+                out.push(' ');
+                column += 1;
+            }
+            out += word;
+            column += wide;
+        }
+        out += newline;
+    }
+    out
+}
+
+/// The most the buffer held: in memory, a share of the buffer (`64 MiB, 100% of the 64 MiB
+/// buffer`); when it spilled, what of it was on disk, so that a peak above the buffer's size
+/// does not read as a contradiction.
+fn peak_fill(snapshot: &Snapshot) -> String {
+    // Clamped, like the bar: the fill may pass the capacity by part of a read.
+    let of_buffer = |bytes: u64| share(bytes.min(snapshot.capacity), snapshot.capacity);
+    if snapshot.peak_disk == 0 {
+        return format!(
+            "{}, {} of the {} buffer",
+            Bytes(snapshot.peak_fill),
+            of_buffer(snapshot.peak_fill),
+            Bytes(snapshot.capacity)
+        );
+    }
+    format!(
+        "{} in memory and on disk: up to {} in memory ({} of the {} buffer), up to {} on disk",
+        Bytes(snapshot.peak_fill),
+        Bytes(snapshot.peak_memory),
+        of_buffer(snapshot.peak_memory),
+        Bytes(snapshot.capacity),
+        Bytes(snapshot.peak_disk)
+    )
 }
 
 /// A span of time as the report shows it: tenths of a second under a minute, where waits are
@@ -429,6 +497,87 @@ mod tests {
             let verdict = verdict(&snapshot, &stdout());
             assert!(verdict.len() < 80, "{verdict}");
         }
+    }
+
+    /// A run that spilled, under rate limits, with counts too long for a narrow terminal.
+    fn a_long_run() -> Snapshot {
+        use crate::meter::RateLimits;
+        Snapshot {
+            bytes_in: 33_554_432_000,
+            bytes_out: 33_554_431_999,
+            peak_fill: 1023 * MIB,
+            peak_memory: 64 * MIB,
+            peak_disk: 959 * MIB,
+            limits: RateLimits { output: 10 * MIB, input: 0 },
+            ..run(3_700.0, 3_000.0, 0.0)
+        }
+    }
+
+    #[test]
+    fn wrapped_lines_break_between_words_never_inside_a_number() {
+        let names = stdout();
+        let snapshot = a_long_run();
+        let mut stopped_snapshot = snapshot.clone();
+        stopped_snapshot.readers[0].bytes = 33_554_432;
+        let texts = [
+            report(&snapshot, &names),
+            so_far(&snapshot, &names),
+            stopped(&stopped_snapshot, &names, "SIGTERM"),
+        ];
+        for width in [40, 60, 80] {
+            for text in &texts {
+                let wrapped = wrap(text, width);
+                let words = |t: &str| t.split_whitespace().map(str::to_owned).collect::<Vec<_>>();
+                assert_eq!(words(&wrapped), words(text), "at {width}:\n{wrapped}");
+                for line in wrapped.lines() {
+                    assert!(line.chars().count() <= width, "at {width}: {line:?}\n{wrapped}");
+                }
+                assert_eq!(wrapped.ends_with('\n'), text.ends_with('\n'));
+            }
+        }
+        // A line of the report goes on under its text, past its label.
+        let wrapped = wrap("peak fill  1023 MiB in memory and on disk: up to 64 MiB", 42);
+        assert_eq!(wrapped, "peak fill  1023 MiB in memory and on disk:\n           up to 64 MiB");
+        // A line that fits is left as it is, its alignment too.
+        assert_eq!(
+            wrap("in    12 bytes\nout   12 bytes\n", 80),
+            "in    12 bytes\nout   12 bytes\n"
+        );
+    }
+
+    #[test]
+    fn a_rate_limit_that_set_the_pace_is_named_as_the_bottleneck() {
+        use crate::meter::RateLimits;
+        // 1 GiB in 100 s is 10.24 MiB/s: held to a limit of 10 MiB/s.
+        let limited =
+            Snapshot { limits: RateLimits { output: 10 * MIB, input: 0 }, ..run(100.0, 96.0, 0.0) };
+        assert_eq!(
+            verdict(&limited, &stdout()),
+            "bottleneck: the output rate limit (-r 10 MiB/s) - buffer full 96% of the time, \
+             producer held back 0:01:36"
+        );
+        // A consumer slower than the limit is still the consumer.
+        let slower =
+            Snapshot { limits: RateLimits { output: 50 * MIB, input: 0 }, ..run(100.0, 96.0, 0.0) };
+        assert!(verdict(&slower, &stdout()).starts_with("bottleneck: consumer - "));
+        let input =
+            Snapshot { limits: RateLimits { output: 0, input: 10 * MIB }, ..run(100.0, 0.0, 80.0) };
+        assert_eq!(
+            verdict(&input, &stdout()),
+            "bottleneck: the input rate limit (--input-rate 10 MiB/s) - buffer empty 80% of \
+             the time, consumer waited 0:01:20"
+        );
+    }
+
+    #[test]
+    fn after_a_spill_the_peak_says_what_was_in_memory_and_on_disk() {
+        let report = report(&a_long_run(), &stdout());
+        let peak = report.lines().find(|l| l.starts_with("peak fill")).unwrap();
+        assert_eq!(
+            peak,
+            "peak fill   1023 MiB in memory and on disk: up to 64 MiB in memory (100% of the 64 \
+             MiB buffer), up to 959 MiB on disk"
+        );
     }
 
     #[test]
