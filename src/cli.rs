@@ -114,7 +114,7 @@ pub struct Cli {
     ///
     /// A fine-grained token bucket: in any tenth of a second, about a tenth of RATE goes out;
     /// a consumer that stalls banks no credit for a burst later. Change it while accel runs
-    /// with `accel -R PID -r RATE`.
+    /// with `accel -R PID -r RATE`; 0 (or none) is no limit.
     #[arg(short = 'r', long = "rate", value_name = "RATE", help_heading = "Flow control")]
     pub rate: Option<String>,
 

@@ -342,10 +342,15 @@ fn flow(cli: &Cli, size: u64) -> Result<FlowConfig, ConfigError> {
         value: value.to_owned(),
         reason,
     };
+    // 0 (or none, off, unlimited) is no limit, as pv's `-L 0`: what lifts a limit while
+    // accel runs (`-R PID -r 0`) and what a script passes when it wants none.
     let rate = |option: &'static str, text: &Option<String>| -> Result<Option<u64>, ConfigError> {
         let Some(text) = text else { return Ok(None) };
         let bytes = text.trim().strip_suffix("/s").unwrap_or(text.trim());
-        parse_size(bytes, 1).map(Some).map_err(|e| fail(option, text, e.to_string()))
+        if ["none", "off", "unlimited"].iter().any(|word| bytes.eq_ignore_ascii_case(word)) {
+            return Ok(Some(0));
+        }
+        parse_size(bytes, 0).map(Some).map_err(|e| fail(option, text, e.to_string()))
     };
     let block = |option: &'static str,
                  text: &Option<String>|

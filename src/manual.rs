@@ -147,6 +147,46 @@ pub const EXIT_STATUSES: &[[&str; 2]] = &[
     ],
 ];
 
+/// For people coming from pv and mbuffer: what they typed there, and what to type here.
+pub const FROM_PV_AND_MBUFFER: &[[&str; 4]] = &[
+    ["cap the output's rate", "`-L 10M`", "`-R 10M`", "`-r 10M`"],
+    ["cap the input's rate", "", "`-r 10M`", "`--input-rate 10M`"],
+    ["lift a cap", "`-L 0`", "", "`-r 0`"],
+    ["change a running one's cap", "`pv -R PID -L 5M`", "", "`accel -R PID -r 5M`"],
+    ["the buffer's size", "`-B 1G` (it does not decouple)", "`-m 1G`", "`-m 1G`"],
+    ["the size to expect (percent, ETA)", "`-s SIZE`", "", "`--expect SIZE`"],
+    [
+        "blocks of exactly N bytes (tapes)",
+        "",
+        "`-s 128k`",
+        "`--block-size 128K` (`--pad` fills the last)",
+    ],
+    ["start writing once this full", "", "`-P 90`", "`--start-at 90%`"],
+    ["resume reading once this empty", "", "`-p 20`", "`--resume-at 20%`"],
+    ["give up when nothing moves", "", "`-W 60`", "`--stall-timeout 60s`"],
+    [
+        "receive over the network",
+        "",
+        "`-I 9090`",
+        "`--from :9090 --key-file K` (`--insecure` to take a real mbuffer's stream)",
+    ],
+    [
+        "send over the network",
+        "",
+        "`-O host:9090`",
+        "`--to host:9090 --key-file K` (`--insecure` to send to a real mbuffer)",
+    ],
+    ["beyond memory, onto disk", "", "`-T FILE` (the whole buffer on disk)", "`--spill DIR`"],
+    ["read or write files", "`pv FILE`", "`-i FILE`, `-o FILE`", "`-i FILE`, `-o FILE`"],
+    ["write several outputs", "", "`-o A -o B`", "`-o A -o B`"],
+    ["hash the stream", "", "`-H` (MD5)", "`--hash md5` (or sha256, blake3, ...)"],
+    ["name it in the display", "`-N NAME`", "", "`-N NAME`"],
+    ["numbers for scripts", "`-n`", "", "`-n`, or `--json` for every counter"],
+    ["update the display every N seconds", "`-i 5`", "", "`--interval 5s`"],
+    ["nothing on stderr", "`-q`", "`-q`", "`-q`"],
+    ["a report at the end", "", "(always, without `-q`)", "`-v`; on a terminal a verdict anyway"],
+];
+
 /// What accel shows while it runs and at the end, paragraph by paragraph.
 const PROGRESS: &[&str] = &[
     "On a terminal, in the foreground (or anywhere with `-p`), one line is redrawn twice a \
@@ -191,10 +231,10 @@ const FILES: &[[&str; 2]] = &[
 
 /// Writes the whole man page for `command` (accel's clap definition) to `out`.
 pub fn write(command: clap::Command, out: &mut dyn Write) -> io::Result<()> {
-    let man = clap_mangen::Man::new(command);
+    let man = clap_mangen::Man::new(command.clone());
     man.render_title(out)?;
     man.render_name_section(out)?;
-    man.render_synopsis_section(out)?;
+    synopsis(&command, out)?;
     man.render_description_section(out)?;
     man.render_options_section(out)?;
     section(out, "PROGRESS AND REPORT")?;
@@ -215,14 +255,62 @@ pub fn write(command: clap::Command, out: &mut dyn Write) -> io::Result<()> {
         "zfs send pool/fs@snap | accel \\-m 1G | ssh backup zfs receive tank/fs",
         "xz \\-dc a.xz | accel \\-N unxz | gzip | accel \\-N gzip > a.gz",
         "accel \\-i disk.img \\-o /dev/sdX \\-o copy.img \\-\\-hash sha256 \\-v",
+        "backup$ accel \\-\\-from :9090 \\-\\-key\\-file ~/.config/accel.key | zfs receive tank/fs",
+        "here$ zfs send pool/fs@snap | accel \\-\\-to backup:9090 \\-\\-key\\-file ~/.config/accel.key",
+        "here$ tar c dir | accel \\-\\-to 192.0.2.7:9090 \\-\\-insecure    # into a real mbuffer \\-I 9090",
     ] {
         writeln!(out, ".PP\n.nf\n{example}\n.fi")?;
+    }
+    section(out, "COMING FROM PV AND MBUFFER")?;
+    for [what, pv, mbuffer, accel] in FROM_PV_AND_MBUFFER {
+        let was = |tool: &str, typed: &str| {
+            if typed.is_empty() { String::new() } else { format!("{tool} {typed}; ") }
+        };
+        let said = format!("{}{}accel {accel}", was("pv", pv), was("mbuffer", mbuffer));
+        writeln!(out, ".TP\n{}\n{}", roff(what), roff(&said))?;
     }
     section(out, "FILES")?;
     table(out, FILES)?;
     section(out, "SEE ALSO")?;
     writeln!(out, "pv(1), mbuffer(1), tee(1), dd(1), dialog(1)")?;
     man.render_version_section(out)
+}
+
+/// The forms accel is used in, then every option with its value's placeholder
+/// (`[-m SIZE]`), which clap_mangen's own synopsis leaves out.
+fn synopsis(command: &clap::Command, out: &mut dyn Write) -> io::Result<()> {
+    writeln!(out, ".SH SYNOPSIS")?;
+    for form in [
+        "accel [OPTIONS] [-i FILE] [-o FILE]...",
+        "accel --to HOST:PORT --key-file FILE [OPTIONS]",
+        "accel --from [ADDR:]PORT --key-file FILE [OPTIONS]",
+        "accel -R PID [-r RATE] [--input-rate RATE]",
+        "accel --generate man|bash|zsh|fish|key",
+    ] {
+        writeln!(out, ".br\n{}", roff(form))?;
+    }
+    let mut options = Vec::new();
+    for arg in command.get_arguments().filter(|arg| !arg.is_hide_set()) {
+        let names: Vec<String> = arg
+            .get_short()
+            .map(|short| format!("-{short}"))
+            .into_iter()
+            .chain(arg.get_long().map(|long| format!("--{long}")))
+            .collect();
+        let value = match arg.get_value_names() {
+            Some(values) if arg.get_action().takes_values() => {
+                let value = values.iter().map(|v| v.as_str()).collect::<Vec<_>>().join(" ");
+                if arg.get_num_args().is_some_and(|n| n.min_values() == 0) {
+                    format!("[={value}]")
+                } else {
+                    format!(" {value}")
+                }
+            }
+            _ => String::new(),
+        };
+        options.push(format!("[{}{value}]", names.join("|")));
+    }
+    writeln!(out, ".PP\n{}", roff(&options.join(" ")))
 }
 
 fn section(out: &mut dyn Write, title: &str) -> io::Result<()> {
@@ -280,6 +368,7 @@ mod tests {
             "JSON FIELDS",
             "SIGNALS",
             "EXIT STATUS",
+            "COMING FROM PV AND MBUFFER",
             "FILES",
         ] {
             assert!(page.contains(heading), "{heading}");
@@ -326,5 +415,9 @@ mod tests {
         assert_eq!(readme_table("| field | in | meaning |"), rows(JSON_FIELDS));
         assert_eq!(readme_table("| signal | what accel does |"), rows(SIGNALS));
         assert_eq!(readme_table("| status | meaning |"), rows(EXIT_STATUSES));
+        assert_eq!(
+            readme_table("| you want to | in pv | in mbuffer | in accel |"),
+            rows(FROM_PV_AND_MBUFFER)
+        );
     }
 }

@@ -344,11 +344,36 @@ fn input_blocks_are_read_whole(engine: &str) {
     assert_same(&got, &data, "records");
 }
 
+/// `-r 0` (or `none`, `off`) is no limit, as pv's `-L 0`: on the command line, and sent to a
+/// running accel, which then lets through at once what its 1 KiB/s limit would have taken an
+/// hour over.
+fn a_limit_of_0_lifts_it(engine: &str) {
+    for word in ["0", "none", "OFF"] {
+        let out = accel(engine, &["-r", word, "--input-rate", word])
+            .arg("--json")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "-r {word}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let mut child = spawn_piped(engine, &["-r", "1K"]);
+    let pid = child.id().to_string();
+    let (stdin, stdout) = line_through(&mut child);
+    let out = Command::new(ACCEL).args(["-R", &pid, "-r", "0"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let data = pattern(4 * MIB, 57);
+    let sent = data.clone();
+    let producer = thread::spawn(move || feed(stdin, &sent, MIB));
+    let got = within(GENEROUS, move || drain(stdout)).expect("4 MiB once the limit was lifted");
+    producer.join().unwrap().unwrap();
+    assert!(wait_within(&mut child, GENEROUS).success());
+    assert_same(&got, &data, "after -R PID -r 0");
+}
+
 /// Each option's bad values: a message naming the option and the cause, status 2, nothing
 /// read.
 fn nonsense_is_refused(engine: &str) {
     let cases: &[(&[&str], &str)] = &[
-        (&["-r", "0"], "accel: -r 0: too small: at least 1 B is needed"),
         (&["-r", "fast"], "accel: -r fast: not a size: expected "),
         (&["--input-rate", "1Q"], "accel: --input-rate 1Q: not a size"),
         (
@@ -389,6 +414,7 @@ fn nonsense_is_refused(engine: &str) {
 per_engine!(
     a_rate_limit_is_smooth,
     a_stall_banks_no_credit,
+    a_limit_of_0_lifts_it,
     the_rate_changes_while_running,
     the_start_watermark_holds_the_output,
     the_resume_watermark_holds_the_input,
