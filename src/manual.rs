@@ -193,13 +193,14 @@ const PROGRESS: &[&str] = &[
      second: the input (bytes, rate), the buffer's fill (`buf 42%`), the output (bytes, rate; \
      with several outputs, the one furthest behind, named), the time so far, and, when the \
      size is known (`--expect`, or a regular file as stdin), a bar, the percent done and the ETA, \
-     as in `[====>     ]  39% ETA 0:00:01`. When the terminal is narrow, the percent done and \
-     the ETA are kept longest.",
+     as in `[====>     ]  39% ETA 0:00:01`. When the terminal is narrow, the percent done (or \
+     the bytes out) are kept longest, then what is unusual: bytes spilled to disk, rate caps.",
     "At the end the last line is left standing, with the final counts and average rates, and \
      one line of verdict under it: `bottleneck: consumer` when the buffer was full (the \
      producer held back) for a tenth of the run or more and longer than it was empty, \
      `bottleneck: producer` in the opposite case, `no bottleneck` when neither side waited \
-     long on the other. With `-v`, the full report instead: bytes and rates, how long each \
+     long on the other; when the consumer went away (accel ends by SIGPIPE), whose reader it was \
+     and what it did not get. With `-v`, the full report instead: bytes and rates, how long each \
      side waited, the peak fill, how the bytes went, and the verdict. SIGUSR1 prints the \
      report so far, which says so.",
     "Several accels drawing on one terminal (`producer | accel -N a | gzip | accel -N b > f`) \

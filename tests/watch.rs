@@ -492,6 +492,26 @@ fn progress_on_a_real_terminal() {
     );
 }
 
+/// Issue 23, item 6: the consumer goes away while the line is up. accel ends by SIGPIPE, as
+/// `cat` does, and under its line says whose reader went away and what it did not get, not a
+/// verdict that reads as if the run had finished.
+#[test]
+fn a_consumer_that_went_away_is_said_under_the_line() {
+    if !has_tmux() {
+        return;
+    }
+    let script = format!(
+        "{PRODUCER} | \"{ACCEL}\" | head -c 3000000 > /dev/null; \
+         echo \"DONE ${{PIPESTATUS[1]}}\"; sleep 30"
+    );
+    let last = screens_of("gone", &script).pop().unwrap();
+    let lines: Vec<&str> = last.lines().filter(|l| !l.is_empty()).collect();
+    assert!(is_progress_line(lines[0]), "{last}");
+    assert!(lines[1].starts_with("the reader of stdout went away: "), "{last}");
+    assert!(lines.iter().all(|l| !is_verdict(l)), "{last}");
+    assert_eq!(lines.last(), Some(&"DONE 141"), "{last}");
+}
+
 /// Issue 11, item 2: two named accels in one pipeline, on one terminal: each draws on a row
 /// of its own, never over the other's; at the end each final line stands with its verdict.
 #[test]

@@ -31,7 +31,7 @@ use crate::digest::{Algorithm, Digest};
 use crate::endpoint::describe;
 use crate::engine::Event;
 use crate::engine::pace::Limits;
-use crate::exit::{Exit, TERMINATING_SIGNALS};
+use crate::exit::{BROKEN_PIPE, Exit, TERMINATING_SIGNALS};
 use crate::meter::{Meter, RateLimits, Snapshot};
 use crate::size::Bytes;
 use board::Board;
@@ -542,7 +542,14 @@ impl Watch {
                 let report = self.prefixed(&report::report(&snapshot, &self.names));
                 eprint!("{}", fitted(&report, stderr));
             } else if state.standing && signal.is_none() {
-                let verdict = self.prefixed(&report::verdict(&snapshot, &self.names));
+                // A consumer that went away is not a run that finished: say so, under the
+                // line, where a verdict would read as if it had.
+                let verdict = if exit == BROKEN_PIPE {
+                    report::reader_went_away(&snapshot, &self.names)
+                } else {
+                    report::verdict(&snapshot, &self.names)
+                };
+                let verdict = self.prefixed(&verdict);
                 self.sink.put(&fitted(&verdict, self.sink.fd()));
             }
             if let Some(signal) = signal {

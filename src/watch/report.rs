@@ -212,6 +212,28 @@ pub fn stopped(snapshot: &Snapshot, names: &Names, signal: &str) -> String {
     }
 }
 
+/// What stands under the final line when the reader of an output went away (EPIPE) and accel
+/// ends by SIGPIPE, as `cat` does: whose reader, after how much, and what it did not get.
+/// With several outputs, the one furthest behind among those gone.
+pub fn reader_went_away(snapshot: &Snapshot, names: &Names) -> String {
+    let outputs = &snapshot.readers[..names.outputs.len().min(snapshot.readers.len())];
+    let gone = outputs.iter().enumerate().filter(|(_, reader)| reader.gone);
+    let (index, bytes) = gone
+        .min_by_key(|(_, reader)| reader.bytes)
+        .map_or((0, snapshot.bytes_out), |(index, reader)| (index, reader.bytes));
+    let name = names.outputs.get(index).map_or("stdout", String::as_str);
+    let lost = snapshot.bytes_in.saturating_sub(bytes);
+    let written = format!("{} ({bytes} bytes) written to it", Bytes(bytes));
+    if lost == 0 {
+        format!("the reader of {name} went away: {written}, all that was read")
+    } else {
+        format!(
+            "the reader of {name} went away: {written}, {} ({lost} bytes) read but not delivered",
+            Bytes(lost)
+        )
+    }
+}
+
 /// The report's lines above the verdict, each ending in a newline.
 fn details(snapshot: &Snapshot, names: &Names) -> String {
     let count_width = snapshot.bytes_in.max(snapshot.bytes_out).to_string().len();
@@ -643,6 +665,26 @@ mod tests {
             ..snapshot
         };
         assert!(stopped(&failed, &names, "SIGHUP").contains("2097152 bytes delivered to stdout"));
+    }
+
+    #[test]
+    fn a_reader_that_went_away_is_said_with_what_it_missed() {
+        let reader = |bytes: u64, gone: bool| ReaderSnapshot { bytes, gone, ..Default::default() };
+        let snapshot = Snapshot {
+            bytes_in: 3 * MIB,
+            bytes_out: MIB,
+            readers: vec![reader(MIB, true)],
+            ..run(5.0, 0.0, 0.0)
+        };
+        assert_eq!(
+            reader_went_away(&snapshot, &stdout()),
+            "the reader of stdout went away: 1 MiB (1048576 bytes) written to it, 2 MiB (2097152 \
+             bytes) read but not delivered"
+        );
+        let names = Names { outputs: vec!["stdout".into(), "copy.img".into()], ..stdout() };
+        let several =
+            Snapshot { readers: vec![reader(3 * MIB, false), reader(MIB, true)], ..snapshot };
+        assert!(reader_went_away(&several, &names).starts_with("the reader of copy.img went"));
     }
 
     #[test]
