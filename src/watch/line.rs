@@ -712,6 +712,15 @@ mod tests {
         };
         let line = render(&snapshot, &rates, &subject, 200);
         assert!(line.contains("  out sha256 1.22 GiB "), "{line}");
+        // A process substitution, `-o >(gzip > f)`, by its descriptor's number.
+        let names = Names { outputs: vec!["stdout".into(), "/dev/fd/63".into()], ..names.clone() };
+        let snapshot = Snapshot {
+            readers: vec![reader(1560 * MIB), reader(1248 * MIB), reader(1560 * MIB)],
+            ..snapshot
+        };
+        let subject = Subject { names: &names, ..subject };
+        let line = render(&snapshot, &rates, &subject, 200);
+        assert!(line.contains("  out fd 63 1.22 GiB "), "{line}");
     }
 
     #[test]

@@ -84,6 +84,12 @@ impl Names {
         let path = std::path::Path::new(name);
         let base =
             path.file_name().map_or(name.clone(), |base| base.to_string_lossy().into_owned());
+        // A process substitution, `-o >(gzip > f)`, is `/dev/fd/63`: `fd 63`, not `63`.
+        let by_number = ["/dev/fd", "/proc/self/fd"].map(std::path::Path::new);
+        let base = match path.parent() {
+            Some(parent) if by_number.contains(&parent) => format!("fd {base}"),
+            _ => base,
+        };
         if base.chars().count() <= SHORT {
             base
         } else {
