@@ -74,9 +74,14 @@ def main() -> int:
                     help="corpus tar size in MiB (default 300, --quick 20)")
     ap.add_argument("--timeout", type=float, metavar="S",
                     help="kill a pipeline run after S seconds (default 600, --quick 60)")
+    ap.add_argument("--drop-caches", action="store_true",
+                    help="files and spill: drop the page cache before each run, so that files "
+                         "come from the disk (needs root; it slows everyone on the machine)")
     args = ap.parse_args()
     if args.rounds < 3:
         ap.error("--rounds must be at least 3")
+    if args.drop_caches and os.geteuid() != 0:
+        ap.error("--drop-caches needs root (it writes /proc/sys/vm/drop_caches)")
     only = [s.strip() for s in args.only.split(",") if s.strip()]
     bad = [s for s in only if s not in ORDER]
     if bad or not only:
@@ -136,7 +141,7 @@ def main() -> int:
     print(machine_header(accel, accel_origin, args, sizes))
     sys.stdout.flush()
     ctx = Context(tools, accel, args.rounds, sizes["corpus"], sizes["count"], timeout,
-                  args.quick)
+                  args.quick, args.drop_caches)
     for name, measure in MEASURES.items():
         if name not in only:
             continue

@@ -34,9 +34,11 @@ WORK = BENCH / "work"
 MIB = 1 << 20
 GIB = 1 << 30
 
-# Commands whose stderr is a pseudo-terminal (variants named NAME+tty), so that a progress
-# line is really drawn; what they draw is read and discarded.
-TTY_STDERR: set[tuple[str, ...]] = set()
+
+class TtyArgv(list):
+    """A command line whose stderr is to be a pseudo-terminal (a variant named NAME+tty), so
+    that a progress line is really drawn; what it draws is read and discarded. A list like
+    any other argv, marked by its type: a command line built from it is an ordinary one."""
 
 
 def note(msg: str) -> None:
@@ -101,7 +103,7 @@ def parse_variants(spec: str, accel: str) -> list[Tool]:
         if any(t.name == name for t in tools):
             raise SystemExit(f"run.py: duplicate variant name {name!r}")
         if name.endswith("+tty"):
-            TTY_STDERR.add(tuple(argv))
+            argv = TtyArgv(argv)
         tools.append(
             Tool(name, argv, "variant", set_size(argv, "1G"), set_size(argv, "512M"))
         )
@@ -170,6 +172,7 @@ class Context:
     stream_mib: int  # MiB of the dd stream in throughput (cpu streams a quarter of it)
     timeout: float  # seconds before a pipeline run is killed
     quick: bool = False  # --quick: measures choose their own small sizes (tens of MiB)
+    drop_caches: bool = False  # --drop-caches: files and spill read from the disk, not cache
 
 
 # --------------------------------------------------------------------------------------------
@@ -256,12 +259,44 @@ def cleanup_shm(pids: set[int]) -> None:
             note(f"removed shm segment {shmid} left by killed pid {cpid}")
 
 
+@dataclass
+class _Job:
+    """A process of a pipeline: its command line, the file its stderr goes to, and once
+    started, the process."""
+    argv: list[str]
+    stderr: object  # a TemporaryFile
+    proc: subprocess.Popen | None = None
+    # Once reaped: status, user+sys CPU seconds, ru_maxrss (KiB), seconds after the start.
+    end: tuple[int, float, int, float] | None = None
+
+
+class _Killer:
+    """Kills every started process of a pipeline that has not been reaped yet (a timeout, a
+    failed start, readers that outlive the stages), and remembers that it did."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.fired = threading.Event()
+        self.jobs: list[_Job] = []
+
+    def __call__(self) -> None:
+        self.fired.set()
+        with self.lock:
+            for job in self.jobs:
+                if job.proc is not None and job.end is None:
+                    try:
+                        os.kill(job.proc.pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+
+
 def run_pipeline(stages: list[list[str]], stdin_path: str | None = None,
                  timeout: float = 600.0, pipe_sizes: dict[int, int] | None = None,
                  readers: list[tuple[list[str], str]] | None = None) -> RunResult:
     """Run stages[0] | stages[1] | ... > /dev/null over real pipes.
 
-    pipe_sizes maps a stage index to the size (F_SETPIPE_SZ) of the pipe it writes into.
+    pipe_sizes maps a stage index to the size (F_SETPIPE_SZ) of the pipe it writes into. A
+    stage whose argv is a TtyArgv gets a pseudo-terminal as stderr.
 
     readers are (argv, path) pairs: processes that read what a stage writes by name, each
     started before the stages with stdin opened on path and stdout /dev/null; their results
@@ -275,134 +310,152 @@ def run_pipeline(stages: list[list[str]], stdin_path: str | None = None,
     exited. Each process is reaped as it exits, in whatever order (os.wait4, which also
     gives its user+sys CPU time); `end` is when that was.
     """
-    # (argv, its stderr file) of the stages and of the readers, numbered in that order.
-    jobs = [(argv, tempfile.TemporaryFile(dir=WORK)) for argv in stages]  # before the clock
-    side = [(argv, tempfile.TemporaryFile(dir=WORK)) for argv, _ in readers or []]
-    side_fds = []
-    for _, path in readers or []:
+    # The stages, then the readers; their stderr files are made before the clock starts.
+    jobs = [_Job(argv, tempfile.TemporaryFile(dir=WORK)) for argv in stages]
+    jobs += [_Job(argv, tempfile.TemporaryFile(dir=WORK)) for argv, _ in readers or []]
+    kill = _Killer()
+    kill.jobs = jobs
+    t0 = time.perf_counter()
+    spawn_error = _start(jobs, len(stages), stdin_path, pipe_sizes or {},
+                         [path for _, path in readers or []], kill)
+    if spawn_error:
+        kill()
+    timer = threading.Timer(timeout, kill)
+    timer.daemon = True
+    timer.start()
+    late = _reap(jobs, len(stages), t0, kill)
+    t1 = time.perf_counter()
+    timer.cancel()
+    results, punctual = _results(jobs, late)
+    error = spawn_error
+    if kill.fired.is_set() and not spawn_error and not late:
+        error = f"timeout after {timeout:.0f} s (killed)"
+        cleanup_shm({job.proc.pid for job in jobs if job.proc is not None})
+    if error is None:
+        error = _failure(punctual, [jobs[k].argv for k in late])
+    return RunResult(t1 - t0, results, error, kill.fired.is_set(), t0)
+
+
+def _start(jobs: list[_Job], n_stages: int, stdin_path: str | None,
+           pipe_sizes: dict[int, int], reader_paths: list[str], kill: _Killer) -> str | None:
+    """Starts the readers, then the stages piped one into the next; None, or why a process
+    could not be started (those started so far are left for the caller to kill)."""
+    reader_fds = []
+    for path in reader_paths:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
         os.set_blocking(fd, True)
-        side_fds.append(fd)
-    started: dict[int, subprocess.Popen] = {}  # index in jobs + side
-    reaped: set[int] = set()
-    lock = threading.Lock()
-    killed = threading.Event()
-
-    def kill_all() -> None:
-        killed.set()
-        with lock:
-            for p in started.values():
-                if p.pid not in reaped:
-                    try:
-                        os.kill(p.pid, signal.SIGKILL)
-                    except ProcessLookupError:
-                        pass
-
+        reader_fds.append(fd)
     stdin_f = open(stdin_path, "rb") if stdin_path else open(os.devnull, "rb")
     out_f = open(os.devnull, "wb")
-    spawn_error = None
-    t0 = time.perf_counter()
+
+    def spawn(job: _Job, **streams) -> str | None:
+        try:
+            proc = subprocess.Popen(job.argv, **streams)
+        except OSError as e:
+            return f"cannot start `{job.argv[0]}`: {e.strerror or e}"
+        with kill.lock:
+            job.proc = proc
+        return None
+
     try:
-        for k, ((argv, ef), fd) in enumerate(zip(side, side_fds)):
-            try:
-                started[len(jobs) + k] = subprocess.Popen(argv, stdin=fd, stdout=out_f,
-                                                          stderr=ef)
-            except OSError as e:
-                spawn_error = f"cannot start `{argv[0]}`: {e.strerror or e}"
-                break
+        for job, fd in zip(jobs[n_stages:], reader_fds):
+            error = spawn(job, stdin=fd, stdout=out_f, stderr=job.stderr)
+            if error:
+                return error
         prev = stdin_f
-        for i, (argv, ef) in enumerate(jobs if not spawn_error else []):
-            last = i == len(stages) - 1
-            stderr = ef
-            if tuple(argv) in TTY_STDERR:
-                stderr = tty_sink()
+        for i, job in enumerate(jobs[:n_stages]):
+            last = i == n_stages - 1
+            stderr = tty_sink() if isinstance(job.argv, TtyArgv) else job.stderr
             try:
-                p = subprocess.Popen(argv, stdin=prev, stdout=out_f if last else subprocess.PIPE,
-                                     stderr=stderr)
-            except OSError as e:
-                spawn_error = f"cannot start `{argv[0]}`: {e.strerror or e}"
-                break
+                error = spawn(job, stdin=prev, stdout=out_f if last else subprocess.PIPE,
+                              stderr=stderr)
             finally:
                 # The parent's copy of the pipe's read end must go, or EPIPE never reaches
                 # the previous stage when this one dies.
                 if prev is not stdin_f:
                     prev.close()
-                if stderr is not ef:
+                if stderr is not job.stderr:
                     os.close(stderr)
-            started[i] = p
-            prev = p.stdout
-            if pipe_sizes and i in pipe_sizes and prev is not None:
+            if error:
+                return error
+            prev = job.proc.stdout
+            if i in pipe_sizes and prev is not None:
                 fcntl.fcntl(prev.fileno(), 1031, pipe_sizes[i])  # F_SETPIPE_SZ
+        return None
     finally:
         stdin_f.close()
         out_f.close()
-        for fd in side_fds:  # the readers' own copies keep the FIFOs open from here on
+        for fd in reader_fds:  # the readers' own copies keep the FIFOs open from here on
             os.close(fd)
-    if spawn_error:
-        kill_all()
-    timer = threading.Timer(timeout, kill_all)
-    timer.daemon = True
-    timer.start()
-    by_pidfd = {os.pidfd_open(p.pid): k for k, p in started.items()}
+
+
+def _reap(jobs: list[_Job], n_stages: int, t0: float, kill: _Killer) -> list[int]:
+    """Reaps every started process as it exits (wait4: status, CPU, peak RSS, when). Readers
+    still running 15 s after the last stage are killed; returns their indices."""
+    by_pidfd = {os.pidfd_open(job.proc.pid): k for k, job in enumerate(jobs) if job.proc}
     poller = select.poll()
     for fd in by_pidfd:
         poller.register(fd, select.POLLIN)
-    ends: dict[int, tuple[int, float, int, float]] = {}  # index: status, CPU, RSS, end
-    stage_keys = {k for k in started if k < len(jobs)}
+    stages = {k for k, job in enumerate(jobs[:n_stages]) if job.proc}
     grace_end = None  # when the readers must have ended, once every stage has
-    late = []
+    late: list[int] = []
     while by_pidfd:
-        if grace_end is None and stage_keys <= ends.keys():
+        if grace_end is None and all(jobs[k].end for k in stages):
             grace_end = time.perf_counter() + 15
         ready = poller.poll(None if grace_end is None or late
                             else max(0.0, grace_end - time.perf_counter()) * 1000)
         if not ready and not late:
             late = list(by_pidfd.values())
-            kill_all()
+            kill()
         for fd, _ in ready:
             k = by_pidfd.pop(fd)
             poller.unregister(fd)
             os.close(fd)
-            _, status, ru = os.wait4(started[k].pid, 0)
+            proc = jobs[k].proc
+            _, status, ru = os.wait4(proc.pid, 0)
             end = time.perf_counter() - t0
-            with lock:
-                reaped.add(started[k].pid)
-                started[k].returncode = os.waitstatus_to_exitcode(status)
-            ends[k] = (started[k].returncode, ru.ru_utime + ru.ru_stime, ru.ru_maxrss, end)
-    t1 = time.perf_counter()
-    timer.cancel()
+            with kill.lock:
+                proc.returncode = os.waitstatus_to_exitcode(status)
+                jobs[k].end = (proc.returncode, ru.ru_utime + ru.ru_stime, ru.ru_maxrss, end)
+    return late
+
+
+def _results(jobs: list[_Job], late: list[int]) -> tuple[list[ProcResult], list[ProcResult]]:
+    """Each reaped process's result, and those of all but the readers killed for being late;
+    closes the stderr files."""
     results: list[ProcResult] = []
-    punctual: list[ProcResult] = []  # all but the readers killed for being late
-    for k, (argv, ef) in enumerate(jobs + side):
-        if k in ends:
-            ef.seek(0)
-            rc, cpu, maxrss, end = ends[k]
-            results.append(ProcResult(argv, rc, cpu, maxrss,
-                                      ef.read(4096).decode(errors="replace"), end))
+    punctual: list[ProcResult] = []
+    for k, job in enumerate(jobs):
+        if job.end is not None:
+            job.stderr.seek(0)
+            rc, cpu, maxrss, end = job.end
+            text = job.stderr.read(4096).decode(errors="replace")
+            results.append(ProcResult(job.argv, rc, cpu, maxrss, text, end))
             if k not in late:
                 punctual.append(results[-1])
-        ef.close()
-    error = spawn_error
-    if killed.is_set() and not spawn_error and not late:
-        error = f"timeout after {timeout:.0f} s (killed)"
-        cleanup_shm({p.pid for p in started.values()})
-    if error is None:
-        # Like pipefail, any non-zero status fails the run. Name the root cause first: a
-        # producer killed by SIGPIPE is usually the consequence of a later stage dying.
-        bad = [r for r in punctual if r.rc != 0]
-        bad.sort(key=lambda r: r.rc == -signal.SIGPIPE)
-        if bad:
-            parts = []
-            for r in bad:
-                msg = f"`{os.path.basename(r.argv[0])}` {_describe_rc(r.rc)}"
-                line = _first_line(r.stderr)
-                parts.append(f"{msg}: {line}" if line and not parts else msg)
-            error = parts[0] + (f" (also {', '.join(parts[1:])})" if parts[1:] else "")
-        if late:
-            msg = (f"`{os.path.basename(started[late[0]].args[0])}` still running 15 s after "
-                   "the last stage ended (killed)")
-            error = f"{error}; {msg}" if error else msg
-    return RunResult(t1 - t0, results, error, killed.is_set(), t0)
+        job.stderr.close()
+    return results, punctual
+
+
+def _failure(punctual: list[ProcResult], late: list[list[str]]) -> str | None:
+    """Why the run failed, like pipefail: any non-zero status, the root cause first (a
+    producer killed by SIGPIPE is usually the consequence of a later stage dying); None if
+    every process exited 0 in time."""
+    bad = [r for r in punctual if r.rc != 0]
+    bad.sort(key=lambda r: r.rc == -signal.SIGPIPE)
+    error = None
+    if bad:
+        parts = []
+        for r in bad:
+            msg = f"`{os.path.basename(r.argv[0])}` {_describe_rc(r.rc)}"
+            line = _first_line(r.stderr)
+            parts.append(f"{msg}: {line}" if line and not parts else msg)
+        error = parts[0] + (f" (also {', '.join(parts[1:])})" if parts[1:] else "")
+    if late:
+        msg = (f"`{os.path.basename(late[0][0])}` still running 15 s after the last stage "
+               "ended (killed)")
+        error = f"{error}; {msg}" if error else msg
+    return error
 
 
 def tty_sink() -> int:

@@ -4,11 +4,11 @@ disk it reads F from the disk and writes G to it even when the page cache could
 serve), F a 1 GiB file, on a tmpfs (one mounted under bench/work/ when root,
 else /dev/shm) and on a disk directory (bench/work/). G is removed before each
 run (accel and mbuffer refuse an existing output without -f), and ``sync`` runs,
-so that one run's writeback does not overlap the next; as root, and not with
---quick, the page cache is dropped too (``echo 3 > /proc/sys/vm/drop_caches``),
-so F comes from the disk. G's own writeback is not timed (no --sync; cp has
+so that one run's writeback does not overlap the next; with --drop-caches (root),
+the page cache is dropped too (``echo 3 > /proc/sys/vm/drop_caches``), so F
+comes from the disk. G's own writeback is not timed (no --sync; cp has
 none). Wall seconds, GiB/s, "× cp" = GiB/s over cp's in the same directory, X's
-CPU seconds per GiB. --quick: 64 MiB, caches not dropped.
+CPU seconds per GiB. --quick: 64 MiB.
 """
 
 from __future__ import annotations
@@ -28,8 +28,7 @@ def run(ctx: Context) -> str:
     mib = 64 if ctx.quick else 1024
     n = mib * MIB
     gib = n / GIB
-    root = os.geteuid() == 0
-    drop = root and not ctx.quick
+    drop = ctx.drop_caches
     xs: list[Tool] = [t for t in ctx.tools if t.kind == "variant"]
     xs.append(Tool("cp", ["cp"], "peer"))
     xs += [t for t in ctx.tools if t.name == "mbuffer"]
@@ -75,8 +74,7 @@ def run(ctx: Context) -> str:
             cmd = show(command(t, d / "F", d / "G"), accel).replace(f"{d}/", "")
             rows.append([where, t.name, code(cmd), fmt_spread(s.wall), fmt_spread(rates),
                          ratio, xcpu, s.status()])
-    cache = ("dropped before each run" if drop else
-             "not dropped (--quick)" if root else "not dropped (not root)")
+    cache = "dropped before each run" if drop else "not dropped (no --drop-caches)"
     out = (f"## File to file: `X -i F -o G`, `cp F G`\n\n"
            f"F: {mib} MiB. tmpfs: {tmpfs}{' (mounted for this run)' if mounted else ''}; "
            f"disk: {disk}. G removed and `sync` before each run; page cache {cache}. "

@@ -4,8 +4,8 @@ DIR/f`` (its whole buffer a mapped file), against ``dd`` writing a file in DIR
 and then reading it back; DIR is bench/work/spill, on disk. Producer and
 consumer are bench/accelbench/pattern.py (a numbered random pattern; the
 consumer checks every byte). The consumer reads nothing until the producer has
-finished, ``sync`` has run (timed: the writeback the fill left behind) and, as
-root and not with --quick, the page cache has been dropped; then it reads at
+finished, ``sync`` has run (timed: the writeback the fill left behind) and, with
+--drop-caches (root), the page cache has been dropped; then it reads at
 full speed to the end. Fill and drain seconds, GiB/s and × dd (ratio of median
 GiB/s to dd's write or read), peak RSS of X (VmHWM, polled), peak disk
 (st_blocks of the file X holds in DIR, polled), X's CPU seconds; 3 rounds.
@@ -69,8 +69,7 @@ def burst_section(ctx: Context, d: Path) -> str:
     mib = 512 if ctx.quick else 8192
     size = f"{mib // 1024}G" if mib % 1024 == 0 else f"{mib}M"
     gib = mib * MIB / GIB
-    root = os.geteuid() == 0
-    drop = root and not ctx.quick
+    drop = ctx.drop_caches
     heading = (f"## Beyond RAM: a {size} burst into a stalled consumer, then a full-speed "
                f"drain\n\n")
     st = os.statvfs(d)
@@ -141,7 +140,7 @@ def burst_section(ctx: Context, d: Path) -> str:
             fmt_spread([b.cpu for b in bs], 1), samples[t.name].status(),
         ])
     cache = ("dropped before each run and before each drain" if drop else
-             "not dropped (--quick)" if root else "not dropped (not root)")
+             "not dropped (no --drop-caches)")
     text = (heading +
             f"`pattern.py produce {mib} | X | pattern.py consume {mib}`: bench/accelbench/"
             f"pattern.py writes {size} of a numbered random MiB; the consumer checks every "
