@@ -721,6 +721,44 @@ fn binds_where_told() {
     assert!(receiver.end().0.success());
 }
 
+/// A receiver says where it listens, on a port it was given as on one the system chose, so
+/// that it never waits in silence; with -q it says nothing, a whole transfer through.
+#[test]
+fn a_receiver_says_where_it_listens() {
+    let keys = Scratch::new("net-says");
+    let key = make_key(&keys, "k");
+    let port = free_port().to_string();
+    let from = format!("127.0.0.1:{port}");
+    let mut receiver = Command::new(ACCEL)
+        .args(["--from", &from, "--key-file", &key])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let said = Said::collect(&mut receiver);
+    assert_eq!(said.line_with("listening on "), format!("accel: listening on {from}"));
+    let (status, text) = ended(send("auto", &from, &["--key-file", &key], b"x\n".to_vec(), None));
+    assert!(status.success(), "{text}");
+    assert!(wait_within(&mut receiver, GENEROUS).success());
+
+    let mut quiet = Command::new(ACCEL)
+        .args(["-q", "--from", &from, "--key-file", &key])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let said = Said::collect(&mut quiet);
+    // The sender retries until the receiver listens: nothing orders the two otherwise.
+    eventually(GENEROUS, "the quiet receiver takes a transfer", || {
+        let (status, _) = ended(send("auto", &from, &["--key-file", &key], b"x\n".to_vec(), None));
+        status.success()
+    });
+    assert!(wait_within(&mut quiet, GENEROUS).success());
+    assert_eq!(said.all(), "", "-q");
+}
+
 /// Key files: `--generate key` makes one only its owner may read; one others may read is
 /// refused as ssh refuses such a private key (status 2); so is a missing one, and a peer
 /// without a key. `ACCEL_KEY_FILE` names the key file when `--key-file` does not.

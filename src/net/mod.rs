@@ -344,12 +344,9 @@ fn bind(address: &Address, log: &Log) -> Result<Vec<OwnedFd>, SetupError> {
             listener.map_err(|e| fail(format!("cannot listen on {local}: {}", describe(&e))))?;
         let bound = socket::local_address(&listener).unwrap_or(local);
         port = bound.port();
-        if address.port == 0 {
-            // Nobody could know the port otherwise.
-            log.warn(format_args!("listening on {bound}"));
-        } else {
-            log.debug(format_args!("listening on {bound}"));
-        }
+        // Said in every case (unless -q): a receiver that waits in silence looks hung, and
+        // with port 0 nobody could know the port otherwise.
+        log.warn(format_args!("listening on {bound}"));
         listeners.push(listener);
     }
     Ok(listeners)
