@@ -449,7 +449,7 @@ fn network_settings(cli: &Cli) -> Result<net::Settings, ConfigError> {
             option,
             value,
             reason: "a key is needed: --key-file FILE (or ACCEL_KEY_FILE=FILE), made by \
-                     `accel --generate key > FILE` and copied to the other end; or --insecure \
+                     `accel --generate key FILE` and copied to the other end; or --insecure \
                      for plain TCP"
                 .into(),
         });

@@ -18,12 +18,11 @@ use crate::util::*;
 
 // ----- helpers -----
 
-/// A new key file named `name` in `dir`, made by `accel --generate key > FILE`.
+/// A new key file named `name` in `dir`, made by `accel --generate key FILE`.
 fn make_key(dir: &Scratch, name: &str) -> String {
     let path = dir.path(name);
-    let file = std::fs::File::create(&path).unwrap();
-    let status = Command::new(ACCEL).args(["--generate", "key"]).stdout(file).status().unwrap();
-    assert!(status.success(), "accel --generate key");
+    let status = Command::new(ACCEL).args(["--generate", "key"]).arg(&path).status().unwrap();
+    assert!(status.success(), "accel --generate key FILE");
     path.to_str().unwrap().to_owned()
 }
 
@@ -702,7 +701,7 @@ fn key_files() {
     let keys = Scratch::new("net-keys");
     let key = make_key(&keys, "k");
     let mode = std::fs::metadata(&key).unwrap().permissions().mode() & 0o777;
-    assert_eq!(mode, 0o600, "accel --generate key > FILE makes FILE 0600");
+    assert_eq!(mode, 0o600, "accel --generate key FILE makes FILE 0600");
     let refused = |args: &[&str], env: Option<&str>| {
         let mut command = Command::new(ACCEL);
         command.args(args).env_remove("ACCEL_KEY_FILE").stdin(Stdio::null());
@@ -744,6 +743,120 @@ fn key_files() {
     assert!(status.success(), "{said}");
     assert_eq!(output.join().unwrap(), b"from the environment\n");
     assert!(receiver.end().0.success());
+}
+
+/// Issue 17, item 6: a key is never written into a file that others could already have
+/// open. `accel --generate key > K`, with K made 0644 by the shell (umask 022) and opened by
+/// another reader before accel runs, is refused (status 2, saying what to type instead), and
+/// that reader gets nothing; so is a stdout another user owns. `--generate key K` makes a new
+/// K, 0600, and refuses an existing one, leaving it as it was. A pipe, and a 0600 file of
+/// one's own, get the key.
+#[test]
+fn a_key_is_never_written_where_others_could_read_it() {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let keys = Scratch::new("net-key-leak");
+    let generate = |stdout: Stdio| {
+        let out = Command::new(ACCEL).args(["--generate", "key"]).stdout(stdout).output().unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    // What a shell does for `> K` under umask 022, and a reader that is quick.
+    let path = keys.path("k");
+    let created =
+        std::fs::OpenOptions::new().write(true).create_new(true).mode(0o644).open(&path).unwrap();
+    std::fs::set_permissions(&path, PermissionsExt::from_mode(0o644)).unwrap();
+    let mut early = std::fs::File::open(&path).unwrap();
+    let (code, said) = generate(Stdio::from(created));
+    let mut leaked = String::new();
+    early.read_to_string(&mut leaked).unwrap();
+    assert!(leaked.is_empty(), "a reader that opened K first read {leaked:?}");
+    assert_eq!(code, Some(2), "{said}");
+    let k = path.display();
+    assert_eq!(
+        said,
+        format!(
+            "accel: --generate key: stdout is {k}, which has permissions 0644: whoever opened \
+             it before accel ran could read the key, so none was written; instead type: rm {k}; \
+             accel --generate key {k}\n"
+        )
+    );
+    // Another user's file, however private.
+    let theirs = keys.path("theirs");
+    std::fs::File::create(&theirs).unwrap();
+    std::fs::set_permissions(&theirs, PermissionsExt::from_mode(0o600)).unwrap();
+    std::os::unix::fs::chown(&theirs, Some(65534), None).unwrap();
+    let (code, said) = generate(Stdio::from(std::fs::File::create(&theirs).unwrap()));
+    assert_eq!(code, Some(2), "{said}");
+    assert!(said.contains("which belongs to user 65534"), "{said}");
+    assert_eq!(std::fs::metadata(&theirs).unwrap().len(), 0, "nothing written");
+
+    // What to type instead: a new file, 0600, with a key the peers accept.
+    std::fs::remove_file(&path).unwrap();
+    let out = Command::new(ACCEL).args(["--generate", "key"]).arg(&path).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.stdout.is_empty() && out.stderr.is_empty());
+    let meta = std::fs::metadata(&path).unwrap();
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    let key = std::fs::read_to_string(&path).unwrap();
+    assert!(key.starts_with("accel-key-v1:") && key.len() == 13 + 64 + 1, "{key:?}");
+    // Never over an existing file.
+    let out = Command::new(ACCEL).args(["--generate", "key"]).arg(&path).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!(
+            "accel: --generate key {k}: it exists, and a key goes only into a new file, which \
+             nobody else can have open; remove it first, or name another\n"
+        )
+    );
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), key, "the existing key is kept");
+    // Only a key goes into a file.
+    let man = keys.path("man");
+    let out = Command::new(ACCEL).args(["--generate", "man"]).arg(&man).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(!man.exists());
+
+    // A pipe is the user's own to judge; so is a file only its owner may open.
+    let out = Command::new(ACCEL).args(["--generate", "key"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.stdout.starts_with(b"accel-key-v1:") && out.stdout.len() == 78);
+    let private = keys.path("private");
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&private)
+        .unwrap();
+    let (code, said) = generate(Stdio::from(file));
+    assert_eq!(code, Some(0), "{said}");
+    assert_eq!(std::fs::read_to_string(&private).unwrap().len(), 78);
+}
+
+/// Issue 17, item 9: a key file another user owns is refused even at mode 0600 (its owner
+/// could change the key), as ssh refuses such a private key: status 2, saying why; root's is
+/// accepted.
+#[test]
+fn a_key_file_another_user_owns_is_refused() {
+    if !require("root (to give a file to another user)", is_root()) {
+        return;
+    }
+    let keys = Scratch::new("net-key-owner");
+    let key = make_key(&keys, "k");
+    std::os::unix::fs::chown(&key, Some(65534), None).unwrap();
+    let out = Command::new(ACCEL)
+        .args(["--to", "127.0.0.1:9", "--key-file", &key])
+        .env_remove("ACCEL_KEY_FILE")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!(
+            "accel: --key-file {key}: owned by user 65534, who could change the key or read it; \
+             a key file must be yours (or root's), as ssh wants of a private key: copy it to a \
+             file of your own\n"
+        )
+    );
 }
 
 // ----- across network namespaces -----
