@@ -859,6 +859,85 @@ fn a_key_file_another_user_owns_is_refused() {
     );
 }
 
+/// Issue 17, item 7: a flood of strangers does not lock the real sender out. While a thread
+/// opens connections to the receiver as fast as it can (for at most 20 s or 50,000
+/// connections) — silent ones, ones that send a part of a handshake and stop, and garbage —
+/// a real sender connects from the same address (all of loopback is 127.0.0.1); it gets
+/// through and its transfer is whole, every time.
+#[test]
+fn a_flood_of_strangers_does_not_lock_the_sender_out() {
+    let keys = Scratch::new("net-flood");
+    let key = make_key(&keys, "k");
+    for attempt in 0..4 {
+        let mut receiver = Receiver::start("auto", "127.0.0.1", &["--key-file", &key], None);
+        let output = receiver.output();
+        let to = format!("127.0.0.1:{}", receiver.port);
+        let address: SocketAddr = to.parse().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let flooding = {
+            let stop = Arc::clone(&stop);
+            thread::spawn(move || flood(address, &stop))
+        };
+        // The flood is under way: the receiver has had to drop strangers.
+        receiver.said.line_with("dropped it, still waiting for the sender");
+        let data = pattern(1 << 20, 40 + attempt);
+        let (status, said) = ended(send("auto", &to, &["--key-file", &key], data.clone(), None));
+        stop.store(true, SeqCst);
+        let (strangers, stopped) = flooding.join().unwrap();
+        assert!(stopped, "the flood ran out ({strangers} connections) before the sender ended");
+        assert!(status.success(), "attempt {attempt}, {strangers} strangers: {status}: {said}");
+        let received = output.join().unwrap();
+        let (status, said) = receiver.end();
+        assert!(status.success(), "attempt {attempt}: receiver: {status}: {said}");
+        assert_same(&received, &data, "through the flood");
+        // A flood is not listed line by line; it is counted.
+        let listed = said.lines().filter(|line| line.contains("dropped it")).count();
+        assert!(listed <= 20, "{listed} drops listed");
+        if listed == 20 {
+            assert!(said.contains("connections were dropped before the sender came"), "{said}");
+        }
+    }
+}
+
+/// Connections to `address` as fast as one thread makes them (not waiting for each to be
+/// established), until `stop`, 20 s or 50,000 of them: most say nothing, some send the start
+/// of a handshake and stop, some send garbage. The last 500 are kept open. Returns how many
+/// were made, and whether it was stopped (rather than running out of time or count).
+fn flood(address: SocketAddr, stop: &AtomicBool) -> (usize, bool) {
+    use rustix::net::{AddressFamily, SendFlags, SocketFlags, SocketType};
+    let start = Instant::now();
+    let mut open = std::collections::VecDeque::new();
+    let mut made = 0;
+    while made < 50_000 && start.elapsed() < Duration::from_secs(20) {
+        if stop.load(SeqCst) {
+            return (made, true);
+        }
+        let flags = SocketFlags::NONBLOCK | SocketFlags::CLOEXEC;
+        let socket =
+            rustix::net::socket_with(AddressFamily::INET, SocketType::STREAM, flags, None).unwrap();
+        match rustix::net::connect(&socket, &address) {
+            Ok(()) | Err(rustix::io::Errno::INPROGRESS) => {}
+            Err(_) => continue,
+        }
+        made += 1;
+        let said: &[u8] = match made % 8 {
+            // A preamble, the length of a first message, and a part of it.
+            1 => b"accelN1A\x00\x30partial",
+            2 => b"GET / HTTP/1.0\r\n\r\n",
+            _ => b"",
+        };
+        if !said.is_empty() {
+            // Best effort: the connection may not be established yet.
+            let _ = rustix::net::send(&socket, said, SendFlags::NOSIGNAL);
+        }
+        open.push_back(socket);
+        if open.len() > 500 {
+            open.pop_front();
+        }
+    }
+    (made, false)
+}
+
 // ----- across network namespaces -----
 
 /// Two namespaces joined by a veth pair limited to 200 Mbit/s: a transfer each way, byte for

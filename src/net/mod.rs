@@ -266,11 +266,14 @@ impl Network {
         };
         let mut failures = Vec::new();
         for &address in &output.resolved {
+            let opening =
+                self.key.as_ref().map(handshake::Opening::new).transpose().map_err(fail)?;
             match socket::connect(address, stop, deadline) {
                 Ok(socket) => {
                     log.debug(format_args!("{}: connected to {address}", output.address));
-                    let Some(key) = &self.key else { return Ok((Arc::new(socket), None)) };
-                    let channel = handshake::initiate(socket, key, stop, deadline).map_err(fail)?;
+                    let Some(opening) = opening else { return Ok((Arc::new(socket), None)) };
+                    let channel =
+                        handshake::initiate(opening, socket, stop, deadline).map_err(fail)?;
                     return Ok((Arc::clone(channel.socket()), Some(channel)));
                 }
                 Err(error) if error.kind() == io::ErrorKind::TimedOut => {
