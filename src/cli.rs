@@ -86,7 +86,8 @@ pub struct Cli {
 
     /// Hash the stream: sha256, sha512, blake3, md5, sha1, sha224, sha384; repeatable.
     ///
-    /// Printed at the end as sha256sum prints it (`<hex>  <input name>`, `-` for stdin), one
+    /// Printed at the end as sha256sum prints it (`<hex>  <input name>`, `-` for stdin, the
+    /// address as given for --from), one
     /// line per hash in the order given, to stderr or --hash-file, and in the JSON summary.
     /// Each hash reads the buffer on a thread of its own; one slower than the outputs is the
     /// bottleneck, and the report says so.

@@ -442,6 +442,7 @@ fn network_settings(cli: &Cli) -> Result<net::Settings, ConfigError> {
             std::env::var_os(net::key::ENV).filter(|v| !v.is_empty()).map(PathBuf::from)
         }
     };
+    let key_file_from_env = cli.key_file.is_none() && key_file.is_some();
     if peers && !cli.insecure && key_file.is_none() {
         let option = if from.is_some() { "--from" } else { "--to" };
         let value = cli.from.clone().unwrap_or_else(|| cli.to[0].clone());
@@ -455,7 +456,7 @@ fn network_settings(cli: &Cli) -> Result<net::Settings, ConfigError> {
         });
     }
     let accept_timeout = duration_option("--accept-timeout", &cli.accept_timeout)?;
-    Ok(net::Settings { from, key_file, insecure: cli.insecure, accept_timeout })
+    Ok(net::Settings { from, key_file, key_file_from_env, insecure: cli.insecure, accept_timeout })
 }
 
 /// A duration option's value, if given (`option` names it in the error).

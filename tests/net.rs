@@ -216,6 +216,45 @@ fn relay(mut from: TcpStream, mut to: TcpStream, delay: Duration, frozen: Arc<At
     let _ = writer.join();
 }
 
+/// A proxy on loopback for one connection to `upstream` that flips one bit on the way: in
+/// the sender's bytes (`from_sender`) or the receiver's, at the offset `at` gives for the
+/// length of the first handshake message (in bytes 8 and 9 of either side's stream: the
+/// preamble, then the length). Returns its port.
+fn tamper(upstream: SocketAddr, from_sender: bool, at: fn(usize) -> usize) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    thread::spawn(move || {
+        let (client, _) = listener.accept().unwrap();
+        let server = TcpStream::connect(upstream).unwrap();
+        let pass = |mut from: TcpStream, mut to: TcpStream, flip: bool| {
+            thread::spawn(move || {
+                let (mut seen, mut buf) = (Vec::new(), vec![0u8; 1 << 16]);
+                let mut target = None;
+                while let Ok(n) = from.read(&mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                    let start = seen.len();
+                    seen.extend_from_slice(&buf[..n]);
+                    if flip && target.is_none() && seen.len() >= 10 {
+                        target = Some(at(usize::from(u16::from_be_bytes([seen[8], seen[9]]))));
+                    }
+                    if let Some(at) = target.filter(|at| (start..seen.len()).contains(at)) {
+                        buf[at - start] ^= 0x10;
+                    }
+                    if to.write_all(&buf[..n]).is_err() {
+                        break;
+                    }
+                }
+                let _ = to.shutdown(std::net::Shutdown::Write);
+            })
+        };
+        pass(client.try_clone().unwrap(), server.try_clone().unwrap(), from_sender);
+        pass(server, client, !from_sender);
+    });
+    port
+}
+
 // ----- network namespaces -----
 
 /// A network namespace made for one test, with loopback up; deleted (with its interfaces)
@@ -407,7 +446,7 @@ fn strangers_before_the_sender(engine: &str) {
     replay.write_all(&[7u8; 16]).unwrap();
     replay.write_all(&[0, 25]).unwrap();
     replay.write_all(&[7u8; 25]).unwrap();
-    receiver.said.line_with("authentication failed: the peers do not share a key; dropped it");
+    receiver.said.line_with("the first frame failed authentication: it was altered on the way, or the handshake replayed; dropped it");
 
     let data = pattern(4 << 20, 6);
     let (status, said) = ended(send(engine, &address, &["--key-file", &key], data.clone(), None));
@@ -718,7 +757,11 @@ fn key_files() {
     assert!(said.trim_end().ends_with(&format!("chmod 600 {key}")), "{said}");
     let (code, said) = refused(&["--to", "127.0.0.1:9"], Some(&key));
     assert_eq!(code, Some(2), "ACCEL_KEY_FILE is read: {said}");
-    assert!(said.contains("permissions 0644 are too open"), "{said}");
+    // Named as it was given (issue 17, item 12).
+    assert!(
+        said.starts_with(&format!("accel: ACCEL_KEY_FILE={key}: permissions 0644 are too open")),
+        "{said}"
+    );
     let missing = keys.path("missing");
     let (code, said) =
         refused(&["--to", "127.0.0.1:9", "--key-file", missing.to_str().unwrap()], None);
@@ -936,6 +979,77 @@ fn flood(address: SocketAddr, stop: &AtomicBool) -> (usize, bool) {
         }
     }
     (made, false)
+}
+
+/// Issue 17, item 12: one bit flipped after the key was proven is not called a wrong key.
+/// In the sender's first frame (its Start, sealed with the session's keys), the receiver
+/// says the frame failed authentication, altered on the way, drops the connection and writes
+/// nothing; in the receiver's answer to the handshake, the sender says so (status 6).
+#[test]
+fn a_corrupted_frame_after_the_key_matched_is_not_a_wrong_key() {
+    let keys = Scratch::new("net-tamper");
+    let key = make_key(&keys, "k");
+    for from_sender in [true, false] {
+        let mut receiver = Receiver::start(
+            "auto",
+            "127.0.0.1",
+            &["--key-file", &key, "--accept-timeout", "5s"],
+            None,
+        );
+        let output = receiver.output();
+        let upstream = SocketAddr::from(([127, 0, 0, 1], receiver.port));
+        // The sender's Start frame begins right after its first message; the receiver's
+        // answer is its first message.
+        let at: fn(usize) -> usize = if from_sender { |len| 10 + len + 3 } else { |_| 11 };
+        let to = format!("127.0.0.1:{}", tamper(upstream, from_sender, at));
+        let (status, said) =
+            ended(send("auto", &to, &["--key-file", &key], pattern(1 << 16, 50), None));
+        assert!(!status.success(), "{said}");
+        assert!(!said.contains("do not share a key"), "sender: {said}");
+        if from_sender {
+            let line = receiver.said.line_with("dropped it, still waiting for the sender");
+            assert!(
+                line.ends_with(
+                    "the key matched, but the first frame failed authentication: it was altered \
+                     on the way, or the handshake replayed; dropped it, still waiting for the \
+                     sender"
+                ),
+                "{line}"
+            );
+        } else {
+            assert_eq!(status.code(), Some(6), "{said}");
+            assert!(
+                said.contains(&format!(
+                    "accel: {to}: the receiver's answer to the handshake failed authentication: \
+                     it was altered on the way (the receiver had accepted the key); nothing was \
+                     sent"
+                )),
+                "{said}"
+            );
+        }
+        let (status, said) = receiver.end();
+        assert_eq!(status.code(), Some(6), "receiver: {said}");
+        assert!(!said.contains("do not share a key"), "receiver: {said}");
+        assert!(output.join().unwrap().is_empty(), "nothing is written");
+    }
+}
+
+/// Issue 17, item 12: a `--from` receiver's `--hash` line names its input by the address it
+/// receives from, as its report does, not `-` (stdin, which it did not read).
+#[test]
+fn a_receivers_hash_line_names_the_address() {
+    use sha2::Digest;
+    let (_keys, key, mut receiver) = keyed_receiver("auto", "hash", &["--hash", "sha256"]);
+    let output = receiver.output();
+    let data = pattern(1 << 20, 51);
+    let to = format!("127.0.0.1:{}", receiver.port);
+    let (status, said) = ended(send("auto", &to, &["--key-file", &key], data.clone(), None));
+    assert!(status.success(), "{said}");
+    assert_same(&output.join().unwrap(), &data, "hashed");
+    let (status, said) = receiver.end();
+    assert!(status.success(), "{said}");
+    let hex: String = sha2::Sha256::digest(&data).iter().map(|b| format!("{b:02x}")).collect();
+    assert!(said.lines().any(|line| line == format!("{hex}  127.0.0.1:0")), "{said}");
 }
 
 // ----- across network namespaces -----

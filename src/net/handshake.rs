@@ -127,7 +127,13 @@ pub fn initiate(
     let mut answer = vec![0u8; len];
     read_exact(&socket, &mut answer, stop, deadline).map_err(io_error)?;
     let mut welcome = [0u8; 64];
-    let got = noise.read_message(&answer, &mut welcome).map_err(|_| WRONG_KEY.to_owned())?;
+    // The receiver answers only a first message made with its key (else the empty answer
+    // above): an answer that fails was altered on the way.
+    let got = noise.read_message(&answer, &mut welcome).map_err(|_| {
+        "the receiver's answer to the handshake failed authentication: it was altered on the way \
+         (the receiver had accepted the key)"
+            .to_owned()
+    })?;
     match welcome[..got].try_into().map(u64::from_be_bytes) {
         Ok(0) => {}
         Ok(offset) => return Err(format!("the receiver asks to resume at byte {offset}")),
@@ -494,8 +500,13 @@ fn confirm(stage: &mut Stage) -> Verdict {
             Verdict::Sender(channel)
         }
         Ok(Some(_)) => Verdict::Dropped("a malformed handshake".into()),
-        // A replayed first message passes the key check; only the session's keys open this.
-        Err(_) => Verdict::Dropped(WRONG_KEY.into()),
+        // Its first message proved the key (or replayed one that did); only the session's
+        // keys open this frame, so it was altered, or the handshake is a recording.
+        Err(_) => Verdict::Dropped(
+            "the key matched, but the first frame failed authentication: it was altered on the \
+             way, or the handshake replayed"
+                .into(),
+        ),
     }
 }
 

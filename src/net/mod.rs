@@ -69,6 +69,8 @@ pub struct Settings {
     pub from: Option<Address>,
     /// `--key-file`, or the file `ACCEL_KEY_FILE` names; `None` with `--insecure`.
     pub key_file: Option<PathBuf>,
+    /// The key file is the one `ACCEL_KEY_FILE` names: its errors say so.
+    pub key_file_from_env: bool,
     /// `--insecure`: plain TCP.
     pub insecure: bool,
     /// `--accept-timeout`: how long a receiver waits for its sender.
@@ -189,7 +191,12 @@ impl Network {
     pub fn open(settings: &Settings, to: &[&Address], log: &Log) -> Result<Network, SetupError> {
         let key = match &settings.key_file {
             Some(path) => Some(Key::read(path).map_err(|why| {
-                SetupError::Usage(format!("--key-file {}: {why}", path.display()))
+                let named = if settings.key_file_from_env {
+                    format!("{}={}", key::ENV, path.display())
+                } else {
+                    format!("--key-file {}", path.display())
+                };
+                SetupError::Usage(format!("{named}: {why}"))
             })?),
             None => None,
         };
