@@ -119,7 +119,8 @@ impl Key {
                 path.display()
             ));
         }
-        let mut text = Zeroizing::new(String::new());
+        // Room for all it may read: a String that grows leaves copies behind, unzeroed.
+        let mut text = Zeroizing::new(String::with_capacity(1024));
         // A key file is one short line; more is not a key file (and not worth reading).
         Read::by_ref(&mut file)
             .take(1024)
