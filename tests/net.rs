@@ -981,6 +981,34 @@ fn flood(address: SocketAddr, stop: &AtomicBool) -> (usize, bool) {
     (made, false)
 }
 
+/// Issue 17, item 9: a sender's reason for stopping (its Abort frame), which whoever holds
+/// the key may word as they like, reaches the receiver's stderr with its control characters
+/// shown as `?`: no escape sequence gets through. The sender is the test itself, through
+/// accel's own library.
+#[test]
+fn a_senders_abort_reason_is_printed_without_its_escapes() {
+    use accel::net::{handshake, key::Key, socket};
+    use accel::stop::Stop;
+    let (_keys, key, mut receiver) = keyed_receiver("auto", "abort", &[]);
+    let output = receiver.output();
+    let key = Key::read(std::path::Path::new(&key)).unwrap();
+    let (stop, deadline) = (Stop::default(), Instant::now() + GENEROUS);
+    let address = SocketAddr::from(([127, 0, 0, 1], receiver.port));
+    let connected = socket::connect(address, &stop, deadline).unwrap();
+    let opening = handshake::Opening::new(&key).unwrap();
+    let mut channel = handshake::initiate(opening, connected, &stop, deadline).unwrap();
+    channel.abort("\x1b]0;owned\x07\x1b[2J\rgone\nfor good", &stop);
+    let (status, said) = receiver.end();
+    assert_eq!(status.code(), Some(1), "{said}");
+    assert!(output.join().unwrap().is_empty());
+    assert!(!said.contains(['\x1b', '\x07', '\r']), "{said:?}");
+    assert!(
+        said.contains("the sender stopped after 0 bytes: ?]0;owned??[2J?gone?for good"),
+        "{said:?}"
+    );
+    drop(channel);
+}
+
 /// Issue 17, item 12: one bit flipped after the key was proven is not called a wrong key.
 /// In the sender's first frame (its Start, sealed with the session's keys), the receiver
 /// says the frame failed authentication, altered on the way, drops the connection and writes
