@@ -4,9 +4,11 @@
 //! `config.rs` turns this into a validated [`Config`](crate::config::Config). Nothing past
 //! `config.rs` sees clap.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::{ArgGroup, Parser, ValueEnum};
+
+use crate::exit::Exit;
 
 /// Short help: what accel is for, in a few lines.
 const ABOUT: &str = "\
@@ -18,7 +20,7 @@ const AFTER_HELP: &str = "\
 Examples:
   bzip2 -dc big.tar.bz2 | accel | gzip -9 > big.tar.gz
   zfs send pool/fs@snap | accel -m 1G -o backup.zfs -o - --hash sha256 | ssh host zfs receive
-  accel --generate key > K; copy K to the other host, then:
+  accel --generate key K; copy K to the other host, then:
     there: accel --from :9090 --key-file K | zfs receive tank/fs
     here:  zfs send pool/fs@snap | accel --to there:9090 --key-file K
 
@@ -84,7 +86,8 @@ pub struct Cli {
 
     /// Hash the stream: sha256, sha512, blake3, md5, sha1, sha224, sha384; repeatable.
     ///
-    /// Printed at the end as sha256sum prints it (`<hex>  <input name>`, `-` for stdin), one
+    /// Printed at the end as sha256sum prints it (`<hex>  <input name>`, `-` for stdin, the
+    /// address as given for --from), one
     /// line per hash in the order given, to stderr or --hash-file, and in the JSON summary.
     /// Each hash reads the buffer on a thread of its own; one slower than the outputs is the
     /// bottleneck, and the report says so.
@@ -303,10 +306,11 @@ pub struct Cli {
     )]
     pub from: Option<String>,
 
-    /// The key both ends share, made by `accel --generate key > FILE`.
+    /// The key both ends share, made by `accel --generate key FILE`.
     ///
     /// Default: the file the environment variable ACCEL_KEY_FILE names. A key file that its
-    /// group or others may read is refused, as ssh refuses such a private key.
+    /// group or others may read, or another user's, is refused, as ssh refuses such a private
+    /// key.
     #[arg(long, value_name = "FILE", requires = "peer", help_heading = "Network")]
     pub key_file: Option<PathBuf>,
 
@@ -330,8 +334,17 @@ pub struct Cli {
     ///
     /// The man page's FILES section says where each goes, e.g. `accel --generate man >
     /// ~/.cargo/share/man/man1/accel.1`, where man finds it while ~/.cargo/bin is on PATH.
+    /// `--generate key FILE` writes the key into a new FILE only its owner may read (an
+    /// existing FILE is refused). A key goes to stdout only when that is a pipe or a terminal,
+    /// or a file nobody else may open: `> FILE` is refused when the shell made FILE readable
+    /// by others, since whoever opened it in time would read the key.
     #[arg(long, value_enum, value_name = "WHAT", help_heading = "Setup")]
     pub generate: Option<Generate>,
+
+    /// `--generate key FILE`: the new key file. Hidden: accel takes no other operand (and
+    /// `usage::parse` refuses this one without --generate, as it refuses any other).
+    #[arg(value_name = "FILE", hide = true)]
+    pub generate_into: Option<PathBuf>,
 }
 
 /// `--engine` values.
@@ -370,28 +383,43 @@ pub enum Generate {
     Zsh,
     /// fish completions.
     Fish,
-    /// A new key file for --key-file (stdout, when a file, is made readable by its owner only).
+    /// A new key file for --key-file: `--generate key FILE` (made readable by its owner only).
     Key,
 }
 
 impl Generate {
-    /// Writes the man page or completion script to `out`.
-    pub fn write(self, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+    /// Writes the man page, a completion script or a key file (into `file`, or stdout);
+    /// otherwise how accel ends, and why (for `accel: `).
+    pub fn run(self, file: Option<&Path>) -> Result<(), (Exit, String)> {
+        use crate::net::key::{self, NotWritten};
         use clap::CommandFactory;
         use clap_complete::Shell;
-        let mut command = Cli::command();
-        let shell = match self {
-            Generate::Man => return crate::manual::write(command, out),
-            Generate::Key => {
-                crate::net::key::protect_stdout()?;
-                let key = crate::net::key::Key::generate()?;
-                return out.write_all(key.to_line().as_bytes());
+        let shell = match (self, file) {
+            (Generate::Key, file) => {
+                return key::generate(file).map_err(|not| match not {
+                    NotWritten::Refused(why) => (Exit::Usage, why),
+                    NotWritten::Failed(why) => (Exit::OutputFailed, why),
+                });
             }
-            Generate::Bash => Shell::Bash,
-            Generate::Zsh => Shell::Zsh,
-            Generate::Fish => Shell::Fish,
+            (_, Some(file)) => {
+                return Err((
+                    Exit::Usage,
+                    format!(
+                        "{}: unexpected operand: only --generate key writes to a file; the \
+                         others print to stdout",
+                        file.display()
+                    ),
+                ));
+            }
+            (Generate::Man, None) => {
+                return crate::manual::write(Cli::command(), &mut std::io::stdout().lock())
+                    .map_err(|e| (Exit::OutputFailed, format!("--generate: {e}")));
+            }
+            (Generate::Bash, None) => Shell::Bash,
+            (Generate::Zsh, None) => Shell::Zsh,
+            (Generate::Fish, None) => Shell::Fish,
         };
-        clap_complete::generate(shell, &mut command, "accel", out);
+        clap_complete::generate(shell, &mut Cli::command(), "accel", &mut std::io::stdout().lock());
         Ok(())
     }
 }

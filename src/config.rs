@@ -424,7 +424,7 @@ fn parse_level(text: &str) -> Result<Level, String> {
 
 /// `text` with control characters shown as `?`: a name is drawn on a terminal, where an
 /// escape sequence or a newline in it would break the line.
-fn printable(text: &str) -> String {
+pub(crate) fn printable(text: &str) -> String {
     text.chars().map(|c| if c.is_control() { '?' } else { c }).collect()
 }
 
@@ -447,6 +447,7 @@ fn network_settings(cli: &Cli) -> Result<net::Settings, ConfigError> {
             std::env::var_os(net::key::ENV).filter(|v| !v.is_empty()).map(PathBuf::from)
         }
     };
+    let key_file_from_env = cli.key_file.is_none() && key_file.is_some();
     if peers && !cli.insecure && key_file.is_none() {
         let option = if from.is_some() { "--from" } else { "--to" };
         let value = cli.from.clone().unwrap_or_else(|| cli.to[0].clone());
@@ -454,13 +455,13 @@ fn network_settings(cli: &Cli) -> Result<net::Settings, ConfigError> {
             option,
             value,
             reason: "a key is needed: --key-file FILE (or ACCEL_KEY_FILE=FILE), made by \
-                     `accel --generate key > FILE` and copied to the other end; or --insecure \
+                     `accel --generate key FILE` and copied to the other end; or --insecure \
                      for plain TCP"
                 .into(),
         });
     }
     let accept_timeout = duration_option("--accept-timeout", &cli.accept_timeout)?;
-    Ok(net::Settings { from, key_file, insecure: cli.insecure, accept_timeout })
+    Ok(net::Settings { from, key_file, key_file_from_env, insecure: cli.insecure, accept_timeout })
 }
 
 /// A duration option's value, if given (`option` names it in the error).

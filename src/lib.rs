@@ -271,7 +271,7 @@ fn start(config: &Config, closed: stdio::Closed) -> Result<Exit, Refusal> {
     )
     .or(network_exit);
     let digests: Vec<Digest> = ending.digests.iter().flatten().cloned().collect();
-    let lines = digest_lines(&digests, config.input.as_deref());
+    let lines = digest_lines(&digests, config);
     // To a file, before the summary, which must say if that failed; to stderr, after the
     // report, where they are easy to copy.
     if let (Some(file), Some(path)) = (hash_file.as_mut(), &config.hash_file) {
@@ -340,9 +340,14 @@ fn open_outputs(
         .collect()
 }
 
-/// Each digest as `sha256sum` prints it: `<hex>  <name>`, `-` for stdin.
-fn digest_lines(digests: &[Digest], input: Option<&std::path::Path>) -> String {
-    let name = input.map_or("-".into(), |path| path.to_string_lossy());
+/// Each digest as `sha256sum` prints it: `<hex>  <name>`, the input's name: `-` for stdin, a
+/// `--from` receiver's address as given.
+fn digest_lines(digests: &[Digest], config: &Config) -> String {
+    let name = match (&config.input, &config.net.from) {
+        (Some(path), _) => path.to_string_lossy().into_owned(),
+        (None, Some(from)) => from.to_string(),
+        (None, None) => "-".to_owned(),
+    };
     digests.iter().map(|d| format!("{}  {name}\n", d.hex)).collect()
 }
 

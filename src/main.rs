@@ -32,11 +32,11 @@ extern "C" fn main(argc: c_int, argv: *const *const c_char) -> c_int {
         }
     };
     if let Some(what) = cli.generate {
-        return match what.write(&mut std::io::stdout().lock()) {
+        return match what.run(cli.generate_into.as_deref()) {
             Ok(()) => 0,
-            Err(error) => {
-                eprintln!("accel: --generate: {error}");
-                i32::from(Exit::OutputFailed.code())
+            Err((exit, why)) => {
+                eprintln!("accel: {why}");
+                i32::from(exit.code())
             }
         };
     }

@@ -108,8 +108,8 @@ pub const EXIT_STATUSES: &[[&str; 2]] = &[
     [
         "2",
         "Usage error (bad option or value, a file `-i` or `-o` cannot open or `-o` would clobber, \
-         input and an output the same file, a key file missing, malformed or readable by others); \
-         nothing was read.",
+         input and an output the same file, a key file missing, malformed, readable by others or \
+         another user's, a key not written where others could read it); nothing was read.",
     ],
     [
         "3",

@@ -32,7 +32,7 @@ pub fn parse(args: &[OsString]) -> Result<Cli, Refusal> {
     let mut command = Cli::command().mut_args(|arg| {
         // getopt's rule for an option's value; not for `--json[=FILE]`-style options, whose
         // value only ever comes after `=`.
-        if arg.get_action().takes_values() && !arg.is_require_equals_set() {
+        if arg.get_action().takes_values() && !arg.is_require_equals_set() && !arg.is_positional() {
             arg.allow_hyphen_values(true)
         } else {
             arg
@@ -46,7 +46,14 @@ pub fn parse(args: &[OsString]) -> Result<Cli, Refusal> {
         Ok(matches) => matches,
         Err(error) => return Err(refused(error, &command)),
     };
-    Cli::from_arg_matches(&matches).map_err(|error| refused(error, &command))
+    let cli = Cli::from_arg_matches(&matches).map_err(|error| refused(error, &command))?;
+    if let (None, Some(operand)) = (&cli.generate, &cli.generate_into) {
+        // The one operand, `--generate key FILE`'s, is as unexpected as any other without it.
+        let typed: Vec<String> =
+            args.iter().skip(1).map(|arg| arg.to_string_lossy().into_owned()).collect();
+        return Err(Refusal::Usage(unknown(&operand.to_string_lossy(), None, &command, &typed)));
+    }
+    Ok(cli)
 }
 
 /// One line, `<what>: <why>`, for one of clap's refusals of `args`.

@@ -18,12 +18,11 @@ use crate::util::*;
 
 // ----- helpers -----
 
-/// A new key file named `name` in `dir`, made by `accel --generate key > FILE`.
+/// A new key file named `name` in `dir`, made by `accel --generate key FILE`.
 fn make_key(dir: &Scratch, name: &str) -> String {
     let path = dir.path(name);
-    let file = std::fs::File::create(&path).unwrap();
-    let status = Command::new(ACCEL).args(["--generate", "key"]).stdout(file).status().unwrap();
-    assert!(status.success(), "accel --generate key");
+    let status = Command::new(ACCEL).args(["--generate", "key"]).arg(&path).status().unwrap();
+    assert!(status.success(), "accel --generate key FILE");
     path.to_str().unwrap().to_owned()
 }
 
@@ -217,6 +216,45 @@ fn relay(mut from: TcpStream, mut to: TcpStream, delay: Duration, frozen: Arc<At
     let _ = writer.join();
 }
 
+/// A proxy on loopback for one connection to `upstream` that flips one bit on the way: in
+/// the sender's bytes (`from_sender`) or the receiver's, at the offset `at` gives for the
+/// length of the first handshake message (in bytes 8 and 9 of either side's stream: the
+/// preamble, then the length). Returns its port.
+fn tamper(upstream: SocketAddr, from_sender: bool, at: fn(usize) -> usize) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    thread::spawn(move || {
+        let (client, _) = listener.accept().unwrap();
+        let server = TcpStream::connect(upstream).unwrap();
+        let pass = |mut from: TcpStream, mut to: TcpStream, flip: bool| {
+            thread::spawn(move || {
+                let (mut seen, mut buf) = (Vec::new(), vec![0u8; 1 << 16]);
+                let mut target = None;
+                while let Ok(n) = from.read(&mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                    let start = seen.len();
+                    seen.extend_from_slice(&buf[..n]);
+                    if flip && target.is_none() && seen.len() >= 10 {
+                        target = Some(at(usize::from(u16::from_be_bytes([seen[8], seen[9]]))));
+                    }
+                    if let Some(at) = target.filter(|at| (start..seen.len()).contains(at)) {
+                        buf[at - start] ^= 0x10;
+                    }
+                    if to.write_all(&buf[..n]).is_err() {
+                        break;
+                    }
+                }
+                let _ = to.shutdown(std::net::Shutdown::Write);
+            })
+        };
+        pass(client.try_clone().unwrap(), server.try_clone().unwrap(), from_sender);
+        pass(server, client, !from_sender);
+    });
+    port
+}
+
 // ----- network namespaces -----
 
 /// A network namespace made for one test, with loopback up; deleted (with its interfaces)
@@ -408,7 +446,7 @@ fn strangers_before_the_sender(engine: &str) {
     replay.write_all(&[7u8; 16]).unwrap();
     replay.write_all(&[0, 25]).unwrap();
     replay.write_all(&[7u8; 25]).unwrap();
-    receiver.said.line_with("authentication failed: the peers do not share a key; dropped it");
+    receiver.said.line_with("the first frame failed authentication: it was altered on the way, or the handshake replayed; dropped it");
 
     let data = pattern(4 << 20, 6);
     let (status, said) = ended(send(engine, &address, &["--key-file", &key], data.clone(), None));
@@ -768,7 +806,7 @@ fn key_files() {
     let keys = Scratch::new("net-keys");
     let key = make_key(&keys, "k");
     let mode = std::fs::metadata(&key).unwrap().permissions().mode() & 0o777;
-    assert_eq!(mode, 0o600, "accel --generate key > FILE makes FILE 0600");
+    assert_eq!(mode, 0o600, "accel --generate key FILE makes FILE 0600");
     let refused = |args: &[&str], env: Option<&str>| {
         let mut command = Command::new(ACCEL);
         command.args(args).env_remove("ACCEL_KEY_FILE").stdin(Stdio::null());
@@ -785,7 +823,11 @@ fn key_files() {
     assert!(said.trim_end().ends_with(&format!("chmod 600 {key}")), "{said}");
     let (code, said) = refused(&["--to", "127.0.0.1:9"], Some(&key));
     assert_eq!(code, Some(2), "ACCEL_KEY_FILE is read: {said}");
-    assert!(said.contains("permissions 0644 are too open"), "{said}");
+    // Named as it was given (issue 17, item 12).
+    assert!(
+        said.starts_with(&format!("accel: ACCEL_KEY_FILE={key}: permissions 0644 are too open")),
+        "{said}"
+    );
     let missing = keys.path("missing");
     let (code, said) =
         refused(&["--to", "127.0.0.1:9", "--key-file", missing.to_str().unwrap()], None);
@@ -810,6 +852,298 @@ fn key_files() {
     assert!(status.success(), "{said}");
     assert_eq!(output.join().unwrap(), b"from the environment\n");
     assert!(receiver.end().0.success());
+}
+
+/// Issue 17, item 6: a key is never written into a file that others could already have
+/// open. `accel --generate key > K`, with K made 0644 by the shell (umask 022) and opened by
+/// another reader before accel runs, is refused (status 2, saying what to type instead), and
+/// that reader gets nothing; so is a stdout another user owns. `--generate key K` makes a new
+/// K, 0600, and refuses an existing one, leaving it as it was. A pipe, and a 0600 file of
+/// one's own, get the key.
+#[test]
+fn a_key_is_never_written_where_others_could_read_it() {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let keys = Scratch::new("net-key-leak");
+    let generate = |stdout: Stdio| {
+        let out = Command::new(ACCEL).args(["--generate", "key"]).stdout(stdout).output().unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    // What a shell does for `> K` under umask 022, and a reader that is quick.
+    let path = keys.path("k");
+    let created =
+        std::fs::OpenOptions::new().write(true).create_new(true).mode(0o644).open(&path).unwrap();
+    std::fs::set_permissions(&path, PermissionsExt::from_mode(0o644)).unwrap();
+    let mut early = std::fs::File::open(&path).unwrap();
+    let (code, said) = generate(Stdio::from(created));
+    let mut leaked = String::new();
+    early.read_to_string(&mut leaked).unwrap();
+    assert!(leaked.is_empty(), "a reader that opened K first read {leaked:?}");
+    assert_eq!(code, Some(2), "{said}");
+    let k = path.display();
+    assert_eq!(
+        said,
+        format!(
+            "accel: --generate key: stdout is {k}, which has permissions 0644: whoever opened \
+             it before accel ran could read the key, so none was written; instead type: rm {k}; \
+             accel --generate key {k}\n"
+        )
+    );
+    // Another user's file, however private.
+    let theirs = keys.path("theirs");
+    std::fs::File::create(&theirs).unwrap();
+    std::fs::set_permissions(&theirs, PermissionsExt::from_mode(0o600)).unwrap();
+    std::os::unix::fs::chown(&theirs, Some(65534), None).unwrap();
+    let (code, said) = generate(Stdio::from(std::fs::File::create(&theirs).unwrap()));
+    assert_eq!(code, Some(2), "{said}");
+    assert!(said.contains("which belongs to user 65534"), "{said}");
+    assert_eq!(std::fs::metadata(&theirs).unwrap().len(), 0, "nothing written");
+
+    // What to type instead: a new file, 0600, with a key the peers accept.
+    std::fs::remove_file(&path).unwrap();
+    let out = Command::new(ACCEL).args(["--generate", "key"]).arg(&path).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.stdout.is_empty() && out.stderr.is_empty());
+    let meta = std::fs::metadata(&path).unwrap();
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    let key = std::fs::read_to_string(&path).unwrap();
+    assert!(key.starts_with("accel-key-v1:") && key.len() == 13 + 64 + 1, "{key:?}");
+    // Never over an existing file.
+    let out = Command::new(ACCEL).args(["--generate", "key"]).arg(&path).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!(
+            "accel: --generate key {k}: it exists, and a key goes only into a new file, which \
+             nobody else can have open; remove it first, or name another\n"
+        )
+    );
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), key, "the existing key is kept");
+    // Only a key goes into a file.
+    let man = keys.path("man");
+    let out = Command::new(ACCEL).args(["--generate", "man"]).arg(&man).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(!man.exists());
+
+    // A pipe is the user's own to judge; so is a file only its owner may open.
+    let out = Command::new(ACCEL).args(["--generate", "key"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.stdout.starts_with(b"accel-key-v1:") && out.stdout.len() == 78);
+    let private = keys.path("private");
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&private)
+        .unwrap();
+    let (code, said) = generate(Stdio::from(file));
+    assert_eq!(code, Some(0), "{said}");
+    assert_eq!(std::fs::read_to_string(&private).unwrap().len(), 78);
+}
+
+/// Issue 17, item 9: a key file another user owns is refused even at mode 0600 (its owner
+/// could change the key), as ssh refuses such a private key: status 2, saying why; root's is
+/// accepted.
+#[test]
+fn a_key_file_another_user_owns_is_refused() {
+    if !require("root (to give a file to another user)", is_root()) {
+        return;
+    }
+    let keys = Scratch::new("net-key-owner");
+    let key = make_key(&keys, "k");
+    std::os::unix::fs::chown(&key, Some(65534), None).unwrap();
+    let out = Command::new(ACCEL)
+        .args(["--to", "127.0.0.1:9", "--key-file", &key])
+        .env_remove("ACCEL_KEY_FILE")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!(
+            "accel: --key-file {key}: owned by user 65534, who could change the key or read it; \
+             a key file must be yours (or root's), as ssh wants of a private key: copy it to a \
+             file of your own\n"
+        )
+    );
+}
+
+/// Issue 17, item 7: a flood of strangers does not lock the real sender out. While a thread
+/// opens connections to the receiver as fast as it can (for at most 20 s or 50,000
+/// connections) — silent ones, ones that send a part of a handshake and stop, and garbage —
+/// a real sender connects from the same address (all of loopback is 127.0.0.1); it gets
+/// through and its transfer is whole, every time.
+#[test]
+fn a_flood_of_strangers_does_not_lock_the_sender_out() {
+    let keys = Scratch::new("net-flood");
+    let key = make_key(&keys, "k");
+    for attempt in 0..4 {
+        let mut receiver = Receiver::start("auto", "127.0.0.1", &["--key-file", &key], None);
+        let output = receiver.output();
+        let to = format!("127.0.0.1:{}", receiver.port);
+        let address: SocketAddr = to.parse().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let flooding = {
+            let stop = Arc::clone(&stop);
+            thread::spawn(move || flood(address, &stop))
+        };
+        // The flood is under way: the receiver has had to drop strangers.
+        receiver.said.line_with("dropped it, still waiting for the sender");
+        let data = pattern(1 << 20, 40 + attempt);
+        let (status, said) = ended(send("auto", &to, &["--key-file", &key], data.clone(), None));
+        stop.store(true, SeqCst);
+        let (strangers, stopped) = flooding.join().unwrap();
+        assert!(stopped, "the flood ran out ({strangers} connections) before the sender ended");
+        assert!(status.success(), "attempt {attempt}, {strangers} strangers: {status}: {said}");
+        let received = output.join().unwrap();
+        let (status, said) = receiver.end();
+        assert!(status.success(), "attempt {attempt}: receiver: {status}: {said}");
+        assert_same(&received, &data, "through the flood");
+        // A flood is not listed line by line; it is counted.
+        let listed = said.lines().filter(|line| line.contains("dropped it")).count();
+        assert!(listed <= 20, "{listed} drops listed");
+        if listed == 20 {
+            assert!(said.contains("connections were dropped before the sender came"), "{said}");
+        }
+    }
+}
+
+/// Connections to `address` as fast as one thread makes them (not waiting for each to be
+/// established), until `stop`, 20 s or 50,000 of them: most say nothing, some send the start
+/// of a handshake and stop, some send garbage. The last 500 are kept open. Returns how many
+/// were made, and whether it was stopped (rather than running out of time or count).
+fn flood(address: SocketAddr, stop: &AtomicBool) -> (usize, bool) {
+    use rustix::net::{AddressFamily, SendFlags, SocketFlags, SocketType};
+    let start = Instant::now();
+    let mut open = std::collections::VecDeque::new();
+    let mut made = 0;
+    while made < 50_000 && start.elapsed() < Duration::from_secs(20) {
+        if stop.load(SeqCst) {
+            return (made, true);
+        }
+        let flags = SocketFlags::NONBLOCK | SocketFlags::CLOEXEC;
+        let socket =
+            rustix::net::socket_with(AddressFamily::INET, SocketType::STREAM, flags, None).unwrap();
+        match rustix::net::connect(&socket, &address) {
+            Ok(()) | Err(rustix::io::Errno::INPROGRESS) => {}
+            Err(_) => continue,
+        }
+        made += 1;
+        let said: &[u8] = match made % 8 {
+            // A preamble, the length of a first message, and a part of it.
+            1 => b"accelN1A\x00\x30partial",
+            2 => b"GET / HTTP/1.0\r\n\r\n",
+            _ => b"",
+        };
+        if !said.is_empty() {
+            // Best effort: the connection may not be established yet.
+            let _ = rustix::net::send(&socket, said, SendFlags::NOSIGNAL);
+        }
+        open.push_back(socket);
+        if open.len() > 500 {
+            open.pop_front();
+        }
+    }
+    (made, false)
+}
+
+/// Issue 17, item 9: a sender's reason for stopping (its Abort frame), which whoever holds
+/// the key may word as they like, reaches the receiver's stderr with its control characters
+/// shown as `?`: no escape sequence gets through. The sender is the test itself, through
+/// accel's own library.
+#[test]
+fn a_senders_abort_reason_is_printed_without_its_escapes() {
+    use accel::net::{handshake, key::Key, socket};
+    use accel::stop::Stop;
+    let (_keys, key, mut receiver) = keyed_receiver("auto", "abort", &[]);
+    let output = receiver.output();
+    let key = Key::read(std::path::Path::new(&key)).unwrap();
+    let (stop, deadline) = (Stop::default(), Instant::now() + GENEROUS);
+    let address = SocketAddr::from(([127, 0, 0, 1], receiver.port));
+    let connected = socket::connect(address, &stop, deadline).unwrap();
+    let opening = handshake::Opening::new(&key).unwrap();
+    let mut channel = handshake::initiate(opening, connected, &stop, deadline).unwrap();
+    channel.abort("\x1b]0;owned\x07\x1b[2J\rgone\nfor good", &stop);
+    let (status, said) = receiver.end();
+    assert_eq!(status.code(), Some(1), "{said}");
+    assert!(output.join().unwrap().is_empty());
+    assert!(!said.contains(['\x1b', '\x07', '\r']), "{said:?}");
+    assert!(
+        said.contains("the sender stopped after 0 bytes: ?]0;owned??[2J?gone?for good"),
+        "{said:?}"
+    );
+    drop(channel);
+}
+
+/// Issue 17, item 12: one bit flipped after the key was proven is not called a wrong key.
+/// In the sender's first frame (its Start, sealed with the session's keys), the receiver
+/// says the frame failed authentication, altered on the way, drops the connection and writes
+/// nothing; in the receiver's answer to the handshake, the sender says so (status 6).
+#[test]
+fn a_corrupted_frame_after_the_key_matched_is_not_a_wrong_key() {
+    let keys = Scratch::new("net-tamper");
+    let key = make_key(&keys, "k");
+    for from_sender in [true, false] {
+        let mut receiver = Receiver::start(
+            "auto",
+            "127.0.0.1",
+            &["--key-file", &key, "--accept-timeout", "5s"],
+            None,
+        );
+        let output = receiver.output();
+        let upstream = SocketAddr::from(([127, 0, 0, 1], receiver.port));
+        // The sender's Start frame begins right after its first message; the receiver's
+        // answer is its first message.
+        let at: fn(usize) -> usize = if from_sender { |len| 10 + len + 3 } else { |_| 11 };
+        let to = format!("127.0.0.1:{}", tamper(upstream, from_sender, at));
+        let (status, said) =
+            ended(send("auto", &to, &["--key-file", &key], pattern(1 << 16, 50), None));
+        assert!(!status.success(), "{said}");
+        assert!(!said.contains("do not share a key"), "sender: {said}");
+        if from_sender {
+            let line = receiver.said.line_with("dropped it, still waiting for the sender");
+            assert!(
+                line.ends_with(
+                    "the key matched, but the first frame failed authentication: it was altered \
+                     on the way, or the handshake replayed; dropped it, still waiting for the \
+                     sender"
+                ),
+                "{line}"
+            );
+        } else {
+            assert_eq!(status.code(), Some(6), "{said}");
+            assert!(
+                said.contains(&format!(
+                    "accel: {to}: the receiver's answer to the handshake failed authentication: \
+                     it was altered on the way (the receiver had accepted the key); nothing was \
+                     sent"
+                )),
+                "{said}"
+            );
+        }
+        let (status, said) = receiver.end();
+        assert_eq!(status.code(), Some(6), "receiver: {said}");
+        assert!(!said.contains("do not share a key"), "receiver: {said}");
+        assert!(output.join().unwrap().is_empty(), "nothing is written");
+    }
+}
+
+/// Issue 17, item 12: a `--from` receiver's `--hash` line names its input by the address it
+/// receives from, as its report does, not `-` (stdin, which it did not read).
+#[test]
+fn a_receivers_hash_line_names_the_address() {
+    use sha2::Digest;
+    let (_keys, key, mut receiver) = keyed_receiver("auto", "hash", &["--hash", "sha256"]);
+    let output = receiver.output();
+    let data = pattern(1 << 20, 51);
+    let to = format!("127.0.0.1:{}", receiver.port);
+    let (status, said) = ended(send("auto", &to, &["--key-file", &key], data.clone(), None));
+    assert!(status.success(), "{said}");
+    assert_same(&output.join().unwrap(), &data, "hashed");
+    let (status, said) = receiver.end();
+    assert!(status.success(), "{said}");
+    let hex: String = sha2::Sha256::digest(&data).iter().map(|b| format!("{b:02x}")).collect();
+    assert!(said.lines().any(|line| line == format!("{hex}  127.0.0.1:0")), "{said}");
 }
 
 // ----- across network namespaces -----

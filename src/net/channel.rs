@@ -222,9 +222,11 @@ impl Channel {
                     Some(Frame::Data(_)) => got += self.hand_out(&mut buf[got..]),
                     Some(Frame::End(count)) => self.confirm(count, stop)?,
                     Some(Frame::Abort(why)) => {
+                        // The sender's words, on our terminal: no escape sequence gets through.
                         return Err(io::Error::other(format!(
-                            "the sender stopped after {} bytes: {why}",
-                            self.offset
+                            "the sender stopped after {} bytes: {}",
+                            self.offset,
+                            crate::config::printable(&why)
                         )));
                     }
                     Some(other) => return Err(unexpected(&other)),
@@ -505,6 +507,20 @@ mod tests {
         assert_eq!(got, 100_000, "what arrived is passed on");
         assert_eq!(error.kind(), io::ErrorKind::UnexpectedEof);
         assert!(error.to_string().ends_with("ended before the sender's end-of-stream mark"));
+    }
+
+    /// Issue 17, item 9: the sender's reason for stopping reaches the receiver's terminal
+    /// with its control characters shown as `?`: no escape sequence of a peer's is printed.
+    #[test]
+    fn an_abort_reason_is_printed_without_its_escapes() {
+        let (near, far) = socket::pair();
+        let (mut sender, mut receiver) = session(Cipher::AesGcm, near, far);
+        sender.abort("\x1b]0;owned\x07 \x1b[2J\rgone\nfor good", &Stop::default());
+        let error = receiver.receive(&mut [0u8; 4096], &Stop::default()).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "the sender stopped after 0 bytes: ?]0;owned? ?[2J?gone?for good"
+        );
     }
 
     #[test]

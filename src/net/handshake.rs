@@ -9,9 +9,18 @@
 //! authenticated only once its Start frame, sealed with the keys of this very session, has
 //! been opened. Only then does the run begin, so no byte from an unauthenticated peer is
 //! ever written.
+//!
+//! Nor can a flood of connections lock the sender out ([`Lobby`]): the kernel holds back
+//! connections that have sent nothing (Linux's `TCP_DEFER_ACCEPT`); the sender's first message
+//! is made before it connects, so that it follows the connection at once; and when too many
+//! connections are pending, the least advanced go first, never the one that has sent a valid
+//! first message while another has not.
 
+use std::cmp::Reverse;
+use std::collections::HashMap;
 use std::io;
-use std::os::fd::OwnedFd;
+use std::net::IpAddr;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -28,8 +37,19 @@ use crate::stop::Stop;
 /// How long a connection may take to complete its handshake before the receiver drops it.
 const HANDSHAKE_PATIENCE: Duration = Duration::from_secs(10);
 
-/// Connections in the middle of their handshake at once; beyond, the oldest is dropped.
-const MOST_PENDING: usize = 32;
+/// Connections in the middle of their handshake at once; beyond, the least advanced is
+/// dropped (see [`Lobby`]). Each holds a descriptor, and most systems allow 1024.
+const MOST_PENDING: usize = 128;
+
+/// Of them, from one address. The more, the longer a sender may take between connecting and
+/// its first message while a flood from its own address (loopback) goes on.
+const MOST_PER_SOURCE: usize = 64;
+
+/// Connections accepted from one listener before those pending are heard again.
+const ACCEPTS_AT_ONCE: usize = 64;
+
+/// Dropped connections said one by one; more are counted.
+const LISTED_DROPS: usize = 20;
 
 /// The largest first handshake message accel sends is 80 bytes; anything much longer is not
 /// accel's.
@@ -38,11 +58,37 @@ const LONGEST_HELLO: usize = 1024;
 /// The wrong key, in the words both ends use.
 pub const WRONG_KEY: &str = "authentication failed: the peers do not share a key";
 
-/// The sender's handshake on a connected `socket`: on success, the session, whose Start frame
-/// has been sent. The error says why, for `accel: HOST:PORT: <why>`.
+/// The sender's first handshake message, made before it connects: the moment the
+/// connection is up, the message follows, so that a receiver busy with a flood of silent
+/// connections sees this one speak at once (the key exchange takes a while in a debug build).
+pub struct Opening {
+    cipher: Cipher,
+    noise: snow::HandshakeState,
+    first: Vec<u8>,
+}
+
+impl Opening {
+    /// A fresh handshake with `key`.
+    pub fn new(key: &Key) -> Result<Opening, String> {
+        let cipher = Cipher::fastest_here();
+        let mut noise = wire::handshake(cipher, key, true);
+        let mut stream = [0u8; 16];
+        super::cipher::fill_random(&mut stream).map_err(|error| error.to_string())?;
+        let hello = Hello { stream, offset: 0 };
+        let mut message = vec![0u8; wire::MAX_MESSAGE];
+        let len = noise.write_message(&hello.encode(), &mut message).expect("a short message");
+        let mut first = wire::preamble(cipher).to_vec();
+        first.extend_from_slice(&(len as u16).to_be_bytes());
+        first.extend_from_slice(&message[..len]);
+        Ok(Opening { cipher, noise, first })
+    }
+}
+
+/// The sender's handshake, `opening`, on a connected `socket`: on success, the session, whose
+/// Start frame has been sent. The error says why, for `accel: HOST:PORT: <why>`.
 pub fn initiate(
+    opening: Opening,
     socket: Socket,
-    key: &Key,
     stop: &Stop,
     deadline: Instant,
 ) -> Result<Channel, String> {
@@ -58,16 +104,7 @@ pub fn initiate(
         }
         _ => format!("handshake: {}", crate::endpoint::describe(&error)),
     };
-    let cipher = Cipher::fastest_here();
-    let mut noise = wire::handshake(cipher, key, true);
-    let mut stream = [0u8; 16];
-    super::cipher::fill_random(&mut stream).map_err(|error| error.to_string())?;
-    let hello = Hello { stream, offset: 0 };
-    let mut message = vec![0u8; wire::MAX_MESSAGE];
-    let len = noise.write_message(&hello.encode(), &mut message).expect("a short message");
-    let mut first = wire::preamble(cipher).to_vec();
-    first.extend_from_slice(&(len as u16).to_be_bytes());
-    first.extend_from_slice(&message[..len]);
+    let Opening { cipher, mut noise, first } = opening;
     socket.write_all(&first, stop, Some(deadline)).map_err(io_error)?;
 
     let mut head = [0u8; PREAMBLE_LEN + 2];
@@ -90,7 +127,13 @@ pub fn initiate(
     let mut answer = vec![0u8; len];
     read_exact(&socket, &mut answer, stop, deadline).map_err(io_error)?;
     let mut welcome = [0u8; 64];
-    let got = noise.read_message(&answer, &mut welcome).map_err(|_| WRONG_KEY.to_owned())?;
+    // The receiver answers only a first message made with its key (else the empty answer
+    // above): an answer that fails was altered on the way.
+    let got = noise.read_message(&answer, &mut welcome).map_err(|_| {
+        "the receiver's answer to the handshake failed authentication: it was altered on the way \
+         (the receiver had accepted the key)"
+            .to_owned()
+    })?;
     match welcome[..got].try_into().map(u64::from_be_bytes) {
         Ok(0) => {}
         Ok(offset) => return Err(format!("the receiver asks to resume at byte {offset}")),
@@ -117,6 +160,8 @@ fn read_exact(socket: &Socket, buf: &mut [u8], stop: &Stop, deadline: Instant) -
 /// A connection the receiver has accepted and not yet decided about.
 struct Pending {
     socket: Arc<Socket>,
+    /// Its address, which connections from one host share.
+    source: IpAddr,
     since: Instant,
     stage: Stage,
 }
@@ -126,6 +171,29 @@ enum Stage {
     Hello(Vec<u8>),
     /// The answer was sent; waiting for the Start frame.
     Confirm(Box<Channel>),
+}
+
+impl Pending {
+    /// How far its handshake has come: when there are too many, the least advanced goes
+    /// first. A connection that sent a valid first message proved it knows the key (or
+    /// replays one that did), and comes before one that sent a part of one, which comes
+    /// before one that sent nothing.
+    fn progress(&self) -> u8 {
+        match &self.stage {
+            Stage::Hello(got) if got.is_empty() => 0,
+            Stage::Hello(_) => 1,
+            Stage::Confirm(_) => 2,
+        }
+    }
+
+    /// What it has sent, for the message that drops it.
+    fn sent(&self) -> &'static str {
+        match self.progress() {
+            0 => "it had sent nothing",
+            1 => "it had sent a part of a handshake",
+            _ => "it had not confirmed its handshake",
+        }
+    }
 }
 
 /// What became of a pending connection after it had something to say.
@@ -138,9 +206,138 @@ enum Verdict {
     Dropped(String),
 }
 
+/// The connections a receiver has accepted and not yet decided about, and how many it has
+/// dropped.
+///
+/// A flood of connections must not push out the real sender. Each connection is read as soon
+/// as it is accepted (on loopback, the sender's first message is there already) and again
+/// before it is dropped; when there are too many, the least advanced goes first (see
+/// [`Pending::progress`]), the oldest among equals, and from the address with the most
+/// connections waiting; no address may hold more than [`MOST_PER_SOURCE`] of them. So
+/// strangers that say nothing, or half a handshake, only ever push out each other, and a
+/// flood from one host leaves other hosts' connections alone. (All of loopback is one
+/// address, 127.0.0.1: there, only the order of progress keeps the sender in.)
+struct Lobby<'a> {
+    pending: Vec<Pending>,
+    key: &'a Key,
+    dropped: usize,
+    log: &'a Log,
+}
+
+/// What became of a pending connection once its verdict was applied.
+enum Settled {
+    /// Still pending, where it was.
+    Waiting,
+    /// Dropped: another pending connection now holds its index.
+    Gone,
+    /// The sender.
+    Sender(Arc<Socket>, Box<Channel>),
+}
+
+impl Lobby<'_> {
+    /// Applies `verdict` to the connection at `index`.
+    fn settle(&mut self, index: usize, verdict: Verdict) -> Settled {
+        match verdict {
+            Verdict::Waiting => Settled::Waiting,
+            Verdict::Sender(channel) => {
+                Settled::Sender(self.pending.swap_remove(index).socket, channel)
+            }
+            Verdict::Dropped(why) => {
+                self.drop_at(index, &why);
+                Settled::Gone
+            }
+        }
+    }
+
+    /// Drops the connection at `index`, saying why (only the first [`LISTED_DROPS`]: a flood
+    /// would bury everything else said).
+    fn drop_at(&mut self, index: usize, why: &str) {
+        let gone = self.pending.swap_remove(index);
+        self.dropped += 1;
+        if self.dropped <= LISTED_DROPS {
+            self.log.warn(format_args!(
+                "{}: {why}; dropped it, still waiting for the sender",
+                gone.socket.peer()
+            ));
+        }
+        if self.dropped == LISTED_DROPS {
+            self.log.warn(format_args!(
+                "more connections may be dropped; they are counted, no longer listed"
+            ));
+        }
+    }
+
+    /// Takes a new connection: reads what it has sent, then makes room if there are too
+    /// many.
+    fn admit(&mut self, socket: Socket) -> Option<(Arc<Socket>, Box<Channel>)> {
+        let source = socket.peer().ip().to_canonical();
+        self.pending.push(Pending {
+            socket: Arc::new(socket),
+            source,
+            since: Instant::now(),
+            stage: Stage::Hello(Vec::new()),
+        });
+        let index = self.pending.len() - 1;
+        let verdict = hear(&mut self.pending[index], self.key);
+        if let Settled::Sender(socket, channel) = self.settle(index, verdict) {
+            return Some((socket, channel));
+        }
+        self.make_room(source)
+    }
+
+    /// Drops the least advanced connection, the oldest among equals, because `why` (no
+    /// descriptor left for another).
+    fn shed(&mut self, why: &str) {
+        let victim = (0..self.pending.len())
+            .min_by_key(|&index| (self.pending[index].progress(), self.pending[index].since))
+            .expect("one pending");
+        let why = format!("{why} to accept more, and {}", self.pending[victim].sent());
+        self.drop_at(victim, &why);
+    }
+
+    /// Drops connections while `source` holds more than [`MOST_PER_SOURCE`], or all of
+    /// them are more than [`MOST_PENDING`]: the least advanced first. Each is read once more
+    /// before it goes, in case its handshake arrived meanwhile.
+    fn make_room(&mut self, source: IpAddr) -> Option<(Arc<Socket>, Box<Channel>)> {
+        loop {
+            let mut per_source: HashMap<IpAddr, usize> = HashMap::new();
+            for pending in &self.pending {
+                *per_source.entry(pending.source).or_default() += 1;
+            }
+            let crowded = per_source.get(&source).is_some_and(|&n| n > MOST_PER_SOURCE);
+            if !crowded && self.pending.len() <= MOST_PENDING {
+                return None;
+            }
+            let (victim, _) = self
+                .pending
+                .iter()
+                .enumerate()
+                .filter(|(_, pending)| !crowded || pending.source == source)
+                .min_by_key(|(_, pending)| {
+                    (pending.progress(), Reverse(per_source[&pending.source]), pending.since)
+                })
+                .expect("too many, so some");
+            let before = self.pending[victim].progress();
+            let verdict = hear(&mut self.pending[victim], self.key);
+            match self.settle(victim, verdict) {
+                Settled::Sender(socket, channel) => return Some((socket, channel)),
+                Settled::Gone => continue,
+                Settled::Waiting if self.pending[victim].progress() > before => continue,
+                Settled::Waiting => {
+                    let why = format!(
+                        "too many connections at once, and {}",
+                        self.pending[victim].sent()
+                    );
+                    self.drop_at(victim, &why);
+                }
+            }
+        }
+    }
+}
+
 /// The first connection on `listeners` that proves it holds `key` (any connection at all when
 /// `key` is `None`: `--insecure`), and the socket's peer. Drops the others, saying why to
-/// `log`. Gives up at `deadline` with the reason; `dropped` counts the connections dropped.
+/// `log`. Gives up at `deadline` with the reason, which counts the connections dropped.
 pub fn accept_sender(
     listeners: &[OwnedFd],
     key: Option<&Key>,
@@ -148,83 +345,115 @@ pub fn accept_sender(
     log: &Log,
     stop: &Stop,
 ) -> Result<(Arc<Socket>, Option<Channel>), String> {
-    let mut pending: Vec<Pending> = Vec::new();
-    let mut dropped = 0usize;
+    let Some(key) = key else {
+        return accept_first(listeners, deadline, stop).map(|socket| (Arc::new(socket), None));
+    };
+    for listener in listeners {
+        // An accel sender speaks first, at once: a connection is worth accepting once it has.
+        crate::sys::accept_only_with_data(listener.as_fd(), HANDSHAKE_PATIENCE);
+    }
+    let mut lobby = Lobby { pending: Vec::new(), key, dropped: 0, log };
+    let found = |socket, channel: Box<Channel>, lobby: &Lobby<'_>| {
+        if lobby.dropped > LISTED_DROPS {
+            log.warn(format_args!(
+                "{} connections were dropped before the sender came",
+                lobby.dropped
+            ));
+        }
+        Ok((socket, Some(*channel)))
+    };
     loop {
         let now = Instant::now();
-        let next = pending.iter().map(|p| p.since + HANDSHAKE_PATIENCE).chain(deadline).min();
         if deadline.is_some_and(|deadline| now >= deadline) {
-            let also = match dropped {
+            let also = match lobby.dropped {
                 0 => String::new(),
                 1 => " (1 connection was dropped)".into(),
                 n => format!(" ({n} connections were dropped)"),
             };
             return Err(format!("no sender came in time{also}"));
         }
-        let timeout = next.map(|at| {
-            rustix::event::Timespec::try_from(at.saturating_duration_since(now)).unwrap_or_default()
-        });
-        let mut fds: Vec<PollFd<'_>> = listeners
-            .iter()
-            .map(|fd| PollFd::new(fd, PollFlags::IN))
-            .chain(pending.iter().map(|p| PollFd::from_borrowed_fd(p.socket.fd(), PollFlags::IN)))
-            .collect();
-        match rustix::event::poll(&mut fds, timeout.as_ref()) {
-            Ok(_) => {}
-            Err(Errno::INTR) => {
-                stop.check().map_err(|e| e.to_string())?;
-                continue;
-            }
-            Err(e) => return Err(format!("waiting for a sender: {e}")),
-        }
-        let ready: Vec<bool> = fds.iter().map(|fd| !fd.revents().is_empty()).collect();
-        drop(fds);
+        let next = lobby.pending.iter().map(|p| p.since + HANDSHAKE_PATIENCE).chain(deadline).min();
+        let ready = wait(listeners, lobby.pending.iter().map(|p| p.socket.fd()), next, stop)?;
         let (listening, talking) = ready.split_at(listeners.len());
         // From the last: swap_remove moves only connections already looked at.
-        for index in (0..pending.len()).rev() {
+        for index in (0..lobby.pending.len()).rev() {
             let verdict = if talking[index] {
-                hear(&mut pending[index], key.expect("pending only with a key"))
-            } else if pending[index].since.elapsed() >= HANDSHAKE_PATIENCE {
+                hear(&mut lobby.pending[index], key)
+            } else if lobby.pending[index].since.elapsed() >= HANDSHAKE_PATIENCE {
                 Verdict::Dropped(format!("no handshake within {}s", HANDSHAKE_PATIENCE.as_secs()))
             } else {
                 Verdict::Waiting
             };
-            match verdict {
-                Verdict::Waiting => {}
-                Verdict::Sender(channel) => {
-                    let socket = pending.swap_remove(index).socket;
-                    return Ok((socket, Some(*channel)));
-                }
-                Verdict::Dropped(why) => {
-                    let gone = pending.swap_remove(index);
-                    dropped += 1;
-                    log.warn(format_args!(
-                        "{}: {why}; dropped it, still waiting for the sender",
-                        gone.socket.peer()
-                    ));
-                }
+            if let Settled::Sender(socket, channel) = lobby.settle(index, verdict) {
+                return found(socket, channel, &lobby);
             }
         }
         for (listener, _) in listeners.iter().zip(listening).filter(|(_, ready)| **ready) {
-            while let Some(socket) = socket::accept(listener).map_err(|e| format!("accept: {e}"))? {
-                if key.is_none() {
-                    return Ok((Arc::new(socket), None));
+            // A bounded number at a time: those already pending are heard between.
+            for _ in 0..ACCEPTS_AT_ONCE {
+                let socket = match socket::accept(listener) {
+                    Ok(Some(socket)) => socket,
+                    Ok(None) => break,
+                    // Out of descriptors with connections pending: the least advanced goes,
+                    // and the next round accepts again.
+                    Err(e)
+                        if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
+                            && !lobby.pending.is_empty() =>
+                    {
+                        lobby.shed(&crate::endpoint::describe(&e));
+                        break;
+                    }
+                    Err(e) => return Err(format!("accept: {}", crate::endpoint::describe(&e))),
+                };
+                if let Some((socket, channel)) = lobby.admit(socket) {
+                    return found(socket, channel, &lobby);
                 }
-                if pending.len() >= MOST_PENDING {
-                    let oldest = pending.remove(0);
-                    dropped += 1;
-                    log.warn(format_args!(
-                        "{}: too many connections at once; dropped it, still waiting for the \
-                         sender",
-                        oldest.socket.peer()
-                    ));
-                }
-                pending.push(Pending {
-                    socket: Arc::new(socket),
-                    since: Instant::now(),
-                    stage: Stage::Hello(Vec::new()),
-                });
             }
+        }
+    }
+}
+
+/// `--insecure`: the first connection that comes.
+fn accept_first(
+    listeners: &[OwnedFd],
+    deadline: Option<Instant>,
+    stop: &Stop,
+) -> Result<Socket, String> {
+    loop {
+        if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
+            return Err("no sender came in time".into());
+        }
+        wait(listeners, std::iter::empty(), deadline, stop)?;
+        for listener in listeners {
+            if let Some(socket) = socket::accept(listener).map_err(|e| format!("accept: {e}"))? {
+                return Ok(socket);
+            }
+        }
+    }
+}
+
+/// Waits until a listener or a pending connection is ready, or `until`; which are ready, in
+/// that order.
+fn wait<'a>(
+    listeners: &[OwnedFd],
+    pending: impl Iterator<Item = BorrowedFd<'a>>,
+    until: Option<Instant>,
+    stop: &Stop,
+) -> Result<Vec<bool>, String> {
+    let timeout = until.map(|at| {
+        rustix::event::Timespec::try_from(at.saturating_duration_since(Instant::now()))
+            .unwrap_or_default()
+    });
+    let mut fds: Vec<PollFd<'_>> = listeners
+        .iter()
+        .map(|fd| PollFd::new(fd, PollFlags::IN))
+        .chain(pending.map(|fd| PollFd::from_borrowed_fd(fd, PollFlags::IN)))
+        .collect();
+    loop {
+        match rustix::event::poll(&mut fds, timeout.as_ref()) {
+            Ok(_) => return Ok(fds.iter().map(|fd| !fd.revents().is_empty()).collect()),
+            Err(Errno::INTR) => stop.check().map_err(|e| e.to_string())?,
+            Err(e) => return Err(format!("waiting for a sender: {e}")),
         }
     }
 }
@@ -271,8 +500,13 @@ fn confirm(stage: &mut Stage) -> Verdict {
             Verdict::Sender(channel)
         }
         Ok(Some(_)) => Verdict::Dropped("a malformed handshake".into()),
-        // A replayed first message passes the key check; only the session's keys open this.
-        Err(_) => Verdict::Dropped(WRONG_KEY.into()),
+        // Its first message proved the key (or replayed one that did); only the session's
+        // keys open this frame, so it was altered, or the handshake is a recording.
+        Err(_) => Verdict::Dropped(
+            "the key matched, but the first frame failed authentication: it was altered on the \
+             way, or the handshake replayed"
+                .into(),
+        ),
     }
 }
 

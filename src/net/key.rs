@@ -1,17 +1,31 @@
 //! Key files: the secret both ends of a transfer share.
 //!
-//! `accel --generate key > K` writes 32 random bytes from the system's generator as one line,
-//! `accel-key-v1:` and 64 hex digits, and makes `K` readable by its owner only (when stdout is
-//! a regular file, it is `fchmod`ed to 0600 before the key is written). `--key-file K`, or the
-//! file the environment variable [`ENV`] names, is read when accel starts; a key file that
-//! its group or others may read or write is refused, as ssh refuses such a private key: anyone
-//! who can read it can receive the stream, and send one in its place.
+//! `accel --generate key K` writes 32 random bytes from the system's generator as one line,
+//! `accel-key-v1:` and 64 hex digits, into a new file `K` made readable by its owner only: it
+//! is created with `O_EXCL` and mode 0600, so nobody else can have it open, and an existing
+//! file is refused. `accel --generate key > K` is refused when `K` is a file (or a named
+//! FIFO) that its group or others may open, or someone else's: the shell created it before
+//! accel ran (0644 under umask 022), and whoever opened it in that moment keeps a handle that
+//! reads the key once it is written; no `chmod` afterwards takes that handle away. Anonymous
+//! pipes and terminals are the user's own choice (`accel --generate key | ssh host 'cat > K'`)
+//! and are written.
+//!
+//! `--key-file K`, or the file the environment variable [`ENV`] names, is read when accel
+//! starts; as ssh does with a private key, a key file is refused when its group or others may
+//! read or write it (anyone who can read it can receive the stream, and send one in its
+//! place), or when it belongs to another user than the one running accel (or root): its
+//! owner could change the key, or read it.
+//!
+//! The key's bytes, and the text they are read from or written as, are zeroed when dropped
+//! ([`zeroize`]); the key cannot be cloned.
 
 use std::fmt;
 use std::fs::File;
-use std::io::{self, Read};
-use std::os::unix::fs::PermissionsExt;
+use std::io::{self, Read, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
+
+use zeroize::{Zeroize, Zeroizing};
 
 use crate::endpoint::describe;
 
@@ -24,9 +38,15 @@ const PREFIX: &str = "accel-key-v1:";
 /// Bytes of key: a Noise pre-shared key is 32 bytes.
 pub const LEN: usize = 32;
 
-/// The shared secret.
-#[derive(Clone, PartialEq, Eq)]
+/// The shared secret, zeroed when dropped.
+#[derive(PartialEq, Eq)]
 pub struct Key([u8; LEN]);
+
+impl Drop for Key {
+    fn drop(&mut self) {
+        self.0.zeroize();
+    }
+}
 
 impl fmt::Debug for Key {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -38,15 +58,22 @@ impl fmt::Debug for Key {
 impl Key {
     /// A fresh key from the system's random generator.
     pub fn generate() -> io::Result<Key> {
-        let mut bytes = [0u8; LEN];
-        super::cipher::fill_random(&mut bytes)?;
-        Ok(Key(bytes))
+        let mut key = Key([0u8; LEN]);
+        super::cipher::fill_random(&mut key.0)?;
+        Ok(key)
     }
 
     /// The key file's text: one line.
-    pub fn to_line(&self) -> String {
-        let hex: String = self.0.iter().map(|b| format!("{b:02x}")).collect();
-        format!("{PREFIX}{hex}\n")
+    pub fn to_line(&self) -> Zeroizing<String> {
+        let mut line = Zeroizing::new(String::with_capacity(PREFIX.len() + 2 * LEN + 1));
+        line.push_str(PREFIX);
+        for byte in self.0 {
+            for digit in [byte >> 4, byte & 15] {
+                line.push(char::from_digit(u32::from(digit), 16).expect("a hex digit"));
+            }
+        }
+        line.push('\n');
+        line
     }
 
     /// The key in a key file's text.
@@ -55,11 +82,11 @@ impl Key {
         if hex.len() != 2 * LEN {
             return None;
         }
-        let mut bytes = [0u8; LEN];
-        for (byte, pair) in bytes.iter_mut().zip(hex.chunks(2)) {
+        let mut key = Key([0u8; LEN]);
+        for (byte, pair) in key.0.iter_mut().zip(hex.chunks(2)) {
             *byte = u8::from_str_radix(std::str::from_utf8(pair).ok()?, 16).ok()?;
         }
-        Some(Key(bytes))
+        Some(key)
     }
 
     /// The 32 bytes, for the Noise handshake.
@@ -67,14 +94,22 @@ impl Key {
         &self.0
     }
 
-    /// Reads the key file at `path`, refusing one that others may read; the error says what
-    /// to do, as `--key-file K: ...` would end.
+    /// Reads the key file at `path`, refusing one that others may read or change; the error
+    /// says what to do, as `--key-file K: ...` would end.
     pub fn read(path: &Path) -> Result<Key, String> {
         let mut file = File::open(path).map_err(|e| describe(&e))?;
         // The file opened, not the path again: what is checked is what is read.
         let meta = file.metadata().map_err(|e| describe(&e))?;
         if meta.is_dir() {
             return Err("is a directory".into());
+        }
+        let me = rustix::process::geteuid().as_raw();
+        if meta.uid() != me && meta.uid() != 0 {
+            return Err(format!(
+                "owned by user {}, who could change the key or read it; a key file must be \
+                 yours (or root's), as ssh wants of a private key: copy it to a file of your own",
+                meta.uid()
+            ));
         }
         let mode = meta.permissions().mode() & 0o777;
         if meta.is_file() && mode & 0o077 != 0 {
@@ -84,27 +119,96 @@ impl Key {
                 path.display()
             ));
         }
-        let mut text = String::new();
+        // Room for all it may read: a String that grows leaves copies behind, unzeroed.
+        let mut text = Zeroizing::new(String::with_capacity(1024));
         // A key file is one short line; more is not a key file (and not worth reading).
-        file.by_ref().take(1024).read_to_string(&mut text).map_err(|_| not_a_key_file(path))?;
+        Read::by_ref(&mut file)
+            .take(1024)
+            .read_to_string(&mut text)
+            .map_err(|_| not_a_key_file(path))?;
         Key::from_text(&text).ok_or_else(|| not_a_key_file(path))
     }
 }
 
 fn not_a_key_file(path: &Path) -> String {
-    format!("not an accel key file; make one with: accel --generate key > {}", path.display())
+    format!("not an accel key file; make one with: accel --generate key {}", path.display())
 }
 
-/// Makes stdout readable and writable by its owner only when it is a regular file, so that
-/// `accel --generate key > K` leaves no moment when others may read the key. Anything else
-/// (a terminal, a pipe) is left as it is.
-pub fn protect_stdout() -> io::Result<()> {
-    let stdout = rustix::stdio::stdout();
-    let stat = rustix::fs::fstat(stdout)?;
-    if rustix::fs::FileType::from_raw_mode(stat.st_mode) == rustix::fs::FileType::RegularFile {
-        rustix::fs::fchmod(stdout, rustix::fs::Mode::from_raw_mode(0o600))?;
+/// Why `--generate key` wrote no key: the whole message, for `accel: ` to prefix.
+#[derive(Debug)]
+pub enum NotWritten {
+    /// The file named, or stdout, may not hold a key (status 2).
+    Refused(String),
+    /// Writing it failed (status 3).
+    Failed(String),
+}
+
+/// `accel --generate key [FILE]`: a new key into a new `file`, or to stdout when that is
+/// safe (see the module's comment).
+pub fn generate(file: Option<&Path>) -> Result<(), NotWritten> {
+    let key = Key::generate().map_err(|e| NotWritten::Failed(format!("--generate key: {e}")))?;
+    let line = key.to_line();
+    let Some(path) = file else {
+        refuse_open_stdout().map_err(NotWritten::Refused)?;
+        let mut stdout = io::stdout().lock();
+        return stdout
+            .write_all(line.as_bytes())
+            .and_then(|()| stdout.flush())
+            .map_err(|e| NotWritten::Failed(format!("--generate key: {}", describe(&e))));
+    };
+    let what = format!("--generate key {}", path.display());
+    let mut created =
+        std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path).map_err(
+            |e| {
+                NotWritten::Refused(match e.kind() {
+                    io::ErrorKind::AlreadyExists => format!(
+                        "{what}: it exists, and a key goes only into a new file, which nobody else \
+                     can have open; remove it first, or name another"
+                    ),
+                    _ => format!("{what}: {}", describe(&e)),
+                })
+            },
+        )?;
+    created.write_all(line.as_bytes()).and_then(|()| created.sync_all()).map_err(|e| {
+        // Half a key file is no key file: the next try must not find it in the way.
+        let _ = std::fs::remove_file(path);
+        NotWritten::Failed(format!("{what}: {}", describe(&e)))
+    })
+}
+
+/// Refuses a stdout that is a file or a named FIFO which its group or others may open, or
+/// another user's: someone may have opened it before accel ran, and would read the key.
+fn refuse_open_stdout() -> Result<(), String> {
+    use rustix::fs::FileType;
+    let stat = rustix::fs::fstat(rustix::stdio::stdout())
+        .map_err(|e| format!("--generate key: stdout: {}", describe(&e.into())))?;
+    let kind = FileType::from_raw_mode(stat.st_mode);
+    if kind != FileType::RegularFile && kind != FileType::Fifo {
+        return Ok(());
     }
-    Ok(())
+    let mode = stat.st_mode & 0o777;
+    let owner = stat.st_uid;
+    let why = if owner != rustix::process::geteuid().as_raw() {
+        format!("belongs to user {owner}")
+    } else if mode & 0o077 != 0 {
+        format!("has permissions {mode:04o}")
+    } else {
+        // An anonymous pipe is 0600 and the user's own; so is a file made under umask 077.
+        return Ok(());
+    };
+    // Its name, where the system says it (Linux); only to word the advice.
+    let name = std::fs::read_link("/proc/self/fd/1")
+        .ok()
+        .filter(|name| name.is_absolute())
+        .map(|name| name.display().to_string());
+    let (it, advice) = match &name {
+        Some(name) => (format!("{name}, which"), format!("rm {name}; accel --generate key {name}")),
+        None => ("a file that".to_owned(), "accel --generate key FILE".to_owned()),
+    };
+    Err(format!(
+        "--generate key: stdout is {it} {why}: whoever opened it before accel ran could read \
+         the key, so none was written; instead type: {advice}"
+    ))
 }
 
 #[cfg(test)]
@@ -116,7 +220,7 @@ mod tests {
     fn a_key_survives_its_file_and_others_do_not_read_it() {
         let key = Key::generate().unwrap();
         assert_ne!(key, Key::generate().unwrap(), "two keys differ");
-        assert_eq!(Key::from_text(&key.to_line()), Some(key.clone()));
+        assert_eq!(Key::from_text(&key.to_line()).as_ref(), Some(&key));
         assert_eq!(format!("{key:?}"), "Key(..)");
         let dir = std::env::temp_dir().join(format!("accel-key-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();

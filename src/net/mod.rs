@@ -69,6 +69,8 @@ pub struct Settings {
     pub from: Option<Address>,
     /// `--key-file`, or the file `ACCEL_KEY_FILE` names; `None` with `--insecure`.
     pub key_file: Option<PathBuf>,
+    /// The key file is the one `ACCEL_KEY_FILE` names: its errors say so.
+    pub key_file_from_env: bool,
     /// `--insecure`: plain TCP.
     pub insecure: bool,
     /// `--accept-timeout`: how long a receiver waits for its sender.
@@ -189,7 +191,12 @@ impl Network {
     pub fn open(settings: &Settings, to: &[&Address], log: &Log) -> Result<Network, SetupError> {
         let key = match &settings.key_file {
             Some(path) => Some(Key::read(path).map_err(|why| {
-                SetupError::Usage(format!("--key-file {}: {why}", path.display()))
+                let named = if settings.key_file_from_env {
+                    format!("{}={}", key::ENV, path.display())
+                } else {
+                    format!("--key-file {}", path.display())
+                };
+                SetupError::Usage(format!("{named}: {why}"))
             })?),
             None => None,
         };
@@ -266,11 +273,14 @@ impl Network {
         };
         let mut failures = Vec::new();
         for &address in &output.resolved {
+            let opening =
+                self.key.as_ref().map(handshake::Opening::new).transpose().map_err(fail)?;
             match socket::connect(address, stop, deadline) {
                 Ok(socket) => {
                     log.debug(format_args!("{}: connected to {address}", output.address));
-                    let Some(key) = &self.key else { return Ok((Arc::new(socket), None)) };
-                    let channel = handshake::initiate(socket, key, stop, deadline).map_err(fail)?;
+                    let Some(opening) = opening else { return Ok((Arc::new(socket), None)) };
+                    let channel =
+                        handshake::initiate(opening, socket, stop, deadline).map_err(fail)?;
                     return Ok((Arc::clone(channel.socket()), Some(channel)));
                 }
                 Err(error) if error.kind() == io::ErrorKind::TimedOut => {

@@ -131,7 +131,9 @@ pub fn listen(address: SocketAddr, both_families: bool) -> io::Result<OwnedFd> {
         sockopt::set_ipv6_v6only(&fd, !both_families)?;
     }
     rustix::net::bind(&fd, &address)?;
-    rustix::net::listen(&fd, 64)?;
+    // A deep queue (the system caps it at `net.core.somaxconn`): under a flood of
+    // connections, the sender's must find room (see `handshake::Lobby`).
+    rustix::net::listen(&fd, 4096)?;
     Ok(fd)
 }
 

@@ -107,6 +107,25 @@ pub fn limit_unacknowledged(fd: BorrowedFd<'_>, limit: std::time::Duration) {
     let _ = rustix::net::sockopt::set_tcp_user_timeout(fd, millis);
 }
 
+/// Holds connections to the listening socket `fd` in the kernel until their first data
+/// arrives, for `patience` at most (`TCP_DEFER_ACCEPT`); best effort. A connection that says
+/// nothing is then never accepted, so a flood of them cannot crowd out a sender whose first
+/// message is already there when it is.
+pub fn accept_only_with_data(fd: BorrowedFd<'_>, patience: std::time::Duration) {
+    use std::os::fd::AsRawFd;
+    let seconds = libc::c_int::try_from(patience.as_secs()).unwrap_or(libc::c_int::MAX);
+    // SAFETY: setsockopt on a valid descriptor with an int option of the right size.
+    let _ = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_DEFER_ACCEPT,
+            (&raw const seconds).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+}
+
 /// Gives a sending TCP socket the largest send buffer an unprivileged process may set
 /// (`net.core.wmem_max`), when that is more than autotuning would reach (`tcp_wmem`'s maximum;
 /// the kernel doubles what is set, for its overhead). The send buffer bounds the bytes in

@@ -25,6 +25,9 @@
 //!   (Linux's `TCP_USER_TIMEOUT`), so that a peer that vanished mid-transfer is noticed.
 //! - [`widen_send_buffer`]: a sending socket's buffer as large as may be set, where that
 //!   is more than autotuning reaches (Linux), for paths with a large bandwidth-delay product.
+//! - [`accept_only_with_data`]: a listening socket's connections are accepted only once
+//!   they have sent something (Linux's `TCP_DEFER_ACCEPT`), so silent ones never crowd out
+//!   the network receiver's sender.
 //! - [`has_aes_instructions`]: whether the CPU has AES instructions (which cipher is faster).
 
 #[cfg(target_os = "linux")]
@@ -44,9 +47,9 @@ use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd};
 
 pub use imp::{
-    CAN_SPLICE, PoolPipe, advise_huge_pages, drop_written, enlarge_pipe, is_packet_mode,
-    limit_unacknowledged, peer_uid, pipe_target_size, punch_hole, reserve_space, spill_file,
-    splice, splice_from_file, splice_to_file, start_writeback, widen_send_buffer,
+    CAN_SPLICE, PoolPipe, accept_only_with_data, advise_huge_pages, drop_written, enlarge_pipe,
+    is_packet_mode, limit_unacknowledged, peer_uid, pipe_target_size, punch_hole, reserve_space,
+    spill_file, splice, splice_from_file, splice_to_file, start_writeback, widen_send_buffer,
 };
 pub use memory::{MemoryLimit, memory_limit};
 

@@ -62,6 +62,10 @@ pub fn enlarge_pipe(_fd: BorrowedFd<'_>) -> Option<usize> {
 /// No `TCP_USER_TIMEOUT` here: keepalive alone notices a vanished peer.
 pub fn limit_unacknowledged(_fd: BorrowedFd<'_>, _limit: std::time::Duration) {}
 
+/// Connections are accepted as they come here (the receiver's policy alone keeps a flood of
+/// silent ones from crowding out the sender).
+pub fn accept_only_with_data(_fd: BorrowedFd<'_>, _patience: std::time::Duration) {}
+
 /// Send buffers are left to the system's autotuning here.
 pub fn widen_send_buffer(_fd: BorrowedFd<'_>) {}
 

@@ -185,9 +185,9 @@ def ssh_setup() -> tuple[Path, list[str]] | None:
 def key_file(accel: str) -> str:
     path = WORK / "net-key"
     if not path.exists():
-        with open(path, "wb") as f:
-            subprocess.run([accel, "--generate", "key"], stdout=f, check=True)
-    os.chmod(path, 0o600)
+        # accel creates it, readable by its owner only (a key to a file the shell made
+        # readable by others is refused).
+        subprocess.run([accel, "--generate", "key", str(path)], check=True)
     return str(path)
 
 
