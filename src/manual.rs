@@ -286,7 +286,7 @@ fn synopsis(command: &clap::Command, out: &mut dyn Write) -> io::Result<()> {
         "accel --to HOST:PORT --key-file FILE [OPTIONS]",
         "accel --from [ADDR:]PORT --key-file FILE [OPTIONS]",
         "accel -R PID [-r RATE] [--input-rate RATE]",
-        "accel --generate man|bash|zsh|fish|key",
+        "accel --generate man|bash|zsh|fish; accel --generate key FILE",
     ] {
         writeln!(out, ".br\n{}", roff(form))?;
     }
