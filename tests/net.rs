@@ -797,6 +797,32 @@ fn a_receiver_says_where_it_listens() {
     assert_eq!(said.all(), "", "-q");
 }
 
+/// An encrypted sender aimed at a listener that only reads (a plain `mbuffer -I`) does not
+/// wait in silence for its handshake deadline: within seconds it says that no answer came
+/// and that --insecure talks to such a listener, while the listener still holds the
+/// connection open.
+#[test]
+fn a_sender_says_when_the_receiver_does_not_answer() {
+    let keys = Scratch::new("net-silent");
+    let key = make_key(&keys, "k");
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let to = format!("127.0.0.1:{}", listener.local_addr().unwrap().port());
+    let mut sender = Command::new(ACCEL)
+        .args(["--to", &to, "--key-file", &key])
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let said = Said::collect(&mut sender);
+    let (held, _) = listener.accept().unwrap();
+    let line = said.line_with("no answer to the handshake yet");
+    assert!(line.contains("--insecure"), "{line}");
+    assert!(sender.try_wait().unwrap().is_none(), "still waiting, while the listener holds on");
+    drop(held);
+    let status = wait_within(&mut sender, GENEROUS);
+    assert_eq!(status.code(), Some(6), "{}", said.all());
+}
+
 /// Key files: `--generate key` makes one only its owner may read; one others may read is
 /// refused as ssh refuses such a private key (status 2); so is a missing one, and a peer
 /// without a key. `ACCEL_KEY_FILE` names the key file when `--key-file` does not.
@@ -1062,7 +1088,9 @@ fn a_senders_abort_reason_is_printed_without_its_escapes() {
     let address = SocketAddr::from(([127, 0, 0, 1], receiver.port));
     let connected = socket::connect(address, &stop, deadline).unwrap();
     let opening = handshake::Opening::new(&key).unwrap();
-    let mut channel = handshake::initiate(opening, connected, &stop, deadline).unwrap();
+    let log = accel::log::Log::new(true, false);
+    let mut channel =
+        handshake::initiate(opening, connected, &stop, deadline, "receiver", &log).unwrap();
     channel.abort("\x1b]0;owned\x07\x1b[2J\rgone\nfor good", &stop);
     let (status, said) = receiver.end();
     assert_eq!(status.code(), Some(1), "{said}");

@@ -84,13 +84,21 @@ impl Opening {
     }
 }
 
+/// How long the sender waits for the receiver's answer before it says that it waits: an
+/// accel answers in milliseconds, a plain `mbuffer -I` (or any listener that only reads)
+/// never, and the deadline is tens of seconds away.
+const QUIET_HINT: Duration = Duration::from_secs(3);
+
 /// The sender's handshake, `opening`, on a connected `socket`: on success, the session, whose
-/// Start frame has been sent. The error says why, for `accel: HOST:PORT: <why>`.
+/// Start frame has been sent. The error says why, for `accel: HOST:PORT: <why>`; `name` is
+/// the receiver as typed, for saying on `log` that it has not answered yet.
 pub fn initiate(
     opening: Opening,
     socket: Socket,
     stop: &Stop,
     deadline: Instant,
+    name: &str,
+    log: &Log,
 ) -> Result<Channel, String> {
     let io_error = |error: io::Error| match error.kind() {
         io::ErrorKind::TimedOut => {
@@ -108,6 +116,13 @@ pub fn initiate(
     socket.write_all(&first, stop, Some(deadline)).map_err(io_error)?;
 
     let mut head = [0u8; PREAMBLE_LEN + 2];
+    let hint_at = (Instant::now() + QUIET_HINT).min(deadline);
+    if hint_at < deadline && !socket.readable_by(stop, hint_at).map_err(io_error)? {
+        log.warn(format_args!(
+            "{name}: no answer to the handshake yet; a plain TCP listener such as mbuffer -I \
+             never answers (--insecure talks to one)"
+        ));
+    }
     read_exact(&socket, &mut head, stop, deadline).map_err(io_error)?;
     match wire::read_preamble(&head[..PREAMBLE_LEN]) {
         Preamble::Accel(answered) if answered == cipher => {}

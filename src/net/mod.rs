@@ -279,8 +279,9 @@ impl Network {
                 Ok(socket) => {
                     log.debug(format_args!("{}: connected to {address}", output.address));
                     let Some(opening) = opening else { return Ok((Arc::new(socket), None)) };
-                    let channel =
-                        handshake::initiate(opening, socket, stop, deadline).map_err(fail)?;
+                    let name = output.address.to_string();
+                    let channel = handshake::initiate(opening, socket, stop, deadline, &name, log)
+                        .map_err(fail)?;
                     return Ok((Arc::clone(channel.socket()), Some(channel)));
                 }
                 Err(error) if error.kind() == io::ErrorKind::TimedOut => {

@@ -72,6 +72,15 @@ impl Socket {
         }
     }
 
+    /// Whether something can be read (or the end seen) by `deadline`.
+    pub fn readable_by(&self, stop: &Stop, deadline: Instant) -> io::Result<bool> {
+        match wait_for(self.fd(), PollFlags::IN, stop, Some(deadline)) {
+            Ok(()) => Ok(true),
+            Err(error) if error.kind() == io::ErrorKind::TimedOut => Ok(false),
+            Err(error) => Err(error),
+        }
+    }
+
     /// Writes all of `buf`, waiting until `deadline` at most. `MSG_NOSIGNAL`: a peer that has
     /// gone is an error here, never a SIGPIPE.
     pub fn write_all(
