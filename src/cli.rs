@@ -101,7 +101,7 @@ pub struct Cli {
     #[arg(long, value_name = "FILE", help_heading = "Input and output")]
     pub hash_file: Option<PathBuf>,
 
-    /// Buffer size (512K, 32M, 1.5G; binary units K, M, G, T, P, E).
+    /// Buffer size (512K, 32M, 1.5G; binary units K, M, G, T, P, E), or a share of memory (2%).
     ///
     /// At most this much is held. Memory is taken only as the backlog grows and given back as
     /// it drains, so a large size costs nothing until data actually waits. A size above what
