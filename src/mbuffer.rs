@@ -256,6 +256,8 @@ pub struct Request {
     pub print_pid: bool,
     /// `-l FILE`: where stderr goes.
     pub log: Option<OsString>,
+    /// What the defaults files had that accel could not use.
+    warnings: Vec<String>,
 }
 
 /// What a command line comes to.
@@ -452,14 +454,15 @@ fn amount(text: &str) -> Result<Amount, String> {
 
 /// Reads mbuffer's defaults files, `/etc/mbuffer.rc` then `~/.mbuffer.rc`, into a request;
 /// each line `key = value` (also `key value`, `key: value`), `#` starts a comment. A line
-/// accel cannot use is ignored with a warning on stderr, as mbuffer does.
+/// accel cannot use is ignored with a warning, as mbuffer does; the warnings are said once
+/// the command line is read, unless it says -q (nothing on stderr when all goes well).
 pub fn defaults() -> Request {
     let mut request = Request::default();
     let home = std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".mbuffer.rc"));
     for path in [Some(PathBuf::from("/etc/mbuffer.rc")), home].into_iter().flatten() {
         if let Ok(text) = std::fs::read_to_string(&path) {
             for warning in read_defaults(&text, &mut request) {
-                eprintln!("accel: {}: {warning}", path.display());
+                request.warnings.push(format!("{}: {warning}", path.display()));
             }
         }
     }
@@ -548,14 +551,18 @@ pub struct Surroundings<'a> {
 }
 
 impl Request {
+    /// `-q`, or `-v` 0 or 1 (or `showstatus = no`): nothing said when all goes well.
+    fn is_quiet(&self) -> bool {
+        self.quiet || self.verbose.is_some_and(|level| level <= 1)
+    }
+
     /// The accel command line that does what this request asks, program name first.
     pub fn accel_args(&self, here: &Surroundings<'_>) -> Result<Vec<OsString>, String> {
         let mut args: Vec<OsString> = vec!["accel".into()];
         let mut push = |words: &[&dyn AsRef<OsStr>]| {
             args.extend(words.iter().map(|word| word.as_ref().to_owned()));
         };
-        let quiet = self.quiet || self.verbose.is_some_and(|level| level <= 1);
-        if quiet {
+        if self.is_quiet() {
             push(&[&"-q"]);
         }
         if self.verbose.is_some_and(|level| level >= 5) {
@@ -728,6 +735,11 @@ pub fn main(args: &[OsString], closed: crate::stdio::Closed) -> i32 {
         if let Err(error) = log_to(Path::new(log)) {
             eprintln!("accel: mbuffer -l {}: {error}", Path::new(log).display());
             return 1;
+        }
+    }
+    if !request.is_quiet() {
+        for warning in &request.warnings {
+            eprintln!("accel: {warning}");
         }
     }
     if request.print_pid {

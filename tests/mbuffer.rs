@@ -456,6 +456,21 @@ fn the_options_do_what_mbuffer_says() {
     let (_, _, said) = link.run(&["-v", "5", "-v", "1"], &data);
     assert_eq!(said, "");
 
+    // A defaults file's line accel cannot use is said, but not with -q.
+    let home = link.dir.path("home");
+    std::fs::create_dir(&home).unwrap();
+    std::fs::write(home.join(".mbuffer.rc"), "memlock = yes\n").unwrap();
+    for (quiet, expected) in [(false, true), (true, false)] {
+        let mut command = Command::new(&link.path);
+        command.env("HOME", &home).args(if quiet { &["-q"][..] } else { &[] });
+        let mut child = piped(&mut command);
+        let said = Said::collect(&mut child);
+        drop(child.stdin.take());
+        assert!(wait_within(&mut child, GENEROUS).success());
+        let said = said.all();
+        assert_eq!(said.contains("memlock = yes: not supported by accel"), expected, "{said}");
+    }
+
     // -V and -h: to stdout, status 0.
     for option in ["-V", "--version", "-h", "--help"] {
         let out = Command::new(&link.path).arg(option).output().unwrap();
