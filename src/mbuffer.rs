@@ -22,6 +22,7 @@
 
 use std::ffi::{OsStr, OsString};
 use std::fmt::Write as _;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use rustix::fs::FileType;
@@ -286,7 +287,8 @@ pub fn parse(args: &[OsString], defaults: Request) -> Result<Parsed, String> {
             None => match OPTIONS.iter().find(|o| {
                 o.value.is_some() && o.name.len() == 2 && text.len() > 2 && text.starts_with(o.name)
             }) {
-                Some(option) => (option, Some(OsString::from(&text[2..]))),
+                // The value as given, bytes and all (a path need not be UTF-8).
+                Some(option) => (option, Some(OsStr::from_bytes(&word.as_bytes()[2..]).into())),
                 None => {
                     return Err(format!(
                         "mbuffer {text}: unknown option; mbuffer -h lists the options"

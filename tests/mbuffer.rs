@@ -2,7 +2,9 @@
 //! backup tools build, against the real mbuffer and socat over loopback (or a namespace of
 //! its own where an end listens on every interface).
 
+use std::ffi::{OsStr, OsString};
 use std::io::{Read, Write};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::thread;
@@ -30,12 +32,12 @@ impl Link {
     }
 
     /// accel as `mbuffer ARGS`, stdio piped.
-    fn spawn(&self, args: &[&str]) -> Child {
+    fn spawn<S: AsRef<OsStr>>(&self, args: &[S]) -> Child {
         piped(Command::new(&self.path).args(args))
     }
 
     /// Runs `mbuffer ARGS` with `data` on stdin: its status, stdout and stderr.
-    fn run(&self, args: &[&str], data: &[u8]) -> (ExitStatus, Vec<u8>, String) {
+    fn run<S: AsRef<OsStr>>(&self, args: &[S], data: &[u8]) -> (ExitStatus, Vec<u8>, String) {
         let mut child = self.spawn(args);
         let said = Said::collect(&mut child);
         let stdin = child.stdin.take().unwrap();
@@ -405,6 +407,13 @@ fn the_options_do_what_mbuffer_says() {
     assert_same(&std::fs::read(file("out")).unwrap(), &data, "-i to -o");
     let (status, _, said) = link.run(&["-q", "-i", &input, "-o", &file("out")], b"");
     assert_eq!(status.code(), Some(1), "an existing output: {said}");
+    // A value glued to its option, `-oFILE`, taken byte for byte (a name need not be UTF-8).
+    let glued = link.dir.0.join(OsStr::from_bytes(b"glued-\xff"));
+    let mut option = OsString::from("-o");
+    option.push(&glued);
+    let (status, _, said) = link.run(&["-q".into(), format!("-i{input}").into(), option], b"");
+    assert_eq!(status.code(), Some(0), "{said}");
+    assert_same(&std::fs::read(&glued).unwrap(), &data, "-iIN -oOUT");
     for (option, expected) in [
         ("-f", data.clone()),
         ("--truncate", data.clone()),
