@@ -700,7 +700,7 @@ pub fn help() -> String {
             Does::Maps(what) => what.to_owned(),
             Does::Refused(why) => format!("refused: {why}"),
         };
-        let _ = writeln!(text, "{:<14}: {what}", head.trim_end());
+        let _ = writeln!(text, "{:<18}: {what}", head.trim_end());
     }
     text.push_str(
         "Sizes and rates: a number and k, m, g, t (1k = 1024), b (bytes) or % (of memory, -m \
