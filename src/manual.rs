@@ -240,7 +240,8 @@ const AS_MBUFFER: &str = "Started under the name `mbuffer` (`ln -s \"$(command -
      backup tools (syncoid, zfs_autobackup, btrbk, znapzend, pyznap) write it; `mbuffer -h` \
      then lists every option of mbuffer's with what accel does for it, or why it is refused. \
      It ends as mbuffer does: status 0 when every byte was delivered, 1 for any failure, a \
-     consumer that went away included; with `-q`, nothing on stderr when all went well. \
+     consumer that went away included (SIGINT, SIGTERM and SIGHUP still end it by that \
+     signal); with `-q`, nothing on stderr when all went well. \
      `-I` and `-O` are plain TCP, as mbuffer's, or accel's encrypted transport when \
      ACCEL_KEY_FILE names a key at both ends. `-s` makes every write exactly that size only \
      where it can be seen (a tape or other character device, a packet-mode pipe); into pipes, \

@@ -705,8 +705,8 @@ pub fn help() -> String {
     text.push_str(
         "Sizes and rates: a number and k, m, g, t (1k = 1024), b (bytes) or % (of memory, -m \
          only). Defaults files: /etc/mbuffer.rc, ~/.mbuffer.rc.\n\
-         Exit status: 0 when every byte was delivered, 1 otherwise. `accel --help` has the \
-         rest.\n",
+         Exit status: 0 when every byte was delivered, 1 otherwise; SIGINT, SIGTERM and SIGHUP \
+         end it by that signal. `accel --help` has the rest.\n",
     );
     text
 }
@@ -779,7 +779,8 @@ pub fn main(args: &[OsString], closed: crate::stdio::Closed) -> i32 {
             return 1;
         }
     };
-    // mbuffer's statuses: 0, or 1 for any failure; a signal that ended the run included.
+    // mbuffer's statuses: 0, or 1 for any failure. (INT, TERM and HUP never get here: the
+    // signal thread ends accel by the signal, as in accel's own mode.)
     if exit == Exit::Success { 0 } else { 1 }
 }
 
