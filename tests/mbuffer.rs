@@ -4,6 +4,7 @@
 
 use std::ffi::{OsStr, OsString};
 use std::io::{Read, Write};
+use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -505,4 +506,70 @@ fn mbuffer_usage_errors_are_status_1_on_one_line() {
         assert_eq!(status.code(), Some(1), "{args:?}");
         assert_eq!(said, expected);
     }
+}
+
+/// `-s` where a block size can be observed: into a packet-mode pipe (`pipe2(O_DIRECT)`, where
+/// each read returns one write), every write is exactly `-s` bytes, the last one short.
+#[test]
+fn s_makes_exact_writes_into_a_packet_mode_pipe() {
+    let link = Link::new("packets");
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 fills two descriptors, which OwnedFd then owns.
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_DIRECT | libc::O_CLOEXEC) }, 0);
+    // SAFETY: the two descriptors pipe2 just made, owned by nothing else.
+    let (read_end, write_end) =
+        unsafe { (std::fs::File::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    let mut child = Command::new(&link.path)
+        .args(["-q", "-s", "2k", "-m", "1M"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::from(write_end))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let said = Said::collect(&mut child);
+    let data = pattern(100_000, 26);
+    let stdin = child.stdin.take().unwrap();
+    let sent = data.clone();
+    // Odd-sized writes, so that blocks must be gathered.
+    let producer = thread::spawn(move || feed(stdin, &sent, 777));
+    let reader = thread::spawn(move || {
+        let mut read_end = read_end;
+        let (mut sizes, mut got, mut buf) = (Vec::new(), Vec::new(), vec![0u8; 65536]);
+        loop {
+            let n = read_end.read(&mut buf).unwrap();
+            if n == 0 {
+                return (sizes, got);
+            }
+            sizes.push(n);
+            got.extend_from_slice(&buf[..n]);
+        }
+    });
+    producer.join().unwrap().unwrap();
+    let status = wait_within(&mut child, GENEROUS);
+    assert_eq!(status.code(), Some(0), "{}", said.all());
+    let (sizes, got) = reader.join().unwrap();
+    assert_same(&got, &data, "through a packet-mode pipe");
+    let (last, whole) = sizes.split_last().unwrap();
+    assert!(whole.iter().all(|&n| n == 2048), "{sizes:?}");
+    assert_eq!(*last, data.len() % 2048, "{sizes:?}");
+}
+
+/// The one deliberate difference from mbuffer: into an ordinary pipe, `-s 128k` does not hold
+/// partial data until a block fills; a line comes out while the producer is still open.
+#[test]
+fn s_does_not_hold_partial_data_in_an_ordinary_pipe() {
+    let link = Link::new("partial");
+    let mut child = link.spawn(&["-q", "-s", "128k", "-m", "16M"]);
+    let (mut stdin, mut stdout) = (child.stdin.take().unwrap(), child.stdout.take().unwrap());
+    // A line through, stdin still open: with 128 KiB blocks it would wait for 131065 more.
+    let through = within(GENEROUS, move || {
+        stdin.write_all(b"a line\n").unwrap();
+        let mut got = [0u8; 7];
+        stdout.read_exact(&mut got).unwrap();
+        (got, stdin)
+    });
+    let (got, stdin) = through.expect("the line did not come through while stdin was open");
+    assert_eq!(&got, b"a line\n");
+    drop(stdin);
+    assert!(wait_within(&mut child, GENEROUS).success());
 }
