@@ -31,7 +31,10 @@ be reached or did not authenticate, nothing read; 7 spilled bytes could not be r
 message says what each output missed). Killed by SIGPIPE when the consumer exits early, and by
 SIGINT/SIGTERM/SIGHUP when sent one, like cat, saying how many bytes were read but not
 delivered. SIGUSR1 prints the report so far. `man accel` (see --generate) has the JSON fields,
-the signals and the statuses in full.";
+the signals and the statuses in full.
+
+Run as mbuffer (ln -s \"$(command -v accel)\" /usr/local/bin/mbuffer), accel reads mbuffer's
+command line, for syncoid, znapzend, btrbk and zfs_autobackup; `mbuffer -h` says how.";
 
 /// The raw command line.
 #[derive(Debug, Parser)]
@@ -98,7 +101,7 @@ pub struct Cli {
     #[arg(long, value_name = "FILE", help_heading = "Input and output")]
     pub hash_file: Option<PathBuf>,
 
-    /// Buffer size (512K, 32M, 1.5G; binary units K, M, G, T, P, E).
+    /// Buffer size (512K, 32M, 1.5G; binary units K, M, G, T, P, E), or a share of memory (2%).
     ///
     /// At most this much is held. Memory is taken only as the backlog grows and given back as
     /// it drains, so a large size costs nothing until data actually waits. A size above what

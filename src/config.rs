@@ -156,7 +156,7 @@ pub struct ConfigError {
 impl Config {
     /// Validates the raw command line; `stderr_is_terminal` decides about the progress line.
     pub fn from_cli(cli: Cli, stderr_is_terminal: bool) -> Result<Config, ConfigError> {
-        let size = parse_size(&cli.size, 1).map_err(|reason| ConfigError {
+        let size = crate::size::parse_buffer_size(&cli.size).map_err(|reason| ConfigError {
             option: "-m",
             value: cli.size.clone(),
             reason: reason.to_string(),

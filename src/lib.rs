@@ -22,6 +22,7 @@ pub mod engine;
 pub mod exit;
 pub mod log;
 pub mod manual;
+pub mod mbuffer;
 pub mod meter;
 pub mod net;
 pub mod open;

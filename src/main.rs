@@ -20,6 +20,9 @@ extern "C" fn main(argc: c_int, argv: *const *const c_char) -> c_int {
     let args: Vec<OsString> = (0..argc as usize)
         .map(|i| OsStr::from_bytes(unsafe { CStr::from_ptr(*argv.add(i)) }.to_bytes()).into())
         .collect();
+    if accel::mbuffer::invoked_as(args.first()) {
+        return accel::mbuffer::main(&args, closed);
+    }
     let cli = match accel::usage::parse(&args) {
         Ok(cli) => cli,
         Err(Refusal::Shown(help)) => {

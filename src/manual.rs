@@ -228,7 +228,24 @@ const FILES: &[[&str; 2]] = &[
         "`$XDG_RUNTIME_DIR/accel/`, else `/tmp/accel-UID/`",
         "a small file per terminal, through which accels drawing on one terminal share it",
     ],
+    [
+        "`/etc/mbuffer.rc`, `~/.mbuffer.rc`",
+        "mbuffer's defaults files, read when accel runs as `mbuffer` (see AS MBUFFER)",
+    ],
 ];
+
+/// Running as `mbuffer`.
+const AS_MBUFFER: &str = "Started under the name `mbuffer` (`ln -s \"$(command -v accel)\" \
+     /usr/local/bin/mbuffer`), accel reads mbuffer's command line instead of its own, as the \
+     backup tools (syncoid, zfs_autobackup, btrbk, znapzend, pyznap) write it; `mbuffer -h` \
+     then lists every option of mbuffer's with what accel does for it, or why it is refused. \
+     It ends as mbuffer does: status 0 when every byte was delivered, 1 for any failure, a \
+     consumer that went away included (SIGINT, SIGTERM and SIGHUP still end it by that \
+     signal); with `-q`, nothing on stderr when all went well. \
+     `-I` and `-O` are plain TCP, as mbuffer's, or accel's encrypted transport when \
+     ACCEL_KEY_FILE names a key at both ends. `-s` makes every write exactly that size only \
+     where it can be seen (a tape or other character device, a packet-mode pipe); into pipes, \
+     files and sockets accel forwards partial data at once.";
 
 /// Writes the whole man page for `command` (accel's clap definition) to `out`.
 pub fn write(command: clap::Command, out: &mut dyn Write) -> io::Result<()> {
@@ -270,6 +287,8 @@ pub fn write(command: clap::Command, out: &mut dyn Write) -> io::Result<()> {
         let said = format!("{}{}accel {accel}", was("pv", pv), was("mbuffer", mbuffer));
         writeln!(out, ".TP\n{}\n{}", roff(what), roff(&said))?;
     }
+    section(out, "AS MBUFFER")?;
+    writeln!(out, ".PP\n{}", roff(AS_MBUFFER))?;
     section(out, "FILES")?;
     table(out, FILES)?;
     section(out, "SEE ALSO")?;
@@ -370,6 +389,7 @@ mod tests {
             "SIGNALS",
             "EXIT STATUS",
             "COMING FROM PV AND MBUFFER",
+            "AS MBUFFER",
             "FILES",
         ] {
             assert!(page.contains(heading), "{heading}");

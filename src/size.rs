@@ -15,6 +15,10 @@ pub enum SizeError {
     /// Not a number with a known suffix.
     #[error("not a size: expected {SIZE_FORMAT}")]
     Malformed,
+    /// A share of memory that is not one (`0%`, `150%`, `x%`), or the machine's memory is
+    /// not known.
+    #[error("not a share of memory: expected more than 0% and at most 100%, e.g. 2%, or a size")]
+    BadShare,
     /// A valid size, but more than this machine can address.
     #[error("too large for this machine")]
     TooLarge,
@@ -37,6 +41,20 @@ pub fn parse_size(text: &str, min: u64) -> Result<u64, SizeError> {
         return Err(SizeError::TooSmall(min));
     }
     Ok(bytes)
+}
+
+/// Parses a buffer size (`-m`): a size as [`parse_size`] takes it, or a share of the
+/// machine's physical memory (`2%`, as mbuffer's `-m`).
+pub fn parse_buffer_size(text: &str) -> Result<u64, SizeError> {
+    let Some(percent) = text.trim().strip_suffix('%') else { return parse_size(text, 1) };
+    let percent = percent
+        .trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|p| *p > 0.0 && *p <= 100.0)
+        .ok_or(SizeError::BadShare)?;
+    let memory = crate::sys::physical_memory().ok_or(SizeError::BadShare)?;
+    Ok(((memory as f64 * percent / 100.0) as u64).max(1))
 }
 
 /// A byte count shown the way people read it: `512 B`, `1.5 MiB`, `3.25 GiB`.
@@ -91,6 +109,19 @@ pub fn share(part: u64, whole: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_buffer_may_be_a_share_of_memory() {
+        // SAFETY: sysconf only reads system configuration.
+        let memory = unsafe {
+            libc::sysconf(libc::_SC_PHYS_PAGES) as u64 * libc::sysconf(libc::_SC_PAGESIZE) as u64
+        };
+        assert_eq!(parse_buffer_size("50%"), Ok(memory / 2));
+        assert_eq!(parse_buffer_size("32M"), Ok(32 << 20));
+        for bad in ["0%", "101%", "x%", "-2%"] {
+            assert_eq!(parse_buffer_size(bad), Err(SizeError::BadShare), "{bad}");
+        }
+    }
 
     #[test]
     fn suffixes_are_binary() {

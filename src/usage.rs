@@ -71,6 +71,16 @@ fn explain(error: &clap::Error, command: &Command, args: &[OsString]) -> String 
             let word = text(ContextKind::InvalidArg).unwrap_or_default();
             unknown(&word, text(ContextKind::SuggestedArg), command, &typed)
         }
+        ErrorKind::ValueValidation
+            if text(ContextKind::InvalidArg).is_some_and(|spec| long_of(&spec) == "--remote") =>
+        {
+            let option = option(ContextKind::InvalidArg).unwrap_or_default();
+            let value = text(ContextKind::InvalidValue).unwrap_or_default();
+            format!(
+                "{option} {value}: {option} takes the PID of a running accel here; a rate limit \
+                 is -r RATE for the output or --input-rate RATE (mbuffer's -R and -r)"
+            )
+        }
         ErrorKind::InvalidValue => {
             let spec = text(ContextKind::InvalidArg).unwrap_or_default();
             let option = as_typed(&spec, command, &typed);
@@ -122,9 +132,10 @@ fn explain(error: &clap::Error, command: &Command, args: &[OsString]) -> String 
 /// An argument clap did not expect: an unknown option, or a word no option takes.
 fn unknown(word: &str, suggested: Option<String>, command: &Command, typed: &[String]) -> String {
     if word.starts_with('-') && word.len() > 1 {
-        let hint = match (suggested, peer_habit(word)) {
+        let value = typed.iter().position(|arg| arg == word).and_then(|at| typed.get(at + 1));
+        let hint = match (suggested, peer_habit(word, value.map(String::as_str))) {
             (Some(suggested), _) => format!("did you mean {suggested}?"),
-            (None, Some(habit)) => habit.to_owned(),
+            (None, Some(habit)) => habit,
             (None, None) => "accel --help lists the options".to_owned(),
         };
         return format!("{word}: unknown option; {hint}");
@@ -163,22 +174,42 @@ fn unknown(word: &str, suggested: Option<String>, command: &Command, typed: &[St
     )
 }
 
-/// What an option of pv or mbuffer that accel lacks is called here.
-fn peer_habit(option: &str) -> Option<&'static str> {
-    Some(match option {
-        "-c" => {
-            "for mbuffer's -c (synchronous writes) use --sync; accels on one terminal \
+/// What an option of pv or mbuffer that accel lacks is called here; `value` is the word
+/// after it.
+fn peer_habit(option: &str, value: Option<&str>) -> Option<String> {
+    let value = value.filter(|value| !value.starts_with('-'));
+    let network = |accel: &str, placeholder: &str| {
+        format!(
+            "for mbuffer's {option} use {accel} {} (with --insecure to talk to a real mbuffer's \
+             plain TCP; or run accel as mbuffer, see accel --help)",
+            value.unwrap_or(placeholder)
+        )
+    };
+    Some(
+        match option {
+            "-I" => return Some(network("--from", "[ADDR:]PORT")),
+            "-O" => return Some(network("--to", "HOST:PORT")),
+            "-L" => {
+                return Some(format!(
+                    "for pv's -L (rate limit) use -r {}",
+                    value.unwrap_or("RATE")
+                ));
+            }
+            "-c" => {
+                "for mbuffer's -c (synchronous writes) use --sync; accels on one terminal \
                  share it without pv's -c"
-        }
-        "-B" => "the buffer size is -m (pv's -B)",
-        "-s" => {
-            "for pv's -s (expected size) use --expect; for mbuffer's -s (block size) use \
+            }
+            "-B" => "the buffer size is -m (pv's -B)",
+            "-s" => {
+                "for pv's -s (expected size) use --expect; for mbuffer's -s (block size) use \
                  --block-size"
+            }
+            "-W" => "for mbuffer's -W (watchdog) use --stall-timeout",
+            "-H" | "--md5" => "for mbuffer's --md5 use --hash md5",
+            _ => return None,
         }
-        "-W" => "for mbuffer's -W (watchdog) use --stall-timeout",
-        "-H" | "--md5" => "for mbuffer's --md5 use --hash md5",
-        _ => return None,
-    })
+        .to_owned(),
+    )
 }
 
 /// What a flag of accel that takes no value means where mbuffer's takes one.
@@ -278,6 +309,22 @@ mod tests {
                 "--output-error warn: the value of --output-error goes after '=': \
                  --output-error=warn (--output-error alone takes none)",
             ),
+            (
+                &["-I", "9090"],
+                "-I: unknown option; for mbuffer's -I use --from 9090 (with --insecure to talk \
+                 to a real mbuffer's plain TCP; or run accel as mbuffer, see accel --help)",
+            ),
+            (
+                &["-O", "host:9090"],
+                "-O: unknown option; for mbuffer's -O use --to host:9090 (with --insecure to \
+                 talk to a real mbuffer's plain TCP; or run accel as mbuffer, see accel --help)",
+            ),
+            (
+                &["-R", "10M"],
+                "-R 10M: -R takes the PID of a running accel here; a rate limit is -r RATE for \
+                 the output or --input-rate RATE (mbuffer's -R and -r)",
+            ),
+            (&["-L", "10M"], "-L: unknown option; for pv's -L (rate limit) use -r 10M"),
             (&["-m"], "-m: a SIZE must follow it"),
             (&["--size"], "--size: a SIZE must follow it"),
             (&["-f", "-a"], "-f: cannot be used with -a"),

@@ -19,7 +19,7 @@ use crate::util::*;
 // ----- helpers -----
 
 /// A new key file named `name` in `dir`, made by `accel --generate key FILE`.
-fn make_key(dir: &Scratch, name: &str) -> String {
+pub(crate) fn make_key(dir: &Scratch, name: &str) -> String {
     let path = dir.path(name);
     let status = Command::new(ACCEL).args(["--generate", "key"]).arg(&path).status().unwrap();
     assert!(status.success(), "accel --generate key FILE");
@@ -108,7 +108,7 @@ fn send(engine: &str, to: &str, args: &[&str], data: Vec<u8>, wrap: Option<&Netn
 }
 
 /// `program args...`, inside `netns` when given.
-fn command(netns: Option<&Netns>, program: &str, args: &[&str]) -> Command {
+pub(crate) fn command(netns: Option<&Netns>, program: &str, args: &[&str]) -> Command {
     match netns {
         None => {
             let mut command = Command::new(program);
@@ -124,7 +124,7 @@ fn command(netns: Option<&Netns>, program: &str, args: &[&str]) -> Command {
 }
 
 /// Waits for `child` and collects its stderr.
-fn ended(mut child: Child) -> (ExitStatus, String) {
+pub(crate) fn ended(mut child: Child) -> (ExitStatus, String) {
     let status = wait_within(&mut child, GENEROUS);
     let mut stderr = String::new();
     child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
@@ -132,7 +132,7 @@ fn ended(mut child: Child) -> (ExitStatus, String) {
 }
 
 /// A loopback port nobody listens on (bound, then released).
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
@@ -259,13 +259,13 @@ fn tamper(upstream: SocketAddr, from_sender: bool, at: fn(usize) -> usize) -> u1
 
 /// A network namespace made for one test, with loopback up; deleted (with its interfaces)
 /// when dropped, however the test ends.
-struct Netns {
-    name: String,
+pub(crate) struct Netns {
+    pub(crate) name: String,
 }
 
 impl Netns {
     /// `None`, having said so, where namespaces cannot be made (not root, no `ip`).
-    fn new(tag: &str) -> Option<Netns> {
+    pub(crate) fn new(tag: &str) -> Option<Netns> {
         let can =
             is_root() && Command::new("ip").arg("-V").output().is_ok_and(|o| o.status.success());
         if !require("root and `ip netns` (iproute2), for network namespaces", can) {
@@ -286,7 +286,7 @@ impl Netns {
     }
 
     /// Runs `body` on a thread that has joined this namespace, and returns what it returns.
-    fn within<T: Send + 'static>(&self, body: impl FnOnce() -> T + Send + 'static) -> T {
+    pub(crate) fn within<T: Send + 'static>(&self, body: impl FnOnce() -> T + Send + 'static) -> T {
         let path = format!("/var/run/netns/{}", self.name);
         thread::spawn(move || {
             let file = std::fs::File::open(path).unwrap();

@@ -11,6 +11,7 @@ mod util;
 mod edges;
 mod faults;
 mod flow;
+mod mbuffer;
 mod memory;
 mod messages;
 mod net;

@@ -57,7 +57,8 @@ pub fn memory_limit() -> Option<MemoryLimit> {
     limits.into_iter().min_by_key(|limit| limit.bytes)
 }
 
-fn physical_memory() -> Option<u64> {
+/// The machine's physical memory, if it can be read.
+pub fn physical_memory() -> Option<u64> {
     // SAFETY: sysconf only reads system configuration.
     let (pages, page) =
         unsafe { (libc::sysconf(libc::_SC_PHYS_PAGES), libc::sysconf(libc::_SC_PAGESIZE)) };

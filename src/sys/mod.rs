@@ -51,7 +51,7 @@ pub use imp::{
     is_packet_mode, limit_unacknowledged, peer_uid, pipe_target_size, punch_hole, reserve_space,
     spill_file, splice, splice_from_file, splice_to_file, start_writeback, widen_send_buffer,
 };
-pub use memory::{MemoryLimit, memory_limit};
+pub use memory::{MemoryLimit, memory_limit, physical_memory};
 
 /// The size we try to give the pipes accel reads from and writes to.
 ///

@@ -24,6 +24,7 @@ ORDER = (
     "rate",
     "net",
     "wan",
+    "asmbuffer",
 )
 
 MEASURES = {name: importlib.import_module(f"{__name__}.{name}") for name in ORDER}

@@ -1,7 +1,8 @@
 """Between hosts, on loopback (needs root: it runs in a network namespace of its own,
 so that nothing listens anywhere else): ``dd if=/dev/zero bs=1M | SENDER`` into
 ``RECEIVER > /dev/null``, for accel encrypted (--to/--from with a key file),
-accel --insecure, mbuffer -O into mbuffer -I, and ssh -c aes128-gcm@openssh.com
+accel --insecure, mbuffer -O into mbuffer -I, accel run as mbuffer (a link;
+plain, keyed with ACCEL_KEY_FILE, and against the real mbuffer either way), and ssh -c aes128-gcm@openssh.com
 into an sshd the benchmark starts on a loopback port (throwaway keys in
 bench/work).  GiB/s, and the CPU seconds per GiB of sender and receiver
 together; "× ssh" and "× mbuffer" are GiB/s ratios.  A --variants item that is
@@ -210,6 +211,7 @@ def loopback_pairs(accel: str, out: str, builds: dict[str, str] | None = None) -
     if shutil.which("mbuffer"):
         pairs.append(Pair("mbuffer", ["mbuffer", "-q", "-m", "32M", "-I", "9103", "-o", out],
                           [["mbuffer", "-q", "-m", "32M", "-O", "127.0.0.1:9103"]], 9103))
+        pairs += as_mbuffer_pairs(accel, key, out)
     ssh = ssh_setup()
     if ssh:
         config, client = ssh
@@ -217,6 +219,28 @@ def loopback_pairs(accel: str, out: str, builds: dict[str, str] | None = None) -
                                              "-p", "9104"],
                           [client + ["-p", "9104", "root@127.0.0.1", f"cat > {out}"]],
                           9104, daemon=True))
+    return pairs
+
+
+def as_mbuffer_pairs(accel: str, key: str, out: str) -> list[Pair]:
+    """accel run as mbuffer (a link in bench/work) with mbuffer's -O/-I: both ends accel,
+    plain and with ACCEL_KEY_FILE (encrypted), and each end against the real mbuffer."""
+    link = WORK / "asmbuffer" / "mbuffer"
+    link.parent.mkdir(parents=True, exist_ok=True)
+    if link.is_symlink() or link.exists():
+        link.unlink()
+    os.symlink(os.path.realpath(accel), link)
+    keyed = ["env", f"ACCEL_KEY_FILE={key}", str(link)]
+    pairs = []
+    for port, (name, recv, send) in enumerate([
+        ("as-mbuffer plain", [str(link)], [str(link)]),
+        ("as-mbuffer keyed", keyed, keyed),
+        ("mbuffer → as-mbuffer", [str(link)], ["mbuffer"]),
+        ("as-mbuffer → mbuffer", ["mbuffer"], [str(link)]),
+    ], start=9121):
+        listen = str(port) if recv == ["mbuffer"] else f"127.0.0.1:{port}"
+        pairs.append(Pair(name, recv + ["-q", "-m", "32M", "-I", listen, "-o", out],
+                          [send + ["-q", "-m", "32M", "-O", f"127.0.0.1:{port}"]], port))
     return pairs
 
 
