@@ -481,7 +481,13 @@ fn duration_option(
 const DURATION_FORMAT: &str = "a number with an optional unit ms, s, m or h (seconds if none), \
      e.g. 30s, 5m, 1.5h";
 
-/// Parses `30s`, `5m`, `1.5h`, `250ms`, or a bare number of seconds.
+/// The longest duration taken: a hundred years, as good as never. Longer ones are refused, not
+/// clamped: beyond about 292 billion years, a deadline (an instant plus the duration) does not
+/// exist, and asking for it aborted accel.
+pub const LONGEST_DURATION: Duration = Duration::from_secs(3_155_760_000);
+
+/// Parses `30s`, `5m`, `1.5h`, `250ms`, or a bare number of seconds; at most
+/// [`LONGEST_DURATION`].
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
     let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(text.len());
@@ -499,7 +505,10 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         .map(|n| n * scale)
         .filter(|s| s.is_finite() && *s > 0.0)
         .ok_or_else(|| format!("not a positive duration: expected {DURATION_FORMAT}"))?;
-    Duration::try_from_secs_f64(seconds).map_err(|_| "too long".to_owned())
+    Duration::try_from_secs_f64(seconds)
+        .ok()
+        .filter(|duration| *duration <= LONGEST_DURATION)
+        .ok_or_else(|| format!("too long: at most 100 years ({}s)", LONGEST_DURATION.as_secs()))
 }
 
 impl Default for Config {
@@ -611,7 +620,8 @@ mod tests {
         assert_eq!(ok("1.5h"), Duration::from_secs(5400));
         assert_eq!(ok("250ms"), Duration::from_millis(250));
         assert_eq!(ok("2"), Duration::from_secs(2));
-        for bad in ["", "s", "5x", "-1s", "0", "1e999"] {
+        assert_eq!(ok("3155760000"), LONGEST_DURATION);
+        for bad in ["", "s", "5x", "-1s", "0", "1e999", "3155760001", "10000000000000000000"] {
             assert!(parse_duration(bad).is_err(), "{bad:?}");
         }
         let message = config(&["--stall-timeout", "soon"], false).unwrap_err().to_string();
