@@ -90,6 +90,21 @@ pub struct FlowConfig {
     pub input_block_size: Option<usize>,
 }
 
+impl FlowConfig {
+    /// The buffer the blocks need, and the option that asks it: an output block, and beside
+    /// it a whole input block less a byte (the input waits for a block's room, the output for
+    /// a whole block); `None` without blocks. A read of a page, accel's own least, is not
+    /// counted: the buffer is raised by less than that where needed.
+    pub fn blocks_need(&self) -> Option<(&'static str, usize)> {
+        match (self.block_size, self.input_block_size) {
+            (Some(out), Some(input)) => Some(("--block-size", out + input - 1)),
+            (Some(out), None) => Some(("--block-size", out)),
+            (None, Some(input)) => Some(("--input-block-size", input)),
+            (None, None) => None,
+        }
+    }
+}
+
 /// A fill level of the buffer: a size, or a share of it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Level {
@@ -395,7 +410,7 @@ fn flow(cli: &Cli, size: u64) -> Result<FlowConfig, ConfigError> {
             ));
         }
     }
-    Ok(FlowConfig {
+    let flow = FlowConfig {
         rate: rate("-r", &cli.rate)?,
         input_rate: rate("--input-rate", &cli.input_rate)?,
         start_at,
@@ -403,7 +418,24 @@ fn flow(cli: &Cli, size: u64) -> Result<FlowConfig, ConfigError> {
         block_size: block("--block-size", &cli.block_size)?,
         pad: cli.pad,
         input_block_size: block("--input-block-size", &cli.input_block_size)?,
-    })
+    };
+    if let (Some(text), Some(input), Some((_, need))) =
+        (&cli.block_size, &cli.input_block_size, flow.blocks_need())
+    {
+        if need as u64 > size {
+            return Err(fail(
+                "--block-size",
+                text,
+                format!(
+                    "a block and a read of --input-block-size {input} must fit in the buffer \
+                     together: -m {}K or more (not {})",
+                    need.div_ceil(1024),
+                    Bytes(size)
+                ),
+            ));
+        }
+    }
+    Ok(flow)
 }
 
 /// Parses a fill level: `50%`, `12.5%`, or a size (`16M`).

@@ -72,11 +72,26 @@ pub struct Gates {
     /// Each read is offered exactly this much room; `None` for whatever is free (at least a
     /// page).
     pub read_block: Option<usize>,
+    /// An output takes exactly this much at a time (`--block-size`), until the input has
+    /// ended; `None` for whatever is there.
+    pub write_block: Option<usize>,
 }
 
-/// Makes a backlog holding at most `capacity` bytes (but at least a page, and at least one
-/// read block) for `readers` readers, gated by `gates`, reporting to `meter`: its producing
-/// half and one reading half per reader, in the meter's order.
+impl Gates {
+    /// The least room a read is offered: a read block, and never less than a page.
+    fn min_read(&self) -> usize {
+        self.read_block.unwrap_or(0).max(rustix::param::page_size())
+    }
+
+    /// The bytes an output waits for before it writes: a block, else one.
+    fn min_write(&self) -> usize {
+        self.write_block.unwrap_or(1)
+    }
+}
+
+/// Makes a backlog holding at most `capacity` bytes (raised as [`capacity_for`] says) for
+/// `readers` readers, gated by `gates`, reporting to `meter`: its producing half and one
+/// reading half per reader, in the meter's order.
 ///
 /// Maps its first chunk now (address space only: nothing is touched), so that a backlog
 /// always has memory to read into when it is empty, even once the kernel refuses more.
@@ -89,8 +104,8 @@ pub fn backlog(
     log: Arc<Log>,
 ) -> io::Result<(Producer, Vec<Reader>)> {
     let page = rustix::param::page_size();
-    let min_read = gates.read_block.unwrap_or(0).max(page);
-    let capacity = capacity_for(capacity).max(min_read);
+    let min_read = gates.min_read();
+    let capacity = capacity_for(capacity, &gates);
     let chunk_size = capacity.min(MAX_CHUNK).max(min_read).next_multiple_of(page);
     let state = State {
         spare_chunks: vec![Arc::new(Chunk::new(chunk_size)?)],
@@ -104,6 +119,10 @@ pub fn backlog(
         Some(level) => (capacity - level.min(capacity - min_read)).max(min_read),
         None => default_gap,
     };
+    // The producer resumes at the latest once less than an output block is held: the slowest
+    // output cannot drain the buffer further before more comes. (At least `min_read`, since
+    // the capacity holds a block and a read.)
+    let resume_gap = resume_gap.min(capacity - (gates.min_write() - 1));
     let shared = Arc::new(Shared {
         state: Mutex::new(state),
         has_data: Condvar::new(),
@@ -124,10 +143,16 @@ pub fn backlog(
     Ok((Producer { shared: Arc::clone(&shared), scratch: Vec::new() }, readers.collect()))
 }
 
-/// The capacity a backlog asked for `asked` bytes has: at least a page, the least it moves
-/// at once.
-pub fn capacity_for(asked: usize) -> usize {
-    asked.max(rustix::param::page_size())
+/// The capacity a backlog asked for `asked` bytes has, under `gates`: at least a read (a
+/// page, or an input block), the least the producer takes room for; and at least an output
+/// block and a read less a byte, so that the producer, held only when less than a read's room
+/// is free, has always made a whole block for the slowest output by then.
+///
+/// Raising `-m` by an input block is not for here: the caller refuses that (a read of a
+/// page is accel's own minimum, and raising by less than it is).
+pub fn capacity_for(asked: usize, gates: &Gates) -> usize {
+    let min_read = gates.min_read();
+    asked.max(min_read).max(gates.min_write() + min_read - 1)
 }
 
 /// What the two halves share.
