@@ -976,6 +976,68 @@ fn accel_ignored_sigpipe_reports_broken_pipe(engine: &str) {
     assert!(ours[0].starts_with("accel: write to stdout: Broken pipe; "), "{stderr}");
 }
 
+/// accel `args` fed 8 MiB with `ACCEL_TEST_PANIC=panic` (debug builds: that thread panics
+/// past that many bytes): its status, what its stdout got, and what it said. A hang fails the
+/// test.
+fn with_a_panic(engine: &str, panic: &str, args: &[&str]) -> (ExitStatus, Vec<u8>, String) {
+    let mut child = piped(accel(engine, args).env("ACCEL_TEST_PANIC", panic));
+    let said = Said::collect(&mut child);
+    let stdin = child.stdin.take().unwrap();
+    // The run may end before the producer is done: its write then fails.
+    let producer = thread::spawn(move || feed(stdin, &pattern(8 << 20, 41), 1 << 20));
+    let stdout = child.stdout.take().unwrap();
+    let Some(out) = within(GENEROUS, move || drain(stdout)) else {
+        let _ = child.kill();
+        panic!("no end within {GENEROUS:?}: {}", said.text());
+    };
+    let status = wait_within(&mut child, GENEROUS);
+    let _ = producer.join().unwrap();
+    (status, out, said.all())
+}
+
+/// The output thread panics (a bug, injected): accel ends at once with status 8, naming the
+/// output and what it got, which is what arrived.
+fn accel_output_thread_panics(engine: &str) {
+    if !require("a debug build (ACCEL_TEST_PANIC)", cfg!(debug_assertions)) {
+        return;
+    }
+    let (status, out, stderr) = with_a_panic(engine, "output:1048576", &[]);
+    assert_eq!(status.code(), Some(8), "{stderr}");
+    let line = stderr.lines().find(|l| l.starts_with("accel: stdout: ")).expect(&stderr);
+    assert!(
+        line.starts_with(
+            "accel: stdout: its thread failed, a bug in accel (ACCEL_TEST_PANIC=output:1048576); "
+        ),
+        "{stderr}"
+    );
+    let (delivered, _) = delivered_and_lost(line);
+    assert!(delivered > 1 << 20, "{line}");
+    assert_same(&out, &pattern(8 << 20, 41)[..delivered as usize], "what was delivered");
+}
+
+/// A hash thread panics (a bug, injected): the outputs go on and get everything; accel ends
+/// with status 8, naming the hash, and prints no digest.
+fn accel_hash_thread_panics(engine: &str) {
+    if !require("a debug build (ACCEL_TEST_PANIC)", cfg!(debug_assertions)) {
+        return;
+    }
+    let (status, out, stderr) = with_a_panic(engine, "hash:1048576", &["--hash", "sha256"]);
+    assert_eq!(status.code(), Some(8), "{stderr}");
+    assert_same(&out, &pattern(8 << 20, 41), "the output");
+    let ours: Vec<&str> = stderr.lines().filter(|l| l.starts_with("accel: ")).collect();
+    assert_eq!(
+        ours,
+        [
+            "accel: --hash sha256: its thread failed, a bug in accel \
+             (ACCEL_TEST_PANIC=hash:1048576); no digest, the outputs go on",
+            "accel: --hash sha256: no digest (its thread failed); all 8388608 bytes read were \
+             delivered"
+        ],
+        "{stderr}"
+    );
+    assert!(!stderr.contains("  -"), "no hash line: {stderr}");
+}
+
 // ----- sizes -----
 
 /// `-m 1`: a page is the least accel holds and moves, so a tiny buffer still moves data at a
@@ -1083,6 +1145,8 @@ per_engine!(
     accel_no_thread_to_spare,
     accel_ignored_signals_stay_ignored,
     accel_ignored_sigpipe_reports_broken_pipe,
+    accel_output_thread_panics,
+    accel_hash_thread_panics,
     size_smallest_buffer,
     size_zero,
     size_absurd,

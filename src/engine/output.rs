@@ -66,6 +66,7 @@ fn write_as_it_comes(
     let mut scratch = Vec::new();
     let gathers = output.link().is_some();
     let mut gather_until = None;
+    let mut taken = 0;
     loop {
         let most = pacer.quantum();
         let limit = |len: usize| most.map_or(len, |most| most.min(len));
@@ -90,6 +91,8 @@ fn write_as_it_comes(
             }
         };
         reader.consume(n);
+        taken += n as u64;
+        super::test_panic("output", taken);
         pacer.moved(n, output.stop());
         if gathers {
             gather_until = Some(Instant::now() + GATHER);
@@ -106,6 +109,7 @@ fn write_blocks(
     pacer: &mut Pacer<'_>,
 ) -> Result<(), Failure> {
     let mut gathered = vec![0u8; block.size];
+    let mut taken = 0;
     loop {
         let data = match reader.front_of_at_least(block.size) {
             None => return Ok(()),
@@ -131,6 +135,8 @@ fn write_blocks(
             }
         };
         reader.consume(data);
+        taken += data as u64;
+        super::test_panic("output", taken);
         pacer.moved(data, output.stop());
     }
 }
