@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::backlog::spill::STEP;
 use crate::cli::{Cli, EngineArg, OutputErrorArg};
 use crate::digest::Algorithm;
 use crate::engine::Preference;
@@ -179,11 +180,23 @@ impl Config {
         let flow = flow(&cli, size)?;
         let spill_size = match &cli.spill_size {
             None => None,
-            Some(text) => Some(parse_size(text, 1).map_err(|reason| ConfigError {
-                option: "--spill-size",
-                value: text.clone(),
-                reason: reason.to_string(),
-            })?),
+            Some(text) => {
+                let fail = |reason: String| ConfigError {
+                    option: "--spill-size",
+                    value: text.clone(),
+                    reason,
+                };
+                let size = parse_size(text, 1).map_err(|reason| fail(reason.to_string()))?;
+                // Less than the spill reserves at once could never spill a byte.
+                if size < STEP {
+                    return Err(fail(format!(
+                        "too small: the spill takes disk {} at a time; at least {}M",
+                        Bytes(STEP),
+                        STEP >> 20
+                    )));
+                }
+                Some(size)
+            }
         };
         let expect = match &cli.expect {
             None => None,

@@ -141,3 +141,18 @@ fn a_duration_beyond_the_clock_is_refused() {
         run(&["--stall-timeout", "3155760000", "--interval", "876000h"]);
     assert_eq!((status, written), (Some(0), 1 << 20), "a hundred years is taken: {stderr}");
 }
+
+/// Issue 17, item 12: a `--spill-size` below what the spill reserves at once (1 MiB) could
+/// never spill a byte (`full with 0 B on disk`): it is refused, saying the least it takes.
+#[test]
+fn a_spill_size_below_a_step_is_refused() {
+    let dir = Scratch::new("spill-size");
+    let (status, written, stderr) = run(&["--spill", dir.arg(), "--spill-size", "500K"]);
+    assert_eq!(
+        stderr,
+        "accel: --spill-size 500K: too small: the spill takes disk 1 MiB at a time; at least 1M\n"
+    );
+    assert_eq!((status, written), (Some(2), 0), "status 2, nothing passed");
+    let (status, written, stderr) = run(&["--spill", dir.arg(), "--spill-size", "1M"]);
+    assert_eq!((status, written), (Some(0), 1 << 20), "1 MiB is taken: {stderr}");
+}
