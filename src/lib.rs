@@ -77,6 +77,10 @@ pub fn run(config: &Config, closed: stdio::Closed) -> Exit {
             eprintln!("accel: {why}");
             Exit::Network
         }
+        Err(Refusal::Stalled(why)) => {
+            eprintln!("accel: {why}");
+            Exit::Stalled
+        }
     }
 }
 
@@ -116,6 +120,8 @@ enum Refusal {
     },
     /// The network peer could not be reached, or did not authenticate (status 6).
     Network(String),
+    /// Nothing came within `--stall-timeout` to open an output: a FIFO's reader (status 4).
+    Stalled(String),
 }
 
 impl From<SetupError> for Refusal {
@@ -325,7 +331,13 @@ fn open_outputs(
             Target::Stdout | Target::Network(_) => None,
         })
         .collect();
-    let mut files = open::outputs(&paths, config.existing, stop).map_err(usage)?.into_iter();
+    let files = open::outputs(&paths, config.existing, stop, config.stall_timeout);
+    let mut files =
+        files
+            .map_err(|error| {
+                if error.stalled() { Refusal::Stalled(error.to_string()) } else { usage(error) }
+            })?
+            .into_iter();
     let mut links = network.into_iter().flat_map(Network::outputs);
     config
         .outputs

@@ -453,6 +453,52 @@ fn output_file_with_and_without_append(engine: &str) {
     }
 }
 
+/// `-o FIFO` that no reader opens: `--stall-timeout` covers the wait to open it (status 4,
+/// naming the FIFO, nothing read; it waited for ever); a reader that comes gets every byte;
+/// SIGINT ends the wait as it ends `cat`.
+fn output_fifo_without_a_reader(engine: &str) {
+    let dir = Scratch::new(&format!("fifo-{engine}"));
+    let fifo = dir.fifo("f");
+    let name = fifo.to_str().unwrap();
+    let mut child = accel(engine, &["-o", name, "--stall-timeout", "1s"])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let _ = stdin.write_all(b"data");
+    let Ended { status, stderr } = ended(child);
+    assert_eq!(status.code(), Some(4), "{stderr}");
+    assert_eq!(
+        stderr,
+        format!("accel: -o {name}: stalled: no reader opened it for 0:00:01; nothing was read\n")
+    );
+    drop(stdin);
+
+    let data = pattern(3 << 20, 5);
+    let mut child = accel(engine, &["-o", name, "--stall-timeout", "60s"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdin = child.stdin.take().unwrap();
+    let sent = data.clone();
+    let producer = thread::spawn(move || feed(stdin, &sent, 100_000));
+    let reader = File::open(&fifo).unwrap();
+    let got = within(GENEROUS, move || drain(reader)).expect("the FIFO's reader gets an end");
+    assert!(wait_within(&mut child, GENEROUS).success());
+    producer.join().unwrap().unwrap();
+    assert_same(&got, &data, "through the FIFO");
+
+    for timeout in [None, Some("60s")] {
+        let mut args = vec!["-o", name];
+        args.extend(timeout.iter().flat_map(|t| ["--stall-timeout", t]));
+        let mut child = accel(engine, &args).stdin(Stdio::null()).spawn().unwrap();
+        kill_process(Pid::from_child(&child), Signal::INT).unwrap();
+        let status = wait_within(&mut child, GENEROUS);
+        assert_eq!(status.signal(), Some(libc::SIGINT), "{timeout:?}: ended by SIGINT");
+    }
+}
+
 // ----- input -----
 
 /// The producer is killed mid-write: for accel that is a normal end of input. What was
@@ -1128,6 +1174,7 @@ per_engine!(
     output_closed,
     output_nonblocking_set_by_a_third_party,
     output_file_with_and_without_append,
+    output_fifo_without_a_reader,
     input_producer_killed,
     input_terminal_hangs_up,
     input_closed,
