@@ -879,12 +879,7 @@ fn accel_memory_refused_mid_stream(engine: &str) {
     let mut stdout = child.stdout.take().unwrap();
     let mut got = vec![0u8; 1 << 20];
     stdout.read_exact(&mut got).unwrap();
-    // From now on the kernel refuses accel more than 64 MiB beyond what it maps already.
-    let used = proc_status_kib(pid, "VmSize") << 10;
-    let cap = libc::rlimit { rlim_cur: used + (64 << 20), rlim_max: libc::RLIM_INFINITY };
-    // SAFETY: prlimit on a child of ours, reading nothing back.
-    let set = unsafe { libc::prlimit(pid as i32, libc::RLIMIT_AS, &cap, std::ptr::null_mut()) };
-    assert_eq!(set, 0, "prlimit");
+    refuse_memory_beyond(pid, 64 << 20);
     let rest = data[1 << 20..].to_vec();
     let producer = thread::spawn(move || feed(stdin, &rest, 1 << 20));
     // The consumer stalls until accel says it holds the producer back, then drains it all.
@@ -908,6 +903,54 @@ fn accel_memory_refused_mid_stream(engine: &str) {
     assert!(status.success(), "{status}: {stderr}");
     assert!(stderr.is_empty(), "said only once: {stderr}");
     assert_same(&got, &data, "memory refused mid-stream");
+}
+
+/// From now on the kernel refuses process `pid` (a child of ours) more than `more` bytes
+/// beyond what it maps already.
+fn refuse_memory_beyond(pid: u32, more: u64) {
+    let used = proc_status_kib(pid, "VmSize") << 10;
+    let cap = libc::rlimit { rlim_cur: used + more, rlim_max: libc::RLIM_INFINITY };
+    // SAFETY: prlimit on a child of ours, reading nothing back.
+    let set = unsafe { libc::prlimit(pid as i32, libc::RLIMIT_AS, &cap, std::ptr::null_mut()) };
+    assert_eq!(set, 0, "prlimit");
+}
+
+/// Memory refused mid-stream with less than an output block held (`--block-size 64M`): the
+/// output takes a short block, says so once, and every byte arrives. (It waited for a whole
+/// block for ever, while the input waited for the memory that the block held.)
+fn accel_memory_refused_short_of_a_block(engine: &str) {
+    let mut child = spawn_piped(engine, &["-m", "1G", "--block-size", "64M", "--json"]);
+    let pid = child.id();
+    let data = pattern(100 << 20, 30);
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(&data[..1 << 20]).unwrap();
+    let said = Said::collect(&mut child);
+    // Read, by accel's own count: every thread is running, the block buffer mapped.
+    eventually(GENEROUS, "accel reports the first MiB read", || {
+        said.text().lines().any(|l| l.contains("\"bytes_in\":1048576"))
+    });
+    refuse_memory_beyond(pid, 16 << 20);
+    let rest = data[1 << 20..].to_vec();
+    let producer = thread::spawn(move || feed(stdin, &rest, 1 << 20));
+    let stdout = child.stdout.take().unwrap();
+    let Some(got) = within(GENEROUS, move || drain(stdout)) else {
+        let _ = child.kill();
+        panic!("no end within {GENEROUS:?}: {}", said.text());
+    };
+    producer.join().unwrap().unwrap();
+    let status = wait_within(&mut child, GENEROUS);
+    let said = said.all();
+    assert!(status.success(), "{status}: {said}");
+    assert_same(&got, &data, "memory refused short of a block");
+    let ours: Vec<&str> = said.lines().filter(|l| l.starts_with("accel: ")).collect();
+    assert_eq!(ours.len(), 2, "{said}");
+    assert!(ours[0].starts_with("accel: memory refused with "), "{said}");
+    assert!(
+        ours[1].starts_with("accel: stdout: a short block of ")
+            && ours[1]
+                .ends_with(" bytes: memory was refused before a whole --block-size block was read"),
+        "{said}"
+    );
 }
 
 /// A memory cgroup limit below `-m`: accel keeps its buffer under it, says so once, and
@@ -1188,6 +1231,7 @@ per_engine!(
     accel_pipe_quota_spent,
     accel_address_space_limit,
     accel_memory_refused_mid_stream,
+    accel_memory_refused_short_of_a_block,
     accel_memory_cgroup_limit,
     accel_no_thread_to_spare,
     accel_ignored_signals_stay_ignored,

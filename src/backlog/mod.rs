@@ -837,8 +837,10 @@ impl Reader {
     }
 
     /// As [`front`](Reader::front), but waits until at least `min` bytes are ahead (a whole
-    /// output block), unless the input has ended. The front itself may be shorter, where the
-    /// bytes span segments: [`copy_out`](Reader::copy_out) gathers them.
+    /// output block), unless the input has ended, or memory was refused with less held (the
+    /// producer waits for this reader to free a chunk: see [`at_end`](Reader::at_end)). The
+    /// front itself may be shorter, where the bytes span segments:
+    /// [`copy_out`](Reader::copy_out) gathers them.
     pub fn front_of_at_least(&mut self, min: usize) -> Option<Front<'_>> {
         let shared = &self.shared;
         let mut state = shared.lock();
@@ -857,7 +859,8 @@ impl Reader {
                 state.started[self.index] = true;
             }
             let gate_open = state.started[self.index] || shared.start_at == 0;
-            if ahead > 0 && gate_open && (ahead >= min || state.input_ended) {
+            let no_more = state.input_ended || state.producer_waiting == Some(Shortage::Memory);
+            if ahead > 0 && gate_open && (ahead >= min || no_more) {
                 let at = state.segments.partition_point(|s| s.end() <= cursor);
                 let segment = &state.segments[at];
                 let len = (segment.end() - cursor) as usize;
@@ -886,7 +889,11 @@ impl Reader {
             let wanted = if gate_open { min } else { shared.start_at.max(min) };
             let nothing_new = |s: &mut State| {
                 let held = !gate_open && s.producer_waiting.is_some();
-                ((s.produced - cursor) as usize) < wanted && !s.input_ended && !s.closed && !held
+                // Memory refused: what is there goes as a short block (with nothing there,
+                // the producer is let go: it waits only while something is held).
+                let ahead = (s.produced - cursor) as usize;
+                let short = s.producer_waiting == Some(Shortage::Memory) && ahead > 0;
+                ahead < wanted && !s.input_ended && !s.closed && !held && !short
             };
             if state.has_surplus_spares() && state.released == state.produced {
                 // Drained. If it stays so, what the backlog grew to is not needed: give it
@@ -904,6 +911,15 @@ impl Reader {
             state.readers_waiting -= 1;
             shared.meter.reader_starved(self.index, false);
         }
+    }
+
+    /// Whether the `n` bytes at this reader's place are the last there will be: the input has
+    /// ended and they are all it read. (A short output block that is not the last was cut
+    /// because memory was refused.)
+    pub fn at_end(&self, n: usize) -> bool {
+        let state = self.shared.lock();
+        let cursor = state.cursors[self.index].expect("a reader still there");
+        state.input_ended && cursor + n as u64 == state.produced
     }
 
     /// Lets small pieces gather: when fewer than `most` bytes are ahead of this reader and
