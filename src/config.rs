@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::backlog::spill::STEP;
 use crate::cli::{Cli, EngineArg, OutputErrorArg};
 use crate::digest::Algorithm;
 use crate::engine::Preference;
@@ -90,6 +91,21 @@ pub struct FlowConfig {
     pub input_block_size: Option<usize>,
 }
 
+impl FlowConfig {
+    /// The buffer the blocks need, and the option that asks it: an output block, and beside
+    /// it a whole input block less a byte (the input waits for a block's room, the output for
+    /// a whole block); `None` without blocks. A read of a page, accel's own least, is not
+    /// counted: the buffer is raised by less than that where needed.
+    pub fn blocks_need(&self) -> Option<(&'static str, usize)> {
+        match (self.block_size, self.input_block_size) {
+            (Some(out), Some(input)) => Some(("--block-size", out + input - 1)),
+            (Some(out), None) => Some(("--block-size", out)),
+            (None, Some(input)) => Some(("--input-block-size", input)),
+            (None, None) => None,
+        }
+    }
+}
+
 /// A fill level of the buffer: a size, or a share of it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Level {
@@ -164,11 +180,23 @@ impl Config {
         let flow = flow(&cli, size)?;
         let spill_size = match &cli.spill_size {
             None => None,
-            Some(text) => Some(parse_size(text, 1).map_err(|reason| ConfigError {
-                option: "--spill-size",
-                value: text.clone(),
-                reason: reason.to_string(),
-            })?),
+            Some(text) => {
+                let fail = |reason: String| ConfigError {
+                    option: "--spill-size",
+                    value: text.clone(),
+                    reason,
+                };
+                let size = parse_size(text, 1).map_err(|reason| fail(reason.to_string()))?;
+                // Less than the spill reserves at once could never spill a byte.
+                if size < STEP {
+                    return Err(fail(format!(
+                        "too small: the spill takes disk {} at a time; at least {}M",
+                        Bytes(STEP),
+                        STEP >> 20
+                    )));
+                }
+                Some(size)
+            }
         };
         let expect = match &cli.expect {
             None => None,
@@ -395,7 +423,7 @@ fn flow(cli: &Cli, size: u64) -> Result<FlowConfig, ConfigError> {
             ));
         }
     }
-    Ok(FlowConfig {
+    let flow = FlowConfig {
         rate: rate("-r", &cli.rate)?,
         input_rate: rate("--input-rate", &cli.input_rate)?,
         start_at,
@@ -403,7 +431,24 @@ fn flow(cli: &Cli, size: u64) -> Result<FlowConfig, ConfigError> {
         block_size: block("--block-size", &cli.block_size)?,
         pad: cli.pad,
         input_block_size: block("--input-block-size", &cli.input_block_size)?,
-    })
+    };
+    if let (Some(text), Some(input), Some((_, need))) =
+        (&cli.block_size, &cli.input_block_size, flow.blocks_need())
+    {
+        if need as u64 > size {
+            return Err(fail(
+                "--block-size",
+                text,
+                format!(
+                    "a block and a read of --input-block-size {input} must fit in the buffer \
+                     together: -m {}K or more (not {})",
+                    need.div_ceil(1024),
+                    Bytes(size)
+                ),
+            ));
+        }
+    }
+    Ok(flow)
 }
 
 /// Parses a fill level: `50%`, `12.5%`, or a size (`16M`).
@@ -482,7 +527,13 @@ fn duration_option(
 const DURATION_FORMAT: &str = "a number with an optional unit ms, s, m or h (seconds if none), \
      e.g. 30s, 5m, 1.5h";
 
-/// Parses `30s`, `5m`, `1.5h`, `250ms`, or a bare number of seconds.
+/// The longest duration taken: a hundred years, as good as never. Longer ones are refused, not
+/// clamped: beyond about 292 billion years, a deadline (an instant plus the duration) does not
+/// exist, and asking for it aborted accel.
+pub const LONGEST_DURATION: Duration = Duration::from_secs(3_155_760_000);
+
+/// Parses `30s`, `5m`, `1.5h`, `250ms`, or a bare number of seconds; at most
+/// [`LONGEST_DURATION`].
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
     let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(text.len());
@@ -500,7 +551,10 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         .map(|n| n * scale)
         .filter(|s| s.is_finite() && *s > 0.0)
         .ok_or_else(|| format!("not a positive duration: expected {DURATION_FORMAT}"))?;
-    Duration::try_from_secs_f64(seconds).map_err(|_| "too long".to_owned())
+    Duration::try_from_secs_f64(seconds)
+        .ok()
+        .filter(|duration| *duration <= LONGEST_DURATION)
+        .ok_or_else(|| format!("too long: at most 100 years ({}s)", LONGEST_DURATION.as_secs()))
 }
 
 impl Default for Config {
@@ -612,7 +666,8 @@ mod tests {
         assert_eq!(ok("1.5h"), Duration::from_secs(5400));
         assert_eq!(ok("250ms"), Duration::from_millis(250));
         assert_eq!(ok("2"), Duration::from_secs(2));
-        for bad in ["", "s", "5x", "-1s", "0", "1e999"] {
+        assert_eq!(ok("3155760000"), LONGEST_DURATION);
+        for bad in ["", "s", "5x", "-1s", "0", "1e999", "3155760001", "10000000000000000000"] {
             assert!(parse_duration(bad).is_err(), "{bad:?}");
         }
         let message = config(&["--stall-timeout", "soon"], false).unwrap_err().to_string();

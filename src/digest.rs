@@ -137,6 +137,7 @@ impl Hasher {
 pub fn hash(algorithm: Algorithm, mut reader: Reader, stop: &Stop) -> Option<Digest> {
     let mut hasher = algorithm.hasher();
     let mut scratch = Vec::new();
+    let mut taken = 0;
     while let Some(front) = reader.front() {
         let n = match front {
             Front::Memory(filled) => {
@@ -155,6 +156,8 @@ pub fn hash(algorithm: Algorithm, mut reader: Reader, stop: &Stop) -> Option<Dig
             }
         };
         reader.consume(n);
+        taken += n as u64;
+        crate::engine::test_panic("hash", taken);
     }
     (!stop.requested()).then(|| Digest { algorithm, hex: hasher.hex() })
 }

@@ -13,6 +13,9 @@
 //!   5: the machine refused a thread or memory, 6: the network peer could not be reached or
 //!   did not authenticate; in all three, nothing was read). 6 is apart from 2 and 5 because a
 //!   script may well retry it: the receiver was not listening yet, the link was down.
+//! - A thread of accel's own that fails (a bug: it panicked) is heard like any other end: its
+//!   output fails, or its hash gives no digest, and the run ends with 8, saying what was
+//!   delivered; it never hangs the run.
 //!
 //! With several outputs, one failing is the question `tee` answers with `--output-error`,
 //! and accel answers it the same way ([`OutputErrors`]); whatever the answer, every output
@@ -49,6 +52,9 @@ pub enum Exit {
     /// 7: bytes spilled to disk (`--spill`) could not be read back; the message says how many
     /// were delivered and lost.
     SpillFailed,
+    /// 8: a thread of accel's own failed (a bug: it panicked); the message names its output
+    /// or hash and says what was delivered.
+    Bug,
     /// Ended by this signal, as the default action would (SIGPIPE, SIGINT, SIGTERM, SIGHUP).
     Signal(i32),
 }
@@ -65,19 +71,22 @@ impl Exit {
             Exit::Setup => 5,
             Exit::Network => 6,
             Exit::SpillFailed => 7,
+            Exit::Bug => 8,
             Exit::Signal(signal) => 128u8.saturating_add(signal as u8),
         }
     }
 
     /// The graver of this end and `other`, for an output's failure among others: lost bytes
-    /// (3) outweigh an input failure (1), and the spill lost (7) outweighs both.
+    /// (3) outweigh an input failure (1), the spill lost (7) outweighs both, and a bug (8)
+    /// every one.
     pub fn at_least(self, other: Exit) -> Exit {
         let rank = |exit: Exit| match exit {
             Exit::Success => 0,
             Exit::InputFailed => 1,
             Exit::OutputFailed => 2,
             Exit::SpillFailed => 3,
-            _ => 4,
+            Exit::Bug => 4,
+            _ => 5,
         };
         if rank(other) > rank(self) { other } else { self }
     }
@@ -197,6 +206,13 @@ pub fn conclude(
                 );
                 exit = Exit::SpillFailed;
             }
+            End::Failed(Failure::Panic(error)) => {
+                eprintln!(
+                    "accel: {name}: {error}; {delivered} bytes delivered, {missed} bytes read \
+                     but not delivered"
+                );
+                exit = exit.at_least(Exit::Bug);
+            }
             End::Failed(Failure::Sync(error)) => {
                 eprintln!(
                     "accel: sync {name}: {}; all {delivered} bytes were written, but may not \
@@ -242,6 +258,16 @@ pub fn conclude(
             }
         }
     }
+    for (hash, _) in &ending.hashes_failed {
+        let delivered = snapshot.bytes_out;
+        let outputs = if delivered == total {
+            format!("all {total} bytes read were delivered")
+        } else {
+            format!("{delivered} of the {total} bytes read were delivered")
+        };
+        eprintln!("accel: --hash {hash}: no digest (its thread failed); {outputs}");
+        exit = exit.at_least(Exit::Bug);
+    }
     if died_of_pipe { BROKEN_PIPE } else { exit }
 }
 
@@ -273,6 +299,7 @@ mod tests {
             Exit::Setup,
             Exit::Network,
             Exit::SpillFailed,
+            Exit::Bug,
             BROKEN_PIPE,
             Exit::Signal(SIGINT),
             Exit::Signal(SIGTERM),
@@ -281,6 +308,6 @@ mod tests {
         .into_iter()
         .map(Exit::code)
         .collect();
-        assert_eq!(codes, [0, 1, 2, 3, 4, 5, 6, 7, 141, 130, 143, 129]);
+        assert_eq!(codes, [0, 1, 2, 3, 4, 5, 6, 7, 8, 141, 130, 143, 129]);
     }
 }

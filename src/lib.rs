@@ -78,6 +78,10 @@ pub fn run(config: &Config, closed: stdio::Closed) -> Exit {
             eprintln!("accel: {why}");
             Exit::Network
         }
+        Err(Refusal::Stalled(why)) => {
+            eprintln!("accel: {why}");
+            Exit::Stalled
+        }
     }
 }
 
@@ -117,6 +121,8 @@ enum Refusal {
     },
     /// The network peer could not be reached, or did not authenticate (status 6).
     Network(String),
+    /// Nothing came within `--stall-timeout` to open an output: a FIFO's reader (status 4).
+    Stalled(String),
 }
 
 impl From<SetupError> for Refusal {
@@ -194,7 +200,12 @@ fn start(config: &Config, closed: stdio::Closed) -> Result<Exit, Refusal> {
             sys::enlarge_pipe(endpoint.fd());
         }
     }
-    let capacity = backlog::capacity_for(within_memory(config.size, &log));
+    let blocks = Gates {
+        read_block: config.flow.input_block_size,
+        write_block: config.flow.block_size,
+        ..Gates::default()
+    };
+    let capacity = backlog::capacity_for(within_memory(config, &log)?, &blocks);
     let readers = outputs.len() + config.hashes.len();
     let meter = Arc::new(Meter::new(capacity as u64, readers));
     let names = Names {
@@ -210,7 +221,7 @@ fn start(config: &Config, closed: stdio::Closed) -> Result<Exit, Refusal> {
         gates: Gates {
             start_at: config.flow.start_at.map_or(0, |level| level.of(capacity)),
             resume_at: config.flow.resume_at.map(|level| level.of(capacity)),
-            read_block: config.flow.input_block_size,
+            ..blocks
         },
         block: config.flow.block_size.map(|size| Block { size, pad: config.flow.pad }),
     };
@@ -321,7 +332,13 @@ fn open_outputs(
             Target::Stdout | Target::Network(_) => None,
         })
         .collect();
-    let mut files = open::outputs(&paths, config.existing, stop).map_err(usage)?.into_iter();
+    let files = open::outputs(&paths, config.existing, stop, config.stall_timeout);
+    let mut files =
+        files
+            .map_err(|error| {
+                if error.stalled() { Refusal::Stalled(error.to_string()) } else { usage(error) }
+            })?
+            .into_iter();
     let mut links = network.into_iter().flat_map(Network::outputs);
     config
         .outputs
@@ -352,18 +369,31 @@ fn digest_lines(digests: &[Digest], config: &Config) -> String {
     digests.iter().map(|d| format!("{}  {name}\n", d.hex)).collect()
 }
 
-/// The buffer size to use for `-m size`: under the memory this process may really have,
-/// saying so when that is less.
-fn within_memory(size: usize, log: &Log) -> usize {
+/// The buffer size to use for `-m`: under the memory this process may really have, saying so
+/// when that is less; refused when the blocks (`--block-size`, `--input-block-size`) need
+/// more than that (an output would wait for ever for a block the buffer cannot hold).
+fn within_memory(config: &Config, log: &Log) -> Result<usize, Refusal> {
+    let size = config.size;
     match sys::memory_limit() {
         Some(limit) if size as u64 > limit.bytes => {
-            log.warn(format_args!(
-                "-m {} is more than {limit} allows; at most {} will be held",
-                Bytes(size as u64),
-                Bytes(limit.bytes)
-            ));
-            limit.bytes as usize
+            let held = limit.bytes as usize;
+            let why = format!("-m {} is more than {limit} allows", Bytes(size as u64));
+            if let Some((option, need)) = config.flow.blocks_need().filter(|&(_, n)| n > held) {
+                let value = match option {
+                    "--block-size" => config.flow.block_size,
+                    _ => config.flow.input_block_size,
+                };
+                return Err(usage(format!(
+                    "{option} {}: the blocks need a buffer of {}, larger than the {} accel may \
+                     hold: {why}",
+                    Bytes(value.unwrap_or(need) as u64),
+                    Bytes(need as u64),
+                    Bytes(held as u64)
+                )));
+            }
+            log.warn(format_args!("{why}; at most {} will be held", Bytes(limit.bytes)));
+            Ok(held)
         }
-        _ => size,
+        _ => Ok(size),
     }
 }

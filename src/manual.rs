@@ -138,6 +138,12 @@ pub const EXIT_STATUSES: &[[&str; 2]] = &[
          directory and how many bytes each output got and lost. It outweighs 1 and 3.",
     ],
     [
+        "8",
+        "A thread of accel's own failed, a bug (it panicked): the message names its output (with \
+         how many bytes it got and how many read bytes it did not) or its hash (no digest; the \
+         outputs go on). It outweighs 1, 3 and 7.",
+    ],
+    [
         "killed by SIGPIPE (141 in bash)",
         "The consumer exited before reading everything, as `cat` would end. Quiet.",
     ],

@@ -247,6 +247,17 @@ impl Meter {
         self.readers[reader].starved.mark(self.now_ns(), waiting);
     }
 
+    /// Whether reader `reader` waits for data now: what is there is less than it takes (a
+    /// whole output block, its start watermark), or nothing.
+    pub fn reader_waiting(&self, reader: usize) -> bool {
+        self.readers[reader].starved.under_way()
+    }
+
+    /// Whether the input is held now: the buffer is full, or memory was refused.
+    pub fn input_waiting(&self) -> bool {
+        self.input_held.under_way()
+    }
+
     /// Reads all counters.
     pub fn snapshot(&self) -> Snapshot {
         let now = self.now_ns();
@@ -315,6 +326,10 @@ impl Wait {
                 self.total_ns.fetch_add(now.saturating_sub(since - 1), Relaxed);
             }
         }
+    }
+
+    fn under_way(&self) -> bool {
+        self.since_ns.load(Relaxed) != 0
     }
 
     fn read(&self, now: u64) -> Duration {

@@ -4,6 +4,9 @@
 //!
 //! A refusal names the path and the cause, and how to get past it where there is a way
 //! (`accel: -o out.img: the file exists; -f overwrites it, -a appends to it`).
+//!
+//! A FIFO is opened as `cat > FIFO` opens it: the open waits for a reader. With
+//! `--stall-timeout`, no longer than that: the run has not started, but nothing moves.
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -12,6 +15,9 @@ use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rustix::fs::{OFlags, fcntl_getfl, fcntl_setfl};
 
 use crate::endpoint::{Endpoint, describe};
 use crate::stop::Stop;
@@ -35,13 +41,23 @@ pub struct OpenError {
     option: &'static str,
     path: PathBuf,
     why: String,
+    stalled: bool,
 }
 
 impl OpenError {
     fn new(option: &'static str, path: &Path, why: impl Into<String>) -> OpenError {
-        OpenError { option, path: path.to_owned(), why: why.into() }
+        OpenError { option, path: path.to_owned(), why: why.into(), stalled: false }
+    }
+
+    /// Whether nothing came to open it within `--stall-timeout` (a FIFO's reader): status 4,
+    /// not a usage error.
+    pub fn stalled(&self) -> bool {
+        self.stalled
     }
 }
+
+/// How often a FIFO with no reader is tried again, under `--stall-timeout`.
+const FIFO_RETRY: Duration = Duration::from_millis(20);
 
 /// Opens `path` for `-i`: a file to read, not a directory.
 pub fn input(path: &Path, stop: &Arc<Stop>) -> Result<Endpoint, OpenError> {
@@ -54,16 +70,18 @@ pub fn input(path: &Path, stop: &Arc<Stop>) -> Result<Endpoint, OpenError> {
 }
 
 /// The outputs `-o` names, opened in order; should one fail, the files created for the ones
-/// before are removed again, so that a refused command line leaves nothing behind.
+/// before are removed again, so that a refused command line leaves nothing behind. A FIFO's
+/// reader is waited for at most `patience` (`--stall-timeout`), when given.
 pub fn outputs(
     paths: &[PathBuf],
     existing: Existing,
     stop: &Arc<Stop>,
+    patience: Option<Duration>,
 ) -> Result<Vec<Endpoint>, OpenError> {
     let mut opened = Vec::new();
     let mut created = Vec::new();
     for path in paths {
-        match output(path, existing, stop) {
+        match output(path, existing, stop, patience) {
             Ok((endpoint, new)) => {
                 if new {
                     created.push(path);
@@ -86,6 +104,7 @@ fn output(
     path: &Path,
     existing: Existing,
     stop: &Arc<Stop>,
+    patience: Option<Duration>,
 ) -> Result<(Endpoint, bool), OpenError> {
     let fail = |why: String| OpenError::new("-o", path, why);
     let (fd, created): (OwnedFd, bool) = match std::fs::metadata(path) {
@@ -105,7 +124,8 @@ fn output(
         Ok(meta) if meta.file_type().is_socket() => {
             (UnixStream::connect(path).map_err(|e| fail(describe(&e)))?.into(), false)
         }
-        // FIFOs and devices as they are: no creating, no truncating (`-o /dev/nst0`).
+        Ok(meta) if meta.file_type().is_fifo() => (fifo(path, patience)?, false),
+        // Devices as they are: no creating, no truncating (`-o /dev/nst0`).
         Ok(_) => {
             let file = OpenOptions::new().write(true).open(path);
             (file.map_err(|e| fail(describe(&e)))?.into(), false)
@@ -125,4 +145,35 @@ fn output(
     let endpoint =
         Endpoint::opened(fd, &path.to_string_lossy(), stop).map_err(|e| fail(describe(&e)))?;
     Ok((endpoint, created))
+}
+
+/// Opens the FIFO `path` to write once a reader has it open: waiting for ever, as `cat`
+/// does, or at most `patience`. Then the open is tried without blocking (ENXIO while no one
+/// reads) until it succeeds, and the flag is cleared again: the descriptor is accel's own.
+/// Signals end the wait by their default action (accel's handlers come later).
+fn fifo(path: &Path, patience: Option<Duration>) -> Result<OwnedFd, OpenError> {
+    let fail = |error: io::Error| OpenError::new("-o", path, describe(&error));
+    let Some(patience) = patience else {
+        return Ok(OpenOptions::new().write(true).open(path).map_err(fail)?.into());
+    };
+    let began = Instant::now();
+    loop {
+        match OpenOptions::new().write(true).custom_flags(libc::O_NONBLOCK).open(path) {
+            Ok(file) => {
+                let fd = OwnedFd::from(file);
+                let flags = fcntl_getfl(&fd).map_err(|e| fail(e.into()))?;
+                fcntl_setfl(&fd, flags - OFlags::NONBLOCK).map_err(|e| fail(e.into()))?;
+                return Ok(fd);
+            }
+            Err(error) if error.raw_os_error() != Some(libc::ENXIO) => return Err(fail(error)),
+            Err(_) if began.elapsed() >= patience => {
+                let why = format!(
+                    "stalled: no reader opened it for {}; nothing was read",
+                    crate::watch::line::duration(patience)
+                );
+                return Err(OpenError { stalled: true, ..OpenError::new("-o", path, why) });
+            }
+            Err(_) => std::thread::sleep(FIFO_RETRY),
+        }
+    }
 }

@@ -453,6 +453,52 @@ fn output_file_with_and_without_append(engine: &str) {
     }
 }
 
+/// `-o FIFO` that no reader opens: `--stall-timeout` covers the wait to open it (status 4,
+/// naming the FIFO, nothing read; it waited for ever); a reader that comes gets every byte;
+/// SIGINT ends the wait as it ends `cat`.
+fn output_fifo_without_a_reader(engine: &str) {
+    let dir = Scratch::new(&format!("fifo-{engine}"));
+    let fifo = dir.fifo("f");
+    let name = fifo.to_str().unwrap();
+    let mut child = accel(engine, &["-o", name, "--stall-timeout", "1s"])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let _ = stdin.write_all(b"data");
+    let Ended { status, stderr } = ended(child);
+    assert_eq!(status.code(), Some(4), "{stderr}");
+    assert_eq!(
+        stderr,
+        format!("accel: -o {name}: stalled: no reader opened it for 0:00:01; nothing was read\n")
+    );
+    drop(stdin);
+
+    let data = pattern(3 << 20, 5);
+    let mut child = accel(engine, &["-o", name, "--stall-timeout", "60s"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdin = child.stdin.take().unwrap();
+    let sent = data.clone();
+    let producer = thread::spawn(move || feed(stdin, &sent, 100_000));
+    let reader = File::open(&fifo).unwrap();
+    let got = within(GENEROUS, move || drain(reader)).expect("the FIFO's reader gets an end");
+    assert!(wait_within(&mut child, GENEROUS).success());
+    producer.join().unwrap().unwrap();
+    assert_same(&got, &data, "through the FIFO");
+
+    for timeout in [None, Some("60s")] {
+        let mut args = vec!["-o", name];
+        args.extend(timeout.iter().flat_map(|t| ["--stall-timeout", t]));
+        let mut child = accel(engine, &args).stdin(Stdio::null()).spawn().unwrap();
+        kill_process(Pid::from_child(&child), Signal::INT).unwrap();
+        let status = wait_within(&mut child, GENEROUS);
+        assert_eq!(status.signal(), Some(libc::SIGINT), "{timeout:?}: ended by SIGINT");
+    }
+}
+
 // ----- input -----
 
 /// The producer is killed mid-write: for accel that is a normal end of input. What was
@@ -833,12 +879,7 @@ fn accel_memory_refused_mid_stream(engine: &str) {
     let mut stdout = child.stdout.take().unwrap();
     let mut got = vec![0u8; 1 << 20];
     stdout.read_exact(&mut got).unwrap();
-    // From now on the kernel refuses accel more than 64 MiB beyond what it maps already.
-    let used = proc_status_kib(pid, "VmSize") << 10;
-    let cap = libc::rlimit { rlim_cur: used + (64 << 20), rlim_max: libc::RLIM_INFINITY };
-    // SAFETY: prlimit on a child of ours, reading nothing back.
-    let set = unsafe { libc::prlimit(pid as i32, libc::RLIMIT_AS, &cap, std::ptr::null_mut()) };
-    assert_eq!(set, 0, "prlimit");
+    refuse_memory_beyond(pid, 64 << 20);
     let rest = data[1 << 20..].to_vec();
     let producer = thread::spawn(move || feed(stdin, &rest, 1 << 20));
     // The consumer stalls until accel says it holds the producer back, then drains it all.
@@ -862,6 +903,54 @@ fn accel_memory_refused_mid_stream(engine: &str) {
     assert!(status.success(), "{status}: {stderr}");
     assert!(stderr.is_empty(), "said only once: {stderr}");
     assert_same(&got, &data, "memory refused mid-stream");
+}
+
+/// From now on the kernel refuses process `pid` (a child of ours) more than `more` bytes
+/// beyond what it maps already.
+fn refuse_memory_beyond(pid: u32, more: u64) {
+    let used = proc_status_kib(pid, "VmSize") << 10;
+    let cap = libc::rlimit { rlim_cur: used + more, rlim_max: libc::RLIM_INFINITY };
+    // SAFETY: prlimit on a child of ours, reading nothing back.
+    let set = unsafe { libc::prlimit(pid as i32, libc::RLIMIT_AS, &cap, std::ptr::null_mut()) };
+    assert_eq!(set, 0, "prlimit");
+}
+
+/// Memory refused mid-stream with less than an output block held (`--block-size 64M`): the
+/// output takes a short block, says so once, and every byte arrives. (It waited for a whole
+/// block for ever, while the input waited for the memory that the block held.)
+fn accel_memory_refused_short_of_a_block(engine: &str) {
+    let mut child = spawn_piped(engine, &["-m", "1G", "--block-size", "64M", "--json"]);
+    let pid = child.id();
+    let data = pattern(100 << 20, 30);
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(&data[..1 << 20]).unwrap();
+    let said = Said::collect(&mut child);
+    // Read, by accel's own count: every thread is running, the block buffer mapped.
+    eventually(GENEROUS, "accel reports the first MiB read", || {
+        said.text().lines().any(|l| l.contains("\"bytes_in\":1048576"))
+    });
+    refuse_memory_beyond(pid, 16 << 20);
+    let rest = data[1 << 20..].to_vec();
+    let producer = thread::spawn(move || feed(stdin, &rest, 1 << 20));
+    let stdout = child.stdout.take().unwrap();
+    let Some(got) = within(GENEROUS, move || drain(stdout)) else {
+        let _ = child.kill();
+        panic!("no end within {GENEROUS:?}: {}", said.text());
+    };
+    producer.join().unwrap().unwrap();
+    let status = wait_within(&mut child, GENEROUS);
+    let said = said.all();
+    assert!(status.success(), "{status}: {said}");
+    assert_same(&got, &data, "memory refused short of a block");
+    let ours: Vec<&str> = said.lines().filter(|l| l.starts_with("accel: ")).collect();
+    assert_eq!(ours.len(), 2, "{said}");
+    assert!(ours[0].starts_with("accel: memory refused with "), "{said}");
+    assert!(
+        ours[1].starts_with("accel: stdout: a short block of ")
+            && ours[1]
+                .ends_with(" bytes: memory was refused before a whole --block-size block was read"),
+        "{said}"
+    );
 }
 
 /// A memory cgroup limit below `-m`: accel keeps its buffer under it, says so once, and
@@ -976,6 +1065,68 @@ fn accel_ignored_sigpipe_reports_broken_pipe(engine: &str) {
     assert!(ours[0].starts_with("accel: write to stdout: Broken pipe; "), "{stderr}");
 }
 
+/// accel `args` fed 8 MiB with `ACCEL_TEST_PANIC=panic` (debug builds: that thread panics
+/// past that many bytes): its status, what its stdout got, and what it said. A hang fails the
+/// test.
+fn with_a_panic(engine: &str, panic: &str, args: &[&str]) -> (ExitStatus, Vec<u8>, String) {
+    let mut child = piped(accel(engine, args).env("ACCEL_TEST_PANIC", panic));
+    let said = Said::collect(&mut child);
+    let stdin = child.stdin.take().unwrap();
+    // The run may end before the producer is done: its write then fails.
+    let producer = thread::spawn(move || feed(stdin, &pattern(8 << 20, 41), 1 << 20));
+    let stdout = child.stdout.take().unwrap();
+    let Some(out) = within(GENEROUS, move || drain(stdout)) else {
+        let _ = child.kill();
+        panic!("no end within {GENEROUS:?}: {}", said.text());
+    };
+    let status = wait_within(&mut child, GENEROUS);
+    let _ = producer.join().unwrap();
+    (status, out, said.all())
+}
+
+/// The output thread panics (a bug, injected): accel ends at once with status 8, naming the
+/// output and what it got, which is what arrived.
+fn accel_output_thread_panics(engine: &str) {
+    if !require("a debug build (ACCEL_TEST_PANIC)", cfg!(debug_assertions)) {
+        return;
+    }
+    let (status, out, stderr) = with_a_panic(engine, "output:1048576", &[]);
+    assert_eq!(status.code(), Some(8), "{stderr}");
+    let line = stderr.lines().find(|l| l.starts_with("accel: stdout: ")).expect(&stderr);
+    assert!(
+        line.starts_with(
+            "accel: stdout: its thread failed, a bug in accel (ACCEL_TEST_PANIC=output:1048576); "
+        ),
+        "{stderr}"
+    );
+    let (delivered, _) = delivered_and_lost(line);
+    assert!(delivered > 1 << 20, "{line}");
+    assert_same(&out, &pattern(8 << 20, 41)[..delivered as usize], "what was delivered");
+}
+
+/// A hash thread panics (a bug, injected): the outputs go on and get everything; accel ends
+/// with status 8, naming the hash, and prints no digest.
+fn accel_hash_thread_panics(engine: &str) {
+    if !require("a debug build (ACCEL_TEST_PANIC)", cfg!(debug_assertions)) {
+        return;
+    }
+    let (status, out, stderr) = with_a_panic(engine, "hash:1048576", &["--hash", "sha256"]);
+    assert_eq!(status.code(), Some(8), "{stderr}");
+    assert_same(&out, &pattern(8 << 20, 41), "the output");
+    let ours: Vec<&str> = stderr.lines().filter(|l| l.starts_with("accel: ")).collect();
+    assert_eq!(
+        ours,
+        [
+            "accel: --hash sha256: its thread failed, a bug in accel \
+             (ACCEL_TEST_PANIC=hash:1048576); no digest, the outputs go on",
+            "accel: --hash sha256: no digest (its thread failed); all 8388608 bytes read were \
+             delivered"
+        ],
+        "{stderr}"
+    );
+    assert!(!stderr.contains("  -"), "no hash line: {stderr}");
+}
+
 // ----- sizes -----
 
 /// `-m 1`: a page is the least accel holds and moves, so a tiny buffer still moves data at a
@@ -1066,6 +1217,7 @@ per_engine!(
     output_closed,
     output_nonblocking_set_by_a_third_party,
     output_file_with_and_without_append,
+    output_fifo_without_a_reader,
     input_producer_killed,
     input_terminal_hangs_up,
     input_closed,
@@ -1079,10 +1231,13 @@ per_engine!(
     accel_pipe_quota_spent,
     accel_address_space_limit,
     accel_memory_refused_mid_stream,
+    accel_memory_refused_short_of_a_block,
     accel_memory_cgroup_limit,
     accel_no_thread_to_spare,
     accel_ignored_signals_stay_ignored,
     accel_ignored_sigpipe_reports_broken_pipe,
+    accel_output_thread_panics,
+    accel_hash_thread_panics,
     size_smallest_buffer,
     size_zero,
     size_absurd,

@@ -114,3 +114,45 @@ fn help_lists_generate_and_the_man_page_is_whole() {
         assert!(page.contains(&format!(".SH \"{section}\"")), "{section}");
     }
 }
+
+/// Issue 17, item 4: a duration too long for the clock (`10000000000000000000` seconds passed
+/// the parser, then overflowed an instant and aborted with status 134) is refused by every
+/// duration option, saying the longest there is; a hundred years is still taken.
+#[test]
+fn a_duration_beyond_the_clock_is_refused() {
+    let huge = "10000000000000000000";
+    let cases: [&[&str]; 4] = [
+        &["--stall-timeout", huge],
+        &["--stall-timeout", huge, "--to", "127.0.0.1:9", "--insecure"],
+        &["--interval", huge],
+        &["--from", "127.0.0.1:0", "--insecure", "--accept-timeout", huge],
+    ];
+    for args in cases {
+        let option = args.iter().find(|a| a.ends_with("timeout") || **a == "--interval").unwrap();
+        let (status, written, stderr) = run(args);
+        assert_eq!(
+            stderr,
+            format!("accel: {option} {huge}: too long: at most 100 years (3155760000s)\n"),
+            "{args:?}"
+        );
+        assert_eq!((status, written), (Some(2), 0), "{args:?}: status 2, nothing passed");
+    }
+    let (status, written, stderr) =
+        run(&["--stall-timeout", "3155760000", "--interval", "876000h"]);
+    assert_eq!((status, written), (Some(0), 1 << 20), "a hundred years is taken: {stderr}");
+}
+
+/// Issue 17, item 12: a `--spill-size` below what the spill reserves at once (1 MiB) could
+/// never spill a byte (`full with 0 B on disk`): it is refused, saying the least it takes.
+#[test]
+fn a_spill_size_below_a_step_is_refused() {
+    let dir = Scratch::new("spill-size");
+    let (status, written, stderr) = run(&["--spill", dir.arg(), "--spill-size", "500K"]);
+    assert_eq!(
+        stderr,
+        "accel: --spill-size 500K: too small: the spill takes disk 1 MiB at a time; at least 1M\n"
+    );
+    assert_eq!((status, written), (Some(2), 0), "status 2, nothing passed");
+    let (status, written, stderr) = run(&["--spill", dir.arg(), "--spill-size", "1M"]);
+    assert_eq!((status, written), (Some(0), 1 << 20), "1 MiB is taken: {stderr}");
+}

@@ -72,11 +72,26 @@ pub struct Gates {
     /// Each read is offered exactly this much room; `None` for whatever is free (at least a
     /// page).
     pub read_block: Option<usize>,
+    /// An output takes exactly this much at a time (`--block-size`), until the input has
+    /// ended; `None` for whatever is there.
+    pub write_block: Option<usize>,
 }
 
-/// Makes a backlog holding at most `capacity` bytes (but at least a page, and at least one
-/// read block) for `readers` readers, gated by `gates`, reporting to `meter`: its producing
-/// half and one reading half per reader, in the meter's order.
+impl Gates {
+    /// The least room a read is offered: a read block, and never less than a page.
+    fn min_read(&self) -> usize {
+        self.read_block.unwrap_or(0).max(rustix::param::page_size())
+    }
+
+    /// The bytes an output waits for before it writes: a block, else one.
+    fn min_write(&self) -> usize {
+        self.write_block.unwrap_or(1)
+    }
+}
+
+/// Makes a backlog holding at most `capacity` bytes (raised as [`capacity_for`] says) for
+/// `readers` readers, gated by `gates`, reporting to `meter`: its producing half and one
+/// reading half per reader, in the meter's order.
 ///
 /// Maps its first chunk now (address space only: nothing is touched), so that a backlog
 /// always has memory to read into when it is empty, even once the kernel refuses more.
@@ -89,8 +104,8 @@ pub fn backlog(
     log: Arc<Log>,
 ) -> io::Result<(Producer, Vec<Reader>)> {
     let page = rustix::param::page_size();
-    let min_read = gates.read_block.unwrap_or(0).max(page);
-    let capacity = capacity_for(capacity).max(min_read);
+    let min_read = gates.min_read();
+    let capacity = capacity_for(capacity, &gates);
     let chunk_size = capacity.min(MAX_CHUNK).max(min_read).next_multiple_of(page);
     let state = State {
         spare_chunks: vec![Arc::new(Chunk::new(chunk_size)?)],
@@ -104,6 +119,10 @@ pub fn backlog(
         Some(level) => (capacity - level.min(capacity - min_read)).max(min_read),
         None => default_gap,
     };
+    // The producer resumes at the latest once less than an output block is held: the slowest
+    // output cannot drain the buffer further before more comes. (At least `min_read`, since
+    // the capacity holds a block and a read.)
+    let resume_gap = resume_gap.min(capacity - (gates.min_write() - 1));
     let shared = Arc::new(Shared {
         state: Mutex::new(state),
         has_data: Condvar::new(),
@@ -124,10 +143,16 @@ pub fn backlog(
     Ok((Producer { shared: Arc::clone(&shared), scratch: Vec::new() }, readers.collect()))
 }
 
-/// The capacity a backlog asked for `asked` bytes has: at least a page, the least it moves
-/// at once.
-pub fn capacity_for(asked: usize) -> usize {
-    asked.max(rustix::param::page_size())
+/// The capacity a backlog asked for `asked` bytes has, under `gates`: at least a read (a
+/// page, or an input block), the least the producer takes room for; and at least an output
+/// block and a read less a byte, so that the producer, held only when less than a read's room
+/// is free, has always made a whole block for the slowest output by then.
+///
+/// Raising `-m` by an input block is not for here: the caller refuses that (a read of a
+/// page is accel's own minimum, and raising by less than it is).
+pub fn capacity_for(asked: usize, gates: &Gates) -> usize {
+    let min_read = gates.min_read();
+    asked.max(min_read).max(gates.min_write() + min_read - 1)
 }
 
 /// What the two halves share.
@@ -812,8 +837,10 @@ impl Reader {
     }
 
     /// As [`front`](Reader::front), but waits until at least `min` bytes are ahead (a whole
-    /// output block), unless the input has ended. The front itself may be shorter, where the
-    /// bytes span segments: [`copy_out`](Reader::copy_out) gathers them.
+    /// output block), unless the input has ended, or memory was refused with less held (the
+    /// producer waits for this reader to free a chunk: see [`at_end`](Reader::at_end)). The
+    /// front itself may be shorter, where the bytes span segments:
+    /// [`copy_out`](Reader::copy_out) gathers them.
     pub fn front_of_at_least(&mut self, min: usize) -> Option<Front<'_>> {
         let shared = &self.shared;
         let mut state = shared.lock();
@@ -832,7 +859,8 @@ impl Reader {
                 state.started[self.index] = true;
             }
             let gate_open = state.started[self.index] || shared.start_at == 0;
-            if ahead > 0 && gate_open && (ahead >= min || state.input_ended) {
+            let no_more = state.input_ended || state.producer_waiting == Some(Shortage::Memory);
+            if ahead > 0 && gate_open && (ahead >= min || no_more) {
                 let at = state.segments.partition_point(|s| s.end() <= cursor);
                 let segment = &state.segments[at];
                 let len = (segment.end() - cursor) as usize;
@@ -861,7 +889,11 @@ impl Reader {
             let wanted = if gate_open { min } else { shared.start_at.max(min) };
             let nothing_new = |s: &mut State| {
                 let held = !gate_open && s.producer_waiting.is_some();
-                ((s.produced - cursor) as usize) < wanted && !s.input_ended && !s.closed && !held
+                // Memory refused: what is there goes as a short block (with nothing there,
+                // the producer is let go: it waits only while something is held).
+                let ahead = (s.produced - cursor) as usize;
+                let short = s.producer_waiting == Some(Shortage::Memory) && ahead > 0;
+                ahead < wanted && !s.input_ended && !s.closed && !held && !short
             };
             if state.has_surplus_spares() && state.released == state.produced {
                 // Drained. If it stays so, what the backlog grew to is not needed: give it
@@ -879,6 +911,15 @@ impl Reader {
             state.readers_waiting -= 1;
             shared.meter.reader_starved(self.index, false);
         }
+    }
+
+    /// Whether the `n` bytes at this reader's place are the last there will be: the input has
+    /// ended and they are all it read. (A short output block that is not the last was cut
+    /// because memory was refused.)
+    pub fn at_end(&self, n: usize) -> bool {
+        let state = self.shared.lock();
+        let cursor = state.cursors[self.index].expect("a reader still there");
+        state.input_ended && cursor + n as u64 == state.produced
     }
 
     /// Lets small pieces gather: when fewer than `most` bytes are ahead of this reader and

@@ -127,6 +127,8 @@ pub struct Ending {
     pub outputs: Vec<End>,
     /// Each hash, in the plan's order, when the input ended at its end.
     pub digests: Vec<Option<Digest>>,
+    /// The hashes whose thread failed (a bug: it panicked), with why.
+    pub hashes_failed: Vec<(Algorithm, String)>,
     /// The stall watchdog ended the run, saying this.
     pub stalled: Option<String>,
 }
@@ -156,13 +158,18 @@ pub enum Failure {
         /// What went wrong.
         error: io::Error,
     },
+    /// The output's thread failed: a bug in accel (it panicked, saying this).
+    Panic(io::Error),
 }
 
 impl Failure {
     /// The error itself.
     pub fn error(&self) -> &io::Error {
         match self {
-            Failure::Io(error) | Failure::Sync(error) | Failure::Spill { error, .. } => error,
+            Failure::Io(error)
+            | Failure::Sync(error)
+            | Failure::Spill { error, .. }
+            | Failure::Panic(error) => error,
         }
     }
 }
@@ -174,8 +181,9 @@ pub enum Event {
     Input(io::Result<()>),
     /// Output `index`'s thread ended.
     Output(usize, Result<(), Failure>),
-    /// A hash's thread ended.
-    Hash(usize),
+    /// A hash's thread ended: it hashed all there was, or was stopped (`Ok`), or it failed,
+    /// a bug in accel (it panicked, saying this).
+    Hash(usize, Result<(), String>),
     /// The stall watchdog gave up, saying this.
     Stalled(String),
 }
@@ -304,7 +312,16 @@ pub fn run(
         let (output, route, events) = (output.clone(), Arc::clone(&route), events.clone());
         let (sync, flow) = (plan.sync, plan.flow.clone());
         let handle = spawn("accel-output", move || {
-            let end = output::write_all(&output, reader, &route, &flow, sync);
+            // However the thread ends, it says so: a panic is this output's failure.
+            let end = catch_unwind(AssertUnwindSafe(|| {
+                output::write_all(&output, reader, &route, &flow, sync)
+            }))
+            .unwrap_or_else(|panic| {
+                Err(Failure::Panic(io::Error::other(format!(
+                    "its thread failed, a bug in accel ({})",
+                    panic_message(panic.as_ref())
+                ))))
+            });
             if end.is_ok() {
                 // It has everything: its reader need not wait for the others to finish.
                 output.retire();
@@ -318,8 +335,13 @@ pub fn run(
         let (algorithm, events) = (*algorithm, events.clone());
         let stop = Arc::clone(&stop);
         let handle = spawn("accel-hash", move || {
-            let digest = crate::digest::hash(algorithm, reader, &stop);
-            let _ = events.send(Event::Hash(index));
+            let digest =
+                catch_unwind(AssertUnwindSafe(|| crate::digest::hash(algorithm, reader, &stop)));
+            let (digest, end) = match digest {
+                Ok(digest) => (digest, Ok(())),
+                Err(panic) => (None, Err(panic_message(panic.as_ref()))),
+            };
+            let _ = events.send(Event::Hash(index, end));
             digest
         })?;
         threads.push(Running { handle, side: Side::Hash(index) });
@@ -368,6 +390,7 @@ fn follow(
         input: End::Stopped,
         outputs: plan.outputs.iter().map(|_| End::Stopped).collect(),
         digests: plan.hashes.iter().map(|_| None).collect(),
+        hashes_failed: Vec::new(),
         stalled: None,
     };
     let mut running = threads.len();
@@ -397,7 +420,18 @@ fn follow(
                     )),
                 }
             }
-            Event::Hash(_) => running -= 1,
+            Event::Hash(index, result) => {
+                running -= 1;
+                if let Err(why) = result {
+                    // The outputs need no hash: they go on, and the run ends with status 8.
+                    let hash = plan.hashes[index];
+                    log.warn(format_args!(
+                        "--hash {hash}: its thread failed, a bug in accel ({why}); no digest, \
+                         the outputs go on"
+                    ));
+                    ending.hashes_failed.push((hash, why));
+                }
+            }
             Event::Stalled(why) => {
                 ending.stalled = Some(why);
                 end_the_run();
@@ -421,6 +455,36 @@ fn ended(result: Result<(), Failure>) -> End {
         Ok(()) => End::Complete,
         Err(failure) if failure.error().kind() == io::ErrorKind::Interrupted => End::Stopped,
         Err(failure) => End::Failed(failure),
+    }
+}
+
+/// For the tests, in debug builds only: `ACCEL_TEST_PANIC=output:N` (or `hash:N`) makes every
+/// output (or hash) thread panic once it has taken more than N bytes, so that they can show
+/// that a thread which panics is heard like any other. A no-op in release builds.
+pub(crate) fn test_panic(side: &str, taken: u64) {
+    #[cfg(debug_assertions)]
+    {
+        static ASKED: std::sync::OnceLock<Option<(String, u64)>> = std::sync::OnceLock::new();
+        let asked = ASKED.get_or_init(|| {
+            let text = std::env::var("ACCEL_TEST_PANIC").ok()?;
+            let (side, after) = text.split_once(':')?;
+            Some((side.to_owned(), after.parse().ok()?))
+        });
+        if let Some((asked, after)) = asked.as_ref().filter(|(asked, _)| asked == side) {
+            if taken > *after {
+                panic!("ACCEL_TEST_PANIC={asked}:{after}");
+            }
+        }
+    }
+    let _ = (side, taken);
+}
+
+/// What a panic said: its message, when it has one.
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    match (panic.downcast_ref::<&str>(), panic.downcast_ref::<String>()) {
+        (Some(text), _) => (*text).to_owned(),
+        (_, Some(text)) => text.clone(),
+        _ => "it panicked".to_owned(),
     }
 }
 

@@ -15,6 +15,7 @@ use super::{Block, Failure, Flow, Route};
 use crate::backlog::spill::PassError;
 use crate::backlog::{Front, Reader};
 use crate::endpoint::Endpoint;
+use crate::log::Once;
 
 /// How long a network output, having just sent, lets small pieces gather before it sends
 /// again (at most; it sends as soon as [`GATHER_BYTES`] are there). A producer that writes a
@@ -41,7 +42,7 @@ pub fn write_all(
     let mut pacer = Pacer::new(&flow.limits.output);
     let written = match flow.block {
         None => write_as_it_comes(output, &mut reader, route, &mut pacer),
-        Some(block) => write_blocks(output, &mut reader, block, &mut pacer),
+        Some(block) => write_blocks(output, &mut reader, block, &mut pacer, route),
     };
     // Gone: this output holds the backlog back no more, whether it failed or has it all.
     drop(reader);
@@ -66,6 +67,7 @@ fn write_as_it_comes(
     let mut scratch = Vec::new();
     let gathers = output.link().is_some();
     let mut gather_until = None;
+    let mut taken = 0;
     loop {
         let most = pacer.quantum();
         let limit = |len: usize| most.map_or(len, |most| most.min(len));
@@ -90,6 +92,8 @@ fn write_as_it_comes(
             }
         };
         reader.consume(n);
+        taken += n as u64;
+        super::test_panic("output", taken);
         pacer.moved(n, output.stop());
         if gathers {
             gather_until = Some(Instant::now() + GATHER);
@@ -98,14 +102,19 @@ fn write_as_it_comes(
 }
 
 /// Writes exactly one block at a time, straight from the buffer where a block lies in one
-/// chunk, gathered into a block of its own where it spans two.
+/// chunk, gathered into a block of its own where it spans two. The last block is short (or
+/// padded); one before it only when memory was refused with less than a block held, which
+/// is said once: a short block keeps every byte, where waiting would wait for ever.
 fn write_blocks(
     output: &Endpoint,
     reader: &mut Reader,
     block: Block,
     pacer: &mut Pacer<'_>,
+    route: &Route,
 ) -> Result<(), Failure> {
     let mut gathered = vec![0u8; block.size];
+    let short_said = Once::default();
+    let mut taken = 0;
     loop {
         let data = match reader.front_of_at_least(block.size) {
             None => return Ok(()),
@@ -118,7 +127,15 @@ fn write_blocks(
                     dir: reader.spill_dir().unwrap_or_default(),
                     error,
                 })?;
-                let size = if block.pad && data < block.size {
+                let last = data < block.size && reader.at_end(data);
+                if data < block.size && !last && short_said.first() {
+                    route.log.warn(format_args!(
+                        "{}: a short block of {data} bytes: memory was refused before a whole \
+                         --block-size block was read",
+                        output.name
+                    ));
+                }
+                let size = if block.pad && last {
                     // The last block: zeros to its full size, as a tape wants it.
                     gathered[data..].fill(0);
                     reader.meter().add_padding(reader.index(), block.size - data);
@@ -131,6 +148,8 @@ fn write_blocks(
             }
         };
         reader.consume(data);
+        taken += data as u64;
+        super::test_panic("output", taken);
         pacer.moved(data, output.stop());
     }
 }

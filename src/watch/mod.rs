@@ -403,7 +403,20 @@ impl Watch {
             return None;
         }
         let still = line::duration(still);
+        let waiting = |reader| self.meter.reader_waiting(reader);
         Some(match snapshot.slowest() {
+            // Bytes are held, but fewer than the output takes at once (a whole --block-size
+            // block, its --start-at): it waits for the input.
+            Some(slowest) if snapshot.fill() > 0 && waiting(slowest) => {
+                let held = if self.meter.input_waiting() { "held back too" } else { "not writing" };
+                format!(
+                    "stalled: no input from {} for {still}; the producer is {held}, and {} \
+                     waits for more than the {} there",
+                    self.names.input,
+                    self.names.reader(slowest),
+                    Bytes(snapshot.fill())
+                )
+            }
             Some(slowest) if snapshot.fill() > 0 => format!(
                 "stalled: nothing written to {} for {still} with {} waiting; its reader is not \
                  reading",
