@@ -203,7 +203,7 @@ pub fn conclude(
     let unconfirmed: Vec<String> = (0..names.len())
         .filter(|&index| {
             let reader = reader(index);
-            reader.delivery != Delivery::Written && reader.delivered() < total
+            reader.delivery != Delivery::Written && !reader.delivered_all(total)
         })
         .map(|index| format!("{}: {}", names[index], said(index)))
         .collect();
@@ -295,6 +295,32 @@ pub fn die_by(signal: i32) -> ! {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 17, item 10: a network output's bytes written were sent; delivered is what its
+    /// receiver confirmed, and over plain TCP nothing is.
+    #[test]
+    fn counts_say_delivered_only_of_what_was_confirmed() {
+        let reader = |delivery, bytes, confirmed| ReaderSnapshot {
+            delivery,
+            bytes,
+            confirmed,
+            ..ReaderSnapshot::default()
+        };
+        assert_eq!(
+            counts(&reader(Delivery::Written, 700, 0), 1000),
+            "700 bytes delivered, 300 bytes read but not delivered"
+        );
+        assert_eq!(
+            counts(&reader(Delivery::Confirmed, 700, 400), 1000),
+            "400 bytes delivered (confirmed by the receiver), 300 sent but not confirmed, 300 \
+             read but not sent"
+        );
+        assert_eq!(
+            counts(&reader(Delivery::Unconfirmed, 700, 0), 1000),
+            "700 bytes sent (not confirmed: --insecure has no confirmations), 300 read but not \
+             sent"
+        );
+    }
 
     #[test]
     fn documented_statuses() {

@@ -200,6 +200,12 @@ impl ReaderSnapshot {
             Delivery::Written | Delivery::Unconfirmed => self.bytes,
         }
     }
+
+    /// Whether all `total` bytes are known to have reached their destination: never over
+    /// plain TCP, where nobody says.
+    pub fn delivered_all(&self, total: u64) -> bool {
+        self.delivery != Delivery::Unconfirmed && self.delivered() >= total
+    }
 }
 
 impl Snapshot {

@@ -174,7 +174,7 @@ pub fn stopped(snapshot: &Snapshot, names: &Names, signal: &str) -> String {
     };
     let delivered = reader.delivered().min(snapshot.bytes_in);
     let lost = snapshot.bytes_in - delivered;
-    if lost == 0 {
+    if reader.delivered_all(snapshot.bytes_in) {
         return format!("stopped by {signal}; all {delivered} bytes read were delivered");
     }
     if reader.delivery != Delivery::Written {
@@ -541,6 +541,14 @@ mod tests {
         assert_eq!(
             stopped(&snapshot, &names, "SIGINT"),
             "stopped by SIGINT; all 3145728 bytes read were delivered"
+        );
+        // Over plain TCP nothing is confirmed: all sent is not all delivered.
+        let insecure = ReaderSnapshot { delivery: Delivery::Unconfirmed, ..local };
+        let snapshot = Snapshot { readers: vec![insecure], ..snapshot };
+        assert_eq!(
+            stopped(&snapshot, &one, "SIGTERM"),
+            "stopped by SIGTERM; 3145728 bytes sent (not confirmed: --insecure has no \
+             confirmations), 0 read but not sent"
         );
     }
 
