@@ -21,9 +21,8 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use snow::TransportState;
-
 use rustix::event::PollFlags;
+use snow::TransportState;
 
 use super::closed_by_peer;
 use super::socket::Socket;
