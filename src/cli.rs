@@ -289,7 +289,7 @@ pub struct Cli {
     /// Send the stream to an accel --from on HOST (an output, beside any -o).
     ///
     /// HOST:PORT, [IPv6]:PORT, or a name that resolves. Encrypted and authenticated with
-    /// --key-file; status 0 only once the receiver has confirmed every byte.
+    /// --key-file; status 0 only once the receiver has confirmed its outputs took every byte.
     #[arg(long = "to", value_name = "HOST:PORT", help_heading = "Network")]
     pub to: Vec<String>,
 

@@ -27,7 +27,7 @@ use signal_hook::consts::signal::{SIGHUP, SIGINT, SIGPIPE, SIGTERM};
 
 use crate::endpoint::describe;
 use crate::engine::{End, Ending, Failure};
-use crate::meter::Snapshot;
+use crate::meter::{Delivery, ReaderSnapshot, Snapshot};
 
 /// The ways accel ends, each with its documented status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -164,6 +164,32 @@ pub fn going_on(name: &str, failure: &Failure) -> String {
     format!("{name}: {}; it gets no more bytes, the other outputs go on", describe(failure.error()))
 }
 
+/// What an output got of the `total` bytes read, in words: `D bytes delivered, M bytes read
+/// but not delivered`. A network output's bytes written were only sent: delivered is what
+/// its receiver confirmed (`D bytes delivered (confirmed by the receiver), S sent but not
+/// confirmed, M read but not sent`), and over plain TCP nothing is confirmed.
+pub fn counts(reader: &ReaderSnapshot, total: u64) -> String {
+    let sent = reader.bytes.min(total);
+    let unsent = total - sent;
+    match reader.delivery {
+        Delivery::Written => {
+            format!("{sent} bytes delivered, {unsent} bytes read but not delivered")
+        }
+        Delivery::Confirmed => {
+            let confirmed = reader.delivered().min(sent);
+            format!(
+                "{confirmed} bytes delivered (confirmed by the receiver), {} sent but not \
+                 confirmed, {unsent} read but not sent",
+                sent - confirmed
+            )
+        }
+        Delivery::Unconfirmed => format!(
+            "{sent} bytes sent (not confirmed: --insecure has no confirmations), {unsent} read \
+             but not sent"
+        ),
+    }
+}
+
 /// What the run's data path ended as, said in words, and how accel ends because of it.
 ///
 /// `names` are the outputs' names in the plan's order; `pipe_ignored` says SIGPIPE was
@@ -179,22 +205,43 @@ pub fn conclude(
     quiet: bool,
 ) -> Exit {
     let total = snapshot.bytes_in;
-    let got = |index: usize| snapshot.readers.get(index).map_or(0, |r| r.bytes);
+    let reader = |index: usize| snapshot.readers.get(index).copied().unwrap_or_default();
+    let got = |index: usize| reader(index).bytes;
+    let said = |index: usize| counts(&reader(index), total);
+    // Network outputs whose receiver did not confirm every byte read: not delivered, said.
+    let unconfirmed: Vec<String> = (0..names.len())
+        .filter(|&index| {
+            let reader = reader(index);
+            reader.delivery != Delivery::Written && !reader.delivered_all(total)
+        })
+        .map(|index| format!("{}: {}", names[index], said(index)))
+        .collect();
     if let Some(why) = &ending.stalled {
         eprintln!("accel: {why}");
+        for line in &unconfirmed {
+            eprintln!("accel: {line}");
+        }
         return Exit::Stalled;
     }
     let mut exit = Exit::Success;
     if let End::Failed(failure) = &ending.input {
-        eprintln!(
-            "accel: read from {input}: {}; the {total} bytes read before it were delivered",
-            describe(failure.error())
-        );
+        let why = describe(failure.error());
+        if unconfirmed.is_empty() {
+            eprintln!(
+                "accel: read from {input}: {why}; the {total} bytes read before it were delivered"
+            );
+        } else {
+            eprintln!(
+                "accel: read from {input}: {why}; of the {total} bytes read before it, {}",
+                unconfirmed.join("; ")
+            );
+        }
         exit = Exit::InputFailed;
     }
     let mut died_of_pipe = false;
     for (index, (end, name)) in ending.outputs.iter().zip(names).enumerate() {
         let (delivered, missed) = (got(index), total - got(index).min(total));
+        let counts = said(index);
         match end {
             End::Complete => {}
             End::Failed(Failure::Spill { dir, error }) => {
@@ -227,33 +274,20 @@ pub fn conclude(
                 // As `cat` ends: by SIGPIPE, and quietly when it was the only output.
                 died_of_pipe = true;
                 if names.len() > 1 {
-                    eprintln!(
-                        "accel: {name}: the reader went away; {delivered} bytes delivered, \
-                         {missed} bytes read but not delivered"
-                    );
+                    eprintln!("accel: {name}: the reader went away; {counts}");
                 }
             }
             End::Failed(Failure::Io(error)) if !is_failure(policy, error) => {
                 if !quiet {
-                    eprintln!(
-                        "accel: {name}: the reader went away; {delivered} bytes delivered, \
-                         {missed} bytes read but not delivered"
-                    );
+                    eprintln!("accel: {name}: the reader went away; {counts}");
                 }
             }
             End::Failed(Failure::Io(error)) => {
-                eprintln!(
-                    "accel: write to {name}: {}; {delivered} bytes delivered, {missed} bytes \
-                     read but not delivered",
-                    describe(error)
-                );
+                eprintln!("accel: write to {name}: {}; {counts}", describe(error));
                 exit = exit.at_least(Exit::OutputFailed);
             }
             End::Stopped => {
-                eprintln!(
-                    "accel: {name}: cut short when the run ended; {delivered} bytes \
-                     delivered, {missed} bytes read but not delivered"
-                );
+                eprintln!("accel: {name}: cut short when the run ended; {counts}");
                 exit = exit.at_least(Exit::OutputFailed);
             }
         }
@@ -287,6 +321,32 @@ pub fn die_by(signal: i32) -> ! {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 17, item 10: a network output's bytes written were sent; delivered is what its
+    /// receiver confirmed, and over plain TCP nothing is.
+    #[test]
+    fn counts_say_delivered_only_of_what_was_confirmed() {
+        let reader = |delivery, bytes, confirmed| ReaderSnapshot {
+            delivery,
+            bytes,
+            confirmed,
+            ..ReaderSnapshot::default()
+        };
+        assert_eq!(
+            counts(&reader(Delivery::Written, 700, 0), 1000),
+            "700 bytes delivered, 300 bytes read but not delivered"
+        );
+        assert_eq!(
+            counts(&reader(Delivery::Confirmed, 700, 400), 1000),
+            "400 bytes delivered (confirmed by the receiver), 300 sent but not confirmed, 300 \
+             read but not sent"
+        );
+        assert_eq!(
+            counts(&reader(Delivery::Unconfirmed, 700, 0), 1000),
+            "700 bytes sent (not confirmed: --insecure has no confirmations), 300 read but not \
+             sent"
+        );
+    }
 
     #[test]
     fn documented_statuses() {

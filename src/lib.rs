@@ -208,6 +208,11 @@ fn start(config: &Config, closed: stdio::Closed) -> Result<Exit, Refusal> {
     let capacity = backlog::capacity_for(within_memory(config, &log)?, &blocks);
     let readers = outputs.len() + config.hashes.len();
     let meter = Arc::new(Meter::new(capacity as u64, readers));
+    for (index, output) in outputs.iter().enumerate() {
+        if let Some(link) = output.link() {
+            link.report_to(&meter, index);
+        }
+    }
     let names = Names {
         name: config.name.clone(),
         input: input.name.clone(),
@@ -262,16 +267,26 @@ fn start(config: &Config, closed: stdio::Closed) -> Result<Exit, Refusal> {
     let input_name = plan.input.name.clone();
     let output_names: Vec<String> = plan.outputs.iter().map(|o| o.name.clone()).collect();
     let network_outputs = network.as_ref().map(|_| plan.outputs.clone());
+    let input_link = plan.input.link().cloned();
+    let confirming = match &input_link {
+        Some(link) => Some(
+            net::Confirming::start(link, &meter, plan.outputs.len())
+                .map_err(setup("start the thread that confirms deliveries"))?,
+        ),
+        None => None,
+    };
     let ending = engine::run(plan, Arc::clone(&route), Arc::clone(&meter), stop, events, inbox)
         .map_err(setup("start the transfer"))?;
+    if let Some(confirming) = confirming {
+        confirming.end();
+    }
     // The final line is left standing before the last words, which go under it.
     watch.settle();
     let snapshot = meter.snapshot();
     route.note(format_args!("{route}; bytes went {}", snapshot.tiers));
-    let network_exit = match (&network, &network_outputs) {
-        (Some(network), Some(outputs)) => network.finish(&ending, outputs),
-        _ => Exit::Success,
-    };
+    if let (Some(network), Some(outputs)) = (&network, &network_outputs) {
+        network.finish(&ending, outputs);
+    }
     let mut exit = exit::conclude(
         &ending,
         &snapshot,
@@ -280,8 +295,13 @@ fn start(config: &Config, closed: stdio::Closed) -> Result<Exit, Refusal> {
         config.output_errors,
         signals.pipe_ignored,
         config.quiet,
-    )
-    .or(network_exit);
+    );
+    if let (Some(link), Exit::Success) = (&input_link, exit) {
+        // Every byte is where the outputs put it: the sender may now say it was delivered.
+        if let Err(error) = link.acknowledge_end() {
+            log.debug(format_args!("the sender did not get the Ack: {}", describe(&error)));
+        }
+    }
     let digests: Vec<Digest> = ending.digests.iter().flatten().cloned().collect();
     let lines = digest_lines(&digests, config);
     // To a file, before the summary, which must say if that failed; to stderr, after the

@@ -35,7 +35,8 @@ pub const JSON_FIELDS: &[[&str; 3]] = &[
         "`input`, `outputs`",
         "summary",
         "the input's name; each output's `name`, `bytes` written, `starved_s` (seconds it waited \
-         for data) and `complete` (`false` if it stopped early)",
+         for data), `complete` (`false` if it stopped early) and `confirmed` (a `--to` output: \
+         the bytes its receiver confirmed its outputs took; `null` for others)",
     ],
     [
         "`hashes`",

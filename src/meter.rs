@@ -8,7 +8,7 @@
 //! the run gave them; what each is called is the watcher's business.
 
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 /// Live counters of one run.
@@ -41,6 +41,26 @@ struct ReaderMeter {
     gone: AtomicBool,
     /// Zeros added to fill the last output block (`--pad`).
     padded: AtomicU64,
+    /// How its bytes count as delivered ([`Delivery`], as a number).
+    delivery: AtomicU8,
+    /// [`Delivery::Confirmed`]: bytes the receiver has confirmed its outputs took.
+    confirmed: AtomicU64,
+    /// [`Delivery::Confirmed`]: the end of the stream was sent; its confirmation is awaited.
+    ending: AtomicBool,
+}
+
+/// What an output's bytes written mean: delivered, or only sent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Delivery {
+    /// Written is delivered: a file, a pipe, a device (and a hash takes what it reads).
+    #[default]
+    Written,
+    /// A network output (`--to`): written is only sent; the receiver confirms what its
+    /// outputs took.
+    Confirmed,
+    /// A network output without confirmations (`--insecure`): written is only sent, and
+    /// nobody says what arrived.
+    Unconfirmed,
 }
 
 /// The ways a byte can pass through accel, cheapest first.
@@ -163,6 +183,29 @@ pub struct ReaderSnapshot {
     pub gone: bool,
     /// Zeros it added to fill its last block (`--pad`).
     pub padded: u64,
+    /// What its bytes written mean.
+    pub delivery: Delivery,
+    /// [`Delivery::Confirmed`]: bytes the receiver confirmed (at most `bytes`).
+    pub confirmed: u64,
+    /// [`Delivery::Confirmed`]: the end of the stream was sent, its confirmation awaited.
+    pub ending: bool,
+}
+
+impl ReaderSnapshot {
+    /// Bytes known to have reached their destination: written, or confirmed by the receiver.
+    /// Without confirmations (`--insecure`), what was sent: nothing more is known.
+    pub fn delivered(&self) -> u64 {
+        match self.delivery {
+            Delivery::Confirmed => self.confirmed.min(self.bytes),
+            Delivery::Written | Delivery::Unconfirmed => self.bytes,
+        }
+    }
+
+    /// Whether all `total` bytes are known to have reached their destination: never over
+    /// plain TCP, where nobody says.
+    pub fn delivered_all(&self, total: u64) -> bool {
+        self.delivery != Delivery::Unconfirmed && self.delivered() >= total
+    }
 }
 
 impl Snapshot {
@@ -231,6 +274,18 @@ impl Meter {
         self.readers[reader].padded.fetch_add(n as u64, Relaxed);
     }
 
+    /// Says what reader `reader`'s bytes written mean (before the run).
+    pub fn set_delivery(&self, reader: usize, delivery: Delivery) {
+        self.readers[reader].delivery.store(delivery as u8, Relaxed);
+    }
+
+    /// Reader `reader`'s receiver has confirmed `count` bytes; `ending`: the end of its
+    /// stream was sent and its confirmation is awaited.
+    pub fn confirmed(&self, reader: usize, count: u64, ending: bool) {
+        self.readers[reader].confirmed.fetch_max(count, Relaxed);
+        self.readers[reader].ending.store(ending, Relaxed);
+    }
+
     /// Marks reader `reader` as gone before the end.
     pub fn reader_gone(&self, reader: usize) {
         self.readers[reader].gone.store(true, Relaxed);
@@ -270,6 +325,13 @@ impl Meter {
                 starved: r.starved.read(now),
                 gone: r.gone.load(Relaxed),
                 padded: r.padded.load(Relaxed),
+                delivery: match r.delivery.load(Relaxed) {
+                    1 => Delivery::Confirmed,
+                    2 => Delivery::Unconfirmed,
+                    _ => Delivery::Written,
+                },
+                confirmed: r.confirmed.load(Relaxed),
+                ending: r.ending.load(Relaxed),
             })
             .collect();
         let [through, pipes, memory, disk] = self.tiers.each_ref().map(|t| t.load(Relaxed));

@@ -8,11 +8,14 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::unix::process::ExitStatusExt;
 use std::process::{Child, ChildStdout, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::{Arc, mpsc};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
+
+use rustix::process::{Pid, Signal, kill_process};
 
 use crate::util::*;
 
@@ -163,6 +166,12 @@ struct Proxy {
 
 impl Proxy {
     fn start(listen: &str, upstream: SocketAddr, delay: Duration) -> Proxy {
+        Proxy::cutting(listen, upstream, delay, None)
+    }
+
+    /// As [`start`](Proxy::start), but after `cut` bytes from the client the server's side
+    /// is ended (as if the connection broke there) and nothing more is taken from the client.
+    fn cutting(listen: &str, upstream: SocketAddr, delay: Duration, cut: Option<usize>) -> Proxy {
         let listener = TcpListener::bind(listen).unwrap();
         let port = listener.local_addr().unwrap().port();
         let frozen = Arc::new(AtomicBool::new(false));
@@ -171,11 +180,10 @@ impl Proxy {
             for client in listener.incoming() {
                 let Ok(client) = client else { return };
                 let Ok(server) = TcpStream::connect(upstream) else { return };
-                for (from, to) in
-                    [(client.try_clone().unwrap(), server.try_clone().unwrap()), (server, client)]
-                {
+                let upward = (client.try_clone().unwrap(), server.try_clone().unwrap(), cut);
+                for (from, to, cut) in [upward, (server, client, None)] {
                     let gate = Arc::clone(&gate);
-                    thread::spawn(move || relay(from, to, delay, gate));
+                    thread::spawn(move || relay(from, to, delay, gate, cut));
                 }
             }
         });
@@ -189,8 +197,14 @@ impl Proxy {
 
 /// Passes what `from` sends on to `to`, each piece `delay` after it arrived; while frozen,
 /// holds everything, and soon takes no more. Ends (closing `to` for writing) when `from`
-/// does.
-fn relay(mut from: TcpStream, mut to: TcpStream, delay: Duration, frozen: Arc<AtomicBool>) {
+/// does, or once `cut` bytes have passed.
+fn relay(
+    mut from: TcpStream,
+    mut to: TcpStream,
+    delay: Duration,
+    frozen: Arc<AtomicBool>,
+    cut: Option<usize>,
+) {
     // At most 64 pieces of 256 KiB in flight: 16 MiB, more than 50 ms hold on loopback.
     let (pieces, due) = mpsc::sync_channel::<(Instant, Vec<u8>)>(64);
     let writer = thread::spawn(move || {
@@ -207,7 +221,10 @@ fn relay(mut from: TcpStream, mut to: TcpStream, delay: Duration, frozen: Arc<At
         let _ = to.shutdown(std::net::Shutdown::Write);
     });
     let mut buf = vec![0u8; 256 << 10];
+    let mut left = cut.unwrap_or(usize::MAX);
     while let Ok(n) = from.read(&mut buf) {
+        let n = n.min(left);
+        left -= n;
         if n == 0 || pieces.send((Instant::now(), buf[..n].to_vec())).is_err() {
             break;
         }
@@ -492,7 +509,8 @@ fn sender_killed_mid_stream(engine: &str) {
 }
 
 /// The receiver killed mid-stream: the sender ends with status 3, naming the receiver and
-/// saying it closed the connection.
+/// saying it closed the connection; it counts as delivered no more than the receiver wrote,
+/// and the rest as sent but not confirmed.
 fn receiver_killed_mid_stream(engine: &str) {
     let (_keys, key, mut receiver) = keyed_receiver(engine, "rkill", &[]);
     let mut stdout = receiver.stdout();
@@ -502,9 +520,129 @@ fn receiver_killed_mid_stream(engine: &str) {
     stdout.read_exact(&mut first).unwrap();
     receiver.child.kill().unwrap();
     receiver.child.wait().unwrap();
+    let written = (1 << 20) + drain(stdout).len() as u64;
     let (status, said) = ended(sender);
     assert_eq!(status.code(), Some(3), "{said}");
     assert!(said.contains(&format!("write to {to}: the receiver closed the connection")), "{said}");
+    let delivered = number_before(&said, " bytes delivered (confirmed by the receiver)");
+    assert!(delivered <= written, "{delivered} delivered, the receiver wrote {written}: {said}");
+    assert!(said.contains(" sent but not confirmed, "), "{said}");
+}
+
+/// The number just before `what` in `text`.
+#[track_caller]
+fn number_before(text: &str, what: &str) -> u64 {
+    let at = text.find(what).unwrap_or_else(|| panic!("{what:?} in {text}"));
+    let digits = text[..at].rsplit(|c: char| !c.is_ascii_digit()).next().unwrap();
+    digits.parse().unwrap_or_else(|_| panic!("a number before {what:?} in {text}"))
+}
+
+/// A proxy that cuts the stream after 5 MiB (the receiver's side ended, nothing more taken
+/// from the sender): the receiver writes what came and fails (status 1); the sender learns
+/// the receiver closed the connection (status 3) and counts as delivered exactly what the
+/// receiver's output took, which was all that came.
+fn a_proxy_cuts_the_stream(engine: &str) {
+    let (_keys, key, mut receiver) = keyed_receiver(engine, "cut", &[]);
+    let output = receiver.output();
+    let upstream: SocketAddr = format!("127.0.0.1:{}", receiver.port).parse().unwrap();
+    let proxy = Proxy::cutting("127.0.0.1:0", upstream, Duration::ZERO, Some(5 << 20));
+    let to = format!("127.0.0.1:{}", proxy.port);
+    let data = pattern(64 << 20, 21);
+    let (status, said) = ended(send(engine, &to, &["--key-file", &key], data.clone(), None));
+    let written = output.join().unwrap();
+    assert_same(&written, &data[..written.len()], "what came before the cut");
+    let (status_received, said_received) = receiver.end();
+    assert_eq!(status_received.code(), Some(1), "receiver: {said_received}");
+    assert_eq!(status.code(), Some(3), "sender: {said}");
+    assert!(said.contains(&format!("write to {to}: the receiver closed the connection")), "{said}");
+    let delivered = number_before(&said, " bytes delivered (confirmed by the receiver)");
+    assert_eq!(delivered, written.len() as u64, "{said}");
+}
+
+/// A receiver with `-m SIZE` whose output is held and never read, and a sender with
+/// --stall-timeout 3s sending it 4,000,000 bytes: the receiver, its output, its address,
+/// and how the sender ended.
+fn send_to_a_stuck_receiver(
+    engine: &str,
+    test: &str,
+    size: &str,
+    seed: u64,
+) -> (Receiver, ChildStdout, String, ExitStatus, String) {
+    let (_keys, key, mut receiver) = keyed_receiver(engine, test, &["-m", size]);
+    let stdout = receiver.stdout();
+    let to = format!("127.0.0.1:{}", receiver.port);
+    let args = ["--key-file", key.as_str(), "--stall-timeout", "3s"];
+    let (status, said) = ended(send(engine, &to, &args, pattern(4_000_000, seed), None));
+    (receiver, stdout, to, status, said)
+}
+
+/// A receiver whose output takes nothing more (its consumer reads nothing) never confirms
+/// the end of the stream: the sender, every byte sent, gives up at --stall-timeout
+/// (status 4), naming the receiver and the end of the stream, and claims no more delivered
+/// than the receiver wrote.
+fn the_end_of_the_stream_stalls(engine: &str) {
+    // The receiver takes the whole stream into its buffer; its output stops.
+    let (mut receiver, stdout, to, status, said) =
+        send_to_a_stuck_receiver(engine, "endstall", "8M", 20);
+    assert_eq!(status.code(), Some(4), "{said}");
+    let stalled = format!("stalled: the receiver at {to} has not confirmed the end of the stream");
+    assert!(said.contains(&stalled), "{said}");
+    receiver.child.kill().unwrap();
+    receiver.child.wait().unwrap();
+    let written = drain(stdout).len() as u64;
+    let confirmed = number_before(&said, " of the 4000000 bytes sent are confirmed");
+    assert!(confirmed <= written, "{confirmed} confirmed, the receiver wrote {written}: {said}");
+    let delivered = number_before(&said, " bytes delivered (confirmed by the receiver)");
+    assert_eq!(delivered, confirmed, "{said}");
+    // The case: the receiver's buffer (1 MiB) cannot take the whole stream, so the
+    // End waits in the sockets, unread: the sender still gives up (it used to wait for ever).
+    let (_receiver, _stdout, to, status, said) =
+        send_to_a_stuck_receiver(engine, "endstall1m", "1M", 24);
+    assert_eq!(status.code(), Some(4), "{said}");
+    assert!(said.contains("accel: stalled: ") && said.contains(&to), "{said}");
+    assert!(said.contains(" sent but not confirmed, "), "{said}");
+}
+
+/// Two receivers, the first frozen (its output takes nothing): the second still gets every
+/// byte and the end of its stream (status 0), while the sender gives up on the first at
+/// --stall-timeout (status 4).
+fn a_frozen_receiver_holds_up_no_other(engine: &str) {
+    let (_keys, key, mut frozen) = keyed_receiver(engine, "frozen", &["-m", "8M"]);
+    let _held = frozen.stdout();
+    let mut healthy = Receiver::start(engine, "127.0.0.1", &["--key-file", &key], None);
+    let output = healthy.output();
+    let (first, second) =
+        (format!("127.0.0.1:{}", frozen.port), format!("127.0.0.1:{}", healthy.port));
+    let args = ["--to", second.as_str(), "--key-file", key.as_str(), "--stall-timeout", "3s"];
+    let data = pattern(4_000_000, 22);
+    let (status, said) = ended(send(engine, &first, &args, data.clone(), None));
+    assert_same(&output.join().unwrap(), &data, "the healthy receiver");
+    let (status_healthy, said_healthy) = healthy.end();
+    assert!(status_healthy.success(), "the healthy receiver: {status_healthy}: {said_healthy}");
+    assert_eq!(status.code(), Some(4), "sender: {said}");
+    let stalled =
+        format!("stalled: the receiver at {first} has not confirmed the end of the stream");
+    assert!(said.contains(&stalled), "{said}");
+}
+
+/// SIGTERM while the sender waits for its receiver to confirm the end of the stream: it
+/// stops at once, by the signal, and does not say the bytes were delivered.
+fn sigterm_before_the_end_is_confirmed(engine: &str) {
+    let (_keys, key, mut receiver) = keyed_receiver(engine, "endterm", &["-m", "8M"]);
+    let _held = receiver.stdout();
+    let to = format!("127.0.0.1:{}", receiver.port);
+    let mut sender = sender(engine, &to, &["--key-file", &key, "--debug"], None);
+    let said = Said::collect(&mut sender);
+    let stdin = sender.stdin.take().unwrap();
+    thread::spawn(move || feed(stdin, &pattern(4_000_000, 23), 100_003));
+    said.line_with("waiting for the receiver's confirmation");
+    kill_process(Pid::from_child(&sender), Signal::TERM).unwrap();
+    let status = wait_within(&mut sender, GENEROUS);
+    let said = said.all();
+    assert_eq!(status.signal(), Some(libc::SIGTERM), "{said}");
+    assert!(!said.contains("were delivered"), "{said}");
+    assert!(said.contains("stopped by SIGTERM; "), "{said}");
+    assert!(said.contains("bytes delivered (confirmed by the receiver), "), "{said}");
 }
 
 /// The sender's input fails: it tells the receiver, which fails too (status 1), saying why.
@@ -701,6 +839,10 @@ per_engine!(
     the_senders_input_fails,
     a_peer_that_stops_answering,
     a_delayed_path,
+    the_end_of_the_stream_stalls,
+    a_frozen_receiver_holds_up_no_other,
+    sigterm_before_the_end_is_confirmed,
+    a_proxy_cuts_the_stream,
 );
 
 // ----- setup failures and binding: the engine plays no part -----

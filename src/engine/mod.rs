@@ -29,7 +29,7 @@ use std::fmt;
 use std::io;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use std::sync::{Arc, mpsc};
+use std::sync::{Arc, Condvar, Mutex, PoisonError, mpsc};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
@@ -269,6 +269,39 @@ fn choose(preference: Preference, plan: &Plan) -> EngineKind {
     }
 }
 
+/// How the input ended, for the outputs that must say it (a network output ends its stream
+/// with an End frame only after a clean end of input). Told by the input thread once it
+/// ends; its readers may see the end of the backlog a moment before.
+#[derive(Debug, Default)]
+pub struct InputEnd {
+    complete: Mutex<Option<bool>>,
+    told: Condvar,
+}
+
+impl InputEnd {
+    fn tell(&self, complete: bool) {
+        *self.complete.lock().unwrap_or_else(PoisonError::into_inner) = Some(complete);
+        self.told.notify_all();
+    }
+
+    /// Waits until the input thread has told whether the input ended cleanly; `None` once
+    /// the run is over.
+    pub fn wait(&self, stop: &Stop) -> Option<bool> {
+        let mut complete = self.complete.lock().unwrap_or_else(PoisonError::into_inner);
+        loop {
+            if let Some(complete) = *complete {
+                return Some(complete);
+            }
+            if stop.requested() {
+                return None;
+            }
+            let step = Duration::from_millis(10);
+            complete =
+                self.told.wait_timeout(complete, step).map_or_else(|e| e.into_inner().0, |r| r.0);
+        }
+    }
+}
+
 /// A thread of the run, and which side it serves.
 struct Running {
     handle: JoinHandle<Option<Digest>>,
@@ -305,16 +338,18 @@ pub fn run(
         Arc::clone(&route.log),
     )?;
     let closer = producer.closer();
+    let input_end = Arc::new(InputEnd::default());
     let mut threads = Vec::new();
     let hashes = backlog_readers.split_off(plan.outputs.len());
     // Readers first: they wait for data, so that if a thread cannot be had, nothing was read.
     for (index, (output, reader)) in plan.outputs.iter().zip(backlog_readers).enumerate() {
         let (output, route, events) = (output.clone(), Arc::clone(&route), events.clone());
-        let (sync, flow) = (plan.sync, plan.flow.clone());
+        let (sync, flow, input_end) = (plan.sync, plan.flow.clone(), Arc::clone(&input_end));
         let handle = spawn("accel-output", move || {
             // However the thread ends, it says so: a panic is this output's failure.
             let end = catch_unwind(AssertUnwindSafe(|| {
                 output::write_all(&output, reader, &route, &flow, sync)
+                    .and_then(|()| output::end_stream(&output, &input_end, &route.log))
             }))
             .unwrap_or_else(|panic| {
                 Err(Failure::Panic(io::Error::other(format!(
@@ -353,6 +388,7 @@ pub fn run(
     let flow = plan.flow.clone();
     let handle = spawn("accel-input", move || {
         let end = read_input(input, output, producer, &input_route, &flow);
+        input_end.tell(end.is_ok());
         let _ = input_events.send(Event::Input(end));
         None
     })?;

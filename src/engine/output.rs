@@ -11,11 +11,11 @@ use std::time::{Duration, Instant};
 
 use super::pace::Pacer;
 use super::splice::PipeWriter;
-use super::{Block, Failure, Flow, Route};
+use super::{Block, Failure, Flow, InputEnd, Route};
 use crate::backlog::spill::PassError;
 use crate::backlog::{Front, Reader};
 use crate::endpoint::Endpoint;
-use crate::log::Once;
+use crate::log::{Log, Once};
 
 /// How long a network output, having just sent, lets small pieces gather before it sends
 /// again (at most; it sends as soon as [`GATHER_BYTES`] are there). A producer that writes a
@@ -54,6 +54,30 @@ pub fn write_all(
         output.sync().map_err(Failure::Sync)?;
     }
     Ok(())
+}
+
+/// A network output's last step, once it has sent every byte: when the input ended
+/// cleanly, the end of the stream and the receiver's confirmation of it (`Link::finish`),
+/// this output's own work, so that a frozen receiver holds up no other output, and the run's
+/// stop (a stall, a signal) cuts the wait short like any other. (A stream that did not end
+/// cleanly is aborted after the run, saying why.)
+pub fn end_stream(output: &Endpoint, input: &InputEnd, log: &Log) -> Result<(), Failure> {
+    let Some(link) = output.link() else { return Ok(()) };
+    let interrupted = || Failure::Io(io::ErrorKind::Interrupted.into());
+    match input.wait(output.stop()) {
+        None => Err(interrupted()),
+        Some(false) => Ok(()),
+        Some(true) => {
+            log.debug(format_args!(
+                "{}: every byte sent; ending the stream, waiting for the receiver's confirmation",
+                output.name
+            ));
+            link.finish(output).map_err(|error| match output.stop().requested() {
+                true => interrupted(),
+                false => Failure::Io(error),
+            })
+        }
+    }
 }
 
 /// Writes whatever is there, at once (at most a quantum of the rate at a time).

@@ -7,19 +7,27 @@
 //! soon as it has any bytes, so a short line goes through at once. Every frame's offset must
 //! be the next byte expected: a frame lost, repeated or reordered is an error, as is one
 //! that fails authentication. The receiver treats the stream as complete only at an End frame
-//! whose count matches what arrived, and confirms it with an Ack; a connection that ends
-//! before it is an error that says how many bytes arrived.
+//! whose count matches what arrived; a connection that ends before it is an error that says
+//! how many bytes arrived.
+//!
+//! Confirmations go the other way: while the stream goes, the receiver says how many bytes
+//! its outputs have taken ([`Channel::deliver`]), and once they have taken them all after the
+//! End, it sends the Ack ([`Channel::acknowledge_end`]). The sender takes them in as it sends
+//! (between batches, and while it waits for room to send), so that at any failure it knows
+//! what was delivered, and after its End it waits for the Ack ([`Channel::finish`]).
 
 use std::io;
 use std::ops::Range;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use rustix::event::PollFlags;
 use snow::TransportState;
 
 use super::closed_by_peer;
 use super::socket::Socket;
 use super::wire::{self, Kind, MAX_FRAME, MAX_MESSAGE, MAX_PAYLOAD, REKEY_EVERY, SEALED_TRAILER};
+use crate::endpoint::wait_for;
 use crate::stop::Stop;
 
 /// Bytes of sealed frames written at once, and read at once: 16 full frames. Fewer, larger
@@ -28,6 +36,10 @@ pub const BATCH: usize = 16 * MAX_FRAME;
 
 /// How long the receiver's Ack, and a sender's Abort, may take to be written.
 const LAST_WORD: Duration = Duration::from_secs(30);
+
+/// How often, at most, a sender looks for confirmations between batches: a read that finds
+/// nothing costs a system call.
+const LOOK: Duration = Duration::from_millis(10);
 
 /// A frame, opened.
 #[derive(Debug, PartialEq, Eq)]
@@ -41,8 +53,10 @@ pub enum Frame {
     End(u64),
     /// The sender stopped, saying why.
     Abort(String),
-    /// The receiver has this many bytes.
+    /// The stream ended whole: the receiver's outputs took this many bytes.
     Ack(u64),
+    /// The receiver's outputs have taken this many bytes.
+    Delivered(u64),
 }
 
 /// One side of an established session.
@@ -70,6 +84,12 @@ pub struct Channel {
     ended: bool,
     /// A write failed or was cut short, maybe mid-frame: nothing more can be sent.
     broken: bool,
+    /// Sending side: the most bytes the receiver has confirmed its outputs took.
+    confirmed: u64,
+    /// Sending side: when to look for confirmations next, between batches.
+    next_look: Instant,
+    /// Sending side: the receiver closed its side; nothing more will come from it.
+    peer_closed: bool,
 }
 
 impl std::fmt::Debug for Channel {
@@ -102,6 +122,9 @@ impl Channel {
             rekey_every: REKEY_EVERY,
             ended: false,
             broken: false,
+            confirmed: 0,
+            next_look: Instant::now(),
+            peer_closed: false,
         }
     }
 
@@ -113,6 +136,12 @@ impl Channel {
     /// Stream bytes sent so far (sending side).
     pub fn sent(&self) -> u64 {
         self.offset
+    }
+
+    /// Stream bytes the receiver has confirmed its outputs took, as far as has been heard
+    /// (sending side).
+    pub fn confirmed(&self) -> u64 {
+        self.confirmed
     }
 
     /// Seals `payload` as a frame of `kind` at `offset` onto the outgoing batch: the payload
@@ -140,15 +169,72 @@ impl Channel {
 
     /// Writes the outgoing batch; any failure leaves the channel broken.
     fn flush(&mut self, stop: &Stop, deadline: Option<Instant>) -> io::Result<()> {
+        self.write_out(stop, deadline, false)
+    }
+
+    /// Writes the outgoing batch; `listening` (the sending side), takes in the receiver's
+    /// confirmations while it waits for room, so that a sender held up by its receiver still
+    /// learns what the receiver delivered. Any failure leaves the channel broken.
+    fn write_out(
+        &mut self,
+        stop: &Stop,
+        deadline: Option<Instant>,
+        listening: bool,
+    ) -> io::Result<()> {
         if self.broken {
             return Err(io::Error::other("the connection failed earlier"));
         }
-        let written = self.socket.write_all(&self.outgoing[..self.queued], stop, deadline);
+        let (mut at, mut written) = (0, Ok(()));
+        while at < self.queued && written.is_ok() {
+            written = match self.socket.write_now(&self.outgoing[at..self.queued]) {
+                Ok(Some(n)) => {
+                    at += n;
+                    Ok(())
+                }
+                Ok(None) if listening && !self.peer_closed => {
+                    let either = PollFlags::OUT | PollFlags::IN;
+                    wait_for(self.socket.fd(), either, stop, deadline)
+                        .and_then(|()| self.take_confirmations())
+                }
+                Ok(None) => wait_for(self.socket.fd(), PollFlags::OUT, stop, deadline),
+                Err(error) => {
+                    if listening {
+                        // The receiver's last confirmations may have come before it went.
+                        let _ = self.take_confirmations();
+                    }
+                    Err(error)
+                }
+            };
+        }
         self.queued = 0;
         written.map_err(|error| {
             self.broken = true;
             closed_by_peer(error, "the receiver")
         })
+    }
+
+    /// Takes in the confirmations that have arrived, without waiting (sending side). The
+    /// receiver never closes its side before the stream has ended: if it did, it is gone.
+    fn take_confirmations(&mut self) -> io::Result<()> {
+        loop {
+            while let Some(frame) = self.open_next(&mut [])? {
+                match frame {
+                    Frame::Delivered(count) => self.confirmed = self.confirmed.max(count),
+                    other => return Err(unexpected(&other)),
+                }
+            }
+            match self.fill_now()? {
+                Some(0) => {
+                    self.peer_closed = true;
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "the receiver closed the connection",
+                    ));
+                }
+                Some(_) => {}
+                None => return Ok(()),
+            }
+        }
     }
 
     /// Sends a frame on its own, now.
@@ -172,35 +258,78 @@ impl Channel {
             self.seal(Kind::Data, self.offset + taken as u64, piece);
             taken += piece.len();
         }
-        self.flush(stop, None)?;
+        self.write_out(stop, None, true)?;
         self.offset += taken as u64;
+        if !self.peer_closed && Instant::now() >= self.next_look {
+            self.next_look = Instant::now() + LOOK;
+            if let Err(error) = self.take_confirmations() {
+                self.broken = true;
+                return Err(closed_by_peer(error, "the receiver"));
+            }
+        }
         Ok(taken)
     }
 
     /// Ends the stream: an End frame with the byte count, then waits for the receiver's Ack
-    /// of that count.
-    pub fn finish(&mut self, stop: &Stop) -> io::Result<()> {
-        self.send_frame(Kind::End, &[], stop, None)?;
+    /// of that count, telling `heard` each confirmation (the count, and whether the Ack is
+    /// still awaited) as it comes. The wait has no deadline of its own: the run's stop (a
+    /// stall, a signal) ends it.
+    pub fn finish(&mut self, stop: &Stop, heard: &mut dyn FnMut(u64, bool)) -> io::Result<()> {
+        self.seal(Kind::End, self.offset, &[]);
+        self.write_out(stop, None, true)?;
         self.socket.shut_down_sending();
+        heard(self.confirmed, true);
         loop {
             match self.open_next(&mut [])? {
-                Some(Frame::Ack(count)) if count == self.offset => return Ok(()),
+                Some(Frame::Ack(count)) if count == self.offset => {
+                    self.confirmed = count;
+                    heard(count, false);
+                    return Ok(());
+                }
                 Some(Frame::Ack(count)) => {
                     return Err(io::Error::other(format!(
-                        "the receiver confirmed {count} bytes of {}",
+                        "the receiver confirmed the end of the stream at {count} bytes, but \
+                         {} were sent",
                         self.offset
                     )));
+                }
+                Some(Frame::Delivered(count)) => {
+                    self.confirmed = self.confirmed.max(count);
+                    heard(self.confirmed, true);
+                    // The Ack may have come with it.
+                    continue;
                 }
                 Some(other) => return Err(unexpected(&other)),
                 None => {}
             }
-            if self.fill(stop, None)? == 0 {
+            if self.peer_closed || self.fill(stop, None)? == 0 {
                 return Err(io::Error::new(
                     io::ErrorKind::UnexpectedEof,
-                    "the receiver closed the connection without confirming",
+                    "the receiver closed the connection without confirming the end of the \
+                     stream",
                 ));
             }
         }
+    }
+
+    /// Tells the sender that the outputs have taken `count` bytes (receiving side), when
+    /// that can be written at once: a later count says as much.
+    pub fn deliver(&mut self, count: u64, stop: &Stop) -> io::Result<()> {
+        if self.broken || !self.socket.writable_now() {
+            return Ok(());
+        }
+        self.seal(Kind::Delivered, count, &[]);
+        self.flush(stop, Some(deadline()))
+    }
+
+    /// Confirms the end of the stream with the Ack (receiving side), once the outputs have
+    /// taken every byte: only after the End frame came.
+    pub fn acknowledge_end(&mut self, stop: &Stop) -> io::Result<()> {
+        if !self.ended {
+            return Err(io::Error::other("the stream has not ended"));
+        }
+        self.seal(Kind::Ack, self.offset, &[]);
+        self.flush(stop, Some(deadline()))
     }
 
     /// Tells the receiver the stream stops here, and why; best effort.
@@ -210,9 +339,19 @@ impl Channel {
         }
     }
 
-    /// Receives stream bytes into `buf` (at least one; 0 once the End frame has come and been
-    /// confirmed).
+    /// Receives stream bytes into `buf` (at least one; 0 once the End frame has come).
     pub fn receive(&mut self, buf: &mut [u8], stop: &Stop) -> io::Result<usize> {
+        self.receive_until(buf, stop, None)
+    }
+
+    /// As [`receive`](Channel::receive), waiting for the socket until `deadline` at most
+    /// (then a `TimedOut` error, with nothing taken).
+    pub fn receive_until(
+        &mut self,
+        buf: &mut [u8],
+        stop: &Stop,
+        deadline: Option<Instant>,
+    ) -> io::Result<usize> {
         loop {
             let mut got = self.hand_out(buf);
             while got < buf.len() && self.pending.is_empty() && !self.ended {
@@ -220,7 +359,7 @@ impl Channel {
                     None => break,
                     Some(Frame::Data(len)) if self.pending.is_empty() => got += len,
                     Some(Frame::Data(_)) => got += self.hand_out(&mut buf[got..]),
-                    Some(Frame::End(count)) => self.confirm(count, stop)?,
+                    Some(Frame::End(count)) => self.end_at(count)?,
                     Some(Frame::Abort(why)) => {
                         // The sender's words, on our terminal: no escape sequence gets through.
                         return Err(io::Error::other(format!(
@@ -235,7 +374,7 @@ impl Channel {
             if got > 0 || self.ended {
                 return Ok(got);
             }
-            if self.fill(stop, None)? == 0 {
+            if self.fill(stop, deadline)? == 0 {
                 return Err(io::Error::new(
                     io::ErrorKind::UnexpectedEof,
                     format!(
@@ -247,8 +386,9 @@ impl Channel {
         }
     }
 
-    /// The End frame came: checks its count, and confirms it.
-    fn confirm(&mut self, count: u64, stop: &Stop) -> io::Result<()> {
+    /// The End frame came: checks its count. The Ack waits until the outputs have taken it
+    /// all ([`acknowledge_end`](Channel::acknowledge_end)).
+    fn end_at(&mut self, count: u64) -> io::Result<()> {
         if count != self.offset {
             return Err(io::Error::other(format!(
                 "the sender ended the stream at {count} bytes, but {} arrived",
@@ -256,8 +396,6 @@ impl Channel {
             )));
         }
         self.ended = true;
-        // The sender may be gone already; every byte is here either way.
-        let _ = self.send_frame(Kind::Ack, &[], stop, Some(deadline()));
         Ok(())
     }
 
@@ -363,6 +501,7 @@ impl Channel {
             Kind::Start => Frame::Start,
             Kind::End => Frame::End(offset),
             Kind::Ack => Frame::Ack(offset),
+            Kind::Delivered => Frame::Delivered(offset),
             Kind::Abort => Frame::Abort(String::from_utf8_lossy(plaintext).into_owned()),
         }))
     }
@@ -444,7 +583,7 @@ mod tests {
                 chunk = &chunk[n..];
             }
         }
-        sender.finish(&Stop::default())
+        sender.finish(&Stop::default(), &mut |_, _| {})
     }
 
     fn data(len: usize) -> Vec<u8> {
@@ -464,6 +603,7 @@ mod tests {
             let got = receive_all(&mut receiver, room).unwrap();
             assert_eq!(got.len(), expected.len(), "{cipher:?}");
             assert!(got == expected, "{cipher:?}: the bytes differ");
+            receiver.acknowledge_end(&Stop::default()).unwrap();
             sending.join().unwrap().expect("the receiver confirmed the end");
         }
     }
@@ -478,6 +618,7 @@ mod tests {
         let expected = sent.clone();
         let sending = thread::spawn(move || send_all(sender, sent, 5000));
         assert!(receive_all(&mut receiver, 4096).unwrap() == expected);
+        receiver.acknowledge_end(&Stop::default()).unwrap();
         sending.join().unwrap().unwrap();
 
         let (near, far) = socket::pair();
@@ -488,6 +629,51 @@ mod tests {
         assert!(error.to_string().contains("failed authentication"), "{error}");
         drop(receiver);
         assert!(sending.join().unwrap().is_err());
+    }
+
+    #[test]
+    fn the_sender_hears_what_was_delivered_and_the_end_only_once_acknowledged() {
+        let (near, far) = socket::pair();
+        let (mut sender, mut receiver) = session(Cipher::ChaChaPoly, near, far);
+        let stop = Stop::default();
+        // Less than a loopback socket holds: it is sent before anyone reads.
+        assert_eq!(sender.send(&data(20_000), &stop).unwrap(), 20_000);
+        let mut got = vec![0u8; 20_000];
+        let mut at = 0;
+        while at < got.len() {
+            at += receiver.receive(&mut got[at..], &stop).unwrap();
+        }
+        // Before the End, the Ack cannot be sent; a delivery count can.
+        assert!(receiver.acknowledge_end(&stop).is_err());
+        receiver.deliver(8_000, &stop).unwrap();
+        let ending = thread::spawn(move || {
+            let mut heard = Vec::new();
+            let result = sender.finish(&stop, &mut |count, awaiting| heard.push((count, awaiting)));
+            (result, heard, sender.confirmed())
+        });
+        assert_eq!(receiver.receive(&mut [0u8; 16], &Stop::default()).unwrap(), 0, "the End");
+        receiver.deliver(20_000, &Stop::default()).unwrap();
+        receiver.acknowledge_end(&Stop::default()).unwrap();
+        let (result, heard, confirmed) = ending.join().unwrap();
+        result.expect("the end confirmed");
+        assert_eq!(confirmed, 20_000);
+        assert_eq!(heard.last(), Some(&(20_000, false)), "{heard:?}");
+        assert!(heard.contains(&(8_000, true)), "the first delivery: {heard:?}");
+        assert!(heard.contains(&(20_000, true)), "the delivery before the Ack: {heard:?}");
+        assert!(heard.windows(2).all(|w| w[0].0 <= w[1].0), "{heard:?}");
+    }
+
+    #[test]
+    fn the_end_unconfirmed_is_an_error() {
+        let (near, far) = socket::pair();
+        let (mut sender, mut receiver) = session(Cipher::AesGcm, near, far);
+        let stop = Stop::default();
+        sender.send(&data(1000), &stop).unwrap();
+        let ending = thread::spawn(move || sender.finish(&Stop::default(), &mut |_, _| {}));
+        assert_eq!(receive_all(&mut receiver, 4096).unwrap().len(), 1000);
+        drop(receiver);
+        let error = ending.join().unwrap().unwrap_err();
+        assert!(error.to_string().contains("without confirming the end of the stream"), "{error}");
     }
 
     #[test]

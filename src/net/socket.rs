@@ -100,6 +100,27 @@ impl Socket {
         Ok(())
     }
 
+    /// Writes what fits now of `buf`, without waiting: `None` when nothing does.
+    /// `MSG_NOSIGNAL`, as [`write_all`](Socket::write_all).
+    pub fn write_now(&self, buf: &[u8]) -> io::Result<Option<usize>> {
+        loop {
+            match rustix::net::send(&self.fd, buf, SendFlags::NOSIGNAL) {
+                Ok(n) => return Ok(Some(n)),
+                Err(Errno::INTR) => {}
+                Err(Errno::AGAIN) => return Ok(None),
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// Whether a short write would go at once (there is room to send).
+    pub fn writable_now(&self) -> bool {
+        let mut fds = [rustix::event::PollFd::new(&self.fd, PollFlags::OUT)];
+        let now = rustix::event::Timespec { tv_sec: 0, tv_nsec: 0 };
+        matches!(rustix::event::poll(&mut fds, Some(&now)), Ok(1))
+            && fds[0].revents().contains(PollFlags::OUT)
+    }
+
     /// Says no more will be sent (the peer reads the end of the stream); best effort.
     pub fn shut_down_sending(&self) {
         let _ = rustix::net::shutdown(&self.fd, rustix::net::Shutdown::Write);

@@ -2,14 +2,24 @@
 //!
 //! ```text
 //! sender (initiator)                              receiver (responder)
-//!   preamble  "accelN1" + cipher ('A' AES-GCM, 'C' ChaCha20-Poly1305)  ->
+//!   preamble  "accelN2" + cipher ('A' AES-GCM, 'C' ChaCha20-Poly1305)  ->
 //!   msg 1     len(u16) + Noise NNpsk0 -> psk, e   payload Hello         ->
 //!                              <-  preamble, then len + msg 2 (e, ee; payload Welcome)
 //!                                  or len 0: the key is wrong (unauthenticated, only a hint)
 //!   frame     Start at offset 0: the key confirmed, the sender is the one ->
 //!   frames    Data ..., then End carrying the byte count                   ->
-//!                              <-  frame Ack carrying the byte count received
+//!                              <-  frames Delivered carrying the bytes the receiver's
+//!                                  outputs took, as they take them (at most every 50 ms)
+//!                              <-  frame Ack carrying the byte count, once its outputs
+//!                                  took every byte
 //! ```
+//!
+//! What the receiver confirms is what its outputs took: written to a file or pipe (and with
+//! `--sync`, for the Ack, flushed to stable storage), or, for a relay's `--to`, confirmed by
+//! the next receiver in turn (sent, with `--insecure`). Never what only sits in its memory:
+//! the sender's "delivered" is exactly what the receiver passed on, which a resumed stream
+//! can start from. A Delivered count only grows; the Ack says the stream ended whole.
+//! Version 1 (`accelN1`) had no Delivered frames and sent the Ack as soon as the End arrived.
 //!
 //! Every message after the preamble is a Noise message (at most 65535 bytes) behind its length
 //! as a big-endian u16, the framing the Noise specification suggests for TCP. The preamble is
@@ -17,8 +27,8 @@
 //!
 //! A frame is two Noise transport messages: its payload, then its trailer, `kind (u8) ‖
 //! offset (u64, big-endian)`. The offset is the stream offset of the payload's first byte
-//! (Data), the stream's length (End, Ack), or the bytes sent so far (Abort, whose payload
-//! says why). Both messages are authenticated and their nonces run in sequence, so a trailer
+//! (Data), the stream's length (End, Ack), the bytes the receiver's outputs took
+//! (Delivered), or the bytes sent so far (Abort, whose payload says why). Both messages are authenticated and their nonces run in sequence, so a trailer
 //! belongs to the payload just before it. Two messages rather than `payload ‖ trailer` in one
 //! let the sender seal the payload straight from the buffer into the outgoing batch, and the
 //! receiver open it straight into its own, with no copy on either side; the second message
@@ -37,7 +47,7 @@ use super::key::Key;
 pub const PREAMBLE_LEN: usize = 8;
 
 /// The preamble's fixed part: who we are, and the protocol's version.
-const MAGIC: &[u8; 7] = b"accelN1";
+const MAGIC: &[u8; 7] = b"accelN2";
 
 /// The longest Noise message.
 pub const MAX_MESSAGE: usize = 65535;
@@ -178,8 +188,10 @@ pub enum Kind {
     End = 2,
     /// The sender stops after `offset` bytes; the payload says why.
     Abort = 3,
-    /// The receiver has all `offset` bytes.
+    /// The stream ended whole: the receiver's outputs took all `offset` bytes.
     Ack = 4,
+    /// The receiver's outputs have taken the first `offset` bytes (during the stream).
+    Delivered = 5,
 }
 
 impl Kind {
@@ -190,6 +202,7 @@ impl Kind {
             2 => Kind::End,
             3 => Kind::Abort,
             4 => Kind::Ack,
+            5 => Kind::Delivered,
             _ => return None,
         })
     }
@@ -220,8 +233,9 @@ mod tests {
         }
         assert_eq!(read_preamble(b"SSH-2.0-"), Preamble::Foreign);
         assert_eq!(read_preamble(b"GET / HT"), Preamble::Foreign);
-        assert_eq!(read_preamble(b"accelN2A"), Preamble::OtherVersion);
-        assert_eq!(read_preamble(b"accelN1X"), Preamble::OtherVersion);
+        assert_eq!(read_preamble(b"accelN3A"), Preamble::OtherVersion);
+        assert_eq!(read_preamble(b"accelN1A"), Preamble::OtherVersion);
+        assert_eq!(read_preamble(b"accelN2X"), Preamble::OtherVersion);
         // A prefix of accel's own is not yet foreign.
         assert_eq!(read_preamble(b"acc"), Preamble::OtherVersion);
         assert_eq!(read_preamble(b"x"), Preamble::Foreign);
@@ -231,6 +245,7 @@ mod tests {
     fn frames_and_hellos_round_trip() {
         assert_eq!(read_trailer(&trailer(Kind::Data, 1 << 40)), Some((Kind::Data, 1 << 40)));
         assert_eq!(read_trailer(&trailer(Kind::End, 5)), Some((Kind::End, 5)));
+        assert_eq!(read_trailer(&trailer(Kind::Delivered, 7)), Some((Kind::Delivered, 7)));
         assert_eq!(read_trailer(b"short"), None);
         let mut unknown = trailer(Kind::Ack, 1);
         unknown[0] = 99;

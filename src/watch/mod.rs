@@ -32,7 +32,7 @@ use crate::endpoint::describe;
 use crate::engine::Event;
 use crate::engine::pace::Limits;
 use crate::exit::{BROKEN_PIPE, Exit, TERMINATING_SIGNALS};
-use crate::meter::{Meter, RateLimits, Snapshot};
+use crate::meter::{Delivery, Meter, RateLimits, Snapshot};
 use crate::size::Bytes;
 use board::Board;
 use line::Rates;
@@ -392,7 +392,11 @@ impl Watch {
     /// words.
     fn stalled(&self, state: &mut State, snapshot: &Snapshot) -> Option<String> {
         let timeout = self.stall_timeout?;
-        let taken = snapshot.readers.iter().fold(0u64, |sum, r| sum.wrapping_add(r.bytes));
+        // What a receiver confirms moves too: bytes taken at the far end of a network output.
+        let taken = snapshot
+            .readers
+            .iter()
+            .fold(0u64, |sum, r| sum.wrapping_add(r.bytes).wrapping_add(r.confirmed));
         let (bytes_in, bytes_taken, since) = state.last_motion;
         if (snapshot.bytes_in, taken) != (bytes_in, bytes_taken) {
             state.last_motion = (snapshot.bytes_in, taken, snapshot.elapsed);
@@ -403,6 +407,18 @@ impl Watch {
             return None;
         }
         let still = line::duration(still);
+        // Everything sent, and a receiver has not confirmed the end of its stream.
+        let awaiting = snapshot.readers.iter().position(|r| r.ending && !r.gone);
+        if let (0, Some(index)) = (snapshot.fill(), awaiting) {
+            let reader = &snapshot.readers[index];
+            return Some(format!(
+                "stalled: the receiver at {} has not confirmed the end of the stream for \
+                 {still}; {} of the {} bytes sent are confirmed",
+                self.names.reader(index),
+                reader.delivered(),
+                reader.bytes
+            ));
+        }
         let waiting = |reader| self.meter.reader_waiting(reader);
         Some(match snapshot.slowest() {
             // Bytes are held, but fewer than the output takes at once (a whole --block-size
@@ -689,6 +705,8 @@ impl Watch {
                     "padded": reader.padded,
                     "starved_s": reader.starved.as_secs_f64(),
                     "complete": !reader.gone,
+                    "confirmed": (reader.delivery == Delivery::Confirmed)
+                        .then_some(reader.delivered()),
                 })
             })
             .collect();

@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use crate::control::show_rate;
-use crate::meter::Snapshot;
+use crate::meter::{Delivery, Snapshot};
 use crate::size::{Bytes, share};
 use crate::watch::Names;
 use crate::watch::line::{average_input, average_output, duration, per_second, rate};
@@ -189,15 +189,26 @@ pub fn stopped(snapshot: &Snapshot, names: &Names, signal: &str) -> String {
             .iter()
             .enumerate()
             .filter(|(_, reader)| !live || !reader.gone)
-            .min_by_key(|(_, reader)| reader.bytes)
+            .min_by_key(|(_, reader)| reader.delivered())
     };
     let Some((index, reader)) = behind(true).or_else(|| behind(false)) else {
         return format!("stopped by {signal}; {} bytes read", snapshot.bytes_in);
     };
-    let delivered = reader.bytes.min(snapshot.bytes_in);
+    let delivered = reader.delivered().min(snapshot.bytes_in);
     let lost = snapshot.bytes_in - delivered;
-    if lost == 0 {
+    if reader.delivered_all(snapshot.bytes_in) {
         return format!("stopped by {signal}; all {delivered} bytes read were delivered");
+    }
+    if reader.delivery != Delivery::Written {
+        // A network output: what its receiver confirmed, and what was only sent.
+        let counts = crate::exit::counts(reader, snapshot.bytes_in);
+        return match outputs.len() {
+            1 => format!("stopped by {signal}; {counts}"),
+            _ => format!(
+                "stopped by {signal}; to {}, the output furthest behind: {counts}",
+                names.outputs[index]
+            ),
+        };
     }
     if outputs.len() > 1 {
         format!(
@@ -398,7 +409,7 @@ mod tests {
                 bytes: 1 << 30,
                 starved: Duration::from_secs_f64(waited),
                 gone: false,
-                padded: 0,
+                ..ReaderSnapshot::default()
             }],
             ..Snapshot::default()
         }
@@ -667,6 +678,51 @@ mod tests {
         assert!(stopped(&failed, &names, "SIGHUP").contains("2097152 bytes delivered to stdout"));
     }
 
+    /// Issue 17, item 1: a network output's bytes are delivered once its receiver confirms
+    /// them; until then, stopped by a signal says they were only sent.
+    #[test]
+    fn a_signal_claims_only_what_the_receiver_confirmed() {
+        let names =
+            Names { outputs: vec!["backup:9090".into(), "copy.img".into()], ..Default::default() };
+        let network = |bytes: u64, confirmed: u64| ReaderSnapshot {
+            bytes,
+            confirmed,
+            delivery: Delivery::Confirmed,
+            ..Default::default()
+        };
+        let local = ReaderSnapshot { bytes: 3 << 20, ..Default::default() };
+        let one = Names { outputs: vec!["backup:9090".into()], ..Default::default() };
+        let snapshot = Snapshot {
+            bytes_in: 3 << 20,
+            readers: vec![network(3 << 20, 1 << 20)],
+            ..Default::default()
+        };
+        assert_eq!(
+            stopped(&snapshot, &one, "SIGTERM"),
+            "stopped by SIGTERM; 1048576 bytes delivered (confirmed by the receiver), 2097152 \
+             sent but not confirmed, 0 read but not sent"
+        );
+        let snapshot = Snapshot { readers: vec![network(3 << 20, 0), local], ..snapshot };
+        assert_eq!(
+            stopped(&snapshot, &names, "SIGINT"),
+            "stopped by SIGINT; to backup:9090, the output furthest behind: 0 bytes delivered \
+             (confirmed by the receiver), 3145728 sent but not confirmed, 0 read but not sent"
+        );
+        let snapshot = Snapshot { readers: vec![network(3 << 20, 3 << 20), local], ..snapshot };
+        assert_eq!(
+            stopped(&snapshot, &names, "SIGINT"),
+            "stopped by SIGINT; all 3145728 bytes read were delivered"
+        );
+        // Over plain TCP nothing is confirmed: all sent is not all delivered.
+        let insecure = ReaderSnapshot { delivery: Delivery::Unconfirmed, ..local };
+        let snapshot = Snapshot { readers: vec![insecure], ..snapshot };
+        assert_eq!(
+            stopped(&snapshot, &one, "SIGTERM"),
+            "stopped by SIGTERM; 3145728 bytes sent (not confirmed: --insecure has no \
+             confirmations), 0 read but not sent"
+        );
+    }
+
     #[test]
     fn a_reader_that_went_away_is_said_with_what_it_missed() {
         let reader = |bytes: u64, gone: bool| ReaderSnapshot { bytes, gone, ..Default::default() };
@@ -721,7 +777,7 @@ mod tests {
             bytes,
             starved: Duration::from_secs_f64(starved),
             gone,
-            padded: 0,
+            ..ReaderSnapshot::default()
         };
         let snapshot = Snapshot {
             bytes_out: 900 * MIB,
