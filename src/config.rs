@@ -419,7 +419,7 @@ fn parse_level(text: &str) -> Result<Level, String> {
 
 /// `text` with control characters shown as `?`: a name is drawn on a terminal, where an
 /// escape sequence or a newline in it would break the line.
-fn printable(text: &str) -> String {
+pub(crate) fn printable(text: &str) -> String {
     text.chars().map(|c| if c.is_control() { '?' } else { c }).collect()
 }
 

@@ -103,7 +103,8 @@ pub const EXIT_STATUSES: &[[&str; 2]] = &[
         "1",
         "Reading stdin failed (or stdin was closed), or a `--from` sender's connection ended \
          before its end-of-stream mark (or its input failed); every byte read before the error \
-         was written.",
+         was written. For `-R PID`: that accel could not be reached, or what answers there is \
+         not to be trusted (a directory or socket of another user, a process other than PID).",
     ],
     [
         "2",
@@ -185,7 +186,9 @@ const FILES: &[[&str; 2]] = &[
     ["`_accel` in a directory of `$fpath`", "zsh completions, from `accel --generate zsh`"],
     [
         "`$XDG_RUNTIME_DIR/accel/`, else `/tmp/accel-UID/`",
-        "a small file per terminal, through which accels drawing on one terminal share it",
+        "`PID.sock`, the control socket of each running accel (`-R PID`), removed when it ends \
+         (one left by `kill -9` is removed by the next accel to start); a small file per \
+         terminal, through which accels drawing on one terminal share it",
     ],
 ];
 

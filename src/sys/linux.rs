@@ -209,9 +209,12 @@ fn status_kib(field: &str) -> Option<u64> {
     line.trim().trim_end_matches("kB").trim().parse().ok()
 }
 
-/// The user id of the process at the other end of a Unix socket.
-pub fn peer_uid(socket: &impl AsFd) -> io::Result<u32> {
-    Ok(rustix::net::sockopt::socket_peercred(socket)?.uid.as_raw())
+/// Who is at the other end of a Unix socket (`SO_PEERCRED`: the user and the process that
+/// connected, or that listens).
+pub fn peer(socket: &impl AsFd) -> io::Result<super::Peer> {
+    let credentials = rustix::net::sockopt::socket_peercred(socket)?;
+    let pid = credentials.pid.as_raw_nonzero().get() as u32;
+    Ok(super::Peer { uid: credentials.uid.as_raw(), pid: Some(pid) })
 }
 
 /// Moves up to `len` bytes like [`splice`], reading from `from` at `*from_at` (a file; the
