@@ -135,8 +135,9 @@ pub const EXIT_STATUSES: &[[&str; 2]] = &[
     ],
     [
         "7",
-        "Bytes spilled to disk (`--spill`) could not be read back; the message names the spill's \
-         directory and how many bytes each output got and lost. It outweighs 1 and 3.",
+        "Bytes spilled to disk (`--spill`) could not be read back (or their write-back to disk \
+         failed); the message names the spill's directory and how many bytes each output got \
+         and lost. It outweighs 1 and 3.",
     ],
     [
         "killed by SIGPIPE (141 in bash)",

@@ -18,8 +18,8 @@
 //!   (Linux) the memory cgroup.
 //! - [`peer`]: who is at the other end of the control socket.
 //! - [`spill_file`], [`reserve_space`], [`punch_hole`], [`start_writeback`],
-//!   [`drop_written`], [`splice_to_file`], [`splice_from_file`]: the spill file (`O_TMPFILE`,
-//!   `fallocate`, `sync_file_range`, `posix_fadvise`).
+//!   [`drop_written`], [`writeback_error`], [`splice_to_file`], [`splice_from_file`]: the
+//!   spill file (`O_TMPFILE`, `fallocate`, `sync_file_range`, `posix_fadvise`).
 //! - [`retire`]: close a finished output early, keeping its descriptor's number taken.
 //! - [`limit_unacknowledged`]: give up a TCP connection whose sent data stays unacknowledged
 //!   (Linux's `TCP_USER_TIMEOUT`), so that a peer that vanished mid-transfer is noticed.
@@ -46,7 +46,7 @@ use std::os::fd::{AsRawFd, BorrowedFd};
 pub use imp::{
     CAN_SPLICE, PoolPipe, advise_huge_pages, drop_written, enlarge_pipe, is_packet_mode,
     limit_unacknowledged, peer, pipe_target_size, punch_hole, reserve_space, spill_file, splice,
-    splice_from_file, splice_to_file, start_writeback, widen_send_buffer,
+    splice_from_file, splice_to_file, start_writeback, widen_send_buffer, writeback_error,
 };
 pub use memory::{MemoryLimit, memory_limit};
 

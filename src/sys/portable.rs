@@ -167,7 +167,16 @@ pub fn punch_hole(_fd: BorrowedFd<'_>, _offset: u64, _len: u64) -> std::io::Resu
 }
 
 /// Nothing here; the kernel writes back in its own time.
-pub fn start_writeback(_fd: BorrowedFd<'_>, _offset: u64, _len: u64) {}
+pub fn start_writeback(_fd: BorrowedFd<'_>, _offset: u64, _len: u64) -> std::io::Result<()> {
+    Ok(())
+}
 
 /// Nothing here; the page cache keeps what it keeps.
-pub fn drop_written(_fd: BorrowedFd<'_>, _offset: u64, _len: u64) {}
+pub fn drop_written(_fd: BorrowedFd<'_>, _offset: u64, _len: u64) -> std::io::Result<()> {
+    Ok(())
+}
+
+/// Not known here (no spilling: see [`punch_hole`]).
+pub fn writeback_error(_fd: BorrowedFd<'_>) -> std::io::Result<()> {
+    Ok(())
+}
