@@ -292,9 +292,19 @@ pub fn writeback_error(fd: BorrowedFd<'_>) -> io::Result<()> {
     sync_range(fd, i64::MAX as u64 - 1, 1, libc::SYNC_FILE_RANGE_WAIT_BEFORE)
 }
 
+/// `sync_file_range`, again when a signal interrupts it (an interrupted wait is no failure).
 fn sync_range(fd: BorrowedFd<'_>, offset: u64, len: u64, flags: libc::c_uint) -> io::Result<()> {
     use std::os::fd::AsRawFd;
-    // SAFETY: sync_file_range on a valid descriptor.
-    let done = unsafe { libc::sync_file_range(fd.as_raw_fd(), offset as i64, len as i64, flags) };
-    if done == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+    loop {
+        // SAFETY: sync_file_range on a valid descriptor.
+        let done =
+            unsafe { libc::sync_file_range(fd.as_raw_fd(), offset as i64, len as i64, flags) };
+        match done {
+            0 => return Ok(()),
+            _ => match io::Error::last_os_error() {
+                error if error.kind() == io::ErrorKind::Interrupted => {}
+                error => return Err(error),
+            },
+        }
+    }
 }
