@@ -14,8 +14,8 @@
 //!   dropped from the cache once it is on disk; pages read back go with their hole.
 //! - A write-back that fails is never silent zeros: a page whose write failed may leave the
 //!   cache, and the reserved space it would be read back from holds zeros. So each window
-//!   is checked on disk before it is dropped, every read back first asks whether a write-back
-//!   failed since, and once one has, the bytes not yet checked on disk are not read back:
+//!   is checked on disk before it is dropped, a read back of bytes not yet checked first asks
+//!   whether a write-back failed since, and once one has, the bytes not yet checked on disk are not read back:
 //!   the reader fails (`read back ...`, status 7) and the producer spills no more.
 //! - Zero-copy where the kernel allows: a pipe input is spliced into the file (one copy, by
 //!   the kernel), and the file is spliced into a pipe output (page-cache references, none).
@@ -218,10 +218,12 @@ impl SpillFile {
 
     /// How many of `len` spilled bytes at `offset` may be read back: all of them, or those
     /// before the point from which a failed write-back lost them; the error when `offset`
-    /// is past that point. Asks the kernel first whether a write-back failed since the last
-    /// look (a system call that waits for nothing).
+    /// is past that point. For bytes not yet checked on disk, asks the kernel first whether
+    /// a write-back failed since the last look (a system call that waits for nothing);
+    /// windows checked on disk are read from there, whatever fails later.
     fn readable(&self, offset: u64, len: usize) -> io::Result<usize> {
-        if let Err(error) = sys::writeback_error(self.fd.as_fd()) {
+        let unchecked = offset + len as u64 > self.lock().confirmed;
+        if unchecked && let Err(error) = sys::writeback_error(self.fd.as_fd()) {
             self.lose(&error);
         }
         match self.lock().lost {
