@@ -163,7 +163,9 @@ pub struct Cli {
     /// alone, print its report so far.
     ///
     /// Only the same user (or root) can. Every accel listens on a socket under
-    /// $XDG_RUNTIME_DIR/accel (or /tmp/accel-UID), in a directory only its user may enter.
+    /// $XDG_RUNTIME_DIR/accel (or /tmp/accel-UID), in a directory only its user may enter;
+    /// -R talks only to a socket of its own user, in such a directory, with process PID
+    /// listening (else status 1).
     #[arg(short = 'R', long = "remote", value_name = "PID", help_heading = "Flow control")]
     pub remote: Option<u32>,
 

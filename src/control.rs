@@ -5,20 +5,33 @@
 //! `/tmp/accel-UID/` where that is unset), in a directory only its user may enter (0700,
 //! checked: a directory someone else made, or made open, is not used) and with the socket
 //! itself 0600; and it answers only a peer whose credentials say the same user or root.
-//! Several accels run side by side, each at its own PID.
+//! Several accels run side by side, each at its own PID. The client trusts no more than the
+//! server: the directory and the socket must be its user's, and the listener (`SO_PEERCRED`)
+//! its user and process PID; what the peer says is printed with control characters shown as
+//! `?`.
+//!
+//! The socket goes when accel ends, however it ends ([`remove_socket`], from `exit.rs`); one
+//! left by an accel that could not remove it (`kill -9`) is cleared by the next accel to
+//! start: a socket nobody listens on is stale, whatever process now has its number.
 //!
 //! The protocol is one line each way: `rate N`, `input-rate N` (bytes per second, 0 for no
 //! limit) or `report`; the answer is `ok` and the report so far, or `error: why`. The watcher
-//! thread looks for requests at each tick, so a change takes effect within half a second.
+//! looks for a first client at each tick (twice a second) without waiting; that client
+//! starts a thread of the socket's own, which serves it and every later one, so that a client
+//! slow to ask or to read holds only that thread, never the watcher and its stall watchdog.
 
 use std::fs;
-use std::io::{self, BufRead, BufReader, Write};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread;
 use std::time::Duration;
 
+use crate::config::printable;
 use crate::endpoint::describe;
 use crate::engine::pace::Limits;
 use crate::size::Bytes;
@@ -26,6 +39,12 @@ use crate::sys;
 
 /// How long a client may take to send its line, or to read the answer.
 const PATIENCE: Duration = Duration::from_secs(2);
+
+/// The most of an answer the client reads: a report is a few lines.
+const MOST_ANSWER: u64 = 64 << 10;
+
+/// The socket this process listens on, until it is removed.
+static SOCKET: Mutex<Option<PathBuf>> = Mutex::new(None);
 
 /// What a client asks of a running accel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,11 +55,6 @@ pub enum Request {
     InputRate(u64),
     /// Send the report so far.
     Report,
-}
-
-/// The socket of the accel running as `pid`, for this user.
-pub fn socket_path(pid: u32) -> Option<PathBuf> {
-    Some(directory()?.join(format!("{pid}.sock")))
 }
 
 /// The directory of this user's accels: control sockets, and the files of terminals shared
@@ -63,38 +77,88 @@ pub fn private_directory() -> io::Result<PathBuf> {
     Ok(dir)
 }
 
+/// Removes this process's control socket, if it has one: called however accel ends (by
+/// `exit.rs`, before a status is returned or a signal re-raised).
+pub fn remove_socket() {
+    let path = SOCKET.lock().unwrap_or_else(PoisonError::into_inner).take();
+    if let Some(path) = path {
+        let _ = fs::remove_file(path);
+    }
+}
+
 /// The listening end of a running accel's control socket; removed when dropped.
 #[derive(Debug)]
 pub struct Control {
     listener: UnixListener,
-    path: PathBuf,
+    /// The control thread serves it: the watcher need not look.
+    served: AtomicBool,
 }
 
 impl Control {
-    /// Listens at this process's socket. Fails, saying why, where the directory is not safe.
+    /// Listens at this process's socket, after clearing stale ones. Fails, saying why, where
+    /// the directory is not safe.
     pub fn listen() -> io::Result<Control> {
         let dir = private_directory()?;
-        let path = dir.join(format!("{}.sock", std::process::id()));
-        // A socket left by an earlier process of this number (killed, say) is stale.
-        let _ = fs::remove_file(&path);
-        let listener = UnixListener::bind(&path)?;
-        fs::set_permissions(&path, fs::Permissions::from_mode(0o600))?;
-        // accel's own socket: not blocking, so that the watcher only looks.
+        clear_stale(&dir);
+        let pid = std::process::id();
+        let path = dir.join(format!("{pid}.sock"));
+        // Bound under a name that no other accel clears, and moved to its place once it
+        // listens: between bind and listen a connection is refused, which says "stale". A
+        // socket at the place is stale: this process is the one of that number now.
+        let bound = dir.join(format!(".{pid}.new"));
+        let _ = fs::remove_file(&bound);
+        let listener = UnixListener::bind(&bound)?;
+        let placed = fs::set_permissions(&bound, fs::Permissions::from_mode(0o600))
+            .and_then(|()| fs::rename(&bound, &path));
+        if let Err(error) = placed {
+            let _ = fs::remove_file(&bound);
+            return Err(error);
+        }
+        *SOCKET.lock().unwrap_or_else(PoisonError::into_inner) = Some(path);
+        // Not blocking until the control thread takes it, so that the watcher only looks.
         listener.set_nonblocking(true)?;
-        Ok(Control { listener, path })
+        Ok(Control { listener, served: AtomicBool::new(false) })
     }
 
-    /// Answers the requests waiting now; `report` gives the report so far.
-    pub fn serve(&self, limits: &Limits, report: impl Fn() -> String) {
-        while let Ok((stream, _)) = self.listener.accept() {
-            let _ = answer(stream, limits, &report);
+    /// Looks for a client, without waiting: the first one starts the control thread, which
+    /// answers it and every later one until the process ends, giving each [`PATIENCE`] to
+    /// ask and to read; a slow client holds only that thread, never the caller (the watcher
+    /// and its stall watchdog). `report` makes what gives the report so far. No thread is
+    /// spent unless someone asks; without one to spare, the client goes unanswered and the
+    /// next one tries again.
+    pub fn look<R: Fn() -> String + Send + 'static>(
+        &self,
+        limits: &Arc<Limits>,
+        report: impl FnOnce() -> R,
+    ) {
+        if self.served.load(Relaxed) {
+            return;
         }
+        let Ok((first, _)) = self.listener.accept() else { return };
+        let Ok(listener) = self.listener.try_clone() else { return };
+        let (limits, report) = (Arc::clone(limits), report());
+        let started = thread::Builder::new().name("accel-control".into()).spawn(move || {
+            let _ = answer(first, &limits, &report);
+            if listener.set_nonblocking(false).is_err() {
+                return;
+            }
+            loop {
+                match listener.accept() {
+                    Ok((stream, _)) => {
+                        let _ = answer(stream, &limits, &report);
+                    }
+                    // Out of descriptors, say: the next client may fare better, a moment on.
+                    Err(_) => thread::sleep(PATIENCE / 20),
+                }
+            }
+        });
+        self.served.store(started.is_ok(), Relaxed);
     }
 }
 
 impl Drop for Control {
     fn drop(&mut self) {
-        let _ = fs::remove_file(&self.path);
+        remove_socket();
     }
 }
 
@@ -105,15 +169,49 @@ fn safe_directory(dir: &Path) -> io::Result<()> {
         Err(error) if error.kind() == io::ErrorKind::AlreadyExists => {}
         Err(error) => return Err(error),
     }
-    let meta = fs::symlink_metadata(dir)?;
-    let uid = rustix::process::getuid().as_raw();
-    if !meta.is_dir() || meta.uid() != uid || meta.mode() & 0o077 != 0 {
-        return Err(io::Error::other(format!(
-            "{} is not a directory only this user may enter",
-            dir.display()
-        )));
+    match not_private(dir, &fs::symlink_metadata(dir)?) {
+        Some(why) => Err(io::Error::other(why)),
+        None => Ok(()),
     }
-    Ok(())
+}
+
+/// Why `dir`, of metadata `meta`, is not a directory only this user may enter; `None` if it
+/// is one.
+fn not_private(dir: &Path, meta: &fs::Metadata) -> Option<String> {
+    let uid = rustix::process::getuid().as_raw();
+    let private = meta.is_dir() && meta.uid() == uid && meta.mode() & 0o077 == 0;
+    (!private).then(|| format!("{} is not a directory only this user may enter", dir.display()))
+}
+
+/// Removes the sockets in `dir` that nobody listens on: left by accels that ended without
+/// removing theirs (`kill -9`). Whether a process of that number runs says nothing (numbers
+/// are taken again); a refused connection says the listener is gone.
+fn clear_stale(dir: &Path) {
+    let Ok(entries) = fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let is_socket_name = name
+            .to_str()
+            .and_then(|name| name.strip_suffix(".sock"))
+            .is_some_and(|pid| pid.parse::<u32>().is_ok());
+        let is_socket = entry.file_type().is_ok_and(|kind| kind.is_socket());
+        if is_socket_name && is_socket && nobody_listens(&entry.path()) {
+            let _ = fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// Whether a connection to the socket at `path` is refused. Not blocking: a listener whose
+/// queue is full (it is busy, so alive) would hold a blocking connect.
+fn nobody_listens(path: &Path) -> bool {
+    use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
+    let Ok(address) = SocketAddrUnix::new(path) else { return false };
+    let flags = SocketFlags::NONBLOCK | SocketFlags::CLOEXEC;
+    let Ok(socket) = rustix::net::socket_with(AddressFamily::UNIX, SocketType::STREAM, flags, None)
+    else {
+        return false;
+    };
+    rustix::net::connect(&socket, &address) == Err(rustix::io::Errno::CONNREFUSED)
 }
 
 /// Serves one client: its credentials, its line, the answer.
@@ -122,7 +220,7 @@ fn answer(stream: UnixStream, limits: &Limits, report: &impl Fn() -> String) -> 
     stream.set_read_timeout(Some(PATIENCE))?;
     stream.set_write_timeout(Some(PATIENCE))?;
     let mut writer = stream.try_clone()?;
-    let peer = sys::peer_uid(&stream)?;
+    let peer = sys::peer(&stream)?.uid;
     let own = rustix::process::getuid().as_raw();
     if peer != own && peer != 0 {
         return writeln!(writer, "error: only user {own} (or root) may talk to this accel");
@@ -162,33 +260,64 @@ pub struct ClientError {
 }
 
 /// Sends `requests` to the accel running as `pid`, in order; the text of the last answer
-/// after `ok` (the report, for a report).
+/// after `ok` (the report, for a report), control characters shown as `?`.
+///
+/// Refused, before a byte is sent, where what it finds is not this user's: the directory
+/// (another user may have made `/tmp/accel-UID` first), the socket, or the listener, which
+/// must also be process `pid`.
 pub fn ask(pid: u32, requests: &[Request]) -> Result<String, ClientError> {
     let fail = |why: String| ClientError { pid, why };
-    let path = socket_path(pid).ok_or_else(|| fail("no control directory".into()))?;
+    let distrust = |why: String| fail(format!("{why}; not talking to it"));
+    let dir = directory().ok_or_else(|| fail("no control directory".into()))?;
+    let path = dir.join(format!("{pid}.sock"));
+    let absent = || {
+        fail(format!(
+            "no accel of this user runs as process {pid} (no socket at {})",
+            path.display()
+        ))
+    };
+    let own = rustix::process::getuid().as_raw();
+    let metadata = |at: &Path| match fs::symlink_metadata(at) {
+        Ok(meta) => Ok(meta),
+        Err(error) if error.kind() == io::ErrorKind::NotFound => Err(absent()),
+        Err(error) => Err(fail(format!("{}: {}", at.display(), describe(&error)))),
+    };
+    if let Some(why) = not_private(&dir, &metadata(&dir)?) {
+        return Err(distrust(why));
+    }
+    let socket = metadata(&path)?;
+    if !socket.file_type().is_socket() || socket.uid() != own {
+        return Err(distrust(format!("{} is not a socket of this user", path.display())));
+    }
     let mut text = String::new();
     for request in requests {
-        let mut stream = UnixStream::connect(&path).map_err(|error| {
-            fail(match error.kind() {
-                io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused => format!(
-                    "no accel of this user runs as process {pid} (no socket at {})",
-                    path.display()
-                ),
-                _ => format!("{}: {}", path.display(), describe(&error)),
-            })
+        let mut stream = UnixStream::connect(&path).map_err(|error| match error.kind() {
+            io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused => absent(),
+            _ => fail(format!("{}: {}", path.display(), describe(&error))),
         })?;
+        let peer = sys::peer(&stream).map_err(|e| fail(describe(&e)))?;
+        if peer.uid != own {
+            return Err(distrust(format!("the socket's listener is user {}, not {own}", peer.uid)));
+        }
+        if let Some(listener) = peer.pid.filter(|&listener| listener != pid) {
+            return Err(distrust(format!(
+                "the socket's listener is process {listener}, not {pid}"
+            )));
+        }
         stream.set_read_timeout(Some(PATIENCE)).map_err(|e| fail(describe(&e)))?;
+        stream.set_write_timeout(Some(PATIENCE)).map_err(|e| fail(describe(&e)))?;
         let line = match request {
             Request::Rate(rate) => format!("rate {rate}\n"),
             Request::InputRate(rate) => format!("input-rate {rate}\n"),
             Request::Report => "report\n".into(),
         };
         stream.write_all(line.as_bytes()).map_err(|e| fail(describe(&e)))?;
-        let mut answer = String::new();
-        io::Read::read_to_string(&mut stream, &mut answer).map_err(|e| fail(describe(&e)))?;
+        let mut answer = Vec::new();
+        stream.take(MOST_ANSWER).read_to_end(&mut answer).map_err(|e| fail(describe(&e)))?;
+        let answer = String::from_utf8_lossy(&answer);
         match answer.strip_prefix("ok\n") {
-            Some(rest) => text = rest.to_owned(),
-            None => return Err(fail(answer.trim().trim_start_matches("error: ").to_owned())),
+            Some(rest) => text = rest.lines().map(|line| printable(line) + "\n").collect(),
+            None => return Err(fail(printable(answer.trim().trim_start_matches("error: ")))),
         }
     }
     Ok(text)

@@ -97,8 +97,9 @@ impl Exit {
     }
 
     /// Ends the way described: by the signal itself for [`Exit::Signal`] (never returning),
-    /// otherwise by returning the status for `main` to return.
+    /// otherwise by returning the status for `main` to return. The control socket goes first.
     pub fn terminate(self) -> i32 {
+        crate::control::remove_socket();
         if let Exit::Signal(signal) = self {
             die_by(signal);
         }
@@ -311,8 +312,10 @@ pub const TERMINATING_SIGNALS: [i32; 3] = [SIGINT, SIGTERM, SIGHUP];
 /// The status for a consumer that went away.
 pub const BROKEN_PIPE: Exit = Exit::Signal(SIGPIPE);
 
-/// Restores the default action of `signal` and raises it; exits 128 + n should that not kill.
+/// Removes the control socket, restores the default action of `signal` and raises it; exits
+/// 128 + n should that not kill.
 pub fn die_by(signal: i32) -> ! {
+    crate::control::remove_socket();
     let _ = signal_hook::low_level::emulate_default_handler(signal);
     // Only reached if the signal is blocked in a way we cannot undo; the status says the same.
     std::process::exit(128 + signal)

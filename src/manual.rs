@@ -104,7 +104,8 @@ pub const EXIT_STATUSES: &[[&str; 2]] = &[
         "1",
         "Reading stdin failed (or stdin was closed), or a `--from` sender's connection ended \
          before its end-of-stream mark (or its input failed); every byte read before the error \
-         was written.",
+         was written. For `-R PID`: that accel could not be reached, or what answers there is \
+         not to be trusted (a directory or socket of another user, a process other than PID).",
     ],
     [
         "2",
@@ -135,8 +136,9 @@ pub const EXIT_STATUSES: &[[&str; 2]] = &[
     ],
     [
         "7",
-        "Bytes spilled to disk (`--spill`) could not be read back; the message names the spill's \
-         directory and how many bytes each output got and lost. It outweighs 1 and 3.",
+        "Bytes spilled to disk (`--spill`) could not be read back (or their write-back to disk \
+         failed); the message names the spill's directory and how many bytes each output got \
+         and lost. It outweighs 1 and 3.",
     ],
     [
         "8",
@@ -233,7 +235,9 @@ const FILES: &[[&str; 2]] = &[
     ["`_accel` in a directory of `$fpath`", "zsh completions, from `accel --generate zsh`"],
     [
         "`$XDG_RUNTIME_DIR/accel/`, else `/tmp/accel-UID/`",
-        "a small file per terminal, through which accels drawing on one terminal share it",
+        "`PID.sock`, the control socket of each running accel (`-R PID`), removed when it ends \
+         (one left by `kill -9` is removed by the next accel to start); a small file per \
+         terminal, through which accels drawing on one terminal share it",
     ],
     [
         "`/etc/mbuffer.rc`, `~/.mbuffer.rc`",

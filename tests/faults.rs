@@ -1127,6 +1127,71 @@ fn accel_hash_thread_panics(engine: &str) {
     assert!(!stderr.contains("  -"), "no hash line: {stderr}");
 }
 
+// ----- the control socket -----
+
+/// Clients that connect to the control socket and say nothing (100 of them, each of which
+/// accel waits on for up to 2 s) while the producer stalls: the watchdog still ends the run
+/// in time, status 4, long before accel could have waited on them all (200 s).
+#[test]
+fn control_clients_that_say_nothing() {
+    let runtime = Scratch::new("control-silent");
+    let (mut child, socket) =
+        crate::control::with_socket_in(&runtime, accel("auto", &["--stall-timeout", "2s"]));
+    let said = Said::collect(&mut child);
+    let _silent: Vec<_> =
+        (0..100).map(|_| std::os::unix::net::UnixStream::connect(&socket).unwrap()).collect();
+    let status = wait_within(&mut child, GENEROUS);
+    assert_eq!(status.code(), Some(4), "{}", said.all());
+    assert!(said.all().starts_with("accel: stalled: no input from stdin for "), "{}", said.all());
+}
+
+/// `accel -R PID` finds what it must not trust where it looks (`/tmp/accel-UID/PID.sock`): a
+/// directory another user (`nobody`) made before this user ever ran accel, a socket another
+/// user made, a listener that is not process PID. It refuses, saying why, status 1, without
+/// sending a thing; nothing the peer would say is printed.
+#[test]
+fn remote_refuses_a_socket_it_cannot_trust() {
+    use crate::control::{fake_server, remote, root_control_dir};
+    use std::os::unix::fs::{PermissionsExt, chown};
+    if !require("root, to make files of another user", is_root()) {
+        return;
+    }
+    let answer: &[u8] = b"ok\nreport so far\n";
+    let pid = std::process::id();
+    // A directory nobody made, 0700, with a socket in it.
+    let tmp = Scratch::new("control-untrusted-dir");
+    let dir = tmp.0.join("accel-0");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::set_permissions(&dir, PermissionsExt::from_mode(0o700)).unwrap();
+    let theirs = dir.join(format!("{pid}.sock"));
+    let listener = fake_server(&theirs, answer);
+    chown(&theirs, Some(65534), Some(65534)).unwrap();
+    chown(&dir, Some(65534), Some(65534)).unwrap();
+    let why = format!("{} is not a directory only this user may enter", dir.display());
+    let mut cases = vec![(tmp, pid, why, listener)];
+    // This user's directory, but a socket nobody made.
+    let tmp = Scratch::new("control-untrusted-socket");
+    let dir = root_control_dir(&tmp);
+    let theirs = dir.join(format!("{pid}.sock"));
+    let listener = fake_server(&theirs, answer);
+    chown(&theirs, Some(65534), Some(65534)).unwrap();
+    let why = format!("{} is not a socket of this user", theirs.display());
+    cases.push((tmp, pid, why, listener));
+    // This user's directory and socket, but the listener is not process PID.
+    let tmp = Scratch::new("control-untrusted-peer");
+    let dir = root_control_dir(&tmp);
+    let other = 4_000_000 + pid % 100_000;
+    let listener = fake_server(&dir.join(format!("{other}.sock")), answer);
+    let why = format!("the socket's listener is process {pid}, not {other}");
+    cases.push((tmp, other, why, listener));
+    for (tmp, pid, why, _listener) in &cases {
+        let out = remote(&tmp.0, *pid, &["-r", "5M"]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{why}: {stderr}");
+        assert_eq!(stderr, format!("accel: -R {pid}: {why}; not talking to it\n"));
+    }
+}
+
 // ----- sizes -----
 
 /// `-m 1`: a page is the least accel holds and moves, so a tiny buffer still moves data at a

@@ -2,7 +2,6 @@
 //! producer, the disk is given back as the backlog drains, memory stays bounded, a read-back
 //! error is told, and a DIR where spilling is not safe is refused before anything is read.
 
-use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::CommandExt;
@@ -170,43 +169,67 @@ fn memory_stays_bounded_with_a_gib_on_disk(engine: &str) {
     assert!(wait_within(&mut child, GENEROUS).success());
 }
 
+/// What accel did with a failing spill: 24 MiB spilled behind `-m 1M` on their way to
+/// `-o DIR/out` at 8 MiB/s, with `filter` (see [`fail_with_eio`]) failing chosen calls.
+struct FailedSpill {
+    dir: Scratch,
+    status: std::process::ExitStatus,
+    stderr: String,
+    data: Vec<u8>,
+    written: Vec<u8>,
+}
+
+fn through_a_failing_spill(
+    engine: &str,
+    name: &str,
+    filter: Vec<libc::sock_filter>,
+) -> FailedSpill {
+    let dir = Scratch::new(&format!("spill-{name}-{engine}"));
+    let out = dir.0.join("out");
+    let mut command = accel(engine, &["-m", "1M", "--spill", dir.arg(), "-r", "8M", "-o"]);
+    command.arg(&out);
+    fail_with_eio(&mut command, filter);
+    let mut child: Child = command.stdin(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let said = Said::collect(&mut child);
+    let data = pattern(24 * MIB, 64);
+    let stdin = child.stdin.take().unwrap();
+    let sent = data.clone();
+    let producer = thread::spawn(move || feed(stdin, &sent, MIB));
+    let status = wait_within(&mut child, GENEROUS);
+    let _ = producer.join();
+    let written = std::fs::read(&out).unwrap();
+    FailedSpill { dir, status, stderr: said.all(), data, written }
+}
+
+/// The bytes delivered by a message `...; D bytes delivered to OUT, ...` that starts with
+/// `prefix`, found in `stderr`.
+fn delivered_after(stderr: &str, prefix: &str) -> usize {
+    let message = stderr.lines().find(|l| l.starts_with(prefix));
+    let message = message.unwrap_or_else(|| panic!("no {prefix:?} in {stderr}"));
+    message[prefix.len()..].split(' ').next().unwrap().parse().unwrap()
+}
+
 /// Spilled bytes that cannot be read back (EIO: every `pread` made to fail, as a dying disk
 /// would): a clear message naming the spill's directory, what the output got and what was
 /// lost, status 7; the output holds exactly what was said.
 fn a_read_back_error_is_told(engine: &str) {
-    let dir = Scratch::new(&format!("spill-eio-{engine}"));
-    let out = dir.0.join("out");
-    let mut command = accel(engine, &["-m", "1M", "--spill", dir.arg(), "-r", "8M", "-o"]);
-    command.arg(&out);
     // A pread64 of a page or more fails with EIO; everything else goes through (the dynamic
     // loader's small reads of library headers, say).
     let count_low_word = ARGS + 2 * 8;
-    fail_with_eio(
-        &mut command,
-        vec![
-            op(LOAD, 0, 0, NR),
-            op(JEQ, 0, 3, libc::SYS_pread64 as u32),
-            op(LOAD, 0, 0, count_low_word),
-            op(JGE, 0, 1, 4096),
-            op(RET, 0, 0, EIO),
-            op(RET, 0, 0, libc::SECCOMP_RET_ALLOW),
-        ],
-    );
-    let mut child: Child = command.stdin(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-    let data = pattern(24 * MIB, 64);
-    let stdin = child.stdin.take().unwrap();
-    let producer = thread::spawn(move || feed(stdin, &data, MIB));
-    let status = wait_within(&mut child, GENEROUS);
-    let _ = producer.join();
-    let mut stderr = String::new();
-    child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
-    assert_eq!(status.code(), Some(7), "{stderr}");
-    let message = stderr.lines().find(|l| l.contains("read back")).unwrap_or_default().to_owned();
-    let prefix = format!("accel: read back from the spill in {}: Input/output error; ", dir.arg());
-    assert!(message.starts_with(&prefix), "{stderr}");
-    let delivered: u64 = message[prefix.len()..].split(' ').next().unwrap().parse().unwrap();
-    let written = File::open(&out).unwrap().metadata().unwrap().len();
-    assert_eq!(written, delivered, "the message says what the output holds: {message}");
+    let filter = vec![
+        op(LOAD, 0, 0, NR),
+        op(JEQ, 0, 3, libc::SYS_pread64 as u32),
+        op(LOAD, 0, 0, count_low_word),
+        op(JGE, 0, 1, 4096),
+        op(RET, 0, 0, EIO),
+        op(RET, 0, 0, libc::SECCOMP_RET_ALLOW),
+    ];
+    let failed = through_a_failing_spill(engine, "eio", filter);
+    assert_eq!(failed.status.code(), Some(7), "{}", failed.stderr);
+    let prefix =
+        format!("accel: read back from the spill in {}: Input/output error; ", failed.dir.arg());
+    let delivered = delivered_after(&failed.stderr, &prefix);
+    assert_eq!(failed.written.len(), delivered, "the message says what the output holds");
 }
 
 // A seccomp filter, to make chosen system calls fail with EIO as a dying disk would.
@@ -270,6 +293,34 @@ fn a_write_error_loses_nothing(engine: &str) {
     told_then_drained(child, pattern(24 * MIB, 65), |said| assert_eq!(said, expected));
 }
 
+/// The spill file's write-back fails (EIO from every `sync_file_range`, as a dying disk
+/// gives it): pages it drops from the cache would read back as the zeros of the reserved
+/// space, so accel says so at once and spills no more, and what it cannot trust to read back
+/// is lost, said: status 7, and the output holds exactly the bytes delivered, each right.
+fn a_write_back_error_is_told(engine: &str) {
+    let filter = vec![
+        op(LOAD, 0, 0, NR),
+        op(JEQ, 0, 1, libc::SYS_sync_file_range as u32),
+        op(RET, 0, 0, EIO),
+        op(RET, 0, 0, libc::SECCOMP_RET_ALLOW),
+    ];
+    let failed = through_a_failing_spill(engine, "wb", filter);
+    let (dir, stderr) = (failed.dir.arg(), &failed.stderr);
+    assert_eq!(failed.status.code(), Some(7), "{stderr}");
+    let warning = format!(
+        "accel: write back to the spill in {dir}: Input/output error; spilling no more, and \
+         what it holds that is not on disk cannot be read back"
+    );
+    assert_eq!(stderr.lines().filter(|l| *l == warning).count(), 1, "{stderr}");
+    let prefix = format!(
+        "accel: read back from the spill in {dir}: written back with an error (Input/output \
+         error); "
+    );
+    let delivered = delivered_after(stderr, &prefix);
+    assert_eq!(failed.written.len(), delivered, "the message says what the output holds");
+    assert_same(&failed.written, &failed.data[..delivered], "what was delivered");
+}
+
 /// A DIR where spilling is not safe is refused before anything is read, status 2: missing,
 /// not a directory, not writable, a file system without unnamed files.
 fn a_bad_dir_is_refused(engine: &str) {
@@ -307,5 +358,6 @@ per_engine!(
     memory_stays_bounded_with_a_gib_on_disk,
     a_read_back_error_is_told,
     a_write_error_loses_nothing,
+    a_write_back_error_is_told,
     a_bad_dir_is_refused,
 );

@@ -8,6 +8,7 @@
 #[macro_use]
 mod util;
 
+mod control;
 mod edges;
 mod faults;
 mod flow;

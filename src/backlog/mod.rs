@@ -316,6 +316,14 @@ impl Closer {
     }
 }
 
+/// How writing the spill file failed.
+enum SpillFailure {
+    /// A write into it (the bytes read are still in memory).
+    Write(io::Error),
+    /// Writing its pages back to disk (bytes spilled may be lost).
+    WriteBack(io::Error),
+}
+
 /// Where the next bytes go: memory to read into, or (memory being full) the spill file.
 #[derive(Debug)]
 pub enum Space<'a> {
@@ -368,11 +376,15 @@ impl SpillVacant<'_> {
                 if n > 0 {
                     self.producer.commit(n, Tier::Disk);
                 }
+                // Found by a reader: spill no more.
+                if let Some(error) = self.file.writeback_failure() {
+                    self.producer.shared.spill_failed(&self.file, &SpillFailure::WriteBack(error));
+                }
                 Ok(n)
             }
             Err(FillError::Read(error)) => Err(error),
             Err(FillError::Write(error, n)) => {
-                self.producer.shared.spill_failed(&self.file, &error);
+                self.producer.shared.spill_failed(&self.file, &SpillFailure::Write(error));
                 let bytes = std::mem::take(&mut self.producer.scratch);
                 let put = self.producer.put(&bytes[..n]);
                 self.producer.scratch = bytes;
@@ -487,14 +499,24 @@ impl Shared {
         self.spill.is_some() && !state.spill_full && !state.spill_failed
     }
 
-    /// Writing the spill file failed: no more spilling in this run, and the user is told.
-    fn spill_failed(&self, spill: &SpillFile, error: &io::Error) {
+    /// Writing the spill file failed: no more spilling in this run, and the user is told
+    /// once, with what it means for the bytes spilled.
+    fn spill_failed(&self, spill: &SpillFile, failure: &SpillFailure) {
         let mut state = self.lock();
         if !state.spill_failed {
             state.spill_failed = true;
+            let (what, error, outcome) = match failure {
+                SpillFailure::Write(error) => {
+                    ("write to", error, "the producer waits while memory drains (nothing is lost)")
+                }
+                SpillFailure::WriteBack(error) => (
+                    "write back to",
+                    error,
+                    "and what it holds that is not on disk cannot be read back",
+                ),
+            };
             self.log.warn(format_args!(
-                "write to the spill in {}: {}; spilling no more, the producer waits while \
-                 memory drains (nothing is lost)",
+                "{what} the spill in {}: {}; spilling no more, {outcome}",
                 spill.dir().display(),
                 crate::endpoint::describe(error)
             ));
@@ -709,8 +731,10 @@ impl Producer {
             shared.has_data.notify_all();
         }
         drop(state);
-        if let (Some(at), Some(spill)) = (filled_window, &shared.spill) {
-            spill.filled(at);
+        if let (Some(at), Some(spill)) = (filled_window, &shared.spill)
+            && let Err(error) = spill.filled(at)
+        {
+            shared.spill_failed(spill, &SpillFailure::WriteBack(error));
         }
     }
 }

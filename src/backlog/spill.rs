@@ -12,6 +12,11 @@
 //!   and offsets start again at 0.
 //! - The page cache is not flooded: a window is written back as soon as it is full and
 //!   dropped from the cache once it is on disk; pages read back go with their hole.
+//! - A write-back that fails is never silent zeros: a page whose write failed may leave the
+//!   cache, and the reserved space it would be read back from holds zeros. So each window
+//!   is checked on disk before it is dropped, a read back of bytes not yet checked first asks
+//!   whether a write-back failed since, and once one has, the bytes not yet checked on disk are not read back:
+//!   the reader fails (`read back ...`, status 7) and the producer spills no more.
 //! - Zero-copy where the kernel allows: a pipe input is spliced into the file (one copy, by
 //!   the kernel), and the file is spliced into a pipe output (page-cache references, none).
 
@@ -19,6 +24,7 @@ use std::fs;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
 
 use rustix::event::PollFlags;
 use rustix::io::Errno;
@@ -66,6 +72,18 @@ pub struct SpillFile {
     dir: PathBuf,
     /// The most disk it may hold (`--spill-size`); `None`: as much as leaves 5 % free.
     budget: Option<u64>,
+    written: Mutex<WriteBack>,
+}
+
+/// What is known of the spill file's write-back.
+#[derive(Debug, Default)]
+struct WriteBack {
+    /// Every window below this offset was checked on disk (and dropped from the cache).
+    confirmed: u64,
+    /// A write-back failed (the error number): from this offset on, spilled bytes cannot be
+    /// trusted to read back. The kernel says only that some write-back of the file failed
+    /// since the last look, so this is where the windows not yet checked begin.
+    lost: Option<(u64, i32)>,
 }
 
 impl SpillFile {
@@ -92,7 +110,7 @@ impl SpillFile {
         sys::punch_hole(fd.as_fd(), 0, page).map_err(|error| {
             format!("its file system cannot give space back (punch a hole): {}", describe(&error))
         })?;
-        Ok(SpillFile { fd, dir: dir.to_owned(), budget })
+        Ok(SpillFile { fd, dir: dir.to_owned(), budget, written: Mutex::default() })
     }
 
     /// The directory spilled into, for messages.
@@ -162,6 +180,7 @@ impl SpillFile {
         len: usize,
         scratch: &mut Vec<u8>,
     ) -> Result<usize, PassError> {
+        let len = self.readable(offset, len).map_err(PassError::ReadBack)?;
         if output.kind == FdKind::Pipe && output.can_splice_to() && sys::CAN_SPLICE {
             let mut at = offset;
             loop {
@@ -179,8 +198,11 @@ impl SpillFile {
     }
 
     /// Reads spilled bytes at `offset` into `buf`: all of it, or an error (a spilled range is
-    /// never short of what was committed).
+    /// never short of what was committed, nor read back where a write-back failed: looked at
+    /// before and after, since a page of a failed write can leave the cache meanwhile).
     pub fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        let Some(last) = (buf.len() as u64).checked_sub(1) else { return Ok(0) };
+        self.readable(offset + last, 1)?;
         let mut done = 0;
         while done < buf.len() {
             match rustix::io::pread(&self.fd, &mut buf[done..], offset + done as u64) {
@@ -190,7 +212,45 @@ impl SpillFile {
                 Err(error) => return Err(error.into()),
             }
         }
+        self.readable(offset + last, 1)?;
         Ok(done)
+    }
+
+    /// How many of `len` spilled bytes at `offset` may be read back: all of them, or those
+    /// before the point from which a failed write-back lost them; the error when `offset`
+    /// is past that point. For bytes not yet checked on disk, asks the kernel first whether
+    /// a write-back failed since the last look (a system call that waits for nothing);
+    /// windows checked on disk are read from there, whatever fails later.
+    fn readable(&self, offset: u64, len: usize) -> io::Result<usize> {
+        let unchecked = offset + len as u64 > self.lock().confirmed;
+        if unchecked && let Err(error) = sys::writeback_error(self.fd.as_fd()) {
+            self.lose(&error);
+        }
+        match self.lock().lost {
+            Some((from, errno)) if offset >= from => Err(io::Error::other(format!(
+                "written back with an error ({})",
+                describe(&io::Error::from_raw_os_error(errno))
+            ))),
+            Some((from, _)) => Ok(len.min((from - offset) as usize)),
+            None => Ok(len),
+        }
+    }
+
+    /// A write-back failed with `error`: what was not yet checked on disk is lost.
+    fn lose(&self, error: &io::Error) {
+        let mut written = self.lock();
+        let from = written.lost.map_or(written.confirmed, |(from, _)| from.min(written.confirmed));
+        written.lost = Some((from, error.raw_os_error().unwrap_or(libc::EIO)));
+    }
+
+    /// The error of a failed write-back, once one is known (by [`filled`](Self::filled) or a
+    /// read back).
+    pub fn writeback_failure(&self) -> Option<io::Error> {
+        self.lock().lost.map(|(_, errno)| io::Error::from_raw_os_error(errno))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, WriteBack> {
+        self.written.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn write_all_at(&self, bytes: &[u8], offset: u64) -> io::Result<()> {
@@ -206,12 +266,19 @@ impl SpillFile {
     }
 
     /// A window at `offset` is full: start writing it to disk, and drop the one before from
-    /// the page cache once it is written.
-    pub fn filled(&self, offset: u64) {
-        sys::start_writeback(self.fd.as_fd(), offset, WINDOW);
-        if let Some(before) = offset.checked_sub(WINDOW) {
-            sys::drop_written(self.fd.as_fd(), before, WINDOW);
-        }
+    /// the page cache once it is checked written (`sync_file_range` waiting for it, which
+    /// reports a failed write-back; no `fdatasync`: a spill need not survive a crash, only be
+    /// read back). A failed write-back is returned, and what was not yet checked on disk is
+    /// not read back from then on.
+    pub fn filled(&self, offset: u64) -> io::Result<()> {
+        let fd = self.fd.as_fd();
+        let checked = sys::start_writeback(fd, offset, WINDOW).and_then(|()| {
+            let Some(before) = offset.checked_sub(WINDOW) else { return Ok(()) };
+            sys::drop_written(fd, before, WINDOW)?;
+            self.lock().confirmed = offset;
+            Ok(())
+        });
+        checked.inspect_err(|error| self.lose(error))
     }
 
     /// Every reader has passed the window at `offset`: its disk goes back.
@@ -227,5 +294,6 @@ impl SpillFile {
     /// Nothing is spilled: the file is emptied, and offsets may start again at 0.
     pub fn empty(&self) {
         let _ = rustix::fs::ftruncate(&self.fd, 0);
+        self.lock().confirmed = 0;
     }
 }

@@ -228,9 +228,12 @@ fn status_kib(field: &str) -> Option<u64> {
     line.trim().trim_end_matches("kB").trim().parse().ok()
 }
 
-/// The user id of the process at the other end of a Unix socket.
-pub fn peer_uid(socket: &impl AsFd) -> io::Result<u32> {
-    Ok(rustix::net::sockopt::socket_peercred(socket)?.uid.as_raw())
+/// Who is at the other end of a Unix socket (`SO_PEERCRED`: the user and the process that
+/// connected, or that listens).
+pub fn peer(socket: &impl AsFd) -> io::Result<super::Peer> {
+    let credentials = rustix::net::sockopt::socket_peercred(socket)?;
+    let pid = credentials.pid.as_raw_nonzero().get() as u32;
+    Ok(super::Peer { uid: credentials.uid.as_raw(), pid: Some(pid) })
 }
 
 /// Moves up to `len` bytes like [`splice`], reading from `from` at `*from_at` (a file; the
@@ -276,33 +279,51 @@ pub fn punch_hole(fd: BorrowedFd<'_>, offset: u64, len: u64) -> io::Result<()> {
     Ok(rustix::fs::fallocate(fd, mode, offset, len)?)
 }
 
-/// Starts writing `len` bytes of `fd` at `offset` back to disk, without waiting.
-pub fn start_writeback(fd: BorrowedFd<'_>, offset: u64, len: u64) {
-    use std::os::fd::AsRawFd;
-    // SAFETY: sync_file_range on a valid descriptor; best effort.
-    unsafe {
-        libc::sync_file_range(
-            fd.as_raw_fd(),
-            offset as i64,
-            len as i64,
-            libc::SYNC_FILE_RANGE_WRITE,
-        );
-    }
+/// Starts writing `len` bytes of `fd` at `offset` back to disk, without waiting; fails only
+/// where writing back could not be started.
+pub fn start_writeback(fd: BorrowedFd<'_>, offset: u64, len: u64) -> io::Result<()> {
+    sync_range(fd, offset, len, libc::SYNC_FILE_RANGE_WRITE)
 }
 
 /// Waits until `len` bytes of `fd` at `offset` are on disk, then drops them from the page
-/// cache, so that spilled data does not crowd out everyone else's cache.
-pub fn drop_written(fd: BorrowedFd<'_>, offset: u64, len: u64) {
-    use std::os::fd::AsRawFd;
+/// cache, so that spilled data does not crowd out everyone else's cache. A write-back that
+/// failed (anywhere in the file since the last look: the kernel tells it once per open file)
+/// is returned, and then nothing is dropped: a page whose write failed would read back as
+/// what the disk holds there.
+pub fn drop_written(fd: BorrowedFd<'_>, offset: u64, len: u64) -> io::Result<()> {
     let all = libc::SYNC_FILE_RANGE_WAIT_BEFORE
         | libc::SYNC_FILE_RANGE_WRITE
         | libc::SYNC_FILE_RANGE_WAIT_AFTER;
-    // SAFETY: sync_file_range on a valid descriptor; best effort.
-    unsafe { libc::sync_file_range(fd.as_raw_fd(), offset as i64, len as i64, all) };
+    sync_range(fd, offset, len, all)?;
     let _ = rustix::fs::fadvise(
         fd,
         offset,
         std::num::NonZeroU64::new(len),
         rustix::fs::Advice::DontNeed,
     );
+    Ok(())
+}
+
+/// A write-back of `fd` that failed since the last look (by this or [`drop_written`]), found
+/// without writing or waiting for anything: waiting "before" on a range past any data waits
+/// for no page, and reports the file's write-back error as every wait does.
+pub fn writeback_error(fd: BorrowedFd<'_>) -> io::Result<()> {
+    sync_range(fd, i64::MAX as u64 - 1, 1, libc::SYNC_FILE_RANGE_WAIT_BEFORE)
+}
+
+/// `sync_file_range`, again when a signal interrupts it (an interrupted wait is no failure).
+fn sync_range(fd: BorrowedFd<'_>, offset: u64, len: u64, flags: libc::c_uint) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    loop {
+        // SAFETY: sync_file_range on a valid descriptor.
+        let done =
+            unsafe { libc::sync_file_range(fd.as_raw_fd(), offset as i64, len as i64, flags) };
+        match done {
+            0 => return Ok(()),
+            _ => match io::Error::last_os_error() {
+                error if error.kind() == io::ErrorKind::Interrupted => {}
+                error => return Err(error),
+            },
+        }
+    }
 }

@@ -16,10 +16,10 @@
 //! - [`is_packet_mode`]: whether a pipe delivers packets (Linux `O_DIRECT` pipes).
 //! - [`memory_limit`]: how much the buffer may take under the machine's memory, rlimits and
 //!   (Linux) the memory cgroup.
-//! - [`peer_uid`]: who is at the other end of the control socket.
+//! - [`peer`]: who is at the other end of the control socket.
 //! - [`spill_file`], [`reserve_space`], [`punch_hole`], [`start_writeback`],
-//!   [`drop_written`], [`splice_to_file`], [`splice_from_file`]: the spill file (`O_TMPFILE`,
-//!   `fallocate`, `sync_file_range`, `posix_fadvise`).
+//!   [`drop_written`], [`writeback_error`], [`splice_to_file`], [`splice_from_file`]: the
+//!   spill file (`O_TMPFILE`, `fallocate`, `sync_file_range`, `posix_fadvise`).
 //! - [`retire`]: close a finished output early, keeping its descriptor's number taken.
 //! - [`limit_unacknowledged`]: give up a TCP connection whose sent data stays unacknowledged
 //!   (Linux's `TCP_USER_TIMEOUT`), so that a peer that vanished mid-transfer is noticed.
@@ -48,8 +48,9 @@ use std::os::fd::{AsRawFd, BorrowedFd};
 
 pub use imp::{
     CAN_SPLICE, PoolPipe, accept_only_with_data, advise_huge_pages, drop_written, enlarge_pipe,
-    is_packet_mode, limit_unacknowledged, peer_uid, pipe_target_size, punch_hole, reserve_space,
+    is_packet_mode, limit_unacknowledged, peer, pipe_target_size, punch_hole, reserve_space,
     spill_file, splice, splice_from_file, splice_to_file, start_writeback, widen_send_buffer,
+    writeback_error,
 };
 pub use memory::{MemoryLimit, memory_limit, physical_memory};
 
@@ -59,6 +60,15 @@ pub use memory::{MemoryLimit, memory_limit, physical_memory};
 /// measured to cut the per-GiB cost of a pipe roughly in half against the default 64 KiB; larger
 /// pipes bring little more and are unswappable memory charged to the user who made them.
 pub const PIPE_TARGET_SIZE: usize = 1 << 20;
+
+/// Who is at the other end of a Unix socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Peer {
+    /// Its user.
+    pub uid: u32,
+    /// Its process, where the system says (Linux).
+    pub pid: Option<u32>,
+}
 
 /// Why a pool pipe could not be had.
 #[derive(Debug, thiserror::Error)]

@@ -95,8 +95,9 @@ pub fn data_used() -> Option<u64> {
     None
 }
 
-/// The user id of the process at the other end of a Unix socket (`getpeereid`, BSD and macOS).
-pub fn peer_uid(socket: &impl std::os::fd::AsFd) -> std::io::Result<u32> {
+/// Who is at the other end of a Unix socket: its user (`getpeereid`, BSD and macOS); not its
+/// process, which `getpeereid` does not say.
+pub fn peer(socket: &impl std::os::fd::AsFd) -> std::io::Result<super::Peer> {
     // Compiled on Linux too (see sys/mod.rs), which has no getpeereid; never called there.
     #[cfg(not(target_os = "linux"))]
     {
@@ -106,7 +107,7 @@ pub fn peer_uid(socket: &impl std::os::fd::AsFd) -> std::io::Result<u32> {
         if unsafe { libc::getpeereid(socket.as_fd().as_raw_fd(), &mut uid, &mut gid) } != 0 {
             return Err(std::io::Error::last_os_error());
         }
-        Ok(uid)
+        Ok(super::Peer { uid, pid: None })
     }
     #[cfg(target_os = "linux")]
     {
@@ -170,7 +171,16 @@ pub fn punch_hole(_fd: BorrowedFd<'_>, _offset: u64, _len: u64) -> std::io::Resu
 }
 
 /// Nothing here; the kernel writes back in its own time.
-pub fn start_writeback(_fd: BorrowedFd<'_>, _offset: u64, _len: u64) {}
+pub fn start_writeback(_fd: BorrowedFd<'_>, _offset: u64, _len: u64) -> std::io::Result<()> {
+    Ok(())
+}
 
 /// Nothing here; the page cache keeps what it keeps.
-pub fn drop_written(_fd: BorrowedFd<'_>, _offset: u64, _len: u64) {}
+pub fn drop_written(_fd: BorrowedFd<'_>, _offset: u64, _len: u64) -> std::io::Result<()> {
+    Ok(())
+}
+
+/// Not known here (no spilling: see [`punch_hole`]).
+pub fn writeback_error(_fd: BorrowedFd<'_>) -> std::io::Result<()> {
+    Ok(())
+}

@@ -192,7 +192,8 @@ pub struct Sides {
     pub engine: String,
     /// The rate limits, shown, and changed through the control socket.
     pub limits: Arc<Limits>,
-    /// The control socket (`-R`), served at each look.
+    /// The control socket (`-R`): looked at at each tick, served on a thread of its own
+    /// from the first client on.
     pub control: Option<Control>,
 }
 
@@ -346,10 +347,11 @@ impl Watch {
     }
 
     /// One look at the counters, `step` after the last; `false` once the run has finished.
-    fn tick(&self, step: Duration) -> bool {
+    fn tick(self: &Arc<Watch>, step: Duration) -> bool {
         if let Some(control) = &self.control {
-            control.serve(&self.limits, || {
-                self.prefixed(&report::so_far(&self.snapshot(), &self.names))
+            control.look(&self.limits, || {
+                let watch = Arc::clone(self);
+                move || watch.report_so_far()
             });
         }
         let mut state = self.lock();
@@ -608,8 +610,12 @@ impl Watch {
         if self.quiet {
             return;
         }
-        let report = self.prefixed(&report::so_far(&self.snapshot(), &self.names));
-        self.say(&fitted(&report, rustix::stdio::stderr()));
+        self.say(&fitted(&self.report_so_far(), rustix::stdio::stderr()));
+    }
+
+    /// The report so far, as SIGUSR1 prints it and the control socket sends it.
+    pub fn report_so_far(&self) -> String {
+        self.prefixed(&report::so_far(&self.snapshot(), &self.names))
     }
 
     /// Writes `text` (whole lines) on stderr without garbling the progress line: above the
