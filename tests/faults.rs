@@ -1072,15 +1072,20 @@ fn with_a_panic(engine: &str, panic: &str, args: &[&str]) -> (ExitStatus, Vec<u8
     let mut child = piped(accel(engine, args).env("ACCEL_TEST_PANIC", panic));
     let said = Said::collect(&mut child);
     let stdin = child.stdin.take().unwrap();
-    // The run may end before the producer is done: its write then fails.
-    let producer = thread::spawn(move || feed(stdin, &pattern(8 << 20, 41), 1 << 20));
+    // All 8 MiB go into the buffer before the consumer reads a byte: the splice engine would
+    // otherwise move them straight from stdin to stdout, past the output thread, which then
+    // never takes the bytes it is to panic after.
+    let fed = within(GENEROUS, move || feed(stdin, &pattern(8 << 20, 41), 1 << 20));
+    if !matches!(fed, Some(Ok(()))) {
+        let _ = child.kill();
+        panic!("the producer was not done within {GENEROUS:?}: {fed:?}: {}", said.text());
+    }
     let stdout = child.stdout.take().unwrap();
     let Some(out) = within(GENEROUS, move || drain(stdout)) else {
         let _ = child.kill();
         panic!("no end within {GENEROUS:?}: {}", said.text());
     };
     let status = wait_within(&mut child, GENEROUS);
-    let _ = producer.join().unwrap();
     (status, out, said.all())
 }
 
