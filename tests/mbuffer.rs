@@ -88,8 +88,9 @@ fn the_backup_tools_command_lines_pass_every_byte_quietly() {
     }
 }
 
-/// A consumer that goes away early: status 1 and a line saying so, never death by SIGPIPE
-/// (mbuffer's status, which zfs_autobackup and syncoid read).
+/// A consumer that goes away early: status 1 and one line saying so, never death by SIGPIPE
+/// (mbuffer's status, which zfs_autobackup and syncoid read). The README's Faults row
+/// "consumer exits early, run as mbuffer".
 #[test]
 fn a_consumer_that_exits_early_gives_status_1() {
     let link = Link::new("epipe");
@@ -108,7 +109,8 @@ fn a_consumer_that_exits_early_gives_status_1() {
     writer.join().unwrap();
     let said = said.all();
     assert_eq!(status.code(), Some(1), "{status}: {said}");
-    assert!(said.contains("Broken pipe"), "{said}");
+    assert_eq!(said.lines().count(), 1, "{said}");
+    assert!(said.starts_with("accel: write to stdout: Broken pipe; "), "{said}");
 }
 
 /// `-W 2` with a consumer that reads nothing ends the run with an error, status 1; so does a
@@ -572,4 +574,147 @@ fn s_does_not_hold_partial_data_in_an_ordinary_pipe() {
     assert_eq!(&got, b"a line\n");
     drop(stdin);
     assert!(wait_within(&mut child, GENEROUS).success());
+}
+
+/// What the stand-in `zfs` does: just what syncoid 2.1.0 asks of it for one replication of
+/// `$src` (whose stream is the file `sent`) to a new `$dst` (the file `received`), the two
+/// set in lines before this. Every call is logged in `calls`; one it was not made for is logged
+/// as `unexpected` and fails.
+const ZFS_STANDIN: &str = r#"
+state="$(dirname "$0")/../zfs"
+echo "zfs $*" >> "$state/calls"
+dataset="${!#}"
+missing() { echo "cannot open '$1': dataset does not exist" >&2; exit 1; }
+case "$1 $2" in
+"get -H") # zfs get -H PROPERTY DATASET: a property, unset
+    [ "$dataset" = "$src" ] || { [ "$dataset" = "$dst" ] && [ -e "$state/received" ]; } ||
+        missing "$dataset"
+    printf '%s\t%s\t-\t-\n' "$dataset" "$3" ;;
+"get -Hpd") # zfs get -Hpd 1 -t snapshot guid,creation $src: the snapshots
+    [ "$dataset" = "$src" ] || missing "$dataset"
+    while read -r name guid creation; do
+        printf '%s\tguid\t%s\t-\n%s\tcreation\t%s\t-\n' "$name" "$guid" "$name" "$creation"
+    done < "$state/snapshots" ;;
+"snapshot $src@"*)
+    echo "$2 $RANDOM$RANDOM $(date +%s)" >> "$state/snapshots" ;;
+"send -nvP") # the size estimate
+    size=$(stat -c %s "$state/sent")
+    printf 'full\t%s\t%s\nsize\t%s\n' "$3" "$size" "$size" ;;
+"send $src@"*) # a snapshot's stream
+    cut -d ' ' -f 1 "$state/snapshots" | grep -qxF "$2" || missing "$2"
+    exec cat "$state/sent" ;;
+"receive "*)
+    [ "$dataset" = "$dst" ] || missing "$dataset"
+    exec cat > "$state/received" ;;
+*)
+    echo "unexpected: zfs $*" >> "$state/calls"
+    echo "the zfs stand-in was not made for: zfs $*" >&2
+    exit 1 ;;
+esac
+"#;
+
+/// syncoid's `mbuffer`: says how it was called, runs accel through a link named `mbuffer`,
+/// and says what accel said and how it ended (syncoid sends mbuffer's stderr to /dev/null, and
+/// the pipeline's status is `zfs receive`'s).
+const MBUFFER_WRAPPER: &str = r#"#!/bin/bash
+here="$(dirname "$0")/.."
+echo "$*" >> "$here/mbuffer-args"
+"$here/accel/mbuffer" "$@" 2>> "$here/mbuffer-said"
+status=$?
+echo "$status" >> "$here/mbuffer-status"
+exit "$status"
+"#;
+
+/// Where `program` is, looked for on PATH and in the sbin directories (syncoid is in
+/// /usr/sbin, which a user's PATH may lack).
+fn find_program(program: &str) -> Option<PathBuf> {
+    let path = std::env::var("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain(["/usr/local/sbin", "/usr/sbin", "/sbin"].map(PathBuf::from))
+        .map(|dir| dir.join(program))
+        .find(|candidate| candidate.is_file())
+}
+
+/// syncoid itself (sanoid's), local to local, with a stand-in `zfs`: it finds accel as its
+/// `mbuffer` with `command -v`, runs `zfs send | mbuffer -q -s 128k -m 16M | pv | zfs receive`,
+/// and every byte of the stream arrives; accel, not the real mbuffer, ran, quietly, status 0.
+#[test]
+fn syncoid_replicates_through_accel_as_its_mbuffer() {
+    let syncoid = find_program("syncoid");
+    if !require("syncoid (apt-get install sanoid)", syncoid.is_some()) {
+        return;
+    }
+    let scratch = Scratch::new("syncoid");
+    let (bin, state, accel) = (scratch.path("bin"), scratch.path("zfs"), scratch.path("accel"));
+    for dir in [&bin, &state, &accel, &scratch.path("home")] {
+        std::fs::create_dir(dir).unwrap();
+    }
+    let executable = |path: PathBuf, text: &str| {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::write(&path, text).unwrap();
+        std::fs::set_permissions(&path, PermissionsExt::from_mode(0o755)).unwrap();
+    };
+    // Names of this process's own: syncoid will not receive into a dataset that any process
+    // on the machine is receiving into (`ps`), such as another test run's stand-in.
+    let (src, dst) =
+        (format!("pool/src-{}", std::process::id()), format!("pool/dst-{}", std::process::id()));
+    executable(bin.join("zfs"), &format!("#!/bin/bash\nsrc={src}\ndst={dst}{ZFS_STANDIN}"));
+    // zpool get -o value -H feature@extensible_dataset POOL: resumable streams are there.
+    executable(bin.join("zpool"), "#!/bin/sh\necho active\n");
+    executable(bin.join("mbuffer"), MBUFFER_WRAPPER);
+    std::os::unix::fs::symlink(ACCEL, accel.join("mbuffer")).unwrap();
+    // Not a multiple of syncoid's 128k blocks, and more than its 16M buffer.
+    let data = pattern((20 << 20) + 12345, 27);
+    std::fs::write(state.join("sent"), &data).unwrap();
+    std::fs::write(state.join("snapshots"), "").unwrap();
+    let path = std::env::join_paths(
+        std::iter::once(bin.clone()).chain(std::env::split_paths(&std::env::var("PATH").unwrap())),
+    )
+    .unwrap();
+
+    // The check syncoid makes (`command -v mbuffer`, in sh) finds the wrapper, before
+    // /usr/bin/mbuffer.
+    let found = Command::new("sh").args(["-c", "command -v mbuffer"]).env("PATH", &path).output();
+    let found = String::from_utf8(found.unwrap().stdout).unwrap();
+    assert_eq!(found.trim_end(), bin.join("mbuffer").to_str().unwrap());
+
+    let mut child = Command::new(syncoid.unwrap())
+        .args(["--debug", "--no-privilege-elevation", &src, &dst])
+        .env("PATH", &path)
+        .env("HOME", scratch.path("home"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let said = Said::collect(&mut child);
+    let stdout = child.stdout.take().unwrap();
+    let printed = thread::spawn(move || String::from_utf8_lossy(&drain(stdout)).into_owned());
+    let status = wait_within(&mut child, GENEROUS);
+    let (printed, said) = (printed.join().unwrap(), said.all());
+    let read = |name: &str| std::fs::read_to_string(state.join(name)).unwrap_or_default();
+    let calls = read("calls");
+    let context = format!("syncoid {status}\nstdout:\n{printed}\nstderr:\n{said}\nzfs:\n{calls}");
+    assert_eq!(status.code(), Some(0), "{context}");
+    assert!(!calls.contains("unexpected"), "{context}");
+    assert!(!printed.contains("mbuffer not available"), "{context}");
+    let pipeline =
+        printed.lines().find(|line| line.contains("zfs send") && line.contains("zfs receive"));
+    assert!(pipeline.is_some_and(|line| line.contains("| mbuffer ")), "{context}");
+
+    let received = std::fs::read(state.join("received")).unwrap_or_default();
+    assert_same(
+        &received,
+        &data,
+        &format!("zfs send | syncoid's mbuffer | zfs receive\n{context}"),
+    );
+    // accel ran as syncoid's mbuffer, once, with syncoid's options: status 0, nothing said.
+    assert_eq!(
+        std::fs::canonicalize(accel.join("mbuffer")).unwrap(),
+        std::fs::canonicalize(ACCEL).unwrap()
+    );
+    let here = |name: &str| std::fs::read_to_string(scratch.path(name)).unwrap_or_default();
+    assert_eq!(here("mbuffer-args"), "-q -s 128k -m 16M\n", "{context}");
+    assert_eq!(here("mbuffer-status"), "0\n", "{context}");
+    assert_eq!(here("mbuffer-said"), "", "{context}");
 }
