@@ -14,8 +14,9 @@
 //! left by an accel that could not remove it (`kill -9`) is cleared by the next accel to
 //! start: a socket nobody listens on is stale, whatever process now has its number.
 //!
-//! The protocol is one line each way: `rate N`, `input-rate N` (bytes per second, 0 for no
-//! limit) or `report`; the answer is `ok` and the report so far, or `error: why`. The watcher
+//! The protocol is a line from the client: `rate N`, `input-rate N` (bytes per second, 0 for
+//! no limit) or `report`; the answer is `ok` and the limit replaced, or the report so far, or
+//! `error: why`. The watcher
 //! looks for a first client at each tick (twice a second) without waiting; that client
 //! starts a thread of the socket's own, which serves it and every later one, so that a client
 //! slow to ask or to read holds only that thread, never the watcher and its stall watchdog.
@@ -228,13 +229,10 @@ fn answer(stream: UnixStream, limits: &Limits, report: &impl Fn() -> String) -> 
     let mut line = String::new();
     BufReader::new(&stream).read_line(&mut line)?;
     match parse(line.trim()) {
-        Some(Request::Rate(rate)) => {
-            limits.output.store(rate, Relaxed);
-            writeln!(writer, "ok")
-        }
+        // The limit it replaced, so that the client can say what it changed.
+        Some(Request::Rate(rate)) => writeln!(writer, "ok\n{}", limits.output.swap(rate, Relaxed)),
         Some(Request::InputRate(rate)) => {
-            limits.input.store(rate, Relaxed);
-            writeln!(writer, "ok")
+            writeln!(writer, "ok\n{}", limits.input.swap(rate, Relaxed))
         }
         Some(Request::Report) => write!(writer, "ok\n{}", report()),
         None => writeln!(writer, "error: not a request: {:?}", line.trim()),
@@ -259,8 +257,9 @@ pub struct ClientError {
     why: String,
 }
 
-/// Sends `requests` to the accel running as `pid`, in order; the text of the last answer
-/// after `ok` (the report, for a report), control characters shown as `?`.
+/// Sends `requests` to the accel running as `pid`, in order; what to print: for each limit
+/// changed, a line saying from what to what (`rate limit of 4242: 10 MiB/s → none`), for a
+/// report, the report, its control characters shown as `?`.
 ///
 /// Refused, before a byte is sent, where what it finds is not this user's: the directory
 /// (another user may have made `/tmp/accel-UID` first), the socket, or the listener, which
@@ -315,10 +314,18 @@ pub fn ask(pid: u32, requests: &[Request]) -> Result<String, ClientError> {
         let mut answer = Vec::new();
         stream.take(MOST_ANSWER).read_to_end(&mut answer).map_err(|e| fail(describe(&e)))?;
         let answer = String::from_utf8_lossy(&answer);
-        match answer.strip_prefix("ok\n") {
-            Some(rest) => text = rest.lines().map(|line| printable(line) + "\n").collect(),
-            None => return Err(fail(printable(answer.trim().trim_start_matches("error: ")))),
-        }
+        let Some(rest) = answer.strip_prefix("ok\n") else {
+            return Err(fail(printable(answer.trim().trim_start_matches("error: "))));
+        };
+        let changed = |what: &str, rate: u64| {
+            let was = rest.trim().parse().map_or_else(|_| "?".to_owned(), show_rate);
+            format!("{what} of {pid}: {was} \u{2192} {}\n", show_rate(rate))
+        };
+        text += &match request {
+            Request::Rate(rate) => changed("rate limit", *rate),
+            Request::InputRate(rate) => changed("input rate limit", *rate),
+            Request::Report => rest.lines().map(|line| printable(line) + "\n").collect(),
+        };
     }
     Ok(text)
 }

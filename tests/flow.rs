@@ -348,7 +348,7 @@ fn input_blocks_are_read_whole(engine: &str) {
 
 /// `-r 0` (or `none`, `off`) is no limit, as pv's `-L 0`: on the command line, and sent to a
 /// running accel, which then lets through at once what its 1 KiB/s limit would have taken an
-/// hour over.
+/// hour over; `-R` says what it changed, from what to what.
 fn a_limit_of_0_lifts_it(engine: &str) {
     for word in ["0", "none", "OFF"] {
         let out = accel(engine, &["-r", word, "--input-rate", word])
@@ -362,6 +362,14 @@ fn a_limit_of_0_lifts_it(engine: &str) {
     let pid = child.id().to_string();
     let (stdin, stdout) = line_through(&mut child);
     let out = Command::new(ACCEL).args(["-R", &pid, "-r", "0"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // It says what it changed.
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(said, format!("rate limit of {pid}: 1 KiB/s \u{2192} none\n"));
+    let out = Command::new(ACCEL).args(["-R", &pid, "--input-rate", "2M"]).output().unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(said, format!("input rate limit of {pid}: none \u{2192} 2 MiB/s\n"));
+    let out = Command::new(ACCEL).args(["-R", &pid, "--input-rate", "off"]).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let data = pattern(4 * MIB, 57);
     let sent = data.clone();
