@@ -354,10 +354,18 @@ fn output_nonblocking_set_by_a_third_party(engine: &str) {
         let data = pattern(6 << 20, 9);
         let sent = data.clone();
         let mut stdin_w = File::from(stdin_w);
-        // Bursts with pauses, so that accel finds stdin empty (EAGAIN).
+        // Bursts with pauses; past 4 MiB (beyond what the consumer reads before it waits for a
+        // full stdout), nothing more until accel has found stdin empty (EAGAIN): on a loaded
+        // machine accel under strace may lag behind the pauses and never find it so.
+        let log = trace.clone();
         let producer = thread::spawn(move || {
-            for piece in sent.chunks(300_000) {
+            for (at, piece) in sent.chunks(300_000).enumerate() {
                 stdin_w.write_all(piece).unwrap();
+                if at == (4 << 20) / 300_000 {
+                    eventually(GENEROUS, "accel meets EAGAIN on stdin", || {
+                        eagain(&log, Side::Input)
+                    });
+                }
                 thread::sleep(Duration::from_millis(3));
             }
         });

@@ -90,10 +90,24 @@ pub const GENEROUS: Duration = Duration::from_secs(60);
 /// The accel binary under test.
 pub const ACCEL: &str = env!("CARGO_BIN_EXE_accel");
 
-/// `accel --engine ENGINE ARGS...`, with no stdio set yet.
+/// `accel --engine ENGINE ARGS...`, with no stdio set yet. The terminating signals are set
+/// to their default actions in the child: accel keeps a signal ignored on entry ignored (as
+/// `nohup accel` wants), and a test run from a background job (`cargo test &` in a shell
+/// without job control ignores SIGINT and SIGQUIT; `nohup` ignores SIGHUP) must not pass
+/// that on. A test's own `pre_exec` runs after this one.
 pub fn accel(engine: &str, args: &[&str]) -> Command {
+    use std::os::unix::process::CommandExt;
     let mut command = Command::new(ACCEL);
     command.arg("--engine").arg(engine).args(args);
+    // SAFETY: signal() is async-signal-safe.
+    unsafe {
+        command.pre_exec(|| {
+            for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT] {
+                libc::signal(signal, libc::SIG_DFL);
+            }
+            Ok(())
+        });
+    }
     command
 }
 
