@@ -9,21 +9,21 @@
 use std::ffi::{CStr, OsStr, OsString, c_char, c_int};
 use std::os::unix::ffi::OsStrExt;
 
-use accel::config::Config;
-use accel::exit::Exit;
-use accel::usage::Refusal;
+use accel::cli::config::Config;
+use accel::cli::usage::Refusal;
+use accel::run::exit::Exit;
 
 #[unsafe(no_mangle)]
 extern "C" fn main(argc: c_int, argv: *const *const c_char) -> c_int {
-    let closed = accel::stdio::claim();
+    let closed = accel::run::stdio::claim();
     // SAFETY: the C runtime passes argc valid NUL-terminated strings.
     let args: Vec<OsString> = (0..argc as usize)
         .map(|i| OsStr::from_bytes(unsafe { CStr::from_ptr(*argv.add(i)) }.to_bytes()).into())
         .collect();
-    if accel::mbuffer::invoked_as(args.first()) {
-        return accel::mbuffer::main(&args, closed);
+    if accel::cli::mbuffer::invoked_as(args.first()) {
+        return accel::cli::mbuffer::main(&args, closed);
     }
-    let cli = match accel::usage::parse(&args) {
+    let cli = match accel::cli::usage::parse(&args) {
         Ok(cli) => cli,
         Err(Refusal::Shown(help)) => {
             let _ = help.print();
@@ -45,7 +45,7 @@ extern "C" fn main(argc: c_int, argv: *const *const c_char) -> c_int {
     }
     let stderr_is_terminal = rustix::termios::isatty(rustix::stdio::stderr());
     let exit = match Config::from_cli(cli, stderr_is_terminal) {
-        Ok(config) => accel::run(&config, closed),
+        Ok(config) => accel::run::run(&config, closed),
         Err(error) => {
             eprintln!("accel: {error}");
             Exit::Usage

@@ -21,6 +21,7 @@
 //! output (`--output-error`, decided in `exit.rs`); the run's end is decided by the caller.
 
 pub mod copy;
+pub mod digest;
 pub mod output;
 pub mod pace;
 pub mod splice;
@@ -35,11 +36,11 @@ use std::time::Duration;
 
 use crate::backlog::spill::SpillFile;
 use crate::backlog::{self, Gates, Producer};
-use crate::digest::{Algorithm, Digest};
 use crate::endpoint::Endpoint;
-use crate::exit::{self, OutputErrors, Reaction};
+use crate::engine::digest::{Algorithm, Digest};
 use crate::log::Log;
 use crate::meter::Meter;
+use crate::run::exit::{self, OutputErrors, Reaction};
 use crate::stop::Stop;
 use crate::sys;
 use pace::Limits;
@@ -370,8 +371,9 @@ pub fn run(
         let (algorithm, events) = (*algorithm, events.clone());
         let stop = Arc::clone(&stop);
         let handle = spawn("accel-hash", move || {
-            let digest =
-                catch_unwind(AssertUnwindSafe(|| crate::digest::hash(algorithm, reader, &stop)));
+            let digest = catch_unwind(AssertUnwindSafe(|| {
+                crate::engine::digest::hash(algorithm, reader, &stop)
+            }));
             let (digest, end) = match digest {
                 Ok(digest) => (digest, Ok(())),
                 Err(panic) => (None, Err(panic_message(panic.as_ref()))),

@@ -365,7 +365,7 @@ impl Channel {
                         return Err(io::Error::other(format!(
                             "the sender stopped after {} bytes: {}",
                             self.offset,
-                            crate::config::printable(&why)
+                            crate::cli::config::printable(&why)
                         )));
                     }
                     Some(other) => return Err(unexpected(&other)),

@@ -123,7 +123,7 @@ impl Board {
     /// worth a word: the line is then drawn alone).
     pub fn join(terminal: BorrowedFd<'_>) -> Option<Board> {
         let device = rustix::fs::fstat(terminal).ok()?.st_rdev;
-        let path = crate::control::private_directory().ok()?.join(format!("tty-{device:x}"));
+        let path = crate::watch::control::private_directory().ok()?.join(format!("tty-{device:x}"));
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -340,7 +340,7 @@ mod tests {
 
     #[test]
     fn the_directory_is_private() {
-        let dir = crate::control::private_directory().expect("a directory for boards");
+        let dir = crate::watch::control::private_directory().expect("a directory for boards");
         let meta = std::fs::metadata(dir).unwrap();
         assert_eq!(meta.mode() & 0o777, 0o700);
     }

@@ -695,7 +695,7 @@ mod tests {
         let (snapshot, rates) = busy();
         let names = Names {
             outputs: vec!["stdout".into(), "/mnt/backup/a-rather-long-file-name.img".into()],
-            hashes: vec![crate::digest::Algorithm::Sha256],
+            hashes: vec![crate::engine::digest::Algorithm::Sha256],
             ..Names::default()
         };
         let reader = |bytes| ReaderSnapshot { bytes, ..ReaderSnapshot::default() };

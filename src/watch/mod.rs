@@ -12,6 +12,7 @@
 //! [`finish`](Watch::finish) adds the verdict (or, with `-v`, the report) and the JSON summary.
 
 pub mod board;
+pub mod control;
 pub mod line;
 pub mod report;
 
@@ -25,15 +26,15 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::config::{Config, JsonTarget, Progress, Target};
-use crate::control::Control;
-use crate::digest::{Algorithm, Digest};
+use crate::cli::config::{Config, JsonTarget, Progress, Target};
 use crate::endpoint::describe;
 use crate::engine::Event;
+use crate::engine::digest::{Algorithm, Digest};
 use crate::engine::pace::Limits;
-use crate::exit::{BROKEN_PIPE, Exit, TERMINATING_SIGNALS};
 use crate::meter::{Delivery, Meter, RateLimits, Snapshot};
+use crate::run::exit::{BROKEN_PIPE, Exit, TERMINATING_SIGNALS};
 use crate::size::Bytes;
+use crate::watch::control::Control;
 use board::Board;
 use line::Rates;
 

@@ -8,10 +8,10 @@
 
 use std::time::Duration;
 
-use crate::control::show_rate;
 use crate::meter::{Delivery, Snapshot};
 use crate::size::{Bytes, share};
 use crate::watch::Names;
+use crate::watch::control::show_rate;
 use crate::watch::line::{average_input, average_output, duration, per_second, rate};
 
 /// The share of the run one side must have spent waiting before it counts as held up.
@@ -201,7 +201,7 @@ pub fn stopped(snapshot: &Snapshot, names: &Names, signal: &str) -> String {
     }
     if reader.delivery != Delivery::Written {
         // A network output: what its receiver confirmed, and what was only sent.
-        let counts = crate::exit::counts(reader, snapshot.bytes_in);
+        let counts = crate::run::exit::counts(reader, snapshot.bytes_in);
         return match outputs.len() {
             1 => format!("stopped by {signal}; {counts}"),
             _ => format!(
@@ -658,7 +658,7 @@ mod tests {
         );
         let names = Names {
             outputs: vec!["stdout".into(), "copy.img".into()],
-            hashes: vec![crate::digest::Algorithm::Sha256],
+            hashes: vec![crate::engine::digest::Algorithm::Sha256],
             ..stdout()
         };
         let several = Snapshot {
@@ -770,7 +770,7 @@ mod tests {
         let names = Names {
             input: "stdin".into(),
             outputs: vec!["stdout".into(), "copy.img".into()],
-            hashes: vec![crate::digest::Algorithm::Sha256],
+            hashes: vec![crate::engine::digest::Algorithm::Sha256],
             ..Names::default()
         };
         let reader = |bytes: u64, starved: f64, gone: bool| ReaderSnapshot {

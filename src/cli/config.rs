@@ -6,11 +6,11 @@ use std::time::Duration;
 
 use crate::backlog::spill::STEP;
 use crate::cli::{Cli, EngineArg, OutputErrorArg};
-use crate::digest::Algorithm;
+use crate::endpoint::open::Existing;
 use crate::engine::Preference;
-use crate::exit::OutputErrors;
+use crate::engine::digest::Algorithm;
 use crate::net::{self, address::Address};
-use crate::open::Existing;
+use crate::run::exit::OutputErrors;
 use crate::size::{Bytes, parse_size};
 
 /// The default buffer size, as `--help` shows it.

@@ -1,14 +1,19 @@
 //! The command line as typed: clap's derive struct, whose doc comments are the `--help` text.
 //!
 //! Values stay raw strings where accel wants to word the error itself (`accel: -m 3Q: ...`);
-//! `config.rs` turns this into a validated [`Config`](crate::config::Config). Nothing past
+//! `config.rs` turns this into a validated [`Config`](crate::cli::config::Config). Nothing past
 //! `config.rs` sees clap.
+
+pub mod config;
+pub mod manual;
+pub mod mbuffer;
+pub mod usage;
 
 use std::path::{Path, PathBuf};
 
 use clap::{ArgGroup, Parser, ValueEnum};
 
-use crate::exit::Exit;
+use crate::run::exit::Exit;
 
 /// Short help: what accel is for, in a few lines.
 const ABOUT: &str = "\
@@ -417,7 +422,7 @@ impl Generate {
                 ));
             }
             (Generate::Man, None) => {
-                return crate::manual::write(Cli::command(), &mut std::io::stdout().lock())
+                return crate::cli::manual::write(Cli::command(), &mut std::io::stdout().lock())
                     .map_err(|e| (Exit::OutputFailed, format!("--generate: {e}")));
             }
             (Generate::Bash, None) => Shell::Bash,

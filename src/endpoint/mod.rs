@@ -12,6 +12,8 @@
 //! (`--insecure`) is read and written like any descriptor, and spliced; an encrypted one reads
 //! and writes through its secure channel, and so through memory.
 
+pub mod open;
+
 use std::fmt;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};

@@ -32,7 +32,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread;
 use std::time::Duration;
 
-use crate::config::printable;
+use crate::cli::config::printable;
 use crate::endpoint::describe;
 use crate::engine::pace::Limits;
 use crate::size::Bytes;

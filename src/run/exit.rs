@@ -99,7 +99,7 @@ impl Exit {
     /// Ends the way described: by the signal itself for [`Exit::Signal`] (never returning),
     /// otherwise by returning the status for `main` to return. The control socket goes first.
     pub fn terminate(self) -> i32 {
-        crate::control::remove_socket();
+        crate::watch::control::remove_socket();
         if let Exit::Signal(signal) = self {
             die_by(signal);
         }
@@ -315,7 +315,7 @@ pub const BROKEN_PIPE: Exit = Exit::Signal(SIGPIPE);
 /// Removes the control socket, restores the default action of `signal` and raises it; exits
 /// 128 + n should that not kill.
 pub fn die_by(signal: i32) -> ! {
-    crate::control::remove_socket();
+    crate::watch::control::remove_socket();
     let _ = signal_hook::low_level::emulate_default_handler(signal);
     // Only reached if the signal is blocked in a way we cannot undo; the status says the same.
     std::process::exit(128 + signal)

@@ -423,7 +423,7 @@ mod tests {
 
     /// The rows of the README table that follows `heading`, as `| a | b |` cells.
     fn readme_table(heading: &str) -> Vec<Vec<String>> {
-        let readme = include_str!("../README.md");
+        let readme = include_str!("../../README.md");
         let from = readme.find(heading).unwrap_or_else(|| panic!("{heading} in the README"));
         readme[from..]
             .lines()

@@ -27,9 +27,9 @@ use std::path::{Path, PathBuf};
 
 use rustix::fs::FileType;
 
-use crate::config::Config;
-use crate::exit::Exit;
-use crate::usage::{self, Refusal};
+use crate::cli::config::Config;
+use crate::cli::usage::{self, Refusal};
+use crate::run::exit::Exit;
 
 /// The program name that makes accel read mbuffer's command line.
 pub const NAME: &str = "mbuffer";
@@ -383,7 +383,7 @@ fn apply(r: &mut Request, name: &str, value: Option<OsString>) -> Result<Option<
         "--hash" if text == "list" => return Ok(Some(Parsed::HashList)),
         "--hash" => {
             let name = text.to_ascii_lowercase();
-            if crate::digest::Algorithm::named(&name).is_none() {
+            if crate::engine::digest::Algorithm::named(&name).is_none() {
                 return Err(bad("not a hash accel knows; --hash list lists them"));
             }
             r.hashes.push(name);
@@ -712,7 +712,7 @@ pub fn help() -> String {
 }
 
 /// Runs accel on mbuffer's command line `args`; the status to return from `main`.
-pub fn main(args: &[OsString], closed: crate::stdio::Closed) -> i32 {
+pub fn main(args: &[OsString], closed: crate::run::stdio::Closed) -> i32 {
     let request = match parse(args, defaults()) {
         Ok(Parsed::Run(request)) => *request,
         Ok(Parsed::Help) => return print(&help()),
@@ -724,7 +724,8 @@ pub fn main(args: &[OsString], closed: crate::stdio::Closed) -> i32 {
             ));
         }
         Ok(Parsed::HashList) => {
-            let names = crate::digest::Algorithm::ALL.map(crate::digest::Algorithm::name);
+            let names =
+                crate::engine::digest::Algorithm::ALL.map(crate::engine::digest::Algorithm::name);
             eprintln!("valid hash functions are:\n\t{}", names.join("\n\t"));
             return 0;
         }
@@ -773,7 +774,7 @@ pub fn main(args: &[OsString], closed: crate::stdio::Closed) -> i32 {
     };
     let stderr_is_terminal = rustix::termios::isatty(rustix::stdio::stderr());
     let exit = match Config::from_cli(cli, stderr_is_terminal) {
-        Ok(config) => crate::run(&config, closed),
+        Ok(config) => crate::run::run(&config, closed),
         Err(error) => {
             eprintln!("accel: mbuffer: {error}");
             return 1;

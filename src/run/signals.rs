@@ -33,7 +33,7 @@ use std::time::Duration;
 use signal_hook::consts::signal::{SIGCONT, SIGPIPE, SIGUSR1, SIGWINCH};
 use signal_hook::iterator::Signals;
 
-use crate::exit::{Exit, TERMINATING_SIGNALS, die_by};
+use crate::run::exit::{Exit, TERMINATING_SIGNALS, die_by};
 use crate::watch::Watch;
 
 /// How long a terminating signal waits for the report before ending accel regardless.

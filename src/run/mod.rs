@@ -1,0 +1,399 @@
+//! A run of accel, from the parsed command line to the exit status: everything opened and
+//! checked before a byte is read ([`start`]), the transfer handed to the [`engine`], and its
+//! end turned into a status by the policy in [`exit`]. [`signals`] and [`stdio`] are the
+//! process's side of it.
+//!
+//! [`engine`]: crate::engine
+
+pub mod exit;
+pub mod signals;
+pub mod stdio;
+
+use std::fs::File;
+use std::io::Write;
+use std::sync::{Arc, mpsc};
+use std::time::Instant;
+
+use crate::backlog::spill::SpillFile;
+use crate::backlog::{self, Gates};
+use crate::cli::config::{Config, JsonTarget, Target};
+use crate::endpoint::open;
+use crate::endpoint::{Endpoint, FdKind, describe};
+use crate::engine;
+use crate::engine::digest::Digest;
+use crate::engine::pace::Limits;
+use crate::engine::{Block, Flow, Plan, Route};
+use crate::log::Log;
+use crate::meter::Meter;
+use crate::net;
+use crate::net::{Network, SetupError};
+use crate::run::exit::Exit;
+use crate::size::Bytes;
+use crate::stop::Stop;
+use crate::sys;
+use crate::watch;
+use crate::watch::control;
+use crate::watch::{Names, Watch};
+
+/// Runs accel as configured, printing any error, and says how to end.
+pub fn run(config: &Config, closed: stdio::Closed) -> Exit {
+    if let Some(pid) = config.remote {
+        return remote(pid, config);
+    }
+    match start(config, closed) {
+        Ok(exit) => exit,
+        Err(Refusal::Closed(exit, why)) => {
+            eprintln!("accel: {why}");
+            exit
+        }
+        Err(Refusal::Usage(why)) => {
+            eprintln!("accel: {why}");
+            Exit::Usage
+        }
+        Err(Refusal::Setup { what, error }) => {
+            eprintln!("accel: cannot start: {what}: {}; nothing was read", describe(&error));
+            Exit::Setup
+        }
+        Err(Refusal::Network(why)) => {
+            eprintln!("accel: {why}");
+            Exit::Network
+        }
+        Err(Refusal::Stalled(why)) => {
+            eprintln!("accel: {why}");
+            Exit::Stalled
+        }
+    }
+}
+
+/// `-R PID`: changes the limits of the accel running as `pid`, or prints its report so far.
+fn remote(pid: u32, config: &Config) -> Exit {
+    let mut requests = Vec::new();
+    requests.extend(config.flow.rate.map(control::Request::Rate));
+    requests.extend(config.flow.input_rate.map(control::Request::InputRate));
+    if requests.is_empty() {
+        requests.push(control::Request::Report);
+    }
+    match control::ask(pid, &requests) {
+        Ok(text) => {
+            eprint!("{text}");
+            Exit::Success
+        }
+        Err(error) => {
+            eprintln!("accel: {error}");
+            Exit::InputFailed
+        }
+    }
+}
+
+/// Why a run did not start; nothing was read.
+enum Refusal {
+    /// A standard descriptor accel needs is closed: there is nothing to read, or nowhere to
+    /// write (status 1 or 3, as a read or write error would give).
+    Closed(Exit, &'static str),
+    /// What was asked makes no sense, or names what cannot be opened (status 2).
+    Usage(String),
+    /// The machine refused something accel needs (a thread, memory, a descriptor).
+    Setup {
+        /// What accel was doing: `start the signal thread`.
+        what: &'static str,
+        /// Why it could not.
+        error: std::io::Error,
+    },
+    /// The network peer could not be reached, or did not authenticate (status 6).
+    Network(String),
+    /// Nothing came within `--stall-timeout` to open an output: a FIFO's reader (status 4).
+    Stalled(String),
+}
+
+impl From<SetupError> for Refusal {
+    fn from(error: SetupError) -> Refusal {
+        match error {
+            SetupError::Usage(why) => Refusal::Usage(why),
+            SetupError::Unreached(why) => Refusal::Network(why),
+        }
+    }
+}
+
+/// A usage refusal saying `why`.
+fn usage(why: impl ToString) -> Refusal {
+    Refusal::Usage(why.to_string())
+}
+
+/// Turns an error of starting up into a [`Refusal::Setup`] saying what was being done.
+fn setup(what: &'static str) -> impl FnOnce(std::io::Error) -> Refusal {
+    move |error| Refusal::Setup { what, error }
+}
+
+/// Opens and checks everything before a byte is read, then runs the transfer and concludes.
+fn start(config: &Config, closed: stdio::Closed) -> Result<Exit, Refusal> {
+    watch::check_progress_fd(config).map_err(usage)?;
+    let stop = Arc::new(Stop::default());
+    let log = Arc::new(Log::new(config.quiet, config.debug));
+    let mut network = open_network(config, &log)?;
+    let input = match (&config.input, network.as_ref().and_then(Network::input)) {
+        (_, Some(link)) => {
+            let name = config.net.from.as_ref().expect("--from").to_string();
+            Endpoint::network(link, &name, &stop)
+        }
+        (None, None) if closed.stdin => {
+            return Err(Refusal::Closed(
+                Exit::InputFailed,
+                "stdin is closed: there is nothing to read",
+            ));
+        }
+        (None, None) => Endpoint::stdin(&stop).map_err(setup("inspect stdin"))?,
+        (Some(path), None) => open::input(path, &stop).map_err(usage)?,
+    };
+    let outputs = open_outputs(config, closed, &stop, network.as_ref())?;
+    for output in &outputs {
+        if input.feeds(output) {
+            return Err(usage(format!(
+                "{} and {} are the same file: input file is output file",
+                input.name, output.name
+            )));
+        }
+    }
+    for (at, output) in outputs.iter().enumerate() {
+        if let Some(twin) = outputs[..at].iter().find(|other| other.same_file(output)) {
+            return Err(usage(format!(
+                "{} and {} are the same file: each output gets every byte once",
+                twin.name, output.name
+            )));
+        }
+    }
+    // Made before anything is read: a DIR where spilling is not safe is refused now.
+    let spill = match &config.spill {
+        Some(dir) => Some(Arc::new(
+            SpillFile::create(dir, config.spill_size)
+                .map_err(|why| usage(format!("--spill {}: {why}", dir.display())))?,
+        )),
+        None => None,
+    };
+    let mut hash_file = match &config.hash_file {
+        Some(path) => Some(File::create(path).map_err(|error| {
+            usage(format!("--hash-file {}: {}", path.display(), describe(&error)))
+        })?),
+        None => None,
+    };
+    for endpoint in std::iter::once(&input).chain(&outputs) {
+        if endpoint.kind == FdKind::Pipe {
+            sys::enlarge_pipe(endpoint.fd());
+        }
+    }
+    let blocks = Gates {
+        read_block: config.flow.input_block_size,
+        write_block: config.flow.block_size,
+        ..Gates::default()
+    };
+    let capacity = backlog::capacity_for(within_memory(config, &log)?, &blocks);
+    let readers = outputs.len() + config.hashes.len();
+    let meter = Arc::new(Meter::new(capacity as u64, readers));
+    for (index, output) in outputs.iter().enumerate() {
+        if let Some(link) = output.link() {
+            link.report_to(&meter, index);
+        }
+    }
+    let names = Names {
+        name: config.name.clone(),
+        input: input.name.clone(),
+        outputs: outputs.iter().map(|o| o.name.clone()).collect(),
+        hashes: config.hashes.clone(),
+    };
+    let expected = config.expect.or_else(|| input.remaining());
+    let limits = Arc::new(Limits::new(config.flow.rate, config.flow.input_rate));
+    let flow = Flow {
+        limits: Arc::clone(&limits),
+        gates: Gates {
+            start_at: config.flow.start_at.map_or(0, |level| level.of(capacity)),
+            resume_at: config.flow.resume_at.map(|level| level.of(capacity)),
+            ..blocks
+        },
+        block: config.flow.block_size.map(|size| Block { size, pad: config.flow.pad }),
+    };
+    let plan = Plan {
+        input,
+        outputs,
+        hashes: config.hashes.clone(),
+        capacity,
+        sync: config.sync,
+        output_errors: config.output_errors,
+        flow,
+        spill,
+    };
+    let route = Arc::new(Route::plan(config.engine, &plan, Arc::clone(&log)));
+    let control = control::Control::listen()
+        .map_err(|error| {
+            route.log.warn(format_args!("no control socket (-R): {}", describe(&error)))
+        })
+        .ok();
+    let sides = watch::Sides { names, engine: route.engine.to_string(), limits, control };
+    let watch = Watch::new(config, Arc::clone(&meter), sides, expected).map_err(|error| {
+        let Some(JsonTarget::File(path)) = &config.json else { unreachable!("a file") };
+        usage(format!("--json={}: {}", path.display(), describe(&error)))
+    })?;
+    let said = Arc::clone(&watch);
+    log.print_through(Box::new(move |text| said.say(text)));
+    Stop::install().map_err(setup("install the interrupt handler"))?;
+    let signals = signals::install(Arc::clone(&watch)).map_err(setup("install signal handlers"))?;
+    if let Some(network) = &mut network {
+        // Connecting, and waiting for a sender, is not part of the transfer's time.
+        let began = Instant::now();
+        let patience = config.stall_timeout.unwrap_or(net::CONNECT_PATIENCE);
+        network.establish(patience, &log, &stop)?;
+        meter.pause(began.elapsed());
+    }
+    let (events, inbox) = mpsc::channel();
+    watch.start(events.clone()).map_err(setup("start the watcher"))?;
+    let input_name = plan.input.name.clone();
+    let output_names: Vec<String> = plan.outputs.iter().map(|o| o.name.clone()).collect();
+    let network_outputs = network.as_ref().map(|_| plan.outputs.clone());
+    let input_link = plan.input.link().cloned();
+    let confirming = match &input_link {
+        Some(link) => Some(
+            net::Confirming::start(link, &meter, plan.outputs.len())
+                .map_err(setup("start the thread that confirms deliveries"))?,
+        ),
+        None => None,
+    };
+    let ending = engine::run(plan, Arc::clone(&route), Arc::clone(&meter), stop, events, inbox)
+        .map_err(setup("start the transfer"))?;
+    if let Some(confirming) = confirming {
+        confirming.end();
+    }
+    // The final line is left standing before the last words, which go under it.
+    watch.settle();
+    let snapshot = meter.snapshot();
+    route.note(format_args!("{route}; bytes went {}", snapshot.tiers));
+    if let (Some(network), Some(outputs)) = (&network, &network_outputs) {
+        network.finish(&ending, outputs);
+    }
+    let mut exit = exit::conclude(
+        &ending,
+        &snapshot,
+        &input_name,
+        &output_names,
+        config.output_errors,
+        signals.pipe_ignored,
+        config.quiet,
+    );
+    if let (Some(link), Exit::Success) = (&input_link, exit) {
+        // Every byte is where the outputs put it: the sender may now say it was delivered.
+        if let Err(error) = link.acknowledge_end() {
+            log.debug(format_args!("the sender did not get the Ack: {}", describe(&error)));
+        }
+    }
+    let digests: Vec<Digest> = ending.digests.iter().flatten().cloned().collect();
+    let lines = digest_lines(&digests, config);
+    // To a file, before the summary, which must say if that failed; to stderr, after the
+    // report, where they are easy to copy.
+    if let (Some(file), Some(path)) = (hash_file.as_mut(), &config.hash_file) {
+        if let Err(error) = file.write_all(lines.as_bytes()) {
+            eprintln!("accel: --hash-file {}: {}", path.display(), describe(&error));
+            exit = exit.or(Exit::OutputFailed);
+        }
+    }
+    watch.finish(exit, &digests);
+    if config.hash_file.is_none() {
+        eprint!("{lines}");
+    }
+    Ok(exit)
+}
+
+/// The network side, when `--to` or `--from` was given: the key read, names resolved, the
+/// receiver's port bound; nothing connected yet.
+fn open_network(config: &Config, log: &Log) -> Result<Option<Network>, Refusal> {
+    let to: Vec<_> = config
+        .outputs
+        .iter()
+        .filter_map(|target| match target {
+            Target::Network(address) => Some(address),
+            _ => None,
+        })
+        .collect();
+    if to.is_empty() && config.net.from.is_none() {
+        return Ok(None);
+    }
+    Ok(Some(Network::open(&config.net, &to, log)?))
+}
+
+/// The outputs in the order given: stdout where `-` (or nothing) was given, the files opened,
+/// the network peers (`--to`) not yet connected.
+fn open_outputs(
+    config: &Config,
+    closed: stdio::Closed,
+    stop: &Arc<Stop>,
+    network: Option<&Network>,
+) -> Result<Vec<Endpoint>, Refusal> {
+    let paths: Vec<_> = config
+        .outputs
+        .iter()
+        .filter_map(|target| match target {
+            Target::Path(path) => Some(path.clone()),
+            Target::Stdout | Target::Network(_) => None,
+        })
+        .collect();
+    let files = open::outputs(&paths, config.existing, stop, config.stall_timeout);
+    let mut files =
+        files
+            .map_err(|error| {
+                if error.stalled() { Refusal::Stalled(error.to_string()) } else { usage(error) }
+            })?
+            .into_iter();
+    let mut links = network.into_iter().flat_map(Network::outputs);
+    config
+        .outputs
+        .iter()
+        .map(|target| match target {
+            Target::Path(_) => Ok(files.next().expect("one endpoint per path")),
+            Target::Network(address) => {
+                let link = links.next().expect("one link per --to");
+                Ok(Endpoint::network(link, &address.to_string(), stop))
+            }
+            Target::Stdout if closed.stdout => Err(Refusal::Closed(
+                Exit::OutputFailed,
+                "stdout is closed: there is nowhere to write",
+            )),
+            Target::Stdout => Endpoint::stdout(stop).map_err(setup("inspect stdout")),
+        })
+        .collect()
+}
+
+/// Each digest as `sha256sum` prints it: `<hex>  <name>`, the input's name: `-` for stdin, a
+/// `--from` receiver's address as given.
+fn digest_lines(digests: &[Digest], config: &Config) -> String {
+    let name = match (&config.input, &config.net.from) {
+        (Some(path), _) => path.to_string_lossy().into_owned(),
+        (None, Some(from)) => from.to_string(),
+        (None, None) => "-".to_owned(),
+    };
+    digests.iter().map(|d| format!("{}  {name}\n", d.hex)).collect()
+}
+
+/// The buffer size to use for `-m`: under the memory this process may really have, saying so
+/// when that is less; refused when the blocks (`--block-size`, `--input-block-size`) need
+/// more than that (an output would wait for ever for a block the buffer cannot hold).
+fn within_memory(config: &Config, log: &Log) -> Result<usize, Refusal> {
+    let size = config.size;
+    match sys::memory_limit() {
+        Some(limit) if size as u64 > limit.bytes => {
+            let held = limit.bytes as usize;
+            let why = format!("-m {} is more than {limit} allows", Bytes(size as u64));
+            if let Some((option, need)) = config.flow.blocks_need().filter(|&(_, n)| n > held) {
+                let value = match option {
+                    "--block-size" => config.flow.block_size,
+                    _ => config.flow.input_block_size,
+                };
+                return Err(usage(format!(
+                    "{option} {}: the blocks need a buffer of {}, larger than the {} accel may \
+                     hold: {why}",
+                    Bytes(value.unwrap_or(need) as u64),
+                    Bytes(need as u64),
+                    Bytes(held as u64)
+                )));
+            }
+            log.warn(format_args!("{why}; at most {} will be held", Bytes(limit.bytes)));
+            Ok(held)
+        }
+        _ => Ok(size),
+    }
+}
