@@ -15,7 +15,8 @@
 //! - [`endpoint`] (descriptors: pipes, files, sockets; opening them) and [`net`] (a peer on
 //!   another host, an endpoint too); [`backlog`], the buffer between input and outputs;
 //! - [`sys`] for what differs between platforms, and a few small pieces everything uses:
-//!   [`meter`] (counters), [`log`], [`size`], [`stop`].
+//!   [`meter`] (counters), [`log`], [`size`], [`stop`] (and waiting in a blocking call until the run ends),
+//!   [`words`].
 
 #![deny(missing_docs)]
 
@@ -30,5 +31,6 @@ pub mod run;
 pub mod size;
 pub mod stop;
 pub mod watch;
+pub mod words;
 
 mod sys;

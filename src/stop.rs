@@ -6,13 +6,21 @@
 //! makes the blocked call return `EINTR`, after which the I/O loops look at the flag
 //! ([`Stop::check`]). The signal can land just before a thread enters its call, so the one
 //! stopping the run sends it again until the thread has ended ([`Stop::end`]).
+//!
+//! The same loops cope with a descriptor someone else made `O_NONBLOCK` (or accel's own
+//! sockets): [`blocking`] makes a call behave as on a blocking descriptor, retrying on `EINTR`
+//! unless the run is over and waiting in `poll` ([`wait_for`]) on `EAGAIN`.
 
 use std::ffi::c_int;
 use std::io;
+use std::os::fd::BorrowedFd;
 use std::os::unix::thread::JoinHandleExt;
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
+
+use rustix::event::{PollFd, PollFlags};
+use rustix::io::Errno;
 
 /// The signal that interrupts a blocked thread: SIGURG, whose default action is to do nothing
 /// and which only sockets with out-of-band data send, so no one else relies on it here.
@@ -76,5 +84,53 @@ impl Stop {
             thread::sleep(AGAIN);
         }
         thread.join().ok()
+    }
+}
+
+/// Waits until `fd` is ready for `events`, or has hung up or failed (the next I/O call then
+/// says how). An interrupted wait goes on unless the run is over (an `Interrupted` error);
+/// past `deadline`, a `TimedOut` error.
+pub fn wait_for(
+    fd: BorrowedFd<'_>,
+    events: PollFlags,
+    stop: &Stop,
+    deadline: Option<Instant>,
+) -> io::Result<()> {
+    let mut fds = [PollFd::new(&fd, events)];
+    loop {
+        let left = match deadline {
+            None => None,
+            Some(deadline) => match deadline.checked_duration_since(Instant::now()) {
+                Some(left) if !left.is_zero() => Some(left),
+                _ => return Err(io::ErrorKind::TimedOut.into()),
+            },
+        };
+        let timeout = left.map(|left| rustix::event::Timespec::try_from(left).unwrap_or_default());
+        match rustix::event::poll(&mut fds, timeout.as_ref()) {
+            Ok(0) => continue,
+            Ok(_) => return Ok(()),
+            Err(Errno::INTR) => stop.check()?,
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// Runs `call` until it answers, as it would on a blocking descriptor whatever `fd`'s flags:
+/// `EINTR` retries unless the run is over (an `Interrupted` error), `EAGAIN` waits until `fd`
+/// is ready for `events` (past `deadline`, a `TimedOut` error). Any other error is returned.
+pub fn blocking<T>(
+    fd: BorrowedFd<'_>,
+    events: PollFlags,
+    stop: &Stop,
+    deadline: Option<Instant>,
+    mut call: impl FnMut() -> rustix::io::Result<T>,
+) -> io::Result<T> {
+    loop {
+        match call() {
+            Ok(answer) => return Ok(answer),
+            Err(Errno::INTR) => stop.check()?,
+            Err(Errno::AGAIN) => wait_for(fd, events, stop, deadline)?,
+            Err(error) => return Err(error.into()),
+        }
     }
 }

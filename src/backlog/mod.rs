@@ -518,7 +518,7 @@ impl Shared {
             self.log.warn(format_args!(
                 "{what} the spill in {}: {}; spilling no more, {outcome}",
                 spill.dir().display(),
-                crate::endpoint::describe(error)
+                crate::words::describe(error)
             ));
         }
     }
@@ -813,7 +813,7 @@ impl Shared {
             self.log.warn(format_args!(
                 "memory refused with {} buffered ({}); the producer waits while it drains",
                 Bytes(Shared::fill(&state) as u64),
-                crate::endpoint::describe(error)
+                crate::words::describe(error)
             ));
         }
         self.meter.input_held(true);

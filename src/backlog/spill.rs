@@ -29,8 +29,9 @@ use std::sync::{Mutex, PoisonError};
 use rustix::event::PollFlags;
 use rustix::io::Errno;
 
-use crate::endpoint::{Endpoint, FdKind, describe};
+use crate::endpoint::{Endpoint, FdKind};
 use crate::sys;
+use crate::words::describe;
 
 /// The spill file is cut into windows of this much, a segment of the backlog each: the
 /// granularity in which disk is given back and the page cache is written and dropped.

@@ -12,6 +12,7 @@ use crate::engine::digest::Algorithm;
 use crate::net::{self, address::Address};
 use crate::run::exit::OutputErrors;
 use crate::size::{Bytes, parse_size};
+use crate::words::printable;
 
 /// The default buffer size, as `--help` shows it.
 pub const DEFAULT_SIZE: u64 = 32 << 20;
@@ -465,12 +466,6 @@ fn parse_level(text: &str) -> Result<Level, String> {
             .map(Level::Bytes)
             .map_err(|e| format!("{e}; or a share of the buffer, e.g. 50%")),
     }
-}
-
-/// `text` with control characters shown as `?`: a name is drawn on a terminal, where an
-/// escape sequence or a newline in it would break the line.
-pub(crate) fn printable(text: &str) -> String {
-    text.chars().map(|c| if c.is_control() { '?' } else { c }).collect()
 }
 
 /// `--from`, `--key-file` (or `ACCEL_KEY_FILE`), `--insecure`, `--accept-timeout`.

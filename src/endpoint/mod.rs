@@ -18,14 +18,13 @@ use std::fmt;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
-use std::time::Instant;
 
-use rustix::event::{PollFd, PollFlags};
+use rustix::event::PollFlags;
 use rustix::fs::{FileType, OFlags};
 use rustix::io::Errno;
 
 use crate::net::Link;
-use crate::stop::Stop;
+use crate::stop::{self, Stop};
 use crate::sys;
 
 /// What kind of file a descriptor is; decides which data paths are safe and fast.
@@ -259,14 +258,9 @@ impl Endpoint {
 
     /// [`read`](Endpoint::read) on the descriptor itself.
     pub(crate) fn read_descriptor(&self, buf: &mut [u8]) -> io::Result<usize> {
-        loop {
-            match rustix::io::read(self.fd(), &mut *buf) {
-                Ok(n) => return Ok(n),
-                Err(Errno::INTR) => self.stop.check()?,
-                Err(Errno::AGAIN) => self.wait(PollFlags::IN)?,
-                Err(e) => return Err(e.into()),
-            }
-        }
+        stop::blocking(self.fd(), PollFlags::IN, &self.stop, None, || {
+            rustix::io::read(self.fd(), &mut *buf)
+        })
     }
 
     /// Writes some of `buf` (at least one byte), blocking while the consumer is not reading.
@@ -279,14 +273,11 @@ impl Endpoint {
 
     /// [`write`](Endpoint::write) on the descriptor itself.
     pub(crate) fn write_descriptor(&self, buf: &[u8]) -> io::Result<usize> {
-        loop {
-            match rustix::io::write(self.fd(), buf) {
-                Ok(0) if !buf.is_empty() => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(n) => return Ok(n),
-                Err(Errno::INTR) => self.stop.check()?,
-                Err(Errno::AGAIN) => self.wait(PollFlags::OUT)?,
-                Err(e) => return Err(e.into()),
-            }
+        match stop::blocking(self.fd(), PollFlags::OUT, &self.stop, None, || {
+            rustix::io::write(self.fd(), buf)
+        })? {
+            0 if !buf.is_empty() => Err(io::ErrorKind::WriteZero.into()),
+            n => Ok(n),
         }
     }
 
@@ -298,7 +289,7 @@ impl Endpoint {
     /// Waits until the descriptor is ready for `events`, or has hung up or failed (the next I/O
     /// call then says how).
     pub fn wait(&self, events: PollFlags) -> io::Result<()> {
-        wait_for(self.fd(), events, &self.stop, None)
+        stop::wait_for(self.fd(), events, &self.stop, None)
     }
 }
 
@@ -315,43 +306,5 @@ impl AsFd for Descriptor {
             Descriptor::Opened(fd) => fd.as_fd(),
             Descriptor::Network(link) => link.socket().fd(),
         }
-    }
-}
-
-/// Waits until `fd` is ready for `events`, or has hung up or failed (the next I/O call then
-/// says how). An interrupted wait goes on unless the run is over (an `Interrupted` error);
-/// past `deadline`, a `TimedOut` error.
-pub fn wait_for(
-    fd: BorrowedFd<'_>,
-    events: PollFlags,
-    stop: &Stop,
-    deadline: Option<Instant>,
-) -> io::Result<()> {
-    let mut fds = [PollFd::new(&fd, events)];
-    loop {
-        let left = match deadline {
-            None => None,
-            Some(deadline) => match deadline.checked_duration_since(Instant::now()) {
-                Some(left) if !left.is_zero() => Some(left),
-                _ => return Err(io::ErrorKind::TimedOut.into()),
-            },
-        };
-        let timeout = left.map(|left| rustix::event::Timespec::try_from(left).unwrap_or_default());
-        match rustix::event::poll(&mut fds, timeout.as_ref()) {
-            Ok(0) => continue,
-            Ok(_) => return Ok(()),
-            Err(Errno::INTR) => stop.check()?,
-            Err(e) => return Err(e.into()),
-        }
-    }
-}
-
-/// The text of an OS error without Rust's " (os error N)" tail: what `strerror` says, as other
-/// Unix tools print it.
-pub fn describe(error: &io::Error) -> String {
-    let text = error.to_string();
-    match error.raw_os_error() {
-        Some(code) => text.trim_end_matches(&format!(" (os error {code})")).to_owned(),
-        None => text,
     }
 }

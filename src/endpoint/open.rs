@@ -19,8 +19,9 @@ use std::time::{Duration, Instant};
 
 use rustix::fs::{OFlags, fcntl_getfl, fcntl_setfl};
 
-use crate::endpoint::{Endpoint, describe};
+use crate::endpoint::Endpoint;
 use crate::stop::Stop;
+use crate::words::describe;
 
 /// What `-o` does to a regular file that exists.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -169,7 +170,7 @@ fn fifo(path: &Path, patience: Option<Duration>) -> Result<OwnedFd, OpenError> {
             Err(_) if began.elapsed() >= patience => {
                 let why = format!(
                     "stalled: no reader opened it for {}; nothing was read",
-                    crate::watch::line::duration(patience)
+                    crate::words::duration(patience)
                 );
                 return Err(OpenError { stalled: true, ..OpenError::new("-o", path, why) });
             }

@@ -8,7 +8,8 @@ use std::io;
 
 use super::pace::{Limits, Pacer};
 use crate::backlog::{Producer, Space};
-use crate::endpoint::{Endpoint, describe};
+use crate::endpoint::Endpoint;
+use crate::words::describe;
 
 /// Reads until end of input, an error, or no reader being left (an `Interrupted` error), at
 /// no more than the input rate limit.

@@ -27,8 +27,8 @@ use snow::TransportState;
 use super::closed_by_peer;
 use super::socket::Socket;
 use super::wire::{self, Kind, MAX_FRAME, MAX_MESSAGE, MAX_PAYLOAD, REKEY_EVERY, SEALED_TRAILER};
-use crate::endpoint::wait_for;
 use crate::stop::Stop;
+use crate::stop::wait_for;
 
 /// Bytes of sealed frames written at once, and read at once: 16 full frames. Fewer, larger
 /// system calls; a larger batch only delays the first bytes of a fast stream.
@@ -365,7 +365,7 @@ impl Channel {
                         return Err(io::Error::other(format!(
                             "the sender stopped after {} bytes: {}",
                             self.offset,
-                            crate::cli::config::printable(&why)
+                            crate::words::printable(&why)
                         )));
                     }
                     Some(other) => return Err(unexpected(&other)),

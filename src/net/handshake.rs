@@ -110,7 +110,7 @@ pub fn initiate(
              --insecure choice?)"
                 .to_owned()
         }
-        _ => format!("handshake: {}", crate::endpoint::describe(&error)),
+        _ => format!("handshake: {}", crate::words::describe(&error)),
     };
     let Opening { cipher, mut noise, first } = opening;
     socket.write_all(&first, stop, Some(deadline)).map_err(io_error)?;
@@ -415,10 +415,10 @@ pub fn accept_sender(
                         if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
                             && !lobby.pending.is_empty() =>
                     {
-                        lobby.shed(&crate::endpoint::describe(&e));
+                        lobby.shed(&crate::words::describe(&e));
                         break;
                     }
-                    Err(e) => return Err(format!("accept: {}", crate::endpoint::describe(&e))),
+                    Err(e) => return Err(format!("accept: {}", crate::words::describe(&e))),
                 };
                 if let Some((socket, channel)) = lobby.admit(socket) {
                     return found(socket, channel, &lobby);
@@ -484,7 +484,7 @@ fn hear(pending: &mut Pending, key: &Key) -> Verdict {
                 }
                 Ok(n) => got.extend_from_slice(&buf[..n]),
                 Err(e) if e.kind() == io::ErrorKind::TimedOut => return Verdict::Waiting,
-                Err(e) => return Verdict::Dropped(crate::endpoint::describe(&e)),
+                Err(e) => return Verdict::Dropped(crate::words::describe(&e)),
             }
             match answer_hello(&pending.socket, got, key) {
                 Ok(Some(channel)) => {
@@ -498,7 +498,7 @@ fn hear(pending: &mut Pending, key: &Key) -> Verdict {
         Stage::Confirm(channel) => match channel.fill_now() {
             Ok(Some(0)) => Verdict::Dropped("closed the connection during the handshake".into()),
             Ok(_) => confirm(&mut pending.stage),
-            Err(e) => Verdict::Dropped(crate::endpoint::describe(&e)),
+            Err(e) => Verdict::Dropped(crate::words::describe(&e)),
         },
     }
 }
@@ -574,7 +574,7 @@ fn answer_hello(
     let deadline = Instant::now() + HANDSHAKE_PATIENCE;
     socket
         .write_all(&answer, &Stop::default(), Some(deadline))
-        .map_err(|e| crate::endpoint::describe(&e))?;
+        .map_err(|e| crate::words::describe(&e))?;
     let noise = noise.into_transport_mode().map_err(|e| format!("handshake: {e}"))?;
     let leftover = &got[PREAMBLE_LEN + 2 + len..];
     Ok(Some(Box::new(Channel::new(Arc::clone(socket), noise, leftover))))

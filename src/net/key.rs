@@ -27,7 +27,7 @@ use std::path::Path;
 
 use zeroize::{Zeroize, Zeroizing};
 
-use crate::endpoint::describe;
+use crate::words::describe;
 
 /// The environment variable that names the key file when `--key-file` is not given.
 pub const ENV: &str = "ACCEL_KEY_FILE";

@@ -60,11 +60,13 @@ use std::time::{Duration, Instant};
 
 use rustix::event::PollFlags;
 
-use crate::endpoint::{Endpoint, describe, wait_for};
+use crate::endpoint::Endpoint;
 use crate::engine::{End, Ending};
 use crate::log::Log;
 use crate::meter::{Delivery, Meter};
 use crate::stop::Stop;
+use crate::stop::wait_for;
+use crate::words::describe;
 use address::Address;
 use channel::Channel;
 use key::Key;

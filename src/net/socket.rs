@@ -19,8 +19,8 @@ use rustix::event::PollFlags;
 use rustix::io::Errno;
 use rustix::net::{AddressFamily, SendFlags, SocketFlags, SocketType, ipproto, sockopt};
 
-use crate::endpoint::wait_for;
 use crate::stop::Stop;
+use crate::stop::wait_for;
 
 /// How long a connection may stay idle before keepalive probes start.
 const KEEPALIVE_IDLE: Duration = Duration::from_secs(30);

@@ -25,9 +25,9 @@ use std::io;
 
 use signal_hook::consts::signal::{SIGHUP, SIGINT, SIGPIPE, SIGTERM};
 
-use crate::endpoint::describe;
 use crate::engine::{End, Ending, Failure};
 use crate::meter::{Delivery, ReaderSnapshot, Snapshot};
+use crate::words::describe;
 
 /// The ways accel ends, each with its documented status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -18,7 +18,7 @@ use crate::backlog::spill::SpillFile;
 use crate::backlog::{self, Gates};
 use crate::cli::config::{Config, JsonTarget, Target};
 use crate::endpoint::open;
-use crate::endpoint::{Endpoint, FdKind, describe};
+use crate::endpoint::{Endpoint, FdKind};
 use crate::engine;
 use crate::engine::digest::Digest;
 use crate::engine::pace::Limits;
@@ -34,6 +34,7 @@ use crate::sys;
 use crate::watch;
 use crate::watch::control;
 use crate::watch::{Names, Watch};
+use crate::words::describe;
 
 /// Runs accel as configured, printing any error, and says how to end.
 pub fn run(config: &Config, closed: stdio::Closed) -> Exit {

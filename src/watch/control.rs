@@ -32,11 +32,11 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread;
 use std::time::Duration;
 
-use crate::cli::config::printable;
-use crate::endpoint::describe;
 use crate::engine::pace::Limits;
 use crate::size::Bytes;
 use crate::sys;
+use crate::words::describe;
+use crate::words::printable;
 
 /// How long a client may take to send its line, or to read the answer.
 const PATIENCE: Duration = Duration::from_secs(2);

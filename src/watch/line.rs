@@ -16,6 +16,7 @@ use std::time::Duration;
 use crate::meter::Snapshot;
 use crate::size::Bytes;
 use crate::watch::Names;
+use crate::words::duration;
 
 /// How long the rates remember, in seconds: the time constant of the exponential smoothing.
 ///
@@ -124,18 +125,6 @@ pub fn average_output(snapshot: &Snapshot) -> f64 {
 /// `bytes` per second over `elapsed`; zero for no time.
 pub fn per_second(bytes: u64, elapsed: Duration) -> f64 {
     if elapsed.is_zero() { 0.0 } else { bytes as f64 / elapsed.as_secs_f64() }
-}
-
-/// A span of time as `h:mm:ss`, or `Nd h:mm:ss` from a day on; fractions of a second are cut.
-pub fn duration(d: Duration) -> String {
-    let total = d.as_secs();
-    let (days, hours) = (total / 86_400, total / 3_600 % 24);
-    let (minutes, seconds) = (total / 60 % 60, total % 60);
-    if days > 0 {
-        format!("{days}d {hours}:{minutes:02}:{seconds:02}")
-    } else {
-        format!("{hours}:{minutes:02}:{seconds:02}")
-    }
 }
 
 /// A rate as people read it: `95.3 MiB/s`. Negative and NaN rates show as `0 B/s`.

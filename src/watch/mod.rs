@@ -27,7 +27,6 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::cli::config::{Config, JsonTarget, Progress, Target};
-use crate::endpoint::describe;
 use crate::engine::Event;
 use crate::engine::digest::{Algorithm, Digest};
 use crate::engine::pace::Limits;
@@ -35,6 +34,7 @@ use crate::meter::{Delivery, Meter, RateLimits, Snapshot};
 use crate::run::exit::{BROKEN_PIPE, Exit, TERMINATING_SIGNALS};
 use crate::size::Bytes;
 use crate::watch::control::Control;
+use crate::words::describe;
 use board::Board;
 use line::Rates;
 
@@ -409,7 +409,7 @@ impl Watch {
         if still < timeout {
             return None;
         }
-        let still = line::duration(still);
+        let still = crate::words::duration(still);
         // Everything sent, and a receiver has not confirmed the end of its stream.
         let awaiting = snapshot.readers.iter().position(|r| r.ending && !r.gone);
         if let (0, Some(index)) = (snapshot.fill(), awaiting) {

@@ -12,7 +12,8 @@ use crate::meter::{Delivery, Snapshot};
 use crate::size::{Bytes, share};
 use crate::watch::Names;
 use crate::watch::control::show_rate;
-use crate::watch::line::{average_input, average_output, duration, per_second, rate};
+use crate::watch::line::{average_input, average_output, per_second, rate};
+use crate::words::duration;
 
 /// The share of the run one side must have spent waiting before it counts as held up.
 ///
