@@ -17,8 +17,8 @@ use crate::util::*;
 /// accel with piped stdio whose control socket goes under `runtime`
 /// (`$XDG_RUNTIME_DIR/accel/PID.sock`); the socket's path, once it is there.
 pub fn with_socket_in(runtime: &Scratch, mut command: Command) -> (Child, PathBuf) {
-    let child = piped(command.env("XDG_RUNTIME_DIR", &runtime.0));
-    let socket = runtime.0.join("accel").join(format!("{}.sock", child.id()));
+    let child = piped(command.env("XDG_RUNTIME_DIR", runtime.dir()));
+    let socket = runtime.dir().join("accel").join(format!("{}.sock", child.id()));
     eventually(GENEROUS, "accel's control socket is there", || socket.exists());
     (child, socket)
 }
@@ -83,7 +83,7 @@ fn the_socket_goes_when_accel_ends() {
 #[test]
 fn stale_sockets_are_cleared() {
     let runtime = Scratch::new("control-stale");
-    let dir = runtime.0.join("accel");
+    let dir = runtime.dir().join("accel");
     std::fs::create_dir(&dir).unwrap();
     std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
     let stale: Vec<PathBuf> =
@@ -109,7 +109,7 @@ fn stale_sockets_are_cleared() {
 /// A control directory of root's own in a scratch `TMPDIR` (`TMPDIR/accel-0`, 0700), as
 /// `accel -R` run with `client_env` looks for it.
 pub fn root_control_dir(scratch: &Scratch) -> PathBuf {
-    let dir = scratch.0.join("accel-0");
+    let dir = scratch.dir().join("accel-0");
     std::fs::create_dir(&dir).unwrap();
     std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
     dir
@@ -156,7 +156,7 @@ fn the_answer_is_printed_without_escapes() {
         &dir.join(format!("{pid}.sock")),
         b"ok\n\x1b]0;owned\x07report \x1b[2Jso far\nin 10 B\n",
     );
-    let out = remote(&tmp.0, pid, &[]);
+    let out = remote(tmp.dir(), pid, &[]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(!stderr.contains('\x1b') && !stderr.contains('\x07'), "{stderr:?}");

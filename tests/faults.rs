@@ -1173,7 +1173,7 @@ fn remote_refuses_a_socket_it_cannot_trust() {
     let pid = std::process::id();
     // A directory nobody made, 0700, with a socket in it.
     let tmp = Scratch::new("control-untrusted-dir");
-    let dir = tmp.0.join("accel-0");
+    let dir = tmp.dir().join("accel-0");
     std::fs::create_dir(&dir).unwrap();
     std::fs::set_permissions(&dir, PermissionsExt::from_mode(0o700)).unwrap();
     let theirs = dir.join(format!("{pid}.sock"));
@@ -1198,7 +1198,7 @@ fn remote_refuses_a_socket_it_cannot_trust() {
     let why = format!("the socket's listener is process {pid}, not {other}");
     cases.push((tmp, other, why, listener));
     for (tmp, pid, why, _listener) in &cases {
-        let out = remote(&tmp.0, *pid, &["-r", "5M"]);
+        let out = remote(tmp.dir(), *pid, &["-r", "5M"]);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{why}: {stderr}");
         assert_eq!(stderr, format!("accel: -R {pid}: {why}; not talking to it\n"));

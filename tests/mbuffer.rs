@@ -411,7 +411,7 @@ fn the_options_do_what_mbuffer_says() {
     let (status, _, said) = link.run(&["-q", "-i", &input, "-o", &file("out")], b"");
     assert_eq!(status.code(), Some(1), "an existing output: {said}");
     // A value glued to its option, `-oFILE`, taken byte for byte (a name need not be UTF-8).
-    let glued = link.dir.0.join(OsStr::from_bytes(b"glued-\xff"));
+    let glued = link.dir.dir().join(OsStr::from_bytes(b"glued-\xff"));
     let mut option = OsString::from("-o");
     option.push(&glued);
     let (status, _, said) = link.run(&["-q".into(), format!("-i{input}").into(), option], b"");

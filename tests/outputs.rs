@@ -354,7 +354,7 @@ fn misuse_is_refused_before_reading(engine: &str) {
     std::fs::write(&secret, b"x").unwrap();
     std::fs::set_permissions(&secret, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     let message = format!("accel: -i {}: Permission denied", secret.display());
-    refused_as_nobody(&dir.0, engine, &["-i", &arg(&secret)], &message);
+    refused_as_nobody(dir.dir(), engine, &["-i", &arg(&secret)], &message);
 }
 
 per_engine!(

@@ -123,13 +123,13 @@ fn the_disk_is_given_back(engine: &str) {
     let mut stdin = child.stdin.take().unwrap();
     stdin.write_all(&data).unwrap();
     eventually(GENEROUS, "the spill holds most of it on disk", || {
-        spill_disk(pid, &dir.0).is_some_and(|bytes| bytes >= 16 * MIB as u64)
+        spill_disk(pid, dir.dir()).is_some_and(|bytes| bytes >= 16 * MIB as u64)
     });
     let mut got = vec![0u8; data.len()];
     child.stdout.take().unwrap().read_exact(&mut got).unwrap();
     assert_same(&got, &data, "spilled and read back");
     eventually(GENEROUS, "the disk is given back", || {
-        spill_disk(pid, &dir.0).is_some_and(|bytes| bytes <= 8 * MIB as u64)
+        spill_disk(pid, dir.dir()).is_some_and(|bytes| bytes <= 8 * MIB as u64)
     });
     drop(stdin);
     assert!(wait_within(&mut child, GENEROUS).success());
@@ -185,7 +185,7 @@ fn through_a_failing_spill(
     filter: Vec<libc::sock_filter>,
 ) -> FailedSpill {
     let dir = Scratch::new(&format!("spill-{name}-{engine}"));
-    let out = dir.0.join("out");
+    let out = dir.dir().join("out");
     let mut command = accel(engine, &["-m", "1M", "--spill", dir.arg(), "-r", "8M", "-o"]);
     command.arg(&out);
     fail_with_eio(&mut command, filter);
@@ -344,11 +344,11 @@ fn a_bad_dir_is_refused(engine: &str) {
         return;
     }
     let dir = Scratch::new(&format!("spill-unwritable-{engine}"));
-    let locked = dir.0.join("locked");
+    let locked = dir.dir().join("locked");
     std::fs::create_dir(&locked).unwrap();
     std::fs::set_permissions(&locked, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let message = format!("accel: --spill {}: Permission denied", locked.display());
-    refused_as_nobody(&dir.0, engine, &["--spill", locked.to_str().unwrap()], &message);
+    refused_as_nobody(dir.dir(), engine, &["--spill", locked.to_str().unwrap()], &message);
 }
 
 per_engine!(

@@ -5,7 +5,7 @@
 use std::io::{BufRead, BufReader};
 use std::io::{Read, Write};
 use std::os::fd::OwnedFd;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex, mpsc};
 use std::thread::{self, JoinHandle};
@@ -318,23 +318,26 @@ pub fn accel_as_nobody(
 }
 
 /// A directory of its own for one test (`name` says which), removed when dropped.
-pub struct Scratch(pub PathBuf);
+pub struct Scratch(tempfile::TempDir);
 
 impl Scratch {
     pub fn new(name: &str) -> Scratch {
-        let dir = std::env::temp_dir().join(format!("accel-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = tempfile::Builder::new().prefix(&format!("accel-{name}-")).tempdir().unwrap();
         Scratch(dir)
     }
 
+    /// The directory itself.
+    pub fn dir(&self) -> &Path {
+        self.0.path()
+    }
+
     pub fn path(&self, name: &str) -> PathBuf {
-        self.0.join(name)
+        self.dir().join(name)
     }
 
     /// The directory as an argument.
     pub fn arg(&self) -> &str {
-        self.0.to_str().unwrap()
+        self.dir().to_str().unwrap()
     }
 
     /// A FIFO named `name`, for an output a test reads at its own pace.
@@ -344,12 +347,6 @@ impl Scratch {
         // SAFETY: mkfifo with a valid path.
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
         path
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
@@ -363,17 +360,17 @@ impl Tmpfs {
         let dir = Scratch::new(&format!("tmpfs-{name}"));
         let status = Command::new("mount")
             .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(&dir.0)
+            .arg(dir.dir())
             .status()
             .expect("run mount");
-        assert!(status.success(), "mount a tmpfs on {}", dir.0.display());
+        assert!(status.success(), "mount a tmpfs on {}", dir.dir().display());
         Tmpfs { dir }
     }
 }
 
 impl Drop for Tmpfs {
     fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.dir.0).status();
+        let _ = Command::new("umount").arg(self.dir.dir()).status();
     }
 }
 
