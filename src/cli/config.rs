@@ -7,10 +7,10 @@ use std::time::Duration;
 use crate::backlog::spill::STEP;
 use crate::cli::{Cli, EngineArg, OutputErrorArg};
 use crate::endpoint::open::Existing;
+use crate::engine::OutputErrors;
 use crate::engine::Preference;
 use crate::engine::digest::Algorithm;
 use crate::net::{self, address::Address};
-use crate::run::exit::OutputErrors;
 use crate::size::{Bytes, parse_size};
 use crate::words::printable;
 

@@ -29,7 +29,7 @@ use rustix::fs::FileType;
 
 use crate::cli::config::Config;
 use crate::cli::usage::{self, Refusal};
-use crate::run::exit::Exit;
+use crate::exit::Exit;
 
 /// The program name that makes accel read mbuffer's command line.
 pub const NAME: &str = "mbuffer";

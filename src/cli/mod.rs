@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use clap::{ArgGroup, Parser, ValueEnum};
 
-use crate::run::exit::Exit;
+use crate::exit::Exit;
 
 /// Short help: what accel is for, in a few lines.
 const ABOUT: &str = "\

@@ -4,8 +4,8 @@
 //! process's side of it.
 //!
 //! [`engine`]: crate::engine
+//! [`exit`]: crate::exit
 
-pub mod exit;
 pub mod signals;
 pub mod stdio;
 
@@ -23,11 +23,11 @@ use crate::engine;
 use crate::engine::digest::Digest;
 use crate::engine::pace::Limits;
 use crate::engine::{Block, Flow, Plan, Route};
+use crate::exit::{self, Exit};
 use crate::log::Log;
 use crate::meter::Meter;
 use crate::net;
 use crate::net::{Network, SetupError};
-use crate::run::exit::Exit;
 use crate::size::Bytes;
 use crate::stop::Stop;
 use crate::sys;
@@ -41,7 +41,7 @@ pub fn run(config: &Config, closed: stdio::Closed) -> Exit {
     if let Some(pid) = config.remote {
         return remote(pid, config);
     }
-    match start(config, closed) {
+    let exit = match start(config, closed) {
         Ok(exit) => exit,
         Err(Refusal::Closed(exit, why)) => {
             eprintln!("accel: {why}");
@@ -63,7 +63,11 @@ pub fn run(config: &Config, closed: stdio::Closed) -> Exit {
             eprintln!("accel: {why}");
             Exit::Stalled
         }
-    }
+    };
+    // The control socket goes with the run, however it ended (a signal that ends accel
+    // removes it in the signal thread).
+    control::remove_socket();
+    exit
 }
 
 /// `-R PID`: changes the limits of the accel running as `pid`, or prints its report so far.
