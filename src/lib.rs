@@ -5,7 +5,7 @@
 //! bursty stages overlap their work instead of taking turns.
 //!
 //! The rooms, from the top down (a room only uses those below it):
-//! - [`cli`]: the command line, read into a [`Config`](cli::config::Config) (accel's own, and
+//! - [`cli`]: the command line, read into a [`Config`](run::config::Config) (accel's own, and
 //!   mbuffer's when accel is run as `mbuffer`);
 //! - [`run`]: a run from start to exit status: opens everything, starts the engine, and has
 //!   how it ended turned into a status; signals and the standard descriptors;
@@ -17,8 +17,8 @@
 //! - [`endpoint`] (descriptors: pipes, files, sockets; opening them) and [`net`] (a peer on
 //!   another host, an endpoint too); [`backlog`], the buffer between input and outputs;
 //! - [`sys`] for what differs between platforms, and a few small pieces everything uses:
-//!   [`meter`] (counters), [`log`], [`size`], [`stop`] (and waiting in a blocking call until the run ends),
-//!   [`words`].
+//!   [`meter`] (counters), [`log`], [`size`], [`stop`] (and waiting in a blocking call until
+//!   the run ends), [`words`].
 
 #![deny(missing_docs)]
 
