@@ -9,9 +9,9 @@
 use std::ffi::{CStr, OsStr, OsString, c_char, c_int};
 use std::os::unix::ffi::OsStrExt;
 
-use accel::cli::config::Config;
 use accel::cli::usage::Refusal;
-use accel::run::exit::Exit;
+use accel::exit::Exit;
+use accel::run::config::Config;
 
 #[unsafe(no_mangle)]
 extern "C" fn main(argc: c_int, argv: *const *const c_char) -> c_int {

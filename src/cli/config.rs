@@ -1,5 +1,5 @@
-//! The validated configuration: real types, conflicts resolved, decisions about the terminal
-//! taken; nothing left to parse.
+//! The command line read into a run's [`Config`]: every value parsed and checked against the
+//! others, conflicts resolved, decisions about the terminal taken.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -7,159 +7,16 @@ use std::time::Duration;
 use crate::backlog::spill::STEP;
 use crate::cli::{Cli, EngineArg, OutputErrorArg};
 use crate::endpoint::open::Existing;
-use crate::engine::Preference;
 use crate::engine::digest::Algorithm;
+use crate::engine::{OutputErrors, Preference};
 use crate::net::{self, address::Address};
-use crate::run::exit::OutputErrors;
+use crate::run::config::{Config, FlowConfig, Level, Target};
 use crate::size::{Bytes, parse_size};
+use crate::watch::{JsonTarget, Progress};
 use crate::words::printable;
-
-/// The default buffer size, as `--help` shows it.
-pub const DEFAULT_SIZE: u64 = 32 << 20;
-
-/// Everything a run needs to know.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Config {
-    /// Where bytes come from: `-i FILE`, or stdin (`None`).
-    pub input: Option<PathBuf>,
-    /// Where they go, in order; stdout alone when no `-o` was given.
-    pub outputs: Vec<Target>,
-    /// What `-o` does to an existing regular file.
-    pub existing: Existing,
-    /// Flush file outputs to stable storage before a successful exit.
-    pub sync: bool,
-    /// What a failing output does to the others.
-    pub output_errors: OutputErrors,
-    /// The hashes of the stream to compute.
-    pub hashes: Vec<Algorithm>,
-    /// Where the hash lines go, if not to stderr.
-    pub hash_file: Option<PathBuf>,
-    /// Most bytes held in accel's own buffer.
-    pub size: usize,
-    /// Which data path to prefer.
-    pub engine: Preference,
-    /// Whether and when to draw the progress line.
-    pub progress: Progress,
-    /// Print the report at the end.
-    pub stats: bool,
-    /// Print nothing but errors.
-    pub quiet: bool,
-    /// Where NDJSON goes, if anywhere.
-    pub json: Option<JsonTarget>,
-    /// Bytes expected, when the user said (`-s`).
-    pub expect: Option<u64>,
-    /// Give up after this long without a byte moving.
-    pub stall_timeout: Option<Duration>,
-    /// Report the route and its changes on stderr.
-    pub debug: bool,
-    /// Rate limits, watermarks, blocks.
-    pub flow: FlowConfig,
-    /// `-R PID`: talk to that accel instead of moving data.
-    pub remote: Option<u32>,
-    /// `--spill DIR`: where input goes once memory is full.
-    pub spill: Option<PathBuf>,
-    /// `--spill-size`: the most disk the spill may take.
-    pub spill_size: Option<u64>,
-    /// What this accel is called in its line, report and JSON (`-N`).
-    pub name: Option<String>,
-    /// Progress as numbers, a line per interval (`-n`).
-    pub numeric: bool,
-    /// How often progress is updated, when the user said (`--interval`).
-    pub interval: Option<Duration>,
-    /// The descriptor progress goes to instead of stderr (`--progress-fd`).
-    pub progress_fd: Option<i32>,
-    /// `--from`, the key, `--insecure`, `--accept-timeout` (each `--to` is in `outputs`).
-    pub net: net::Settings,
-}
-
-/// Flow control as given; the percentages are of the buffer, resolved once its size is
-/// known.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct FlowConfig {
-    /// `-r`: the output's rate limit, bytes per second.
-    pub rate: Option<u64>,
-    /// `--input-rate`.
-    pub input_rate: Option<u64>,
-    /// `--start-at`.
-    pub start_at: Option<Level>,
-    /// `--resume-at`.
-    pub resume_at: Option<Level>,
-    /// `--block-size`.
-    pub block_size: Option<usize>,
-    /// `--pad`.
-    pub pad: bool,
-    /// `--input-block-size`.
-    pub input_block_size: Option<usize>,
-}
-
-impl FlowConfig {
-    /// The buffer the blocks need, and the option that asks it: an output block, and beside
-    /// it a whole input block less a byte (the input waits for a block's room, the output for
-    /// a whole block); `None` without blocks. A read of a page, accel's own least, is not
-    /// counted: the buffer is raised by less than that where needed.
-    pub fn blocks_need(&self) -> Option<(&'static str, usize)> {
-        match (self.block_size, self.input_block_size) {
-            (Some(out), Some(input)) => Some(("--block-size", out + input - 1)),
-            (Some(out), None) => Some(("--block-size", out)),
-            (None, Some(input)) => Some(("--input-block-size", input)),
-            (None, None) => None,
-        }
-    }
-}
-
-/// A fill level of the buffer: a size, or a share of it.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Level {
-    /// This many bytes.
-    Bytes(u64),
-    /// This percentage of the buffer.
-    Percent(f64),
-}
-
-impl Level {
-    /// The level in bytes, for a buffer of `capacity` bytes.
-    pub fn of(self, capacity: usize) -> usize {
-        match self {
-            Level::Bytes(bytes) => (bytes as usize).min(capacity),
-            Level::Percent(percent) => (capacity as f64 * percent / 100.0) as usize,
-        }
-    }
-}
 
 /// The shortest `--interval`: a terminal redrawn more often only flickers.
 pub const SHORTEST_INTERVAL: Duration = Duration::from_millis(100);
-
-/// When the progress line is drawn.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Progress {
-    /// Never (`-q`, or stderr is not a terminal).
-    Off,
-    /// While accel's job holds the terminal's foreground (pv's rule: nothing from a
-    /// background job).
-    Foreground,
-    /// Whenever stderr is a terminal (`-p`).
-    Always,
-}
-
-/// An output as `-o` names it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Target {
-    /// `-o -`, or no `-o` at all.
-    Stdout,
-    /// `-o FILE`.
-    Path(PathBuf),
-    /// `--to HOST:PORT`.
-    Network(Address),
-}
-
-/// Where `--json` writes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum JsonTarget {
-    /// `--json`: stderr, beside any messages.
-    Stderr,
-    /// `--json=FILE`.
-    File(PathBuf),
-}
 
 /// A command-line value that makes no sense; shown as `accel: -m 3Q: <why>`.
 #[derive(Debug, thiserror::Error)]
@@ -550,38 +407,6 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         .ok()
         .filter(|duration| *duration <= LONGEST_DURATION)
         .ok_or_else(|| format!("too long: at most 100 years ({}s)", LONGEST_DURATION.as_secs()))
-}
-
-impl Default for Config {
-    fn default() -> Config {
-        Config {
-            input: None,
-            outputs: vec![Target::Stdout],
-            existing: Existing::Refuse,
-            sync: false,
-            output_errors: OutputErrors::Default,
-            hashes: Vec::new(),
-            hash_file: None,
-            size: DEFAULT_SIZE as usize,
-            engine: Preference::Auto,
-            progress: Progress::Off,
-            stats: false,
-            quiet: false,
-            json: None,
-            expect: None,
-            stall_timeout: None,
-            debug: false,
-            flow: FlowConfig::default(),
-            remote: None,
-            spill: None,
-            spill_size: None,
-            name: None,
-            numeric: false,
-            interval: None,
-            progress_fd: None,
-            net: net::Settings::default(),
-        }
-    }
 }
 
 #[cfg(test)]

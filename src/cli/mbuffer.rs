@@ -27,9 +27,9 @@ use std::path::{Path, PathBuf};
 
 use rustix::fs::FileType;
 
-use crate::cli::config::Config;
 use crate::cli::usage::{self, Refusal};
-use crate::run::exit::Exit;
+use crate::exit::Exit;
+use crate::run::config::Config;
 
 /// The program name that makes accel read mbuffer's command line.
 pub const NAME: &str = "mbuffer";

@@ -1,7 +1,7 @@
 //! The command line as typed: clap's derive struct, whose doc comments are the `--help` text.
 //!
 //! Values stay raw strings where accel wants to word the error itself (`accel: -m 3Q: ...`);
-//! `config.rs` turns this into a validated [`Config`](crate::cli::config::Config). Nothing past
+//! `config.rs` turns this into a validated [`Config`](crate::run::config::Config). Nothing past
 //! `config.rs` sees clap.
 
 pub mod config;
@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use clap::{ArgGroup, Parser, ValueEnum};
 
-use crate::run::exit::Exit;
+use crate::exit::Exit;
 
 /// Short help: what accel is for, in a few lines.
 const ABOUT: &str = "\

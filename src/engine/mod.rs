@@ -17,8 +17,8 @@
 //! The output side is the same for both ([`output`]): write whatever is at the reader's place,
 //! by `write` from memory or by `splice` from a pool pipe.
 //!
-//! [`run`] starts the threads, hears how each ends, and applies the policy for a failing
-//! output (`--output-error`, decided in `exit.rs`); the run's end is decided by the caller.
+//! [`run`] starts the threads, hears how each ends, and applies what a failing output does to
+//! the others ([`OutputErrors`], `--output-error`); the run's end is decided by the caller.
 
 pub mod copy;
 pub mod digest;
@@ -40,9 +40,9 @@ use crate::endpoint::Endpoint;
 use crate::engine::digest::{Algorithm, Digest};
 use crate::log::Log;
 use crate::meter::Meter;
-use crate::run::exit::{self, OutputErrors, Reaction};
 use crate::stop::Stop;
 use crate::sys;
+use crate::words::describe;
 use pace::Limits;
 
 /// How long a stopped thread may take to notice before the run goes on without it.
@@ -173,6 +173,60 @@ impl Failure {
             | Failure::Panic(error) => error,
         }
     }
+}
+
+/// What a failing output does to the others (`--output-error`), as `tee` has it.
+///
+/// Whatever the mode, an output's failure is told with the bytes it got and missed, and a
+/// failed output never holds the others back: it leaves the backlog.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutputErrors {
+    /// No `--output-error`: `tee`'s default, which keeps `cat`'s behaviour for one output. A
+    /// reader that goes away (EPIPE) ends the run by SIGPIPE; another error is told, and the
+    /// other outputs go on (status 3 at the end).
+    Default,
+    /// Every error is told, EPIPE too, and the other outputs go on (status 3 at the end).
+    Warn,
+    /// As `warn`, but a reader that goes away is only noted, not a failure: that output
+    /// stops, the others go on, and the status does not change for it.
+    WarnNoPipe,
+    /// Every error ends the run at once, EPIPE too (status 3).
+    Exit,
+    /// As `exit`, but a reader that goes away is only noted: the others go on.
+    ExitNoPipe,
+}
+
+/// What the run does when an output fails.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reaction {
+    /// The other outputs go on.
+    GoOn,
+    /// The whole run ends now.
+    EndTheRun,
+}
+
+impl OutputErrors {
+    /// What the run does when an output fails with `error`.
+    pub fn react(self, error: &io::Error) -> Reaction {
+        match self {
+            OutputErrors::Default if is_broken_pipe(error) => Reaction::EndTheRun,
+            OutputErrors::Exit => Reaction::EndTheRun,
+            OutputErrors::ExitNoPipe if !is_broken_pipe(error) => Reaction::EndTheRun,
+            _ => Reaction::GoOn,
+        }
+    }
+
+    /// Whether an output's failure with `error` makes the run a failure: all do but a reader
+    /// going away in the `-nopipe` modes.
+    pub fn is_failure(self, error: &io::Error) -> bool {
+        !(is_broken_pipe(error)
+            && matches!(self, OutputErrors::WarnNoPipe | OutputErrors::ExitNoPipe))
+    }
+}
+
+/// Whether `error` is a reader that went away (EPIPE).
+pub fn is_broken_pipe(error: &io::Error) -> bool {
+    error.kind() == io::ErrorKind::BrokenPipe
 }
 
 /// What the data path tells the thread that runs it.
@@ -449,12 +503,14 @@ fn follow(
                 ending.outputs[index] = ended(result);
                 let End::Failed(failure) = &ending.outputs[index] else { continue };
                 outputs_left -= 1;
-                match exit::react(plan.output_errors, failure.error()) {
+                match plan.output_errors.react(failure.error()) {
                     Reaction::EndTheRun => end_the_run(),
                     Reaction::GoOn if outputs_left == 0 => end_the_run(),
+                    // The final word, with the counts, comes at the end.
                     Reaction::GoOn => log.warn(format_args!(
-                        "{}",
-                        exit::going_on(&plan.outputs[index].name, failure)
+                        "{}: {}; it gets no more bytes, the other outputs go on",
+                        plan.outputs[index].name,
+                        describe(failure.error())
                     )),
                 }
             }

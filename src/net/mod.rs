@@ -84,7 +84,7 @@ pub const DELIVERED_EVERY: Duration = Duration::from_millis(50);
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Settings {
     /// `--from`: receive the input from a sender. (Each `--to` is an output, in
-    /// [`Config::outputs`](crate::cli::config::Config::outputs).)
+    /// [`Config::outputs`](crate::run::config::Config::outputs).)
     pub from: Option<Address>,
     /// `--key-file`, or the file `ACCEL_KEY_FILE` names; `None` with `--insecure`.
     pub key_file: Option<PathBuf>,

@@ -4,36 +4,38 @@
 //! process's side of it.
 //!
 //! [`engine`]: crate::engine
+//! [`exit`]: crate::exit
 
-pub mod exit;
+pub mod config;
 pub mod signals;
 pub mod stdio;
 
 use std::fs::File;
 use std::io::Write;
+use std::os::fd::BorrowedFd;
 use std::sync::{Arc, mpsc};
 use std::time::Instant;
 
 use crate::backlog::spill::SpillFile;
 use crate::backlog::{self, Gates};
-use crate::cli::config::{Config, JsonTarget, Target};
 use crate::endpoint::open;
 use crate::endpoint::{Endpoint, FdKind};
 use crate::engine;
 use crate::engine::digest::Digest;
 use crate::engine::pace::Limits;
 use crate::engine::{Block, Flow, Plan, Route};
+use crate::exit::{self, Exit};
 use crate::log::Log;
 use crate::meter::Meter;
 use crate::net;
 use crate::net::{Network, SetupError};
-use crate::run::exit::Exit;
+use crate::run::config::{Config, Target};
 use crate::size::Bytes;
 use crate::stop::Stop;
 use crate::sys;
 use crate::watch;
 use crate::watch::control;
-use crate::watch::{Names, Watch};
+use crate::watch::{JsonTarget, Names, Watch};
 use crate::words::describe;
 
 /// Runs accel as configured, printing any error, and says how to end.
@@ -41,7 +43,7 @@ pub fn run(config: &Config, closed: stdio::Closed) -> Exit {
     if let Some(pid) = config.remote {
         return remote(pid, config);
     }
-    match start(config, closed) {
+    let exit = match start(config, closed) {
         Ok(exit) => exit,
         Err(Refusal::Closed(exit, why)) => {
             eprintln!("accel: {why}");
@@ -63,7 +65,11 @@ pub fn run(config: &Config, closed: stdio::Closed) -> Exit {
             eprintln!("accel: {why}");
             Exit::Stalled
         }
-    }
+    };
+    // The control socket goes with the run, however it ended (a signal that ends accel
+    // removes it in the signal thread).
+    control::remove_socket();
+    exit
 }
 
 /// `-R PID`: changes the limits of the accel running as `pid`, or prints its report so far.
@@ -127,7 +133,7 @@ fn setup(what: &'static str) -> impl FnOnce(std::io::Error) -> Refusal {
 
 /// Opens and checks everything before a byte is read, then runs the transfer and concludes.
 fn start(config: &Config, closed: stdio::Closed) -> Result<Exit, Refusal> {
-    watch::check_progress_fd(config).map_err(usage)?;
+    check_progress_fd(config).map_err(usage)?;
     let stop = Arc::new(Stop::default());
     let log = Arc::new(Log::new(config.quiet, config.debug));
     let mut network = open_network(config, &log)?;
@@ -228,7 +234,8 @@ fn start(config: &Config, closed: stdio::Closed) -> Result<Exit, Refusal> {
         })
         .ok();
     let sides = watch::Sides { names, engine: route.engine.to_string(), limits, control };
-    let watch = Watch::new(config, Arc::clone(&meter), sides, expected).map_err(|error| {
+    let settings = watch_settings(config);
+    let watch = Watch::new(settings, Arc::clone(&meter), sides, expected).map_err(|error| {
         let Some(JsonTarget::File(path)) = &config.json else { unreachable!("a file") };
         usage(format!("--json={}: {}", path.display(), describe(&error)))
     })?;
@@ -298,6 +305,38 @@ fn start(config: &Config, closed: stdio::Closed) -> Result<Exit, Refusal> {
         eprint!("{lines}");
     }
     Ok(exit)
+}
+
+/// Checks, before any file is opened, that `--progress-fd` names an open descriptor that does
+/// not carry the data: one opened later (by `-o`) would otherwise take its number.
+fn check_progress_fd(config: &Config) -> Result<(), String> {
+    let Some(fd) = config.progress_fd else { return Ok(()) };
+    let why = if fd == libc::STDIN_FILENO && config.input.is_none() {
+        Some("stdin carries the data".to_owned())
+    } else if fd == libc::STDOUT_FILENO && config.outputs.contains(&Target::Stdout) {
+        Some("stdout carries the data; with -o FILE it may carry the progress".to_owned())
+    } else {
+        // SAFETY: only asks whether the descriptor is open.
+        let open = unsafe { BorrowedFd::borrow_raw(fd) };
+        rustix::io::fcntl_getfd(open).err().map(|error| {
+            format!("{}; open it in the shell, e.g. 3>progress.log", describe(&error.into()))
+        })
+    };
+    why.map_or(Ok(()), |why| Err(format!("--progress-fd {fd}: {why}")))
+}
+
+/// What the watcher needs of `config`.
+fn watch_settings(config: &Config) -> watch::Settings {
+    watch::Settings {
+        progress: config.progress,
+        numeric: config.numeric,
+        progress_fd: config.progress_fd,
+        interval: config.interval,
+        json: config.json.clone(),
+        stats: config.stats,
+        quiet: config.quiet,
+        stall_timeout: config.stall_timeout,
+    }
 }
 
 /// The network side, when `--to` or `--from` was given: the key read, names resolved, the

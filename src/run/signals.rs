@@ -4,7 +4,8 @@
 //! A dedicated thread receives them through signal-hook's self-pipe, so no work happens in a
 //! handler:
 //! - SIGINT, SIGTERM, SIGHUP: the watcher reports the end (when a report or JSON was asked for),
-//!   then the signal is re-raised with its default action, so the shell sees what it sent.
+//!   the control socket is removed, then the signal is re-raised with its default action, so
+//!   the shell sees what it sent.
 //! - SIGUSR1: the report so far, as `dd` does.
 //! - SIGWINCH: the progress line is re-fitted to the new width.
 //! - SIGCONT: the time the job was stopped is taken out of the clock.
@@ -33,8 +34,9 @@ use std::time::Duration;
 use signal_hook::consts::signal::{SIGCONT, SIGPIPE, SIGUSR1, SIGWINCH};
 use signal_hook::iterator::Signals;
 
-use crate::run::exit::{Exit, TERMINATING_SIGNALS, die_by};
+use crate::exit::{Exit, TERMINATING_SIGNALS, die_by};
 use crate::watch::Watch;
+use crate::watch::control;
 
 /// How long a terminating signal waits for the report before ending accel regardless.
 const REPORT_GRACE: Duration = Duration::from_secs(1);
@@ -85,6 +87,7 @@ fn handle(signal: c_int, watch: &Arc<Watch>) {
             if reporter.is_ok() {
                 let _ = reported.recv_timeout(REPORT_GRACE);
             }
+            control::remove_socket();
             die_by(terminating);
         }
     }

@@ -238,9 +238,7 @@ fn alive(pid: i32) -> bool {
 
 /// The monotonic clock in ns: the same for every process on the machine.
 pub fn monotonic_ns() -> u64 {
-    // SAFETY: clock_gettime only writes the timespec it is given.
-    let mut now: libc::timespec = unsafe { std::mem::zeroed() };
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+    let now = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
     (now.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(now.tv_nsec as u64)
 }
 

@@ -10,9 +10,10 @@
 //! its user and process PID; what the peer says is printed with control characters shown as
 //! `?`.
 //!
-//! The socket goes when accel ends, however it ends ([`remove_socket`], from `exit.rs`); one
-//! left by an accel that could not remove it (`kill -9`) is cleared by the next accel to
-//! start: a socket nobody listens on is stale, whatever process now has its number.
+//! The socket goes when accel ends, however it ends ([`remove_socket`]: when the run is over,
+//! and in the signal thread before a signal ends accel); one left by an accel that could not
+//! remove it (`kill -9`) is cleared by the next accel to start: a socket nobody listens on is
+//! stale, whatever process now has its number.
 //!
 //! The protocol is a line from the client: `rate N`, `input-rate N` (bytes per second, 0 for
 //! no limit) or `report`; the answer is `ok` and the limit replaced, or the report so far, or
@@ -78,8 +79,9 @@ pub fn private_directory() -> io::Result<PathBuf> {
     Ok(dir)
 }
 
-/// Removes this process's control socket, if it has one: called however accel ends (by
-/// `exit.rs`, before a status is returned or a signal re-raised).
+/// Removes this process's control socket, if it has one: called however accel ends (when the
+/// run is over, before its status is returned, and before a signal that ends accel is
+/// re-raised).
 pub fn remove_socket() {
     let path = SOCKET.lock().unwrap_or_else(PoisonError::into_inner).take();
     if let Some(path) = path {

@@ -19,6 +19,7 @@ pub mod report;
 use std::fs::File;
 use std::io::{self, Write};
 use std::os::fd::{BorrowedFd, RawFd};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, PoisonError, mpsc};
 use std::thread;
@@ -26,15 +27,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::cli::config::{Config, JsonTarget, Progress, Target};
 use crate::engine::Event;
 use crate::engine::digest::{Algorithm, Digest};
 use crate::engine::pace::Limits;
+use crate::exit::{BROKEN_PIPE, Exit, TERMINATING_SIGNALS};
 use crate::meter::{Delivery, Meter, RateLimits, Snapshot};
-use crate::run::exit::{BROKEN_PIPE, Exit, TERMINATING_SIGNALS};
 use crate::size::Bytes;
 use crate::watch::control::Control;
-use crate::words::describe;
 use board::Board;
 use line::Rates;
 
@@ -53,6 +52,49 @@ pub const SHORT: usize = 20;
 
 /// Erases the line the cursor is on: back to column 0, clear to its end.
 const CLEAR_LINE: &str = "\r\x1b[K";
+
+/// When the progress line is drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Progress {
+    /// Never (`-q`, or stderr is not a terminal).
+    Off,
+    /// While accel's job holds the terminal's foreground (pv's rule: nothing from a
+    /// background job).
+    Foreground,
+    /// Whenever stderr is a terminal (`-p`).
+    Always,
+}
+
+/// Where `--json` writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JsonTarget {
+    /// `--json`: stderr, beside any messages.
+    Stderr,
+    /// `--json=FILE`.
+    File(PathBuf),
+}
+
+/// How a run is watched: what is shown, where and how often, and when a run that no longer
+/// moves has stalled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    /// Whether and when to draw the progress line.
+    pub progress: Progress,
+    /// Progress as numbers, a line per interval (`-n`).
+    pub numeric: bool,
+    /// The descriptor progress goes to instead of stderr (`--progress-fd`), checked open.
+    pub progress_fd: Option<RawFd>,
+    /// How often progress is updated, when the user said (`--interval`).
+    pub interval: Option<Duration>,
+    /// Where NDJSON goes, if anywhere.
+    pub json: Option<JsonTarget>,
+    /// Print the report at the end (`-v`).
+    pub stats: bool,
+    /// Print nothing but errors (`-q`).
+    pub quiet: bool,
+    /// The run has stalled once nothing has moved for this long (`--stall-timeout`).
+    pub stall_timeout: Option<Duration>,
+}
 
 /// What the sides of a run are called, for the line, the report and JSON.
 #[derive(Debug, Clone, Default)]
@@ -167,24 +209,6 @@ impl Write for FdWriter {
     }
 }
 
-/// Checks, before any file is opened, that `--progress-fd` names an open descriptor that does
-/// not carry the data: one opened later (by `-o`) would otherwise take its number.
-pub fn check_progress_fd(config: &Config) -> Result<(), String> {
-    let Some(fd) = config.progress_fd else { return Ok(()) };
-    let why = if fd == libc::STDIN_FILENO && config.input.is_none() {
-        Some("stdin carries the data".to_owned())
-    } else if fd == libc::STDOUT_FILENO && config.outputs.contains(&Target::Stdout) {
-        Some("stdout carries the data; with -o FILE it may carry the progress".to_owned())
-    } else {
-        // SAFETY: only asks whether the descriptor is open.
-        let open = unsafe { BorrowedFd::borrow_raw(fd) };
-        rustix::io::fcntl_getfd(open).err().map(|error| {
-            format!("{}; open it in the shell, e.g. 3>progress.log", describe(&error.into()))
-        })
-    };
-    why.map_or(Ok(()), |why| Err(format!("--progress-fd {fd}: {why}")))
-}
-
 /// What the watcher is told of the run besides its counters.
 pub struct Sides {
     /// What the sides are called.
@@ -255,24 +279,24 @@ struct State {
 }
 
 impl Watch {
-    /// A watcher for `config`'s display options, of a run whose sides are `names`, moved by
-    /// `engine`; opens the `--json` file.
+    /// A watcher as `settings` say, of a run whose sides are `sides`; opens the `--json`
+    /// file.
     pub fn new(
-        config: &Config,
+        settings: Settings,
         meter: Arc<Meter>,
         sides: Sides,
         expected: Option<u64>,
     ) -> io::Result<Arc<Watch>> {
         let Sides { names, engine, limits, control } = sides;
-        let json: Option<Box<dyn Write + Send>> = match &config.json {
+        let json: Option<Box<dyn Write + Send>> = match &settings.json {
             None => None,
             Some(JsonTarget::Stderr) => Some(Box::new(io::stderr())),
             Some(JsonTarget::File(path)) => Some(Box::new(File::create(path)?)),
         };
-        let sink = Sink(config.progress_fd);
-        let mode = if config.progress == Progress::Off {
+        let sink = Sink(settings.progress_fd);
+        let mode = if settings.progress == Progress::Off {
             Mode::Off
-        } else if config.numeric {
+        } else if settings.numeric {
             Mode::Numeric
         } else if rustix::termios::isatty(sink.fd()) {
             Mode::Redrawn
@@ -280,11 +304,11 @@ impl Watch {
             Mode::Lines
         };
         // pv's pace for what is read rather than watched; twice as often for the line.
-        let line_every = config.interval.unwrap_or(match mode {
+        let line_every = settings.interval.unwrap_or(match mode {
             Mode::Redrawn => REDRAW,
             _ => SECOND,
         });
-        let json_every = config.interval.unwrap_or(SECOND);
+        let json_every = settings.interval.unwrap_or(SECOND);
         let now = Instant::now();
         Ok(Arc::new(Watch {
             meter,
@@ -293,15 +317,15 @@ impl Watch {
             limits,
             control,
             events: Mutex::new(None),
-            progress: config.progress,
+            progress: settings.progress,
             mode,
             sink,
             line_every,
             json_every,
-            stats: config.stats,
-            quiet: config.quiet,
+            stats: settings.stats,
+            quiet: settings.quiet,
             expected,
-            stall_timeout: config.stall_timeout,
+            stall_timeout: settings.stall_timeout,
             continued: AtomicBool::new(false),
             state: Mutex::new(State {
                 rates: Rates::new(),

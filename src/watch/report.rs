@@ -202,7 +202,7 @@ pub fn stopped(snapshot: &Snapshot, names: &Names, signal: &str) -> String {
     }
     if reader.delivery != Delivery::Written {
         // A network output: what its receiver confirmed, and what was only sent.
-        let counts = crate::run::exit::counts(reader, snapshot.bytes_in);
+        let counts = crate::exit::counts(reader, snapshot.bytes_in);
         return match outputs.len() {
             1 => format!("stopped by {signal}; {counts}"),
             _ => format!(

@@ -21,11 +21,9 @@
 //! and accel answers it the same way ([`OutputErrors`]); whatever the answer, every output
 //! that lost bytes is named with the bytes it got and missed ([`conclude`]).
 
-use std::io;
-
 use signal_hook::consts::signal::{SIGHUP, SIGINT, SIGPIPE, SIGTERM};
 
-use crate::engine::{End, Ending, Failure};
+use crate::engine::{End, Ending, Failure, OutputErrors, is_broken_pipe};
 use crate::meter::{Delivery, ReaderSnapshot, Snapshot};
 use crate::words::describe;
 
@@ -97,72 +95,13 @@ impl Exit {
     }
 
     /// Ends the way described: by the signal itself for [`Exit::Signal`] (never returning),
-    /// otherwise by returning the status for `main` to return. The control socket goes first.
+    /// otherwise by returning the status for `main` to return.
     pub fn terminate(self) -> i32 {
-        crate::watch::control::remove_socket();
         if let Exit::Signal(signal) = self {
             die_by(signal);
         }
         i32::from(self.code())
     }
-}
-
-/// What a failing output does to the others (`--output-error`), as `tee` has it.
-///
-/// Whatever the mode, an output's failure is told with the bytes it got and missed, and a
-/// failed output never holds the others back: it leaves the backlog.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OutputErrors {
-    /// No `--output-error`: `tee`'s default, which keeps `cat`'s behaviour for one output. A
-    /// reader that goes away (EPIPE) ends the run by SIGPIPE; another error is told, and the
-    /// other outputs go on (status 3 at the end).
-    Default,
-    /// Every error is told, EPIPE too, and the other outputs go on (status 3 at the end).
-    Warn,
-    /// As `warn`, but a reader that goes away is only noted, not a failure: that output
-    /// stops, the others go on, and the status does not change for it.
-    WarnNoPipe,
-    /// Every error ends the run at once, EPIPE too (status 3).
-    Exit,
-    /// As `exit`, but a reader that goes away is only noted: the others go on.
-    ExitNoPipe,
-}
-
-/// What the run does when an output fails.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Reaction {
-    /// The other outputs go on.
-    GoOn,
-    /// The whole run ends now.
-    EndTheRun,
-}
-
-/// Whether `error` is a reader that went away (EPIPE).
-fn is_broken_pipe(error: &io::Error) -> bool {
-    error.kind() == io::ErrorKind::BrokenPipe
-}
-
-/// What the run does when an output fails with `error`, under `policy`.
-pub fn react(policy: OutputErrors, error: &io::Error) -> Reaction {
-    match policy {
-        OutputErrors::Default if is_broken_pipe(error) => Reaction::EndTheRun,
-        OutputErrors::Exit => Reaction::EndTheRun,
-        OutputErrors::ExitNoPipe if !is_broken_pipe(error) => Reaction::EndTheRun,
-        _ => Reaction::GoOn,
-    }
-}
-
-/// Whether an output's failure with `error` makes the run a failure under `policy`: all do
-/// but a reader going away in the `-nopipe` modes.
-fn is_failure(policy: OutputErrors, error: &io::Error) -> bool {
-    !(is_broken_pipe(error)
-        && matches!(policy, OutputErrors::WarnNoPipe | OutputErrors::ExitNoPipe))
-}
-
-/// Said at once when an output fails and the others go on: the final word, with the counts,
-/// comes at the end.
-pub fn going_on(name: &str, failure: &Failure) -> String {
-    format!("{name}: {}; it gets no more bytes, the other outputs go on", describe(failure.error()))
 }
 
 /// What an output got of the `total` bytes read, in words: `D bytes delivered, M bytes read
@@ -278,7 +217,7 @@ pub fn conclude(
                     eprintln!("accel: {name}: the reader went away; {counts}");
                 }
             }
-            End::Failed(Failure::Io(error)) if !is_failure(policy, error) => {
+            End::Failed(Failure::Io(error)) if !policy.is_failure(error) => {
                 if !quiet {
                     eprintln!("accel: {name}: the reader went away; {counts}");
                 }
@@ -312,10 +251,8 @@ pub const TERMINATING_SIGNALS: [i32; 3] = [SIGINT, SIGTERM, SIGHUP];
 /// The status for a consumer that went away.
 pub const BROKEN_PIPE: Exit = Exit::Signal(SIGPIPE);
 
-/// Removes the control socket, restores the default action of `signal` and raises it; exits
-/// 128 + n should that not kill.
+/// Restores the default action of `signal` and raises it; exits 128 + n should that not kill.
 pub fn die_by(signal: i32) -> ! {
-    crate::watch::control::remove_socket();
     let _ = signal_hook::low_level::emulate_default_handler(signal);
     // Only reached if the signal is blocked in a way we cannot undo; the status says the same.
     std::process::exit(128 + signal)
