@@ -228,12 +228,7 @@ fn start(config: &Config, closed: stdio::Closed) -> Result<Exit, Refusal> {
         spill,
     };
     let route = Arc::new(Route::plan(config.engine, &plan, Arc::clone(&log)));
-    let control = control::Control::listen()
-        .map_err(|error| {
-            route.log.warn(format_args!("no control socket (-R): {}", describe(&error)))
-        })
-        .ok();
-    let sides = watch::Sides { names, engine: route.engine.to_string(), limits, control };
+    let sides = watch::Sides { names, engine: route.engine.to_string(), limits };
     let settings = watch_settings(config);
     let watch = Watch::new(settings, Arc::clone(&meter), sides, expected).map_err(|error| {
         let Some(JsonTarget::File(path)) = &config.json else { unreachable!("a file") };
@@ -243,6 +238,12 @@ fn start(config: &Config, closed: stdio::Closed) -> Result<Exit, Refusal> {
     log.print_through(Box::new(move |text| said.say(text)));
     Stop::install().map_err(setup("install the interrupt handler"))?;
     let signals = signals::install(Arc::clone(&watch)).map_err(setup("install signal handlers"))?;
+    // Only now, so that a signal sent as soon as the socket is seen ends the run as any
+    // other, which removes the socket.
+    match control::Control::listen() {
+        Ok(control) => watch.serve(control),
+        Err(error) => log.warn(format_args!("no control socket (-R): {}", describe(&error))),
+    }
     if let Some(network) = &mut network {
         // Connecting, and waiting for a sender, is not part of the transfer's time.
         let began = Instant::now();

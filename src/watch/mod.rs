@@ -21,7 +21,7 @@ use std::io::{self, Write};
 use std::os::fd::{BorrowedFd, RawFd};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use std::sync::{Arc, Mutex, PoisonError, mpsc};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -217,9 +217,6 @@ pub struct Sides {
     pub engine: String,
     /// The rate limits, shown, and changed through the control socket.
     pub limits: Arc<Limits>,
-    /// The control socket (`-R`): looked at at each tick, served on a thread of its own
-    /// from the first client on.
-    pub control: Option<Control>,
 }
 
 /// The watcher of one run.
@@ -229,7 +226,9 @@ pub struct Watch {
     /// The engine, for the summary.
     engine: String,
     limits: Arc<Limits>,
-    control: Option<Control>,
+    /// The control socket (`-R`), once the run listens ([`Watch::serve`]): looked at at each
+    /// tick, served on a thread of its own from the first client on.
+    control: OnceLock<Control>,
     /// Where the watchdog says the run has stalled.
     events: Mutex<Option<mpsc::Sender<Event>>>,
     progress: Progress,
@@ -287,7 +286,7 @@ impl Watch {
         sides: Sides,
         expected: Option<u64>,
     ) -> io::Result<Arc<Watch>> {
-        let Sides { names, engine, limits, control } = sides;
+        let Sides { names, engine, limits } = sides;
         let json: Option<Box<dyn Write + Send>> = match &settings.json {
             None => None,
             Some(JsonTarget::Stderr) => Some(Box::new(io::stderr())),
@@ -315,7 +314,7 @@ impl Watch {
             names,
             engine,
             limits,
-            control,
+            control: OnceLock::new(),
             events: Mutex::new(None),
             progress: settings.progress,
             mode,
@@ -347,6 +346,11 @@ impl Watch {
         }))
     }
 
+    /// Serves the control socket (`-R`) from the next tick on; before [`Watch::start`].
+    pub fn serve(&self, control: Control) {
+        let _ = self.control.set(control);
+    }
+
     /// Starts the watcher thread, if anything needs watching; the watchdog reports a stall to
     /// `events`.
     pub fn start(self: &Arc<Watch>, events: mpsc::Sender<Event>) -> io::Result<()> {
@@ -355,7 +359,7 @@ impl Watch {
             || self.stats
             || self.lock().json.is_some()
             || self.stall_timeout.is_some()
-            || self.control.is_some();
+            || self.control.get().is_some();
         if needed {
             let watch = Arc::clone(self);
             let step = self.line_every.min(self.json_every).min(WATCHDOG);
@@ -373,7 +377,7 @@ impl Watch {
 
     /// One look at the counters, `step` after the last; `false` once the run has finished.
     fn tick(self: &Arc<Watch>, step: Duration) -> bool {
-        if let Some(control) = &self.control {
+        if let Some(control) = self.control.get() {
             control.look(&self.limits, || {
                 let watch = Arc::clone(self);
                 move || watch.report_so_far()
