@@ -126,7 +126,7 @@ fn spans_chunks_and_gives_memory_back() {
     }
     // Kept for reuse while the reader has not yet found the backlog at its end...
     assert_eq!(shared.mapped(), 3 * MAX_CHUNK);
-    // ...then given back, bar the chunk being filled and a spare.
+    // ...then given back, bar the back chunk (input goes there next) and a spare.
     drop(producer);
     assert!(take(&mut reader).is_none());
     assert!(shared.mapped() <= (1 + SPARES_WHEN_DRAINED) * MAX_CHUNK, "{}", shared.mapped());

@@ -8,6 +8,8 @@
 
 use std::fmt;
 
+use super::fault::test_panic;
+use super::spill;
 use crate::backlog::{Front, Reader};
 use crate::stop::Stop;
 
@@ -145,11 +147,10 @@ pub fn hash(algorithm: Algorithm, mut reader: Reader, stop: &Stop) -> Option<Dig
                 filled.as_slice().len()
             }
             Front::Spill(range) => {
-                scratch.resize(range.len.min(1 << 20), 0);
                 // A disk error here is told by the outputs, which read the same bytes.
-                range.file.read_at(&mut scratch, range.at).ok()?;
-                hasher.update(&scratch);
-                scratch.len()
+                let bytes = spill::read_back(&range, range.len(), &mut scratch).ok()?;
+                hasher.update(bytes);
+                bytes.len()
             }
             Front::Pipe(..) => {
                 unreachable!("a backlog with a hash has several readers, so holds no pipes")
@@ -157,7 +158,7 @@ pub fn hash(algorithm: Algorithm, mut reader: Reader, stop: &Stop) -> Option<Dig
         };
         reader.consume(n);
         taken += n as u64;
-        crate::engine::test_panic("hash", taken);
+        test_panic("hash", taken);
     }
     (!stop.requested()).then(|| Digest { algorithm, hex: hasher.hex() })
 }
