@@ -15,7 +15,8 @@
 //!   readers the bytes are shared through memory, which every reader can read.
 //!
 //! The output side is the same for both ([`output`]): write whatever is at the reader's place,
-//! by `write` from memory or by `splice` from a pool pipe.
+//! by `write` from memory or by `splice` from a pool pipe. Spilled bytes (`--spill`) go into
+//! the spill file and out of it by either engine alike ([`spill`]).
 //!
 //! [`run`] starts the threads, hears how each ends, and applies the policy for a failing
 //! output (`--output-error`, decided in `exit.rs`); the run's end is decided by the caller.
@@ -25,7 +26,7 @@ pub mod digest;
 mod fault;
 pub mod output;
 pub mod pace;
-mod spill;
+pub mod spill;
 pub mod splice;
 
 use std::fmt;
