@@ -277,7 +277,10 @@ fn a_full_backlog_resumes_only_below_the_resume_watermark() {
     eventually(|| shared.producer_waiting() == Some(Shortage::Room));
     // Taken a page at a time, as a slow consumer would: input resumes only at 2 pages held.
     while !input.is_finished() {
-        let Front::Memory(filled) = readers[0].front().unwrap() else { unreachable!() };
+        // Once it has resumed, the input thread drops the producer: the input has ended, and
+        // the reader may find that before the thread is seen finished.
+        let Some(front) = readers[0].front() else { break };
+        let Front::Memory(filled) = front else { unreachable!() };
         let n = filled.as_slice().len().min(page());
         readers[0].consume(n);
         thread::sleep(Duration::from_millis(1));
