@@ -1,7 +1,7 @@
 //! A chunk of buffer memory mapped straight from the kernel.
 //!
 //! Chunks are `mmap`ed rather than taken from the allocator for two reasons. A fresh anonymous
-//! mapping is zero-filled by the kernel and faulted in lazily, so `-m 1G` costs nothing until
+//! mapping is zeroed by the kernel and faulted in lazily, so `-m 1G` costs nothing until
 //! bytes arrive (no memset, unlike `calloc` of reused heap memory). And `munmap` gives the
 //! memory back the moment a chunk is dropped, whereas glibc's adaptive mmap threshold would move
 //! 2 MiB blocks onto the heap after the first free, where they are never returned.
@@ -26,7 +26,8 @@ pub struct Chunk {
 }
 
 // SAFETY: a Chunk is plain memory owned by its value; the backlog decides who touches which
-// bytes (see `Backlog`), so moving or sharing the handle between threads is sound.
+// bytes (the producer's `Vacant` past what is committed, readers' `Filled` before it: see the
+// `backlog` module), so moving or sharing the handle between threads is sound.
 unsafe impl Send for Chunk {}
 // SAFETY: as above; `&Chunk` only hands out raw pointers, never references.
 unsafe impl Sync for Chunk {}
@@ -71,7 +72,7 @@ impl Chunk {
 impl Drop for Chunk {
     fn drop(&mut self) {
         // SAFETY: the mapping was made in `new` and nothing refers to it once the chunk is dropped
-        // (regions hold an `Arc<Chunk>`).
+        // (segments, `Vacant`s and `Filled`s hold an `Arc<Chunk>`).
         let _ = unsafe { rustix::mm::munmap(self.addr.as_ptr().cast::<c_void>(), self.len) };
     }
 }

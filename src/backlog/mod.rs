@@ -14,17 +14,20 @@
 //! its bytes cannot be consumed while they are being written out.
 //!
 //! The backlog is a FIFO of segments, each covering a range of the stream. A segment's bytes
-//! live in a chunk of memory, or in one of accel's own pipes, where they were spliced without
-//! being copied. A pipe's bytes can be read once, so pipe segments are only for a backlog with
-//! a single reader (one output, no hash). I/O happens without the lock, on byte ranges that
-//! cannot overlap:
+//! live in a chunk of memory, in one of accel's own pipes, where they were spliced without
+//! being copied, or in a window of the spill file (`--spill`). A pipe's bytes can be read
+//! once, so pipe segments are only for a backlog with a single reader (one output, no hash).
+//! I/O happens without the lock, on byte ranges that cannot overlap:
 //!
 //! - the producer only writes past the back segment's committed end;
 //! - readers only read committed bytes, each from its own cursor;
 //! - a segment is removed only once every reader has passed it and it is not the back one
 //!   (no input under way in it); its chunk is reused only when nothing refers to it any more.
 //!
-//! The lock is taken twice per read or write to exchange offsets, never across a system call.
+//! The lock is taken twice per read or write to exchange offsets, never across a read or write
+//! of an endpoint: those are the engine's, on what the backlog hands out (memory, a pool pipe,
+//! a range of the spill file). It is held across the backlog's own calls: mapping and unmapping
+//! chunks, reserving and giving back spill space, and reading back spilled bytes for a block.
 
 mod chunk;
 pub mod spill;
@@ -32,24 +35,28 @@ pub mod spill;
 use std::collections::VecDeque;
 use std::io;
 use std::marker::PhantomData;
+use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use chunk::Chunk;
 pub use chunk::MAX_CHUNK;
 
-use crate::endpoint::Endpoint;
 use crate::log::{Log, Once};
 use crate::meter::{Meter, Tier};
 use crate::size::Bytes;
 use crate::sys::PoolPipe;
-use spill::{FillError, STEP, SpillFile, WINDOW};
+use spill::{FileRange, STEP, SpillFile, WINDOW};
 
 /// Chunks and pool pipes kept once the backlog has drained. While a backlog stands, every
 /// drained chunk or pipe is kept for the input to reuse: mapping a fresh chunk means the kernel
 /// zeroes it again, which cost a fifth of accel's CPU with a standing backlog. Once the backlog
 /// has stayed empty for [`GIVE_BACK_AFTER`], all but this many go back to the kernel.
 const SPARES_WHEN_DRAINED: usize = 1;
+
+/// The most input staged in memory at once on its way to the spill file, where it cannot be
+/// spliced there.
+const STAGING: usize = 1 << 20;
 
 /// How long the backlog must stay empty before its spare memory and pipes are given back.
 const GIVE_BACK_AFTER: Duration = Duration::from_secs(1);
@@ -140,7 +147,7 @@ pub fn backlog(
         spill_full: Once::default(),
     });
     let readers = (0..readers).map(|index| Reader { shared: Arc::clone(&shared), index });
-    Ok((Producer { shared: Arc::clone(&shared), scratch: Vec::new() }, readers.collect()))
+    Ok((Producer { shared: Arc::clone(&shared), staging: Vec::new() }, readers.collect()))
 }
 
 /// The capacity a backlog asked for `asked` bytes has, under `gates`: at least a read (a
@@ -248,7 +255,7 @@ enum Store {
 }
 
 /// A range of the stream, `start..start + len`, kept in one store (from the beginning of a
-/// chunk, or in a pipe).
+/// chunk, in a pipe, or in a window of the spill file).
 #[derive(Debug)]
 struct Segment {
     store: Store,
@@ -295,8 +302,9 @@ pub struct Room {
 #[derive(Debug)]
 pub struct Producer {
     shared: Arc<Shared>,
-    /// Where input bound for the spill is read first, when it cannot be spliced there.
-    scratch: Vec<u8>,
+    /// Where input bound for the spill is read first, when it cannot be spliced there
+    /// ([`SpillVacant::staging`]).
+    staging: Vec<u8>,
 }
 
 /// Ends every wait in the backlog when the run is over, whoever holds the halves.
@@ -342,8 +350,9 @@ pub struct Vacant<'a> {
     len: usize,
 }
 
-/// Reserved room at the end of the spill file, which [`fill_from`](SpillVacant::fill_from)
-/// moves input into.
+/// Reserved room at the end of the spill file, for input: spliced into its
+/// [`room`](SpillVacant::room) and [`commit`](SpillVacant::commit)ted, or read into its
+/// [`staging`](SpillVacant::staging) memory and [`commit_staged`](SpillVacant::commit_staged).
 #[derive(Debug)]
 pub struct SpillVacant<'a> {
     producer: &'a mut Producer,
@@ -363,32 +372,50 @@ impl Drop for SpillVacant<'_> {
 }
 
 impl SpillVacant<'_> {
-    /// Moves up to `most` bytes (at most what is reserved) from `input` into the spill and
-    /// makes them visible to every reader; how many, 0 at end of input.
+    /// The reserved room in the spill file, to splice input into.
+    pub fn room(&self) -> FileRange<'_> {
+        self.file.range(self.at, self.len)
+    }
+
+    /// Memory to read up to `most` bytes of input into, where it cannot be spliced into the
+    /// spill: at most what is reserved, and 1 MiB.
+    pub fn staging(&mut self, most: usize) -> &mut [u8] {
+        let staging = &mut self.producer.staging;
+        staging.resize(most.min(self.len).min(STAGING), 0);
+        staging
+    }
+
+    /// Makes the first `n` bytes of the [`room`](SpillVacant::room), spliced there, visible to
+    /// every reader (none at end of input).
+    pub fn commit(self, n: usize) {
+        assert!(n <= self.len, "committed more than was reserved");
+        if n > 0 {
+            self.producer.commit(n, Tier::Disk);
+        }
+        // Found by a reader: spill no more.
+        if let Some(error) = self.file.writeback_failure() {
+            self.producer.shared.spill_failed(&self.file, &SpillFailure::WriteBack(error));
+        }
+    }
+
+    /// Writes the first `n` bytes of the [`staging`](SpillVacant::staging) memory into the
+    /// spill, and makes them visible to every reader (none at end of input).
     ///
     /// When the spill file cannot be written (EIO), spilling stops for the rest of the run
-    /// (the user is told once) and the bytes read go to memory instead, when there is room:
-    /// nothing read is lost.
-    pub fn fill_from(self, input: &Endpoint, most: usize) -> io::Result<usize> {
-        let scratch = &mut self.producer.scratch;
-        match self.file.fill_from(input, self.at, most.min(self.len), scratch) {
-            Ok(n) => {
-                if n > 0 {
-                    self.producer.commit(n, Tier::Disk);
-                }
-                // Found by a reader: spill no more.
-                if let Some(error) = self.file.writeback_failure() {
-                    self.producer.shared.spill_failed(&self.file, &SpillFailure::WriteBack(error));
-                }
-                Ok(n)
+    /// (the user is told once) and the bytes go to memory instead, when there is room:
+    /// nothing read is lost. Fails only as [`Producer::reserve`] does, finding that memory.
+    pub fn commit_staged(self, n: usize) -> io::Result<()> {
+        match self.file.write_at(&self.producer.staging[..n], self.at) {
+            Ok(()) => {
+                self.commit(n);
+                Ok(())
             }
-            Err(FillError::Read(error)) => Err(error),
-            Err(FillError::Write(error, n)) => {
+            Err(error) => {
                 self.producer.shared.spill_failed(&self.file, &SpillFailure::Write(error));
-                let bytes = std::mem::take(&mut self.producer.scratch);
+                let bytes = std::mem::take(&mut self.producer.staging);
                 let put = self.producer.put(&bytes[..n]);
-                self.producer.scratch = bytes;
-                put.map(|()| n)
+                self.producer.staging = bytes;
+                put
             }
         }
     }
@@ -425,12 +452,41 @@ pub enum Front<'a> {
 /// Spilled bytes at a reader's place: `len` bytes of `file` from offset `at`.
 #[derive(Debug, Clone)]
 pub struct SpillRange {
-    /// The spill file.
-    pub file: Arc<SpillFile>,
-    /// Where the bytes begin in it.
-    pub at: u64,
-    /// How many there are.
-    pub len: usize,
+    file: Arc<SpillFile>,
+    at: u64,
+    len: usize,
+}
+
+impl SpillRange {
+    /// How many bytes there are.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether there are none (never, as handed out).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The directory spilled into, for messages.
+    pub fn dir(&self) -> &Path {
+        self.file.dir()
+    }
+
+    /// Where the first of these bytes, at most `most`, may be read back from, to splice them
+    /// on: all of them, or those before the point from which a failed write-back lost them;
+    /// the error when they begin past it.
+    pub fn readable(&self, most: usize) -> io::Result<FileRange<'_>> {
+        let len = self.file.readable(self.at, most.min(self.len))?;
+        Ok(self.file.range(self.at, len))
+    }
+
+    /// Reads the first `buf.len()` of these bytes back into `buf`: all of them, or an error
+    /// (the disk, or a write-back that failed: never bytes other than those committed).
+    pub fn read(&self, buf: &mut [u8]) -> io::Result<usize> {
+        assert!(buf.len() <= self.len, "read back more than was spilled here");
+        self.file.read_at(buf, self.at)
+    }
 }
 
 /// Bytes in memory at a reader's place, to write out and then
@@ -448,7 +504,8 @@ impl Vacant<'_> {
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
         // SAFETY: a Vacant covers bytes past the back segment's committed end, which no Filled
         // covers, and it borrows the one Producer, so no other Vacant exists; the Arc keeps
-        // the mapping alive, which the kernel zero-initialised.
+        // the mapping alive. Its bytes are initialised: zeros from the kernel in a fresh chunk,
+        // earlier bytes of the stream in a reused one (any byte is a valid u8).
         unsafe { std::slice::from_raw_parts_mut(self.chunk.at(self.offset), self.len) }
     }
 
@@ -485,7 +542,7 @@ impl Shared {
     }
 
     /// Bytes held: committed and not yet taken by every reader, in memory and spilled.
-    fn fill(state: &State) -> usize {
+    fn held(state: &State) -> usize {
         (state.produced - state.released) as usize
     }
 
@@ -558,10 +615,10 @@ impl Producer {
     pub fn wait_for_room(&mut self) -> Option<Room> {
         let state = self.shared.room_locked();
         state.open().then(|| {
-            let fill = Shared::fill(&state);
+            let held = Shared::held(&state);
             let free =
                 if self.shared.spilling(&state) { 0 } else { self.shared.memory_free(&state) };
-            Room { free, empty: fill == 0 }
+            Room { free, empty: held == 0 }
         })
     }
 
@@ -580,7 +637,7 @@ impl Producer {
             if !state.open() {
                 return Ok(None);
             }
-            if Shared::fill(&state) == 0 {
+            if Shared::held(&state) == 0 {
                 state.rewind(shared.spill.as_deref());
             }
             if shared.spilling(&state) {
@@ -601,7 +658,7 @@ impl Producer {
                 Some(chunk) => chunk,
                 None => match Chunk::new(shared.chunk_size) {
                     Ok(chunk) => Arc::new(chunk),
-                    Err(error) if Shared::fill(&state) == 0 => return Err(error),
+                    Err(error) if Shared::held(&state) == 0 => return Err(error),
                     // Memory refused: the spill takes over, as if memory were full.
                     Err(_) if shared.can_spill(&state) => {
                         shared.open_window(&mut state)?;
@@ -706,7 +763,7 @@ impl Producer {
         let mut state = shared.lock();
         let back = state.segments.back_mut().expect("commit follows reserve or push_pipe");
         back.len += n;
-        let mut filled_window = None;
+        let mut full_window = None;
         match back.store {
             Store::Memory(ref chunk) => {
                 assert!(back.len <= chunk.size(), "committed past the end of a chunk");
@@ -714,7 +771,7 @@ impl Producer {
             Store::Spill { at, reserved } => {
                 assert!(back.len as u64 <= reserved, "committed past a spill window");
                 if back.len as u64 == WINDOW {
-                    filled_window = Some(at);
+                    full_window = Some(at);
                 }
             }
             Store::Pipe(_) => {}
@@ -725,14 +782,14 @@ impl Producer {
             state.held_memory += n;
         }
         state.produced += n as u64;
-        shared.meter.add_in(n, Shared::fill(&state), tier);
+        shared.meter.add_in(n, Shared::held(&state), tier);
         shared.publish(&state);
         if state.readers_waiting > 0 {
             shared.has_data.notify_all();
         }
         drop(state);
-        if let (Some(at), Some(spill)) = (filled_window, &shared.spill)
-            && let Err(error) = spill.filled(at)
+        if let (Some(at), Some(spill)) = (full_window, &shared.spill)
+            && let Err(error) = spill.window_full(at)
         {
             shared.spill_failed(spill, &SpillFailure::WriteBack(error));
         }
@@ -812,7 +869,7 @@ impl Shared {
         if self.memory_refused.first() {
             self.log.warn(format_args!(
                 "memory refused with {} buffered ({}); the producer waits while it drains",
-                Bytes(Shared::fill(&state) as u64),
+                Bytes(Shared::held(&state) as u64),
                 crate::words::describe(error)
             ));
         }
@@ -820,7 +877,7 @@ impl Shared {
         state.producer_waiting = Some(Shortage::Memory);
         self.has_data.notify_all();
         state = self.wait(&self.has_room, state, |s| {
-            s.spare_chunks.is_empty() && Shared::fill(s) > 0 && s.open()
+            s.spare_chunks.is_empty() && Shared::held(s) > 0 && s.open()
         });
         state.producer_waiting = None;
         self.meter.input_held(false);
@@ -921,7 +978,7 @@ impl Reader {
             };
             if state.has_surplus_spares() && state.released == state.produced {
                 // Drained. If it stays so, what the backlog grew to is not needed: give it
-                // back. A backlog that only touched empty refills at once and keeps it.
+                // back. A backlog that only touched empty takes in more at once, and keeps it.
                 let (guard, waited) = shared
                     .has_data
                     .wait_timeout_while(state, GIVE_BACK_AFTER, nothing_new)
@@ -1041,7 +1098,7 @@ impl Shared {
             // Drained: the disk is ours again.
             state.spill_full = false;
         }
-        if Shared::fill(state) == 0 {
+        if Shared::held(state) == 0 {
             state.drop_drained_spill(self.spill.as_deref());
         }
         self.publish(state);
@@ -1051,7 +1108,7 @@ impl Shared {
             Some(Shortage::Room) => {
                 self.memory_free(state) >= self.resume_gap || self.can_spill(state)
             }
-            Some(Shortage::Memory) => !state.spare_chunks.is_empty() || Shared::fill(state) == 0,
+            Some(Shortage::Memory) => !state.spare_chunks.is_empty() || Shared::held(state) == 0,
         };
         if wake {
             self.has_room.notify_one();
@@ -1091,8 +1148,8 @@ impl State {
     }
 
     /// With nothing held, gives the disk of a drained spill back at once: every spill segment
-    /// goes, and the file is emptied. Not while the producer is filling the back window: that
-    /// one goes when it is full and passed.
+    /// goes, and the file is emptied. Not while the producer holds the back window (a
+    /// [`SpillVacant`]): that one goes when it is full and passed.
     fn drop_drained_spill(&mut self, spill: Option<&SpillFile>) {
         let Some(spill) = spill.filter(|_| !self.spill_vacant) else { return };
         let before = self.segments.len();

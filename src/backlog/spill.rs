@@ -15,21 +15,22 @@
 //! - A write-back that fails is never silent zeros: a page whose write failed may leave the
 //!   cache, and the reserved space it would be read back from holds zeros. So each window
 //!   is checked on disk before it is dropped, a read back of bytes not yet checked first asks
-//!   whether a write-back failed since, and once one has, the bytes not yet checked on disk are not read back:
-//!   the reader fails (`read back ...`, status 7) and the producer spills no more.
-//! - Zero-copy where the kernel allows: a pipe input is spliced into the file (one copy, by
-//!   the kernel), and the file is spliced into a pipe output (page-cache references, none).
+//!   whether a write-back failed since, and once one has, the bytes not yet checked on disk
+//!   are not read back: the reader fails (`read back ...`, status 7) and the producer spills
+//!   no more.
+//! - The file is the backlog's store, not an endpoint: it writes the bytes the producer
+//!   staged in memory and reads bytes back into memory a reader hands it, and hands out a
+//!   [`FileRange`] where the engine splices (a pipe input into the file, the file into a pipe
+//!   output: see `engine/spill.rs`).
 
 use std::fs;
 use std::io;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
-use rustix::event::PollFlags;
 use rustix::io::Errno;
 
-use crate::endpoint::{Endpoint, FdKind};
 use crate::sys;
 use crate::words::describe;
 
@@ -45,25 +46,15 @@ pub const STEP: u64 = 1 << 20;
 /// share of its space free.
 const FREE_SHARE: u64 = 20; // one twentieth: 5 %
 
-/// The most copied through memory at once where splice cannot be used.
-const SCRATCH: usize = 1 << 20;
-
-/// Why moving input into the spill failed.
-#[derive(Debug)]
-pub enum FillError {
-    /// Reading the input.
-    Read(io::Error),
-    /// Writing the spill file (EIO: the disk); the bytes read, `scratch[..n]`, are not lost.
-    Write(io::Error, usize),
-}
-
-/// Why passing spilled bytes on failed.
-#[derive(Debug)]
-pub enum PassError {
-    /// Reading them back from the spill file (EIO: the disk).
-    ReadBack(io::Error),
-    /// Writing them to the output.
-    Write(io::Error),
+/// A stretch of the spill file, to splice into or out of: `len` bytes of `fd` from `offset`.
+#[derive(Debug, Clone, Copy)]
+pub struct FileRange<'a> {
+    /// The spill file.
+    pub fd: BorrowedFd<'a>,
+    /// Where the stretch begins.
+    pub offset: u64,
+    /// How long it is.
+    pub len: usize,
 }
 
 /// The spill file of a run.
@@ -142,66 +133,15 @@ impl SpillFile {
         }
     }
 
-    /// Moves up to `len` bytes from `input` into the file at `offset`; 0 at end of input.
-    /// A pipe is spliced in (the kernel's one copy); anything else is read into `scratch`,
-    /// then written, so that when the file fails they are still there.
-    pub fn fill_from(
-        &self,
-        input: &Endpoint,
-        offset: u64,
-        len: usize,
-        scratch: &mut Vec<u8>,
-    ) -> Result<usize, FillError> {
-        if input.kind == FdKind::Pipe && sys::CAN_SPLICE {
-            let mut at = offset;
-            loop {
-                match sys::splice_to_file(input.fd(), self.fd.as_fd(), &mut at, len) {
-                    Ok(n) => return Ok(n),
-                    Err(Errno::INTR) => input.stop().check().map_err(FillError::Read)?,
-                    Err(Errno::AGAIN) => input.wait(PollFlags::IN).map_err(FillError::Read)?,
-                    // Not spliceable after all, or failed (the bytes stay in the pipe): read
-                    // and write, which meet any real error and say which side it was.
-                    Err(_) => break,
-                }
-            }
-        }
-        scratch.resize(len.min(SCRATCH), 0);
-        let n = input.read(scratch).map_err(FillError::Read)?;
-        self.write_all_at(&scratch[..n], offset).map_err(|error| FillError::Write(error, n))?;
-        Ok(n)
-    }
-
-    /// Passes up to `len` bytes at `offset` on to `output`; how many went. A pipe gets them
-    /// spliced (page-cache references, no copy); anything else by reading, then writing. A
-    /// failed splice falls back to those, so that an error says which side it was.
-    pub fn write_to(
-        &self,
-        output: &Endpoint,
-        offset: u64,
-        len: usize,
-        scratch: &mut Vec<u8>,
-    ) -> Result<usize, PassError> {
-        let len = self.readable(offset, len).map_err(PassError::ReadBack)?;
-        if output.kind == FdKind::Pipe && output.can_splice_to() && sys::CAN_SPLICE {
-            let mut at = offset;
-            loop {
-                match sys::splice_from_file(self.fd.as_fd(), &mut at, output.fd(), len) {
-                    Ok(n) if n > 0 => return Ok(n),
-                    Err(Errno::INTR) => output.stop().check().map_err(PassError::Write)?,
-                    Err(Errno::AGAIN) => output.wait(PollFlags::OUT).map_err(PassError::Write)?,
-                    _ => break,
-                }
-            }
-        }
-        scratch.resize(len.min(SCRATCH), 0);
-        let n = self.read_at(scratch, offset).map_err(PassError::ReadBack)?;
-        output.write(&scratch[..n]).map_err(PassError::Write)
+    /// The stretch of `len` bytes at `offset`, to splice into or out of.
+    pub(super) fn range(&self, offset: u64, len: usize) -> FileRange<'_> {
+        FileRange { fd: self.fd.as_fd(), offset, len }
     }
 
     /// Reads spilled bytes at `offset` into `buf`: all of it, or an error (a spilled range is
     /// never short of what was committed, nor read back where a write-back failed: looked at
     /// before and after, since a page of a failed write can leave the cache meanwhile).
-    pub fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+    pub(super) fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         let Some(last) = (buf.len() as u64).checked_sub(1) else { return Ok(0) };
         self.readable(offset + last, 1)?;
         let mut done = 0;
@@ -222,7 +162,7 @@ impl SpillFile {
     /// is past that point. For bytes not yet checked on disk, asks the kernel first whether
     /// a write-back failed since the last look (a system call that waits for nothing);
     /// windows checked on disk are read from there, whatever fails later.
-    fn readable(&self, offset: u64, len: usize) -> io::Result<usize> {
+    pub(super) fn readable(&self, offset: u64, len: usize) -> io::Result<usize> {
         let unchecked = offset + len as u64 > self.lock().confirmed;
         if unchecked && let Err(error) = sys::writeback_error(self.fd.as_fd()) {
             self.lose(&error);
@@ -244,8 +184,8 @@ impl SpillFile {
         written.lost = Some((from, error.raw_os_error().unwrap_or(libc::EIO)));
     }
 
-    /// The error of a failed write-back, once one is known (by [`filled`](Self::filled) or a
-    /// read back).
+    /// The error of a failed write-back, once one is known (by
+    /// [`window_full`](Self::window_full) or a read back).
     pub fn writeback_failure(&self) -> Option<io::Error> {
         self.lock().lost.map(|(_, errno)| io::Error::from_raw_os_error(errno))
     }
@@ -254,7 +194,8 @@ impl SpillFile {
         self.written.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn write_all_at(&self, bytes: &[u8], offset: u64) -> io::Result<()> {
+    /// Writes all of `bytes` into the file at `offset` (room reserved for them).
+    pub(super) fn write_at(&self, bytes: &[u8], offset: u64) -> io::Result<()> {
         let mut done = 0;
         while done < bytes.len() {
             match rustix::io::pwrite(&self.fd, &bytes[done..], offset + done as u64) {
@@ -271,7 +212,7 @@ impl SpillFile {
     /// reports a failed write-back; no `fdatasync`: a spill need not survive a crash, only be
     /// read back). A failed write-back is returned, and what was not yet checked on disk is
     /// not read back from then on.
-    pub fn filled(&self, offset: u64) -> io::Result<()> {
+    pub fn window_full(&self, offset: u64) -> io::Result<()> {
         let fd = self.fd.as_fd();
         let checked = sys::start_writeback(fd, offset, WINDOW).and_then(|()| {
             let Some(before) = offset.checked_sub(WINDOW) else { return Ok(()) };

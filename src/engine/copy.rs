@@ -7,6 +7,7 @@
 use std::io;
 
 use super::pace::{Limits, Pacer};
+use super::spill;
 use crate::backlog::{Producer, Space};
 use crate::endpoint::Endpoint;
 use crate::words::describe;
@@ -43,9 +44,9 @@ pub fn read_once(
     let read_block = producer.read_block();
     let mut vacant = match producer.reserve()? {
         None => return Err(nobody_left()),
-        Some(Space::Spill(spill)) => {
-            let offered = most.map_or(spill.len(), |most| most.min(spill.len()));
-            let got = spill.fill_from(input, offered)?;
+        Some(Space::Spill(vacant)) => {
+            let offered = most.map_or(vacant.len(), |most| most.min(vacant.len()));
+            let got = spill::take_in(input, vacant, offered)?;
             return Ok((got > 0).then_some(Took { offered, got, spilled: true }));
         }
         Some(Space::Memory(vacant)) => vacant,

@@ -4,10 +4,15 @@
 //!
 //! The digests come from well-kept implementations: RustCrypto's `sha2`, `sha1` and `md-5`
 //! (SHA-NI and AVX2 where the CPU has them, detected at run time) and the `blake3` crate
-//! (AVX-512, AVX2 or SSE4.1, likewise).
+//! (AVX-512, AVX2 or SSE4.1, likewise), all behind the `digest` crate's [`DynDigest`] (blake3
+//! through its `traits-preview` feature).
 
 use std::fmt;
 
+use digest::DynDigest;
+
+use super::fault::test_panic;
+use super::spill;
 use crate::backlog::{Front, Reader};
 use crate::stop::Stop;
 
@@ -62,16 +67,16 @@ impl Algorithm {
         Algorithm::ALL.into_iter().find(|a| a.name() == plain)
     }
 
-    fn hasher(self) -> Hasher {
-        use sha2::Digest as _;
+    /// A fresh hasher for the algorithm.
+    fn hasher(self) -> Box<dyn DynDigest> {
         match self {
-            Algorithm::Md5 => Hasher::Md5(md5::Md5::new()),
-            Algorithm::Sha1 => Hasher::Sha1(sha1::Sha1::new()),
-            Algorithm::Sha224 => Hasher::Sha224(sha2::Sha224::new()),
-            Algorithm::Sha256 => Hasher::Sha256(sha2::Sha256::new()),
-            Algorithm::Sha384 => Hasher::Sha384(sha2::Sha384::new()),
-            Algorithm::Sha512 => Hasher::Sha512(sha2::Sha512::new()),
-            Algorithm::Blake3 => Hasher::Blake3(Box::new(blake3::Hasher::new())),
+            Algorithm::Md5 => Box::new(md5::Md5::default()),
+            Algorithm::Sha1 => Box::new(sha1::Sha1::default()),
+            Algorithm::Sha224 => Box::new(sha2::Sha224::default()),
+            Algorithm::Sha256 => Box::new(sha2::Sha256::default()),
+            Algorithm::Sha384 => Box::new(sha2::Sha384::default()),
+            Algorithm::Sha512 => Box::new(sha2::Sha512::default()),
+            Algorithm::Blake3 => Box::new(blake3::Hasher::new()),
         }
     }
 }
@@ -91,47 +96,6 @@ pub struct Digest {
     pub hex: String,
 }
 
-enum Hasher {
-    Md5(md5::Md5),
-    Sha1(sha1::Sha1),
-    Sha224(sha2::Sha224),
-    Sha256(sha2::Sha256),
-    Sha384(sha2::Sha384),
-    Sha512(sha2::Sha512),
-    Blake3(Box<blake3::Hasher>),
-}
-
-impl Hasher {
-    fn update(&mut self, bytes: &[u8]) {
-        use sha2::Digest as _;
-        match self {
-            Hasher::Md5(h) => h.update(bytes),
-            Hasher::Sha1(h) => h.update(bytes),
-            Hasher::Sha224(h) => h.update(bytes),
-            Hasher::Sha256(h) => h.update(bytes),
-            Hasher::Sha384(h) => h.update(bytes),
-            Hasher::Sha512(h) => h.update(bytes),
-            Hasher::Blake3(h) => {
-                h.update(bytes);
-            }
-        }
-    }
-
-    fn hex(self) -> String {
-        use sha2::Digest as _;
-        let bytes: Vec<u8> = match self {
-            Hasher::Md5(h) => h.finalize().to_vec(),
-            Hasher::Sha1(h) => h.finalize().to_vec(),
-            Hasher::Sha224(h) => h.finalize().to_vec(),
-            Hasher::Sha256(h) => h.finalize().to_vec(),
-            Hasher::Sha384(h) => h.finalize().to_vec(),
-            Hasher::Sha512(h) => h.finalize().to_vec(),
-            Hasher::Blake3(h) => return h.finalize().to_hex().to_string(),
-        };
-        bytes.iter().map(|b| format!("{b:02x}")).collect()
-    }
-}
-
 /// Hashes everything `reader` is given; `None` when the run was stopped before the input's
 /// end (a hash of part of a stream would only mislead).
 pub fn hash(algorithm: Algorithm, mut reader: Reader, stop: &Stop) -> Option<Digest> {
@@ -145,11 +109,10 @@ pub fn hash(algorithm: Algorithm, mut reader: Reader, stop: &Stop) -> Option<Dig
                 filled.as_slice().len()
             }
             Front::Spill(range) => {
-                scratch.resize(range.len.min(1 << 20), 0);
                 // A disk error here is told by the outputs, which read the same bytes.
-                range.file.read_at(&mut scratch, range.at).ok()?;
-                hasher.update(&scratch);
-                scratch.len()
+                let bytes = spill::read_back(&range, range.len(), &mut scratch).ok()?;
+                hasher.update(bytes);
+                bytes.len()
             }
             Front::Pipe(..) => {
                 unreachable!("a backlog with a hash has several readers, so holds no pipes")
@@ -157,9 +120,9 @@ pub fn hash(algorithm: Algorithm, mut reader: Reader, stop: &Stop) -> Option<Dig
         };
         reader.consume(n);
         taken += n as u64;
-        crate::engine::test_panic("hash", taken);
+        test_panic("hash", taken);
     }
-    (!stop.requested()).then(|| Digest { algorithm, hex: hasher.hex() })
+    (!stop.requested()).then(|| Digest { algorithm, hex: hex::encode(hasher.finalize()) })
 }
 
 #[cfg(test)]
@@ -169,7 +132,7 @@ mod tests {
     fn of(algorithm: Algorithm, bytes: &[u8]) -> String {
         let mut hasher = algorithm.hasher();
         hasher.update(bytes);
-        hasher.hex()
+        hex::encode(hasher.finalize())
     }
 
     #[test]
@@ -181,6 +144,17 @@ mod tests {
             (Algorithm::Sha1, "a9993e364706816aba3e25717850c26c9cd0d89d"),
             (Algorithm::Sha256, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"),
             (Algorithm::Blake3, "6437b3ac38465133ffb63b75273a8db548c558465d79db03fd359c6cd5bd9d85"),
+            (Algorithm::Sha224, "23097d223405d8228642a477bda255b32aadbce4bda0b3f7e36c9da7"),
+            (
+                Algorithm::Sha384,
+                "cb00753f45a35e8bb5a03d699ac65007272c32ab0eded1631a8b605a43ff5bed\
+                 8086072ba1e7cc2358baeca134c825a7",
+            ),
+            (
+                Algorithm::Sha512,
+                "ddaf35a193617abacc417349ae20413112e6fa4e89a97ea20a9eeee64b55d39a\
+                 2192992a274fc1a836ba3c23a3feebbd454d4423643ce80e2a9ac94fa54ca49f",
+            ),
         ];
         for (algorithm, hex) in abc {
             assert_eq!(of(algorithm, b"abc"), hex, "{algorithm}");

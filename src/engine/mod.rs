@@ -15,15 +15,18 @@
 //!   readers the bytes are shared through memory, which every reader can read.
 //!
 //! The output side is the same for both ([`output`]): write whatever is at the reader's place,
-//! by `write` from memory or by `splice` from a pool pipe.
+//! by `write` from memory or by `splice` from a pool pipe. Spilled bytes (`--spill`) go into
+//! the spill file and out of it by either engine alike ([`spill`]).
 //!
 //! [`run`] starts the threads, hears how each ends, and applies what a failing output does to
 //! the others ([`OutputErrors`], `--output-error`); the run's end is decided by the caller.
 
 pub mod copy;
 pub mod digest;
+mod fault;
 pub mod output;
 pub mod pace;
+pub mod spill;
 pub mod splice;
 
 use std::fmt;
@@ -115,7 +118,7 @@ pub struct Flow {
 pub struct Block {
     /// Bytes in a block.
     pub size: usize,
-    /// Fill the last block with zeros to the full size (`--pad`); else it is short.
+    /// Pad the last block with zeros to the full size (`--pad`); else it is short.
     pub pad: bool,
 }
 
@@ -550,27 +553,6 @@ fn ended(result: Result<(), Failure>) -> End {
         Err(failure) if failure.error().kind() == io::ErrorKind::Interrupted => End::Stopped,
         Err(failure) => End::Failed(failure),
     }
-}
-
-/// For the tests, in debug builds only: `ACCEL_TEST_PANIC=output:N` (or `hash:N`) makes every
-/// output (or hash) thread panic once it has taken more than N bytes, so that they can show
-/// that a thread which panics is heard like any other. A no-op in release builds.
-pub(crate) fn test_panic(side: &str, taken: u64) {
-    #[cfg(debug_assertions)]
-    {
-        static ASKED: std::sync::OnceLock<Option<(String, u64)>> = std::sync::OnceLock::new();
-        let asked = ASKED.get_or_init(|| {
-            let text = std::env::var("ACCEL_TEST_PANIC").ok()?;
-            let (side, after) = text.split_once(':')?;
-            Some((side.to_owned(), after.parse().ok()?))
-        });
-        if let Some((asked, after)) = asked.as_ref().filter(|(asked, _)| asked == side) {
-            if taken > *after {
-                panic!("ACCEL_TEST_PANIC={asked}:{after}");
-            }
-        }
-    }
-    let _ = (side, taken);
 }
 
 /// What a panic said: its message, when it has one.

@@ -3,16 +3,17 @@
 //!
 //! Under `-r` each write is a quantum of the rate, paced ([`Pacer`]); under `--block-size`
 //! every write is exactly one block, the last one short or padded with zeros (`--pad`), and
-//! partial data waits for its block to fill: the only case where it waits for more. A network
+//! partial data waits for a whole block: the only case where it waits for more. A network
 //! output, having just sent, lets small pieces gather for at most a millisecond ([`GATHER`]).
 
 use std::io;
 use std::time::{Duration, Instant};
 
+use super::fault::test_panic;
 use super::pace::Pacer;
+use super::spill::{self, PassError};
 use super::splice::PipeWriter;
 use super::{Block, Failure, Flow, InputEnd, Route};
-use crate::backlog::spill::PassError;
 use crate::backlog::{Front, Reader};
 use crate::endpoint::Endpoint;
 use crate::log::{Log, Once};
@@ -106,10 +107,10 @@ fn write_as_it_comes(
             }
             Front::Pipe(pipe, len) => pipes.write(&pipe, limit(len)).map_err(Failure::Io)?,
             Front::Spill(range) => {
-                let moved = range.file.write_to(output, range.at, limit(range.len), &mut scratch);
-                moved.map_err(|error| match error {
+                let passed = spill::pass_on(output, &range, limit(range.len()), &mut scratch);
+                passed.map_err(|error| match error {
                     PassError::ReadBack(error) => {
-                        Failure::Spill { dir: range.file.dir().to_owned(), error }
+                        Failure::Spill { dir: range.dir().to_owned(), error }
                     }
                     PassError::Write(error) => Failure::Io(error),
                 })?
@@ -117,7 +118,7 @@ fn write_as_it_comes(
         };
         reader.consume(n);
         taken += n as u64;
-        super::test_panic("output", taken);
+        test_panic("output", taken);
         pacer.moved(n, output.stop());
         if gathers {
             gather_until = Some(Instant::now() + GATHER);
@@ -173,7 +174,7 @@ fn write_blocks(
         };
         reader.consume(data);
         taken += data as u64;
-        super::test_panic("output", taken);
+        test_panic("output", taken);
         pacer.moved(data, output.stop());
     }
 }

@@ -12,8 +12,8 @@
 //!    unswappable and count against the user's pipe quota) and is given back as it drains.
 //! 3. **Memory.** Beyond the pool, or when splicing would waste the buffer, bytes are read into
 //!    the backlog's memory like the copy engine does. A pipe counts pages, not bytes: a
-//!    producer making 100-byte writes would fill a "1 MiB" pipe with 25 KB. When a pool pipe
-//!    fills at less than half its size, the input copies (which packs pages) until the backlog
+//!    producer making 100-byte writes makes a "1 MiB" pipe full with 25 KB. When a pool pipe
+//!    is full at less than half its size, the input copies (which packs pages) until the backlog
 //!    has drained.
 //!
 //! Any refused splice means "not here": that side falls back to `read`/`write` for the rest of
@@ -68,7 +68,7 @@ pub struct Input<'a> {
     through: bool,
     /// Straight through found stdout full: queue the next bytes instead.
     output_full: bool,
-    /// A pool pipe filled with few bytes per page: copy until the backlog has drained.
+    /// A pool pipe was full with few bytes per page: copy until the backlog has drained.
     small_writes: bool,
     /// No more pool pipes can be had (quota, descriptors).
     pool_closed: bool,
@@ -98,8 +98,8 @@ enum Stream {
 }
 
 impl<'a> Input<'a> {
-    /// The input side between `input` and the one `output`, filling the backlog through
-    /// `producer` along `route`.
+    /// The input side between `input` and the one `output`, taking input into the backlog
+    /// through `producer` along `route`.
     pub fn new(
         input: Endpoint,
         output: Endpoint,
