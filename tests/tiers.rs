@@ -66,9 +66,10 @@ fn eof_while_queued(engine: &str, data: &[u8], write_size: usize) -> [u64; 3] {
 #[test]
 fn eof_while_data_sits_in_each_tier() {
     // 512 KiB fits in stdout's 1 MiB pipe: all but the warm-up went without a copy, straight
-    // through (or, while the warm-up was still being passed on, by a pool pipe).
+    // through, or by a pool pipe where the output thread was still busy with the warm-up when
+    // the rest came (which a loaded machine makes the whole rest: the consumer is stalled).
     let [through, pool, memory] = eof_while_queued("splice", &pattern(512 << 10, 1), 64 << 10);
-    assert!(through > 0 && memory <= WARM_UP as u64, "{through} {pool} {memory}");
+    assert!(through + pool > 0 && memory <= WARM_UP as u64, "{through} {pool} {memory}");
     // 4 MiB: stdout's pipe fills, the rest waits in pool pipes.
     let [through, pool, _] = eof_while_queued("splice", &pattern(4 << 20, 2), 64 << 10);
     assert!(through > 0 && pool > 0, "{through} {pool}");
