@@ -20,17 +20,31 @@
 
 #![deny(missing_docs)]
 
-pub mod backlog;
+mod buffer;
+
+pub use buffer::{
+    Bottleneck, Buffer, DEFAULT_SIZE, Error, Incomplete, Input, OnOutputError, Outcome, Output,
+    OutputReport, Progress, ReadAhead, Report, Transfer, WriteBehind,
+};
+
+// The binary's and the tests' way in: not the library's API, which is above.
+#[doc(hidden)]
 pub mod cli;
-pub mod endpoint;
-pub mod engine;
+#[doc(hidden)]
 pub mod log;
-pub mod meter;
+#[doc(hidden)]
 pub mod net;
+#[doc(hidden)]
 pub mod run;
-pub mod size;
+#[doc(hidden)]
 pub mod stop;
-pub mod watch;
-pub mod words;
+
+pub(crate) mod backlog;
+pub(crate) mod endpoint;
+pub(crate) mod engine;
+pub(crate) mod meter;
+pub(crate) mod size;
+pub(crate) mod watch;
+pub(crate) mod words;
 
 mod sys;

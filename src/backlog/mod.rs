@@ -397,11 +397,6 @@ impl SpillVacant<'_> {
     pub fn len(&self) -> usize {
         self.len
     }
-
-    /// Whether nothing is reserved here (never, as handed out).
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
 }
 
 /// One reading half: an output's or a hash's place in the stream.
