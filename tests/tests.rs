@@ -15,6 +15,7 @@ mod control;
 mod edges;
 mod faults;
 mod flow;
+mod library;
 mod mbuffer;
 mod memory;
 mod messages;

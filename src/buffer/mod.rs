@@ -18,6 +18,8 @@
 
 mod adapters;
 mod report;
+#[cfg(test)]
+mod tests;
 mod watchdog;
 
 use std::fmt;
@@ -519,7 +521,8 @@ impl Started {
         )
         .map_err(Error::Setup)?;
         let ending = transfer(parts, Arc::clone(&stop), events, inbox);
-        watchdog.end();
+        let snapshot = meter.snapshot();
+        watchdog.end(snapshot.clone());
         let ending = ending.map_err(Error::Setup)?;
         // A program's writer holds what it was given until flushed: a complete output is
         // delivered once that is done.
@@ -531,7 +534,7 @@ impl Started {
                 _ => None,
             })
             .collect();
-        let report = Report::of(ending, &meter.snapshot(), &names, flushed);
+        let report = Report::of(ending, &snapshot, &names, flushed);
         if report.is_complete() { Ok(report) } else { Err(Error::Incomplete(Box::new(report))) }
     }
 }

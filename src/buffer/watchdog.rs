@@ -20,8 +20,8 @@ const LOOK: Duration = Duration::from_millis(100);
 
 /// The watcher of one run, when it needs one.
 pub(super) struct Watchdog {
-    /// Dropped to end the thread; the thread's handle.
-    running: Option<(mpsc::Sender<()>, JoinHandle<()>)>,
+    /// Where the run's last counters are sent, which ends the thread; the thread's handle.
+    running: Option<(mpsc::Sender<Snapshot>, JoinHandle<()>)>,
 }
 
 impl Watchdog {
@@ -41,7 +41,7 @@ impl Watchdog {
             (Some((every, _)), _) => (*every).min(LOOK).max(Duration::from_millis(1)),
             (None, _) => LOOK,
         };
-        let (end, ended) = mpsc::channel::<()>();
+        let (end, ended) = mpsc::channel::<Snapshot>();
         let handle = thread::Builder::new().name("accel-watchdog".into()).spawn(move || {
             let mut last_motion = (0u64, 0u64, Duration::ZERO);
             let mut next_show = Duration::ZERO;
@@ -51,9 +51,13 @@ impl Watchdog {
                     callback(&Progress::of(snapshot, outputs.len()));
                 }
             };
-            // The channel's end (the run over) or a step gone by: never a busy wait.
-            while let Err(mpsc::RecvTimeoutError::Timeout) = ended.recv_timeout(step) {
-                let snapshot = meter.snapshot();
+            // The run's last counters, or a step gone by: never a busy wait.
+            loop {
+                let snapshot = match ended.recv_timeout(step) {
+                    Err(mpsc::RecvTimeoutError::Timeout) => meter.snapshot(),
+                    Ok(last) => break show(last),
+                    Err(mpsc::RecvTimeoutError::Disconnected) => break,
+                };
                 if let Some(timeout) = stall_timeout {
                     if let Some(why) =
                         stalled(&snapshot, &mut last_motion, timeout, &input, &outputs)
@@ -69,16 +73,15 @@ impl Watchdog {
                     }
                 }
             }
-            drop(events);
-            show(meter.snapshot());
         })?;
         Ok(Watchdog { running: Some((end, handle)) })
     }
 
-    /// The run is over: one last progress call, and the thread ends.
-    pub(super) fn end(self) {
+    /// The run is over: one last progress call with its `last` counters, and the thread
+    /// ends.
+    pub(super) fn end(self, last: Snapshot) {
         if let Some((end, handle)) = self.running {
-            drop(end);
+            let _ = end.send(last);
             let _ = handle.join();
         }
     }
