@@ -168,11 +168,14 @@ impl<W: Write + Send + 'static> WriteBehind<W> {
 
     /// Joins the writing thread if it has ended, keeping its failure.
     fn heard(&mut self) {
-        let ended =
-            self.producer.is_none() || self.thread.as_ref().is_some_and(|t| t.is_finished());
-        if !ended {
-            return;
+        if self.producer.is_none() || self.thread.as_ref().is_some_and(|t| t.is_finished()) {
+            self.join();
         }
+    }
+
+    /// Waits for the writing thread to end, keeping its failure: once it is done with the
+    /// inner writer, or the input has ended.
+    fn join(&mut self) {
         if let Some(thread) = self.thread.take() {
             let end = thread.join().unwrap_or_else(|_| {
                 Err(Failure::Panic(io::Error::other("the writing thread panicked")))
@@ -247,12 +250,15 @@ impl<W: Write + Send + 'static> Write for WriteBehind<W> {
     /// Waits until the inner writer has taken every byte written so far, then flushes it.
     fn flush(&mut self) -> io::Result<()> {
         let written = self.stream.as_writer().expect("a writer").wait_for(self.taken);
+        if written < self.taken {
+            // The thread is done with the writer without having written everything: it
+            // failed, and is ending.
+            self.join();
+            return Err(self.failed().unwrap_or_else(Self::gone));
+        }
         self.heard();
         if let Some(error) = self.failed() {
             return Err(error);
-        }
-        if written < self.taken {
-            return Err(Self::gone());
         }
         self.stream.flush(&Stop::default())
     }
