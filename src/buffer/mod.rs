@@ -48,6 +48,10 @@ pub use report::{Bottleneck, Error, Outcome, OutputReport, Progress, Report};
 
 /// The buffer size when none is given: 32 MiB, as the command line's `-m`. Memory is taken as
 /// the backlog grows, in chunks of up to 2 MiB, and given back once it has drained.
+///
+/// ```
+/// assert_eq!(accel_buffer::DEFAULT_SIZE, 32 << 20);
+/// ```
 pub const DEFAULT_SIZE: usize = 32 << 20;
 
 /// A configured buffer: how much it holds, where it spills, how fast and in what pieces

@@ -13,6 +13,18 @@ use crate::meter::Snapshot;
 use crate::watch::report::bottleneck;
 use crate::words::describe;
 
+/// The command line's verdict, for a library run: the side that waited at least a tenth of
+/// the run, and longer than the other.
+///
+/// ```
+/// use accel_buffer::{Bottleneck, Buffer, Input, Output};
+///
+/// let report = Buffer::new().run(Input::reader(std::io::empty()), vec![Output::writer(std::io::sink())])?;
+/// if report.bottleneck == Bottleneck::Consumer {
+///     eprintln!("the output was the slow side: {}", report.bottleneck.as_str());
+/// }
+/// # Ok::<(), accel_buffer::Error>(())
+/// ```
 pub use crate::watch::report::Bottleneck;
 
 /// The counters of a run at one moment, for a caller's own display.
