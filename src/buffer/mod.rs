@@ -75,7 +75,8 @@ pub struct Buffer {
     spill_size: Option<u64>,
     rate: Option<u64>,
     input_rate: Option<u64>,
-    block: Option<Block>,
+    block_size: Option<usize>,
+    pad: bool,
     input_block_size: Option<usize>,
     stall_timeout: Option<Duration>,
     on_output_error: OnOutputError,
@@ -111,7 +112,8 @@ impl fmt::Debug for Buffer {
             .field("spill_size", &self.spill_size)
             .field("rate", &self.rate)
             .field("input_rate", &self.input_rate)
-            .field("block", &self.block)
+            .field("block_size", &self.block_size)
+            .field("pad", &self.pad)
             .field("input_block_size", &self.input_block_size)
             .field("stall_timeout", &self.stall_timeout)
             .field("on_output_error", &self.on_output_error)
@@ -141,7 +143,8 @@ impl Buffer {
             spill_size: None,
             rate: None,
             input_rate: None,
-            block: None,
+            block_size: None,
+            pad: false,
             input_block_size: None,
             stall_timeout: None,
             on_output_error: OnOutputError::default(),
@@ -214,7 +217,7 @@ impl Buffer {
     /// # let _ = buffer;
     /// ```
     pub fn block_size(mut self, bytes: usize) -> Buffer {
-        self.block = Some(Block { size: bytes, pad: self.block.is_some_and(|b| b.pad) });
+        self.block_size = Some(bytes);
         self
     }
 
@@ -226,9 +229,7 @@ impl Buffer {
     /// # let _ = buffer;
     /// ```
     pub fn pad(mut self, pad: bool) -> Buffer {
-        if let Some(block) = &mut self.block {
-            block.pad = pad;
-        }
+        self.pad = pad;
         self
     }
 
@@ -375,7 +376,7 @@ impl Buffer {
             size: self.size,
             rate: self.rate,
             input_rate: self.input_rate,
-            block: self.block,
+            block: self.block_size.map(|size| Block { size, pad: self.pad }),
             input_block_size: self.input_block_size,
             start_at: None,
             resume_at: None,

@@ -446,3 +446,30 @@ fn stdin_and_stdout_are_duplicates() {
     let _: &OwnedFd = fd;
     assert_ne!(fd.as_raw_fd(), 1);
 }
+
+#[test]
+fn beyond_memory_the_bytes_go_through_the_spill_and_arrive_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = pattern(8 << 20);
+    let (permit, permits) = mpsc::sync_channel(0);
+    let got = Shared::default();
+    let slow = Slow { permits, got: got.clone(), dropped: Arc::new(AtomicBool::new(false)) };
+    let (spilled, on_disk) = mpsc::channel();
+    let buffer = Buffer::new().size(256 << 10).spill(dir.path()).progress_every(
+        Duration::from_millis(1),
+        move |progress| {
+            if progress.held_on_disk > 0 {
+                let _ = spilled.send(());
+            }
+        },
+    );
+    let input = Input::reader(io::Cursor::new(data.clone()));
+    let transfer = buffer.start(input, vec![Output::writer(slow)]).unwrap();
+    // The output takes nothing until the input has gone past memory into the spill.
+    on_disk.recv_timeout(GENEROUS).expect("bytes held on disk");
+    let feeder = thread::spawn(move || while permit.send(()).is_ok() {});
+    let report = within("drain", move || transfer.wait()).expect("complete");
+    assert_eq!(report.outputs[0].delivered, data.len() as u64);
+    assert!(got.bytes() == data, "bytes through the spill differ");
+    feeder.join().unwrap();
+}
