@@ -327,8 +327,11 @@ impl Endpoint {
     }
 
     /// Waits until the descriptor is ready for `events`, or has hung up or failed (the next I/O
-    /// call then says how).
+    /// call then says how). A program's stream is always ready: its own calls block.
     pub fn wait(&self, events: PollFlags) -> io::Result<()> {
+        if self.as_stream().is_some() {
+            return Ok(());
+        }
         stop::wait_for(self.fd(), events, &self.stop, None)
     }
 }
