@@ -487,7 +487,8 @@ impl Settings {
     }
 }
 
-/// Runs `parts` to its end: the engine's threads, and the watchdog when asked for.
+/// Runs `parts` to its end on the engine's threads; `events` is where a watchdog, the
+/// program's or the library's, says the run has stalled, and `inbox` its other end.
 pub(crate) fn transfer(
     parts: Parts,
     stop: Arc<Stop>,
