@@ -1,39 +1,88 @@
-//! accel: a pipeline buffer.
+//! accel: a pipeline buffer, as a program (`producer | accel | consumer`) and as a library.
 //!
-//! `producer | accel | consumer`: accel reads its input as fast as the producer writes and
-//! writes each output as fast as its consumer reads, holding the difference in memory, so that
-//! bursty stages overlap their work instead of taking turns.
+//! accel reads its input as fast as the producer writes and writes each output as fast as its
+//! consumer reads, holding the difference in memory (and, past that, on disk), so that bursty
+//! stages overlap their work instead of taking turns. A program that copies from a bursty
+//! source into a slow sink with `std::io::copy` takes turns exactly like a 64 KiB pipe; this
+//! library is the same buffer inside the program.
 //!
-//! The rooms, from the top down (a room only uses those below it):
-//! - [`cli`]: the command line, read into a [`Config`](run::config::Config) (accel's own, and
-//!   mbuffer's when accel is run as `mbuffer`);
-//! - [`run`]: a run from start to exit status: opens everything, starts the engine, and has
-//!   how it ended turned into a status; signals and the standard descriptors;
-//! - [`watch`]: what the user sees while it runs and after: the progress line, the report,
-//!   JSON, and the control socket (`-R`);
-//! - [`exit`]: the exit policy, in one place: the statuses, and what is said of how the run
-//!   ended;
-//! - [`engine`]: the threads that move the bytes, and the hashes computed on the way;
-//! - [`endpoint`] (descriptors: pipes, files, sockets; opening them) and [`net`] (a peer on
-//!   another host, an endpoint too); [`backlog`], the buffer between input and outputs;
-//! - [`sys`] for what differs between platforms, and a few small pieces everything uses:
-//!   [`meter`] (counters), [`log`], [`size`], [`stop`] (and waiting in a blocking call until
-//!   the run ends), [`words`].
+//! - [`Buffer`]: a configured buffer (size, spill directory, rate limits, block sizes, stall
+//!   timeout) that runs between one [`Input`] and one or more [`Output`]s: a program's
+//!   `Read`/`Write`, or descriptors (files, pipes, child processes' stdio), which get the
+//!   zero-copy tiers (splice) where those are safe. It returns a [`Report`] (bytes in, what
+//!   each output got, what was lost and why, which side was the bottleneck), or an [`Error`]
+//!   that carries one; it never exits and prints nothing unless asked.
+//! - [`WriteBehind`]: a `Write` whose writes return once the bytes are buffered, while a
+//!   thread writes them to the inner writer; [`ReadAhead`]: a `Read` that a thread keeps
+//!   reading ahead of.
+//! - [`Progress`]: the counters a caller's own display is drawn from, on demand
+//!   ([`Transfer::progress`]) or at an interval ([`Buffer::progress_every`]).
+//!
+//! ```
+//! use std::io::Write;
+//! use accel_buffer::{Buffer, Input, Output, WriteBehind};
+//!
+//! // Between a reader and two writers.
+//! let report = Buffer::new()
+//!     .size(8 << 20)
+//!     .run(Input::reader(&b"every byte, in order"[..]), vec![
+//!         Output::writer(Vec::new()),
+//!         Output::writer(std::io::sink()),
+//!     ])?;
+//! assert_eq!(report.outputs[1].delivered, 20);
+//!
+//! // In front of a slow writer.
+//! let mut out = WriteBehind::new(Vec::new())?;
+//! out.write_all(b"returns at once")?;
+//! let (written, delivered) = out.finish()?;
+//! assert_eq!((written.len(), delivered), (15, 15));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! The same engine runs the `accel` program, whose command line plans its runs through the
+//! library. Inside, from the top down (a room only uses those below it): `cli` (the command
+//! line, accel's and mbuffer's), `run` (a run of the program: opens everything, signals, the
+//! exit status), the library's face (`buffer`), `watch` (progress line, report, JSON, control
+//! socket), `exit` (the exit policy: statuses, and what is said of how a run ended), `engine` (the threads that move the bytes, hashes, rate limits), `endpoint` and
+//! `net` (descriptors, a program's streams, a network peer), `backlog` (the buffer itself),
+//! `sys` (the platform), and small pieces everything uses (`meter`, `log`, `size`, `stop`,
+//! `words`). Only the library's API is public; `cli`, `run`, `exit`, `net`, `stop` and `log` are
+//! reachable, hidden, for the program and its tests, and are not part of the API.
 
 #![deny(missing_docs)]
 
-pub mod backlog;
+mod buffer;
+
+pub use buffer::{
+    Bottleneck, Buffer, DEFAULT_SIZE, Error, Incomplete, Input, OnOutputError, Outcome, Output,
+    OutputReport, Progress, ReadAhead, Report, Transfer, WriteBehind,
+};
+
+// The binary's and the tests' way in: not the library's API, which is above. Their docs are
+// for the crate's developers, and may link to what is private.
+#[doc(hidden)]
+#[allow(rustdoc::private_intra_doc_links)]
 pub mod cli;
-pub mod endpoint;
-pub mod engine;
+#[doc(hidden)]
+#[allow(rustdoc::private_intra_doc_links)]
 pub mod exit;
+#[doc(hidden)]
 pub mod log;
-pub mod meter;
+#[doc(hidden)]
+#[allow(rustdoc::private_intra_doc_links)]
 pub mod net;
+#[doc(hidden)]
+#[allow(rustdoc::private_intra_doc_links)]
 pub mod run;
-pub mod size;
+#[doc(hidden)]
 pub mod stop;
-pub mod watch;
-pub mod words;
+
+pub(crate) mod backlog;
+pub(crate) mod endpoint;
+pub(crate) mod engine;
+pub(crate) mod meter;
+pub(crate) mod size;
+pub(crate) mod watch;
+pub(crate) mod words;
 
 mod sys;

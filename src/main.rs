@@ -6,6 +6,9 @@
 
 #![no_main]
 
+// The library is the package's (accel-buffer); the program calls it accel.
+extern crate accel_buffer as accel;
+
 use std::ffi::{CStr, OsStr, OsString, c_char, c_int};
 use std::os::unix::ffi::OsStrExt;
 

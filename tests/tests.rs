@@ -5,6 +5,9 @@
 //! wall-clock bounds. Random tests print the seed that replays them when they fail. A test
 //! that needs what the machine lacks fails unless `ACCEL_TESTS_MAY_SKIP=1` (`util::require`).
 
+// The library is the package's (accel-buffer); the tests call it accel.
+extern crate accel_buffer as accel;
+
 #[macro_use]
 mod util;
 
@@ -12,6 +15,7 @@ mod control;
 mod edges;
 mod faults;
 mod flow;
+mod library;
 mod mbuffer;
 mod memory;
 mod messages;

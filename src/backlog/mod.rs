@@ -424,11 +424,6 @@ impl SpillVacant<'_> {
     pub fn len(&self) -> usize {
         self.len
     }
-
-    /// Whether nothing is reserved here (never, as handed out).
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
 }
 
 /// One reading half: an output's or a hash's place in the stream.
@@ -461,11 +456,6 @@ impl SpillRange {
     /// How many bytes there are.
     pub fn len(&self) -> usize {
         self.len
-    }
-
-    /// Whether there are none (never, as handed out).
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
     }
 
     /// The directory spilled into, for messages.

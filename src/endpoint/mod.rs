@@ -13,6 +13,7 @@
 //! and writes through its secure channel, and so through memory.
 
 pub mod open;
+pub mod stream;
 
 use std::fmt;
 use std::io;
@@ -26,6 +27,7 @@ use rustix::io::Errno;
 use crate::net::Link;
 use crate::stop::{self, Stop};
 use crate::sys;
+use stream::Stream;
 
 /// What kind of file a descriptor is; decides which data paths are safe and fast.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,6 +44,9 @@ pub enum FdKind {
     CharDevice,
     /// Anything else (a directory, a block device, ...).
     Other,
+    /// A program's own reader or writer (the library's `Read`, `Write`): no descriptor,
+    /// only `read` and `write`.
+    Stream,
 }
 
 impl fmt::Display for FdKind {
@@ -53,6 +58,7 @@ impl fmt::Display for FdKind {
             FdKind::Socket => "socket",
             FdKind::CharDevice => "character device",
             FdKind::Other => "other",
+            FdKind::Stream => "stream",
         })
     }
 }
@@ -87,6 +93,8 @@ enum Descriptor {
     Opened(Arc<OwnedFd>),
     /// A network peer's socket, once connected or accepted.
     Network(Arc<Link>),
+    /// A program's reader or writer (the library).
+    Stream(Arc<Stream>),
 }
 
 impl Endpoint {
@@ -117,6 +125,28 @@ impl Endpoint {
             append: false,
             packets: false,
             stop: Arc::clone(stop),
+        }
+    }
+
+    /// A program's reader or writer, known as `name`: read and written, never spliced.
+    pub fn stream(stream: Arc<Stream>, name: &str, stop: &Arc<Stop>) -> Endpoint {
+        Endpoint {
+            fd: Descriptor::Stream(stream),
+            name: name.to_owned(),
+            kind: FdKind::Stream,
+            file_size: None,
+            file_id: None,
+            append: false,
+            packets: false,
+            stop: Arc::clone(stop),
+        }
+    }
+
+    /// The reader or writer, when this is a program's stream.
+    pub fn as_stream(&self) -> Option<&Arc<Stream>> {
+        match &self.fd {
+            Descriptor::Stream(stream) => Some(stream),
+            _ => None,
         }
     }
 
@@ -157,7 +187,7 @@ impl Endpoint {
         })
     }
 
-    /// The descriptor.
+    /// The descriptor. A stream has none: only what splices asks, which a stream never is.
     pub fn fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
     }
@@ -166,7 +196,7 @@ impl Endpoint {
     /// has everything while another still writes). Best effort: at worst, at exit. Not a
     /// network peer, whose connection still carries the end mark and its confirmation.
     pub fn retire(&self) {
-        if self.link().is_none() {
+        if self.link().is_none() && self.as_stream().is_none() {
             let _ = sys::retire(self.fd());
         }
     }
@@ -182,8 +212,11 @@ impl Endpoint {
     }
 
     /// Flushes what was written to a file or a block device to stable storage (`--sync`);
-    /// nothing to do for pipes, sockets and character devices.
+    /// nothing to do for pipes, sockets and character devices; a program's writer is flushed.
     pub fn sync(&self) -> io::Result<()> {
+        if let Some(stream) = self.as_stream() {
+            return stream.flush(&self.stop);
+        }
         let stat = rustix::fs::fstat(self.fd())?;
         match FileType::from_raw_mode(stat.st_mode) {
             FileType::RegularFile | FileType::BlockDevice => loop {
@@ -236,7 +269,7 @@ impl Endpoint {
             FdKind::CharDevice => true,
             FdKind::File => !self.append,
             FdKind::Socket => self.plain_socket(),
-            FdKind::Terminal | FdKind::Other => false,
+            FdKind::Terminal | FdKind::Other | FdKind::Stream => false,
         }
     }
 
@@ -253,6 +286,9 @@ impl Endpoint {
         if let Some(link) = self.link() {
             return link.read(self, buf);
         }
+        if let Some(stream) = self.as_stream() {
+            return stream.read(buf, &self.stop);
+        }
         self.read_descriptor(buf)
     }
 
@@ -267,6 +303,9 @@ impl Endpoint {
     pub fn write(&self, buf: &[u8]) -> io::Result<usize> {
         if let Some(link) = self.link() {
             return link.write(self, buf);
+        }
+        if let Some(stream) = self.as_stream() {
+            return stream.write(buf, &self.stop);
         }
         self.write_descriptor(buf)
     }
@@ -283,12 +322,16 @@ impl Endpoint {
 
     /// Bytes a pipe, socket or terminal holds for reading now (`FIONREAD`), if it can say.
     pub fn queued(&self) -> Option<u64> {
+        self.as_stream().is_none().then_some(())?;
         rustix::io::ioctl_fionread(self.fd()).ok()
     }
 
     /// Waits until the descriptor is ready for `events`, or has hung up or failed (the next I/O
-    /// call then says how).
+    /// call then says how). A program's stream is always ready: its own calls block.
     pub fn wait(&self, events: PollFlags) -> io::Result<()> {
+        if self.as_stream().is_some() {
+            return Ok(());
+        }
         stop::wait_for(self.fd(), events, &self.stop, None)
     }
 }
@@ -305,6 +348,7 @@ impl AsFd for Descriptor {
             Descriptor::Inherited(fd) => *fd,
             Descriptor::Opened(fd) => fd.as_fd(),
             Descriptor::Network(link) => link.socket().fd(),
+            Descriptor::Stream(_) => panic!("a program's reader or writer has no descriptor"),
         }
     }
 }

@@ -15,7 +15,7 @@ use super::spill::{self, PassError};
 use super::splice::PipeWriter;
 use super::{Block, Failure, Flow, InputEnd, Route};
 use crate::backlog::{Front, Reader};
-use crate::endpoint::Endpoint;
+use crate::endpoint::{Endpoint, FdKind};
 use crate::log::{Log, Once};
 
 /// How long a network output, having just sent, lets small pieces gather before it sends
@@ -90,7 +90,9 @@ fn write_as_it_comes(
 ) -> Result<(), Failure> {
     let mut pipes = PipeWriter::new(output, route);
     let mut scratch = Vec::new();
-    let gathers = output.link().is_some();
+    // A program's writer (the library) too: a caller's small writes into a write-behind
+    // buffer would otherwise wake this thread once each.
+    let gathers = output.link().is_some() || output.kind == FdKind::Stream;
     let mut gather_until = None;
     let mut taken = 0;
     loop {

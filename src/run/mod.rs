@@ -17,16 +17,13 @@ use std::sync::{Arc, mpsc};
 use std::time::Instant;
 
 use crate::backlog::spill::SpillFile;
-use crate::backlog::{self, Gates};
+use crate::buffer;
+use crate::endpoint::Endpoint;
 use crate::endpoint::open;
-use crate::endpoint::{Endpoint, FdKind};
-use crate::engine;
+use crate::engine::Block;
 use crate::engine::digest::Digest;
-use crate::engine::pace::Limits;
-use crate::engine::{Block, Flow, Plan, Route};
 use crate::exit::{self, Exit};
 use crate::log::Log;
-use crate::meter::Meter;
 use crate::net;
 use crate::net::{Network, SetupError};
 use crate::run::config::{Config, Target};
@@ -182,24 +179,6 @@ fn start(config: &Config, closed: stdio::Closed) -> Result<Exit, Refusal> {
         })?),
         None => None,
     };
-    for endpoint in std::iter::once(&input).chain(&outputs) {
-        if endpoint.kind == FdKind::Pipe {
-            sys::enlarge_pipe(endpoint.fd());
-        }
-    }
-    let blocks = Gates {
-        read_block: config.flow.input_block_size,
-        write_block: config.flow.block_size,
-        ..Gates::default()
-    };
-    let capacity = backlog::capacity_for(within_memory(config, &log)?, &blocks);
-    let readers = outputs.len() + config.hashes.len();
-    let meter = Arc::new(Meter::new(capacity as u64, readers));
-    for (index, output) in outputs.iter().enumerate() {
-        if let Some(link) = output.link() {
-            link.report_to(&meter, index);
-        }
-    }
     let names = Names {
         name: config.name.clone(),
         input: input.name.clone(),
@@ -207,27 +186,29 @@ fn start(config: &Config, closed: stdio::Closed) -> Result<Exit, Refusal> {
         hashes: config.hashes.clone(),
     };
     let expected = config.expect.or_else(|| input.remaining());
-    let limits = Arc::new(Limits::new(config.flow.rate, config.flow.input_rate));
-    let flow = Flow {
-        limits: Arc::clone(&limits),
-        gates: Gates {
-            start_at: config.flow.start_at.map_or(0, |level| level.of(capacity)),
-            resume_at: config.flow.resume_at.map(|level| level.of(capacity)),
-            ..blocks
-        },
+    // The plan is the library's, as for any program that runs a buffer.
+    let (start_at, resume_at) = (config.flow.start_at, config.flow.resume_at);
+    let settings = buffer::Settings {
+        size: within_memory(config, &log)?,
+        rate: config.flow.rate,
+        input_rate: config.flow.input_rate,
         block: config.flow.block_size.map(|size| Block { size, pad: config.flow.pad }),
-    };
-    let plan = Plan {
-        input,
-        outputs,
+        input_block_size: config.flow.input_block_size,
+        start_at: start_at.map(|level| Box::new(move |c| level.of(c)) as Box<_>),
+        resume_at: resume_at.map(|level| Box::new(move |c| level.of(c)) as Box<_>),
         hashes: config.hashes.clone(),
-        capacity,
         sync: config.sync,
         output_errors: config.output_errors,
-        flow,
-        spill,
+        engine: config.engine,
     };
-    let route = Arc::new(Route::plan(config.engine, &plan, Arc::clone(&log)));
+    let parts = settings.plan(input, outputs, spill, Arc::clone(&log));
+    let (plan, route, meter) = (&parts.plan, Arc::clone(&parts.route), Arc::clone(&parts.meter));
+    for (index, output) in plan.outputs.iter().enumerate() {
+        if let Some(link) = output.link() {
+            link.report_to(&meter, index);
+        }
+    }
+    let limits = Arc::clone(&parts.limits);
     let sides = watch::Sides { names, engine: route.engine.to_string(), limits };
     let settings = watch_settings(config);
     let watch = Watch::new(settings, Arc::clone(&meter), sides, expected).map_err(|error| {
@@ -264,8 +245,8 @@ fn start(config: &Config, closed: stdio::Closed) -> Result<Exit, Refusal> {
         ),
         None => None,
     };
-    let ending = engine::run(plan, Arc::clone(&route), Arc::clone(&meter), stop, events, inbox)
-        .map_err(setup("start the transfer"))?;
+    let ending =
+        buffer::transfer(parts, stop, events, inbox).map_err(setup("start the transfer"))?;
     if let Some(confirming) = confirming {
         confirming.end();
     }

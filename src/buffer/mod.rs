@@ -1,0 +1,817 @@
+//! The library's face: a configured [`Buffer`] between one input and one or more outputs, the
+//! [`WriteBehind`] and [`ReadAhead`] adapters, and what a run reports ([`Report`],
+//! [`Progress`]).
+//!
+//! It drives the same engine and backlog as the command line: a thread reads the input into
+//! the backlog, a thread per output writes from it, and each side waits only on its own end.
+//! Descriptors ([`Input::fd`], [`Output::fd`]) are inspected as the command line's are, and
+//! pipes and files get the zero-copy tiers (splice); a program's reader or writer
+//! ([`Input::reader`], [`Output::writer`]) is read and written through memory.
+//!
+//! Readers and writers are `Send + 'static`, moved into the run's threads, rather than
+//! borrowed by scoped threads: a run that ends early (an output failed, a stall) must be able
+//! to return while a thread is still blocked in a `read` it cannot interrupt (a program's
+//! reader knows no signal), and only an owned reader can be left to finish on its own.
+//!
+//! Nothing here prints or exits: errors are values, and warnings are said on stderr only when
+//! asked ([`Buffer::warnings`]).
+
+mod adapters;
+mod report;
+#[cfg(test)]
+mod tests;
+mod watchdog;
+
+use std::fmt;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, Once, mpsc};
+use std::thread::{self, JoinHandle};
+use std::time::Duration;
+
+use crate::backlog::spill::SpillFile;
+use crate::backlog::{self, Gates};
+use crate::endpoint::stream::{Sink, Stream};
+use crate::endpoint::{Endpoint, FdKind};
+use crate::engine::OutputErrors;
+use crate::engine::digest::Algorithm;
+use crate::engine::pace::Limits;
+use crate::engine::{self, Block, Ending, Flow, Plan, Preference, Route};
+use crate::log::Log;
+use crate::meter::Meter;
+use crate::stop::Stop;
+use crate::sys;
+
+pub use adapters::{Incomplete, ReadAhead, WriteBehind};
+pub use report::{Bottleneck, Error, Outcome, OutputReport, Progress, Report};
+
+/// The buffer size when none is given: 32 MiB, as the command line's `-m`. Memory is taken as
+/// the backlog grows, in chunks of up to 2 MiB, and given back once it has drained.
+///
+/// ```
+/// assert_eq!(accel_buffer::DEFAULT_SIZE, 32 << 20);
+/// ```
+pub const DEFAULT_SIZE: usize = 32 << 20;
+
+/// A configured buffer: how much it holds, where it spills, how fast and in what pieces
+/// bytes move, and how long nothing may move; [`run`](Buffer::run) moves an input through it
+/// to its outputs.
+///
+/// ```
+/// use accel_buffer::{Buffer, Input, Output};
+///
+/// let report = Buffer::new()
+///     .size(1 << 20)
+///     .run(Input::reader(&b"hello"[..]), vec![Output::writer(Vec::new())])?;
+/// assert_eq!(report.bytes_in, 5);
+/// assert_eq!(report.outputs[0].delivered, 5);
+/// # Ok::<(), accel_buffer::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct Buffer {
+    size: usize,
+    spill: Option<PathBuf>,
+    spill_size: Option<u64>,
+    rate: Option<u64>,
+    input_rate: Option<u64>,
+    block_size: Option<usize>,
+    pad: bool,
+    input_block_size: Option<usize>,
+    stall_timeout: Option<Duration>,
+    on_output_error: OnOutputError,
+    warnings: bool,
+    progress: Option<(Duration, Arc<Mutex<ProgressCallback>>)>,
+}
+
+/// What [`Buffer::progress_every`] calls.
+type ProgressCallback = dyn FnMut(&Progress) + Send;
+
+/// What a failing output does to the others.
+///
+/// ```
+/// use accel_buffer::{Buffer, OnOutputError};
+///
+/// let buffer = Buffer::new().on_output_error(OnOutputError::EndRun);
+/// # let _ = buffer;
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum OnOutputError {
+    /// The other outputs go on; the failed one gets no more bytes (`tee`'s `warn`).
+    #[default]
+    GoOn,
+    /// The whole run ends at the first failing output (`tee`'s `exit`).
+    EndRun,
+}
+
+impl fmt::Debug for Buffer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Buffer")
+            .field("size", &self.size)
+            .field("spill", &self.spill)
+            .field("spill_size", &self.spill_size)
+            .field("rate", &self.rate)
+            .field("input_rate", &self.input_rate)
+            .field("block_size", &self.block_size)
+            .field("pad", &self.pad)
+            .field("input_block_size", &self.input_block_size)
+            .field("stall_timeout", &self.stall_timeout)
+            .field("on_output_error", &self.on_output_error)
+            .field("warnings", &self.warnings)
+            .field("progress_every", &self.progress.as_ref().map(|(every, _)| every))
+            .finish()
+    }
+}
+
+impl Default for Buffer {
+    fn default() -> Buffer {
+        Buffer::new()
+    }
+}
+
+impl Buffer {
+    /// A buffer of [`DEFAULT_SIZE`], in memory only, unlimited, quiet.
+    ///
+    /// ```
+    /// let buffer = accel_buffer::Buffer::new();
+    /// # let _ = buffer;
+    /// ```
+    pub fn new() -> Buffer {
+        Buffer {
+            size: DEFAULT_SIZE,
+            spill: None,
+            spill_size: None,
+            rate: None,
+            input_rate: None,
+            block_size: None,
+            pad: false,
+            input_block_size: None,
+            stall_timeout: None,
+            on_output_error: OnOutputError::default(),
+            warnings: false,
+            progress: None,
+        }
+    }
+
+    /// The most bytes held in memory (`-m`); at least a page.
+    ///
+    /// ```
+    /// let buffer = accel_buffer::Buffer::new().size(256 << 20);
+    /// # let _ = buffer;
+    /// ```
+    pub fn size(mut self, bytes: usize) -> Buffer {
+        self.size = bytes;
+        self
+    }
+
+    /// Once memory is full, input goes on into an unnamed file in `dir` (`--spill`), which
+    /// must be on a file system that can punch holes (ext4, xfs, btrfs, tmpfs).
+    ///
+    /// ```
+    /// let buffer = accel_buffer::Buffer::new().spill(std::env::temp_dir());
+    /// # let _ = buffer;
+    /// ```
+    pub fn spill(mut self, dir: impl Into<PathBuf>) -> Buffer {
+        self.spill = Some(dir.into());
+        self
+    }
+
+    /// The most bytes held in the spill file (`--spill-size`); unlimited when not given.
+    ///
+    /// ```
+    /// let buffer = accel_buffer::Buffer::new().spill("/var/tmp").spill_size(1 << 30);
+    /// # let _ = buffer;
+    /// ```
+    pub fn spill_size(mut self, bytes: u64) -> Buffer {
+        self.spill_size = Some(bytes);
+        self
+    }
+
+    /// Writes each output at no more than `bytes_per_second` (`-r`).
+    ///
+    /// ```
+    /// let buffer = accel_buffer::Buffer::new().rate(10 << 20);
+    /// # let _ = buffer;
+    /// ```
+    pub fn rate(mut self, bytes_per_second: u64) -> Buffer {
+        self.rate = Some(bytes_per_second);
+        self
+    }
+
+    /// Reads the input at no more than `bytes_per_second` (`--input-rate`).
+    ///
+    /// ```
+    /// let buffer = accel_buffer::Buffer::new().input_rate(1 << 20);
+    /// # let _ = buffer;
+    /// ```
+    pub fn input_rate(mut self, bytes_per_second: u64) -> Buffer {
+        self.input_rate = Some(bytes_per_second);
+        self
+    }
+
+    /// Every write to an output is exactly `bytes` long, as tape drives want it; the last
+    /// one is short (`--block-size`). Partial data waits for its block to fill.
+    ///
+    /// ```
+    /// let buffer = accel_buffer::Buffer::new().block_size(256 << 10);
+    /// # let _ = buffer;
+    /// ```
+    pub fn block_size(mut self, bytes: usize) -> Buffer {
+        self.block_size = Some(bytes);
+        self
+    }
+
+    /// With [`block_size`](Buffer::block_size), the last block is filled with zeros to the
+    /// full size (`--pad`).
+    ///
+    /// ```
+    /// let buffer = accel_buffer::Buffer::new().block_size(512).pad(true);
+    /// # let _ = buffer;
+    /// ```
+    pub fn pad(mut self, pad: bool) -> Buffer {
+        self.pad = pad;
+        self
+    }
+
+    /// Every read of the input is offered exactly `bytes` of room (`--input-block-size`),
+    /// as a tape drive read in blocks needs.
+    ///
+    /// ```
+    /// let buffer = accel_buffer::Buffer::new().input_block_size(64 << 10);
+    /// # let _ = buffer;
+    /// ```
+    pub fn input_block_size(mut self, bytes: usize) -> Buffer {
+        self.input_block_size = Some(bytes);
+        self
+    }
+
+    /// Ends the run when no byte has moved for `timeout` (`--stall-timeout`); the report
+    /// says which side was stuck.
+    ///
+    /// ```
+    /// let buffer = accel_buffer::Buffer::new().stall_timeout(std::time::Duration::from_secs(60));
+    /// # let _ = buffer;
+    /// ```
+    pub fn stall_timeout(mut self, timeout: Duration) -> Buffer {
+        self.stall_timeout = Some(timeout);
+        self
+    }
+
+    /// What a failing output does to the others; by default they go on.
+    ///
+    /// ```
+    /// use accel_buffer::{Buffer, OnOutputError};
+    /// let buffer = Buffer::new().on_output_error(OnOutputError::EndRun);
+    /// # let _ = buffer;
+    /// ```
+    pub fn on_output_error(mut self, policy: OnOutputError) -> Buffer {
+        self.on_output_error = policy;
+        self
+    }
+
+    /// Says warnings (memory refused, the spill file failing) on stderr as `accel: ...`;
+    /// by default nothing is printed.
+    ///
+    /// ```
+    /// let buffer = accel_buffer::Buffer::new().warnings(true);
+    /// # let _ = buffer;
+    /// ```
+    pub fn warnings(mut self, say: bool) -> Buffer {
+        self.warnings = say;
+        self
+    }
+
+    /// Calls `show` with the run's progress every `interval` while it runs, and once more at
+    /// its end, from a thread of its own (a slow `show` delays only the next call).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use accel_buffer::Buffer;
+    ///
+    /// let buffer = Buffer::new().progress_every(Duration::from_millis(500), |progress| {
+    ///     eprint!("\r{} bytes in", progress.bytes_in);
+    /// });
+    /// # let _ = buffer;
+    /// ```
+    pub fn progress_every(
+        mut self,
+        interval: Duration,
+        show: impl FnMut(&Progress) + Send + 'static,
+    ) -> Buffer {
+        self.progress = Some((interval, Arc::new(Mutex::new(show))));
+        self
+    }
+
+    /// Moves everything from `input` to each of `outputs` through the buffer, and says how it
+    /// went. Returns once the input has ended and every output has it all, or the run ended
+    /// early: then with [`Error::Incomplete`], whose report says what each output got and
+    /// why the rest was lost.
+    ///
+    /// ```
+    /// use accel_buffer::{Buffer, Input, Output};
+    ///
+    /// let (a, b) = (Output::writer(Vec::new()), Output::writer(Vec::new()));
+    /// let report = Buffer::new().run(Input::reader(&[7u8; 100_000][..]), vec![a, b])?;
+    /// assert!(report.is_complete());
+    /// assert!(report.outputs.iter().all(|output| output.delivered == 100_000));
+    /// # Ok::<(), accel_buffer::Error>(())
+    /// ```
+    pub fn run(&self, input: Input, outputs: Vec<Output>) -> Result<Report, Error> {
+        self.start_here(input, outputs)?.finish()
+    }
+
+    /// Starts moving `input` to `outputs` on threads of their own, and returns at once: the
+    /// [`Transfer`] gives progress while it runs, and its report at the end.
+    ///
+    /// ```
+    /// use accel_buffer::{Buffer, Input, Output};
+    ///
+    /// let transfer = Buffer::new().start(Input::reader(&b"abc"[..]), vec![Output::writer(Vec::new())])?;
+    /// let _so_far = transfer.progress();
+    /// let report = transfer.wait()?;
+    /// assert_eq!(report.outputs[0].delivered, 3);
+    /// # Ok::<(), accel_buffer::Error>(())
+    /// ```
+    pub fn start(&self, input: Input, outputs: Vec<Output>) -> Result<Transfer, Error> {
+        let started = self.start_here(input, outputs)?;
+        let meter = Arc::clone(&started.parts.meter);
+        let outputs = started.parts.plan.outputs.len();
+        let run = thread::Builder::new()
+            .name("accel-run".into())
+            .spawn(move || started.finish())
+            .map_err(Error::Setup)?;
+        Ok(Transfer { meter, outputs, run })
+    }
+
+    /// Opens the endpoints and plans the run; nothing is read yet.
+    fn start_here(&self, input: Input, outputs: Vec<Output>) -> Result<Started, Error> {
+        if outputs.is_empty() {
+            return Err(Error::Settings("a run needs at least one output".into()));
+        }
+        let stop = Arc::new(Stop::default());
+        let input = input.endpoint(&stop).map_err(Error::Setup)?;
+        let outputs = outputs
+            .into_iter()
+            .enumerate()
+            .map(|(index, output)| output.endpoint(index, &stop))
+            .collect::<io::Result<Vec<_>>>()
+            .map_err(Error::Setup)?;
+        for output in &outputs {
+            if input.feeds(output) {
+                return Err(Error::Settings(format!(
+                    "{} and {} are the same file: input file is output file",
+                    input.name, output.name
+                )));
+            }
+        }
+        let spill = match &self.spill {
+            Some(dir) => Some(Arc::new(
+                SpillFile::create(dir, self.spill_size)
+                    .map_err(|why| Error::Settings(format!("spill {}: {why}", dir.display())))?,
+            )),
+            None => None,
+        };
+        let log = Arc::new(Log::new(!self.warnings, false));
+        let settings = Settings {
+            size: self.size,
+            rate: self.rate,
+            input_rate: self.input_rate,
+            block: self.block_size.map(|size| Block { size, pad: self.pad }),
+            input_block_size: self.input_block_size,
+            start_at: None,
+            resume_at: None,
+            hashes: Vec::new(),
+            sync: false,
+            output_errors: match self.on_output_error {
+                OnOutputError::GoOn => OutputErrors::Warn,
+                OnOutputError::EndRun => OutputErrors::Exit,
+            },
+            engine: Preference::Auto,
+        };
+        let parts = settings.plan(input, outputs, spill, log);
+        Ok(Started {
+            parts,
+            stop,
+            stall_timeout: self.stall_timeout,
+            progress: self.progress.clone(),
+        })
+    }
+}
+
+/// Everything a run needs that is not an endpoint: the library's settings, and the command
+/// line's beyond them (hashes, watermarks, `--sync`, `--engine`).
+pub(crate) struct Settings {
+    /// The buffer size asked for.
+    pub size: usize,
+    /// `-r`.
+    pub rate: Option<u64>,
+    /// `--input-rate`.
+    pub input_rate: Option<u64>,
+    /// `--block-size`, `--pad`.
+    pub block: Option<Block>,
+    /// `--input-block-size`.
+    pub input_block_size: Option<usize>,
+    /// `--start-at`: of the buffer's capacity, how many bytes.
+    pub start_at: Option<Box<dyn Fn(usize) -> usize>>,
+    /// `--resume-at`: of the buffer's capacity, how many bytes.
+    pub resume_at: Option<Box<dyn Fn(usize) -> usize>>,
+    /// `--hash`.
+    pub hashes: Vec<Algorithm>,
+    /// `--sync`.
+    pub sync: bool,
+    /// `--output-error`.
+    pub output_errors: OutputErrors,
+    /// `--engine`.
+    pub engine: Preference,
+}
+
+/// A run planned: what the engine takes, and what watches it.
+#[derive(Debug)]
+pub(crate) struct Parts {
+    /// The engine's plan.
+    pub plan: Plan,
+    /// The route it starts on.
+    pub route: Arc<Route>,
+    /// Its counters.
+    pub meter: Arc<Meter>,
+    /// Its rate limits, which may change while it runs.
+    pub limits: Arc<Limits>,
+}
+
+impl Settings {
+    /// Plans moving `input` to `outputs`: the buffer's capacity, its gates and limits, the
+    /// counters and the route; nothing is read. The pipes on either side are enlarged (best
+    /// effort), so that each wakeup moves more.
+    pub(crate) fn plan(
+        &self,
+        input: Endpoint,
+        outputs: Vec<Endpoint>,
+        spill: Option<Arc<SpillFile>>,
+        log: Arc<Log>,
+    ) -> Parts {
+        for endpoint in std::iter::once(&input).chain(&outputs) {
+            if endpoint.kind == FdKind::Pipe {
+                sys::enlarge_pipe(endpoint.fd());
+            }
+        }
+        let blocks = Gates {
+            read_block: self.input_block_size,
+            write_block: self.block.map(|block| block.size),
+            ..Gates::default()
+        };
+        let capacity = backlog::capacity_for(self.size, &blocks);
+        let readers = outputs.len() + self.hashes.len();
+        let meter = Arc::new(Meter::new(capacity as u64, readers));
+        let limits = Arc::new(Limits::new(self.rate, self.input_rate));
+        let flow = Flow {
+            limits: Arc::clone(&limits),
+            gates: Gates {
+                start_at: self.start_at.as_ref().map_or(0, |level| level(capacity)),
+                resume_at: self.resume_at.as_ref().map(|level| level(capacity)),
+                ..blocks
+            },
+            block: self.block,
+        };
+        let plan = Plan {
+            input,
+            outputs,
+            hashes: self.hashes.clone(),
+            capacity,
+            sync: self.sync,
+            output_errors: self.output_errors,
+            flow,
+            spill,
+        };
+        let route = Arc::new(Route::plan(self.engine, &plan, log));
+        Parts { plan, route, meter, limits }
+    }
+}
+
+/// Runs `parts` to its end on the engine's threads; `events` is where a watchdog, the
+/// program's or the library's, says the run has stalled, and `inbox` its other end.
+pub(crate) fn transfer(
+    parts: Parts,
+    stop: Arc<Stop>,
+    events: mpsc::Sender<engine::Event>,
+    inbox: mpsc::Receiver<engine::Event>,
+) -> io::Result<Ending> {
+    engine::run(parts.plan, parts.route, parts.meter, stop, events, inbox)
+}
+
+/// A run planned by [`Buffer`], not started.
+struct Started {
+    parts: Parts,
+    stop: Arc<Stop>,
+    stall_timeout: Option<Duration>,
+    progress: Option<(Duration, Arc<Mutex<ProgressCallback>>)>,
+}
+
+impl Started {
+    /// Runs the transfer on this thread, and reports.
+    fn finish(self) -> Result<Report, Error> {
+        let Started { parts, stop, stall_timeout, progress } = self;
+        interrupts();
+        let meter = Arc::clone(&parts.meter);
+        let input = parts.plan.input.name.clone();
+        let names: Vec<String> = parts.plan.outputs.iter().map(|o| o.name.clone()).collect();
+        let streams: Vec<Option<Arc<Stream>>> =
+            parts.plan.outputs.iter().map(|o| o.as_stream().cloned()).collect();
+        let (events, inbox) = mpsc::channel();
+        let watchdog = watchdog::Watchdog::start(
+            Arc::clone(&meter),
+            stall_timeout,
+            progress,
+            events.clone(),
+            input,
+            names.clone(),
+        )
+        .map_err(Error::Setup)?;
+        let ending = transfer(parts, Arc::clone(&stop), events, inbox);
+        let snapshot = meter.snapshot();
+        watchdog.end(snapshot.clone());
+        let ending = ending.map_err(Error::Setup)?;
+        // A program's writer holds what it was given until flushed: a complete output is
+        // delivered once that is done.
+        let flushed: Vec<Option<io::Error>> = streams
+            .iter()
+            .zip(&ending.outputs)
+            .map(|(stream, end)| match (stream, end) {
+                (Some(stream), engine::End::Complete) => stream.flush(&stop).err(),
+                _ => None,
+            })
+            .collect();
+        let report = Report::of(ending, &snapshot, &names, flushed);
+        if report.is_complete() { Ok(report) } else { Err(Error::Incomplete(Box::new(report))) }
+    }
+}
+
+/// A run under way ([`Buffer::start`]): its progress, and at its end its report.
+///
+/// ```
+/// use accel_buffer::{Buffer, Input, Output};
+///
+/// let transfer = Buffer::new().start(Input::reader(&b"abc"[..]), vec![Output::writer(Vec::new())])?;
+/// println!("{} bytes in so far", transfer.progress().bytes_in);
+/// let report = transfer.wait()?;
+/// # let _ = report;
+/// # Ok::<(), accel_buffer::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct Transfer {
+    meter: Arc<Meter>,
+    outputs: usize,
+    run: JoinHandle<Result<Report, Error>>,
+}
+
+impl Transfer {
+    /// The counters now: bytes in, delivered to each output, held, and the waits.
+    ///
+    /// ```
+    /// use accel_buffer::{Buffer, Input, Output};
+    ///
+    /// let transfer = Buffer::new().start(Input::reader(&b"abc"[..]), vec![Output::writer(Vec::new())])?;
+    /// let progress = transfer.progress();
+    /// assert!(progress.bytes_in <= 3);
+    /// # transfer.wait()?;
+    /// # Ok::<(), accel_buffer::Error>(())
+    /// ```
+    pub fn progress(&self) -> Progress {
+        Progress::of(self.meter.snapshot(), self.outputs)
+    }
+
+    /// Whether the run has ended (its report is ready).
+    ///
+    /// ```
+    /// use accel_buffer::{Buffer, Input, Output};
+    ///
+    /// let transfer = Buffer::new().start(Input::reader(&b""[..]), vec![Output::writer(Vec::new())])?;
+    /// let _ = transfer.is_finished();
+    /// # transfer.wait()?;
+    /// # Ok::<(), accel_buffer::Error>(())
+    /// ```
+    pub fn is_finished(&self) -> bool {
+        self.run.is_finished()
+    }
+
+    /// Waits for the run to end, and says how it went, as [`Buffer::run`] does.
+    ///
+    /// ```
+    /// use accel_buffer::{Buffer, Input, Output};
+    ///
+    /// let transfer = Buffer::new().start(Input::reader(&b"abc"[..]), vec![Output::writer(Vec::new())])?;
+    /// assert_eq!(transfer.wait()?.bytes_in, 3);
+    /// # Ok::<(), accel_buffer::Error>(())
+    /// ```
+    pub fn wait(self) -> Result<Report, Error> {
+        self.run.join().unwrap_or_else(|_| {
+            Err(Error::Setup(io::Error::other("the thread running the transfer panicked")))
+        })
+    }
+}
+
+/// Where a run's bytes come from: a descriptor (spliced where that is safe) or a program's
+/// reader.
+///
+/// ```
+/// use accel_buffer::Input;
+///
+/// let from_memory = Input::reader(&b"bytes"[..]);
+/// let from_file = Input::fd(std::fs::File::open("Cargo.toml")?).named("Cargo.toml");
+/// # let _ = (from_memory, from_file);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub struct Input {
+    source: Source,
+    name: Option<String>,
+}
+
+enum Source {
+    Fd(OwnedFd),
+    Reader(Box<dyn Read + Send>),
+}
+
+impl fmt::Debug for Input {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let source = match &self.source {
+            Source::Fd(fd) => format!("{fd:?}"),
+            Source::Reader(_) => "a reader".to_owned(),
+        };
+        f.debug_struct("Input").field("source", &source).field("name", &self.name).finish()
+    }
+}
+
+impl Input {
+    /// Reads from `reader` on the run's input thread.
+    ///
+    /// ```
+    /// let input = accel_buffer::Input::reader(std::io::Cursor::new(vec![1, 2, 3]));
+    /// # let _ = input;
+    /// ```
+    pub fn reader(reader: impl Read + Send + 'static) -> Input {
+        Input { source: Source::Reader(Box::new(reader)), name: None }
+    }
+
+    /// Reads from a descriptor the run owns and closes at its end: a [`File`](std::fs::File),
+    /// a [`ChildStdout`](std::process::ChildStdout), a pipe, a socket. Pipes and files are
+    /// spliced where that is safe; its `O_NONBLOCK` flag, if set, is coped with.
+    ///
+    /// ```
+    /// use std::process::{Command, Stdio};
+    ///
+    /// let mut child = Command::new("echo").arg("hi").stdout(Stdio::piped()).spawn()?;
+    /// let input = accel_buffer::Input::fd(child.stdout.take().unwrap());
+    /// # let _ = input; child.wait()?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn fd(fd: impl Into<OwnedFd>) -> Input {
+        Input { source: Source::Fd(fd.into()), name: None }
+    }
+
+    /// The process's standard input, through a duplicate of its descriptor (so that the
+    /// process's own stays open after the run).
+    ///
+    /// ```
+    /// let input = accel_buffer::Input::stdin()?;
+    /// # let _ = input;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn stdin() -> io::Result<Input> {
+        let fd = io::stdin().as_fd().try_clone_to_owned()?;
+        Ok(Input::fd(fd).named("stdin"))
+    }
+
+    /// Known in the report and in messages as `name` (by default `input`).
+    ///
+    /// ```
+    /// let input = accel_buffer::Input::reader(std::io::empty()).named("the archive");
+    /// # let _ = input;
+    /// ```
+    pub fn named(mut self, name: impl Into<String>) -> Input {
+        self.name = Some(name.into());
+        self
+    }
+
+    fn endpoint(self, stop: &Arc<Stop>) -> io::Result<Endpoint> {
+        let name = self.name.unwrap_or_else(|| "input".to_owned());
+        match self.source {
+            Source::Fd(fd) => Endpoint::opened(fd, &name, stop),
+            Source::Reader(reader) => {
+                Ok(Endpoint::stream(Arc::new(Stream::reader(reader)), &name, stop))
+            }
+        }
+    }
+}
+
+/// Where a run's bytes go: a descriptor (spliced into where that is safe) or a program's
+/// writer. Each output gets every byte.
+///
+/// ```
+/// use accel_buffer::Output;
+///
+/// let to_memory = Output::writer(Vec::new());
+/// let to_file = Output::fd(tempfile_in_target()?).named("copy");
+/// # fn tempfile_in_target() -> std::io::Result<std::fs::File> {
+/// #     std::fs::File::create(std::env::temp_dir().join("accel-buffer-doc-output"))
+/// # }
+/// # let _ = (to_memory, to_file);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub struct Output {
+    sink: Target,
+    name: Option<String>,
+}
+
+enum Target {
+    Fd(OwnedFd),
+    Writer(Box<dyn Sink>),
+}
+
+impl fmt::Debug for Output {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let sink = match &self.sink {
+            Target::Fd(fd) => format!("{fd:?}"),
+            Target::Writer(_) => "a writer".to_owned(),
+        };
+        f.debug_struct("Output").field("sink", &sink).field("name", &self.name).finish()
+    }
+}
+
+impl Output {
+    /// Writes to `writer` on an output thread of its own, and flushes it once it has every
+    /// byte; it is dropped at the end of the run.
+    ///
+    /// ```
+    /// let output = accel_buffer::Output::writer(std::io::sink());
+    /// # let _ = output;
+    /// ```
+    pub fn writer(writer: impl Write + Send + 'static) -> Output {
+        Output { sink: Target::Writer(Box::new(writer)), name: None }
+    }
+
+    /// Writes to a descriptor the run owns and closes at its end (the reader sees end of
+    /// file as soon as this output has every byte): a [`File`](std::fs::File), a
+    /// [`ChildStdin`](std::process::ChildStdin), a pipe, a socket. Pipes, files and
+    /// character devices are spliced into where that is safe.
+    ///
+    /// ```
+    /// let output = accel_buffer::Output::fd(std::fs::File::create(std::env::temp_dir().join("accel-doc"))?);
+    /// # let _ = output;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn fd(fd: impl Into<OwnedFd>) -> Output {
+        Output { sink: Target::Fd(fd.into()), name: None }
+    }
+
+    /// The process's standard output, through a duplicate of its descriptor (so that the
+    /// process's own stays open after the run).
+    ///
+    /// ```
+    /// let output = accel_buffer::Output::stdout()?;
+    /// # let _ = output;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn stdout() -> io::Result<Output> {
+        let fd = io::stdout().as_fd().try_clone_to_owned()?;
+        Ok(Output::fd(fd).named("stdout"))
+    }
+
+    /// Known in the report and in messages as `name` (by default `output 1`, `output 2`, ...).
+    ///
+    /// ```
+    /// let output = accel_buffer::Output::writer(std::io::sink()).named("the tape");
+    /// # let _ = output;
+    /// ```
+    pub fn named(mut self, name: impl Into<String>) -> Output {
+        self.name = Some(name.into());
+        self
+    }
+
+    fn endpoint(self, index: usize, stop: &Arc<Stop>) -> io::Result<Endpoint> {
+        let name = self.name.unwrap_or_else(|| format!("output {}", index + 1));
+        match self.sink {
+            Target::Fd(fd) => Endpoint::opened(fd, &name, stop),
+            Target::Writer(writer) => {
+                Ok(Endpoint::stream(Arc::new(Stream::writer(writer)), &name, stop))
+            }
+        }
+    }
+}
+
+/// Makes sure a stopped run can interrupt its threads' blocking calls: installs the engine's
+/// do-nothing handler for [`INTERRUPT`](crate::stop::INTERRUPT) (SIGURG), once, unless the
+/// program handles that signal itself. Without it, a run ended early waits up to two seconds
+/// for a thread blocked in a call before going on without it.
+fn interrupts() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: reads the signal's current action into a zeroed, well-formed struct.
+        let default = unsafe {
+            let mut current: libc::sigaction = std::mem::zeroed();
+            libc::sigaction(crate::stop::INTERRUPT, std::ptr::null(), &mut current) == 0
+                && current.sa_sigaction == libc::SIG_DFL
+        };
+        if default {
+            let _ = Stop::install();
+        }
+    });
+}
