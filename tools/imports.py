@@ -38,7 +38,7 @@ def modules() -> dict[str, Path]:
 
 def strip_tests(text: str) -> str:
     """The text before `#[cfg(test)]` blocks at the file's end (unit tests import freely)."""
-    at = text.find("#[cfg(test)]\nmod tests")
+    at = text.find("#[cfg(test)]\nmod tests {")
     return text if at < 0 else text[:at]
 
 
