@@ -104,6 +104,20 @@ impl Exit {
     }
 }
 
+/// Why a network output's receiver is told the stream stops (its Abort), after the run: the
+/// input failed, or the run was stopped first. `None` when there is nothing to tell: the
+/// stream ended (the output's End, confirmed by the receiver), or the output itself failed
+/// (its connection is what failed).
+pub fn why_stream_stops(input: &End, output: &End) -> Option<String> {
+    match (input, output) {
+        (_, End::Failed(_)) | (End::Complete, End::Complete) => None,
+        (End::Failed(failure), _) => {
+            Some(format!("its input failed: {}", describe(failure.error())))
+        }
+        _ => Some("the sending accel was stopped".to_owned()),
+    }
+}
+
 /// What an output got of the `total` bytes read, in words: `D bytes delivered, M bytes read
 /// but not delivered`. A network output's bytes written were only sent: delivered is what
 /// its receiver confirmed (`D bytes delivered (confirmed by the receiver), S sent but not

@@ -1233,7 +1233,7 @@ fn a_senders_abort_reason_is_printed_without_its_escapes() {
     let log = accel::log::Log::new(true, false);
     let mut channel =
         handshake::initiate(opening, connected, &stop, deadline, "receiver", &log).unwrap();
-    channel.abort("\x1b]0;owned\x07\x1b[2J\rgone\nfor good", &stop);
+    channel.abort("\x1b]0;owned\x07\x1b[2J\rgone\nfor good");
     let (status, said) = receiver.end();
     assert_eq!(status.code(), Some(1), "{said}");
     assert!(output.join().unwrap().is_empty());

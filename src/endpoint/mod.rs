@@ -22,7 +22,6 @@ use std::sync::Arc;
 
 use rustix::event::PollFlags;
 use rustix::fs::{FileType, OFlags};
-use rustix::io::Errno;
 
 use crate::net::Link;
 use crate::stop::{self, Stop};
@@ -219,12 +218,11 @@ impl Endpoint {
         }
         let stat = rustix::fs::fstat(self.fd())?;
         match FileType::from_raw_mode(stat.st_mode) {
-            FileType::RegularFile | FileType::BlockDevice => loop {
-                match rustix::fs::fdatasync(self.fd()) {
-                    Err(Errno::INTR) => continue,
-                    result => return result.map_err(io::Error::from),
-                }
-            },
+            // An interrupted flush is tried again, the run over or not: the bytes are written,
+            // and only this says that they are on stable storage.
+            FileType::RegularFile | FileType::BlockDevice => {
+                Ok(rustix::io::retry_on_intr(|| rustix::fs::fdatasync(self.fd()))?)
+            }
             _ => Ok(()),
         }
     }
@@ -284,16 +282,11 @@ impl Endpoint {
     /// whatever the descriptor's flags.
     pub fn read(&self, buf: &mut [u8]) -> io::Result<usize> {
         if let Some(link) = self.link() {
-            return link.read(self, buf);
+            return link.read(buf, &self.stop);
         }
         if let Some(stream) = self.as_stream() {
             return stream.read(buf, &self.stop);
         }
-        self.read_descriptor(buf)
-    }
-
-    /// [`read`](Endpoint::read) on the descriptor itself.
-    pub(crate) fn read_descriptor(&self, buf: &mut [u8]) -> io::Result<usize> {
         stop::blocking(self.fd(), PollFlags::IN, &self.stop, None, || {
             rustix::io::read(self.fd(), &mut *buf)
         })
@@ -302,16 +295,11 @@ impl Endpoint {
     /// Writes some of `buf` (at least one byte), blocking while the consumer is not reading.
     pub fn write(&self, buf: &[u8]) -> io::Result<usize> {
         if let Some(link) = self.link() {
-            return link.write(self, buf);
+            return link.write(buf, &self.stop);
         }
         if let Some(stream) = self.as_stream() {
             return stream.write(buf, &self.stop);
         }
-        self.write_descriptor(buf)
-    }
-
-    /// [`write`](Endpoint::write) on the descriptor itself.
-    pub(crate) fn write_descriptor(&self, buf: &[u8]) -> io::Result<usize> {
         match stop::blocking(self.fd(), PollFlags::OUT, &self.stop, None, || {
             rustix::io::write(self.fd(), buf)
         })? {

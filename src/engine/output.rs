@@ -73,7 +73,7 @@ pub fn end_stream(output: &Endpoint, input: &InputEnd, log: &Log) -> Result<(), 
                 "{}: every byte sent; ending the stream, waiting for the receiver's confirmation",
                 output.name
             ));
-            link.finish(output).map_err(|error| match output.stop().requested() {
+            link.finish(output.stop()).map_err(|error| match output.stop().requested() {
                 true => interrupted(),
                 false => Failure::Io(error),
             })

@@ -34,7 +34,8 @@ use crate::stop::wait_for;
 /// system calls; a larger batch only delays the first bytes of a fast stream.
 pub const BATCH: usize = 16 * MAX_FRAME;
 
-/// How long the receiver's Ack, and a sender's Abort, may take to be written.
+/// How long a word that goes whatever the run's stop says (a delivery count, the Ack, an
+/// Abort) may take to be written.
 const LAST_WORD: Duration = Duration::from_secs(30);
 
 /// How often, at most, a sender looks for confirmations between batches: a read that finds
@@ -172,6 +173,15 @@ impl Channel {
         self.write_out(stop, deadline, false)
     }
 
+    /// Writes the outgoing batch of a word that goes whatever the run's stop says: a delivery
+    /// count, the Ack, an Abort. These are due after the run too, whose stop a stall or a
+    /// failed output may have requested; they are bounded by [`LAST_WORD`] instead.
+    fn flush_regardless(&mut self) -> io::Result<()> {
+        // Never requested: an interrupted wait goes on, until the deadline.
+        let unstopped = Stop::default();
+        self.flush(&unstopped, Some(Instant::now() + LAST_WORD))
+    }
+
     /// Writes the outgoing batch; `listening` (the sending side), takes in the receiver's
     /// confirmations while it waits for room, so that a sender held up by its receiver still
     /// learns what the receiver delivered. Any failure leaves the channel broken.
@@ -223,7 +233,7 @@ impl Channel {
                     other => return Err(unexpected(&other)),
                 }
             }
-            match self.fill_now()? {
+            match self.read_sealed_now()? {
                 Some(0) => {
                     self.peer_closed = true;
                     return Err(io::Error::new(
@@ -245,9 +255,15 @@ impl Channel {
         stop: &Stop,
         deadline: Option<Instant>,
     ) -> io::Result<()> {
+        self.seal_frame(kind, payload);
+        self.flush(stop, deadline)
+    }
+
+    /// Seals a frame of `kind` on its own at the current offset, its payload cut to what one
+    /// frame carries.
+    fn seal_frame(&mut self, kind: Kind, payload: &[u8]) {
         let payload = &payload[..payload.len().min(MAX_PAYLOAD)];
         self.seal(kind, self.offset, payload);
-        self.flush(stop, deadline)
     }
 
     /// Sends some of `data` (up to a batch of frames); returns how many bytes, once written.
@@ -302,7 +318,7 @@ impl Channel {
                 Some(other) => return Err(unexpected(&other)),
                 None => {}
             }
-            if self.peer_closed || self.fill(stop, None)? == 0 {
+            if self.peer_closed || self.read_sealed(stop, None)? == 0 {
                 return Err(io::Error::new(
                     io::ErrorKind::UnexpectedEof,
                     "the receiver closed the connection without confirming the end of the \
@@ -314,28 +330,29 @@ impl Channel {
 
     /// Tells the sender that the outputs have taken `count` bytes (receiving side), when
     /// that can be written at once: a later count says as much.
-    pub fn deliver(&mut self, count: u64, stop: &Stop) -> io::Result<()> {
+    pub fn deliver(&mut self, count: u64) -> io::Result<()> {
         if self.broken || !self.socket.writable_now() {
             return Ok(());
         }
         self.seal(Kind::Delivered, count, &[]);
-        self.flush(stop, Some(deadline()))
+        self.flush_regardless()
     }
 
     /// Confirms the end of the stream with the Ack (receiving side), once the outputs have
     /// taken every byte: only after the End frame came.
-    pub fn acknowledge_end(&mut self, stop: &Stop) -> io::Result<()> {
+    pub fn acknowledge_end(&mut self) -> io::Result<()> {
         if !self.ended {
             return Err(io::Error::other("the stream has not ended"));
         }
         self.seal(Kind::Ack, self.offset, &[]);
-        self.flush(stop, Some(deadline()))
+        self.flush_regardless()
     }
 
     /// Tells the receiver the stream stops here, and why; best effort.
-    pub fn abort(&mut self, why: &str, stop: &Stop) {
+    pub fn abort(&mut self, why: &str) {
         if !self.broken {
-            let _ = self.send_frame(Kind::Abort, why.as_bytes(), stop, Some(deadline()));
+            self.seal_frame(Kind::Abort, why.as_bytes());
+            let _ = self.flush_regardless();
         }
     }
 
@@ -374,7 +391,7 @@ impl Channel {
             if got > 0 || self.ended {
                 return Ok(got);
             }
-            if self.fill(stop, deadline)? == 0 {
+            if self.read_sealed(stop, deadline)? == 0 {
                 return Err(io::Error::new(
                     io::ErrorKind::UnexpectedEof,
                     format!(
@@ -410,25 +427,32 @@ impl Channel {
         n
     }
 
-    /// Reads more sealed bytes from the socket; 0 at the end of the connection.
-    pub fn fill(&mut self, stop: &Stop, deadline: Option<Instant>) -> io::Result<usize> {
-        if self.unread.start > 0 {
-            self.incoming.copy_within(self.unread.clone(), 0);
-            self.unread = 0..self.unread.len();
-        }
-        let end = self.unread.end;
+    /// Reads more sealed bytes from the socket, waiting until `deadline` at most; 0 at the
+    /// end of the connection.
+    fn read_sealed(&mut self, stop: &Stop, deadline: Option<Instant>) -> io::Result<usize> {
+        let end = self.unread_to_front();
         let n = self.socket.read(&mut self.incoming[end..], stop, deadline)?;
         self.unread.end += n;
         Ok(n)
     }
 
-    /// Reads what the socket has now, without waiting; 0 at the end of the connection,
-    /// `None` when nothing has arrived.
-    pub fn fill_now(&mut self) -> io::Result<Option<usize>> {
-        match self.fill(&Stop::default(), Some(Instant::now())) {
-            Err(error) if error.kind() == io::ErrorKind::TimedOut => Ok(None),
-            result => result.map(Some),
+    /// Reads the sealed bytes the socket has now, without waiting; 0 at the end of the
+    /// connection, `None` when nothing has arrived.
+    pub fn read_sealed_now(&mut self) -> io::Result<Option<usize>> {
+        let end = self.unread_to_front();
+        let got = self.socket.read_now(&mut self.incoming[end..])?;
+        self.unread.end += got.unwrap_or(0);
+        Ok(got)
+    }
+
+    /// Moves the sealed bytes not yet opened to the front of the buffer; returns where the
+    /// room after them starts.
+    fn unread_to_front(&mut self) -> usize {
+        if self.unread.start > 0 {
+            self.incoming.copy_within(self.unread.clone(), 0);
+            self.unread = 0..self.unread.len();
         }
+        self.unread.end
     }
 
     /// Opens the next complete frame, if one has arrived: a Data payload lands at the start of
@@ -527,11 +551,6 @@ impl Incoming<'_> {
     }
 }
 
-/// When a last word (Ack, Abort) must have been written by.
-fn deadline() -> Instant {
-    Instant::now() + LAST_WORD
-}
-
 fn unexpected(frame: &Frame) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, format!("an unexpected frame: {frame:?}"))
 }
@@ -603,7 +622,7 @@ mod tests {
             let got = receive_all(&mut receiver, room).unwrap();
             assert_eq!(got.len(), expected.len(), "{cipher:?}");
             assert!(got == expected, "{cipher:?}: the bytes differ");
-            receiver.acknowledge_end(&Stop::default()).unwrap();
+            receiver.acknowledge_end().unwrap();
             sending.join().unwrap().expect("the receiver confirmed the end");
         }
     }
@@ -618,7 +637,7 @@ mod tests {
         let expected = sent.clone();
         let sending = thread::spawn(move || send_all(sender, sent, 5000));
         assert!(receive_all(&mut receiver, 4096).unwrap() == expected);
-        receiver.acknowledge_end(&Stop::default()).unwrap();
+        receiver.acknowledge_end().unwrap();
         sending.join().unwrap().unwrap();
 
         let (near, far) = socket::pair();
@@ -644,16 +663,16 @@ mod tests {
             at += receiver.receive(&mut got[at..], &stop).unwrap();
         }
         // Before the End, the Ack cannot be sent; a delivery count can.
-        assert!(receiver.acknowledge_end(&stop).is_err());
-        receiver.deliver(8_000, &stop).unwrap();
+        assert!(receiver.acknowledge_end().is_err());
+        receiver.deliver(8_000).unwrap();
         let ending = thread::spawn(move || {
             let mut heard = Vec::new();
             let result = sender.finish(&stop, &mut |count, awaiting| heard.push((count, awaiting)));
             (result, heard, sender.confirmed())
         });
         assert_eq!(receiver.receive(&mut [0u8; 16], &Stop::default()).unwrap(), 0, "the End");
-        receiver.deliver(20_000, &Stop::default()).unwrap();
-        receiver.acknowledge_end(&Stop::default()).unwrap();
+        receiver.deliver(20_000).unwrap();
+        receiver.acknowledge_end().unwrap();
         let (result, heard, confirmed) = ending.join().unwrap();
         result.expect("the end confirmed");
         assert_eq!(confirmed, 20_000);
@@ -701,7 +720,7 @@ mod tests {
     fn an_abort_reason_is_printed_without_its_escapes() {
         let (near, far) = socket::pair();
         let (mut sender, mut receiver) = session(Cipher::AesGcm, near, far);
-        sender.abort("\x1b]0;owned\x07 \x1b[2J\rgone\nfor good", &Stop::default());
+        sender.abort("\x1b]0;owned\x07 \x1b[2J\rgone\nfor good");
         let error = receiver.receive(&mut [0u8; 4096], &Stop::default()).unwrap_err();
         assert_eq!(
             error.to_string(),

@@ -51,8 +51,8 @@ const ACCEPTS_AT_ONCE: usize = 64;
 /// Dropped connections said one by one; more are counted.
 const LISTED_DROPS: usize = 20;
 
-/// The largest first handshake message accel sends is 80 bytes; anything much longer is not
-/// accel's.
+/// accel's first handshake message is 72 bytes (the ephemeral key, 32, and the Hello, 24,
+/// sealed behind a tag of 16); anything much longer is not accel's.
 const LONGEST_HELLO: usize = 1024;
 
 /// The wrong key, in the words both ends use.
@@ -237,6 +237,7 @@ struct Lobby<'a> {
     key: &'a Key,
     dropped: usize,
     log: &'a Log,
+    stop: &'a Stop,
 }
 
 /// What became of a pending connection once its verdict was applied.
@@ -293,7 +294,7 @@ impl Lobby<'_> {
             stage: Stage::Hello(Vec::new()),
         });
         let index = self.pending.len() - 1;
-        let verdict = hear(&mut self.pending[index], self.key);
+        let verdict = hear(&mut self.pending[index], self.key, self.stop);
         if let Settled::Sender(socket, channel) = self.settle(index, verdict) {
             return Some((socket, channel));
         }
@@ -333,7 +334,7 @@ impl Lobby<'_> {
                 })
                 .expect("too many, so some");
             let before = self.pending[victim].progress();
-            let verdict = hear(&mut self.pending[victim], self.key);
+            let verdict = hear(&mut self.pending[victim], self.key, self.stop);
             match self.settle(victim, verdict) {
                 Settled::Sender(socket, channel) => return Some((socket, channel)),
                 Settled::Gone => continue,
@@ -367,7 +368,7 @@ pub fn accept_sender(
         // An accel sender speaks first, at once: a connection is worth accepting once it has.
         crate::sys::accept_only_with_data(listener.as_fd(), HANDSHAKE_PATIENCE);
     }
-    let mut lobby = Lobby { pending: Vec::new(), key, dropped: 0, log };
+    let mut lobby = Lobby { pending: Vec::new(), key, dropped: 0, log, stop };
     let found = |socket, channel: Box<Channel>, lobby: &Lobby<'_>| {
         if lobby.dropped > LISTED_DROPS {
             log.warn(format_args!(
@@ -393,7 +394,7 @@ pub fn accept_sender(
         // From the last: swap_remove moves only connections already looked at.
         for index in (0..lobby.pending.len()).rev() {
             let verdict = if talking[index] {
-                hear(&mut lobby.pending[index], key)
+                hear(&mut lobby.pending[index], key, stop)
             } else if lobby.pending[index].since.elapsed() >= HANDSHAKE_PATIENCE {
                 Verdict::Dropped(format!("no handshake within {}s", HANDSHAKE_PATIENCE.as_secs()))
             } else {
@@ -473,20 +474,21 @@ fn wait<'a>(
     }
 }
 
-/// Reads what a pending connection sent, and goes as far with it as that allows.
-fn hear(pending: &mut Pending, key: &Key) -> Verdict {
+/// Reads what a pending connection sent, and goes as far with it as that allows; an answer
+/// it is owed is written under the run's `stop`.
+fn hear(pending: &mut Pending, key: &Key, stop: &Stop) -> Verdict {
     match &mut pending.stage {
         Stage::Hello(got) => {
             let mut buf = [0u8; 2048];
-            match pending.socket.read(&mut buf, &Stop::default(), Some(Instant::now())) {
-                Ok(0) => {
+            match pending.socket.read_now(&mut buf) {
+                Ok(Some(0)) => {
                     return Verdict::Dropped("closed the connection before the handshake".into());
                 }
-                Ok(n) => got.extend_from_slice(&buf[..n]),
-                Err(e) if e.kind() == io::ErrorKind::TimedOut => return Verdict::Waiting,
+                Ok(Some(n)) => got.extend_from_slice(&buf[..n]),
+                Ok(None) => return Verdict::Waiting,
                 Err(e) => return Verdict::Dropped(crate::words::describe(&e)),
             }
-            match answer_hello(&pending.socket, got, key) {
+            match answer_hello(&pending.socket, got, key, stop) {
                 Ok(Some(channel)) => {
                     pending.stage = Stage::Confirm(channel);
                     confirm(&mut pending.stage)
@@ -495,7 +497,7 @@ fn hear(pending: &mut Pending, key: &Key) -> Verdict {
                 Err(why) => Verdict::Dropped(why),
             }
         }
-        Stage::Confirm(channel) => match channel.fill_now() {
+        Stage::Confirm(channel) => match channel.read_sealed_now() {
             Ok(Some(0)) => Verdict::Dropped("closed the connection during the handshake".into()),
             Ok(_) => confirm(&mut pending.stage),
             Err(e) => Verdict::Dropped(crate::words::describe(&e)),
@@ -530,6 +532,7 @@ fn answer_hello(
     socket: &Arc<Socket>,
     got: &[u8],
     key: &Key,
+    stop: &Stop,
 ) -> Result<Option<Box<Channel>>, String> {
     let cipher = match wire::read_preamble(&got[..got.len().min(PREAMBLE_LEN)]) {
         Preamble::Foreign => {
@@ -554,11 +557,7 @@ fn answer_hello(
         // Say so, so that the sender can tell the user; then drop it.
         let mut refusal = wire::preamble(cipher).to_vec();
         refusal.extend_from_slice(&[0, 0]);
-        let _ = socket.write_all(
-            &refusal,
-            &Stop::default(),
-            Some(Instant::now() + Duration::from_secs(1)),
-        );
+        let _ = socket.write_all(&refusal, stop, Some(Instant::now() + Duration::from_secs(1)));
         return Err(WRONG_KEY.into());
     };
     match Hello::decode(&payload[..n]) {
@@ -572,9 +571,7 @@ fn answer_hello(
     answer.extend_from_slice(&(len2 as u16).to_be_bytes());
     answer.extend_from_slice(&message[..len2]);
     let deadline = Instant::now() + HANDSHAKE_PATIENCE;
-    socket
-        .write_all(&answer, &Stop::default(), Some(deadline))
-        .map_err(|e| crate::words::describe(&e))?;
+    socket.write_all(&answer, stop, Some(deadline)).map_err(|e| crate::words::describe(&e))?;
     let noise = noise.into_transport_mode().map_err(|e| format!("handshake: {e}"))?;
     let leftover = &got[PREAMBLE_LEN + 2 + len..];
     Ok(Some(Box::new(Channel::new(Arc::clone(socket), noise, leftover))))

@@ -65,27 +65,22 @@ impl Key {
 
     /// The key file's text: one line.
     pub fn to_line(&self) -> Zeroizing<String> {
+        // Into buffers of their final size, zeroed when dropped: nothing grows, so no copy of
+        // the key is left behind.
+        let mut digits = Zeroizing::new([0u8; 2 * LEN]);
+        hex::encode_to_slice(self.0.as_slice(), &mut *digits).expect("room for two digits a byte");
         let mut line = Zeroizing::new(String::with_capacity(PREFIX.len() + 2 * LEN + 1));
         line.push_str(PREFIX);
-        for byte in self.0 {
-            for digit in [byte >> 4, byte & 15] {
-                line.push(char::from_digit(u32::from(digit), 16).expect("a hex digit"));
-            }
-        }
+        line.push_str(std::str::from_utf8(&*digits).expect("hex digits"));
         line.push('\n');
         line
     }
 
-    /// The key in a key file's text.
+    /// The key in a key file's text: the prefix, then 64 hex digits.
     pub fn from_text(text: &str) -> Option<Key> {
-        let hex = text.trim().strip_prefix(PREFIX)?.as_bytes();
-        if hex.len() != 2 * LEN {
-            return None;
-        }
+        let digits = text.trim().strip_prefix(PREFIX)?;
         let mut key = Key([0u8; LEN]);
-        for (byte, pair) in key.0.iter_mut().zip(hex.chunks(2)) {
-            *byte = u8::from_str_radix(std::str::from_utf8(pair).ok()?, 16).ok()?;
-        }
+        hex::decode_to_slice(digits, &mut key.0).ok()?;
         Some(key)
     }
 

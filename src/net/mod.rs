@@ -16,8 +16,8 @@
 //! - [`address`]: `HOST:PORT`, `[IPv6]:PORT`, `:PORT`, resolved once at start.
 //! - [`Network::open`], at start, with the other endpoints: reads the key file, resolves the
 //!   receiver's name, binds the listening sockets, so that a wrong key file, an unknown name
-//!   or a port in use is said before anything else happens. Each peer becomes an
-//!   [`Endpoint`](crate::endpoint::Endpoint) around a [`Link`], still unconnected.
+//!   or a port in use is said before anything else happens. Each peer is a [`Link`], still
+//!   unconnected, which the run makes an endpoint like any other.
 //! - [`Network::establish`], once signals are handled and before the clock starts: connects
 //!   and handshakes ([`handshake`]); the receiver waits (until `--accept-timeout`) for the
 //!   first connection that proves it holds the key, dropping any other.
@@ -27,10 +27,10 @@
 //! - The end of the stream is part of the run: once a network output has every byte and the
 //!   input ended cleanly, its own thread sends the End frame with the byte count and waits
 //!   for the receiver's Ack ([`Link::finish`]), each output on its own, under the stall
-//!   watchdog and the signals like any other wait. [`Network::finish`], after the run, tells
-//!   the receivers of a stream that did not end cleanly why it stops (Abort). The receiver's
-//!   input ends cleanly only at an End whose count matches; a connection that ends before it
-//!   is a read error (status 1).
+//!   watchdog and the signals like any other wait. After the run, the receiver of a stream
+//!   that did not end cleanly is told why it stops ([`Link::abort`]); the words are the run's
+//!   to choose. The receiver's input ends cleanly only at an End whose count matches; a
+//!   connection that ends before it is a read error (status 1).
 //! - Delivered means confirmed: while the stream goes, the receiver tells the sender how many
 //!   bytes its outputs have taken ([`Confirming`], at most every [`DELIVERED_EVERY`]), and
 //!   it sends the Ack only once they have taken every byte ([`Link::acknowledge_end`]). The
@@ -60,12 +60,9 @@ use std::time::{Duration, Instant};
 
 use rustix::event::PollFlags;
 
-use crate::endpoint::Endpoint;
-use crate::engine::{End, Ending};
 use crate::log::Log;
 use crate::meter::{Delivery, Meter};
-use crate::stop::Stop;
-use crate::stop::wait_for;
+use crate::stop::{Stop, wait_for};
 use crate::words::describe;
 use address::Address;
 use channel::Channel;
@@ -83,8 +80,8 @@ pub const DELIVERED_EVERY: Duration = Duration::from_millis(50);
 /// What the command line asks of the network.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Settings {
-    /// `--from`: receive the input from a sender. (Each `--to` is an output, in
-    /// [`Config::outputs`](crate::run::config::Config::outputs).)
+    /// `--from`: receive the input from a sender. (Each `--to` is one of the run's outputs,
+    /// given to [`Network::open`].)
     pub from: Option<Address>,
     /// `--key-file`, or the file `ACCEL_KEY_FILE` names; `None` with `--insecure`.
     pub key_file: Option<PathBuf>,
@@ -163,46 +160,60 @@ impl Link {
         Some(channel.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
-    /// Reads for `endpoint`: through the channel, or from the plain socket. The channel is
-    /// not held while waiting for the socket, so that confirmations go out meanwhile.
-    pub fn read(&self, endpoint: &Endpoint, buf: &mut [u8]) -> io::Result<usize> {
+    /// Reads what has arrived, up to `buf.len()` (0 at the end of the stream): through the
+    /// channel, or from the plain socket, until the run's `stop`. The channel is not held
+    /// while waiting for the socket, so that confirmations go out meanwhile.
+    pub fn read(&self, buf: &mut [u8], stop: &Stop) -> io::Result<usize> {
         loop {
-            let Some(mut channel) = self.channel() else { return endpoint.read_descriptor(buf) };
-            match channel.receive_until(buf, endpoint.stop(), Some(Instant::now())) {
+            let Some(mut channel) = self.channel() else {
+                return self.socket().read(buf, stop, None);
+            };
+            match channel.receive_until(buf, stop, Some(Instant::now())) {
                 Err(error) if error.kind() == io::ErrorKind::TimedOut => {}
                 result => return result,
             }
             drop(channel);
-            wait_for(self.socket().fd(), PollFlags::IN, endpoint.stop(), None)?;
+            wait_for(self.socket().fd(), PollFlags::IN, stop, None)?;
         }
     }
 
-    /// Writes for `endpoint`: through the channel, or to the plain socket.
-    pub fn write(&self, endpoint: &Endpoint, buf: &[u8]) -> io::Result<usize> {
+    /// Writes some of `buf` (at least a byte): through the channel, or to the plain socket,
+    /// until the run's `stop`.
+    pub fn write(&self, buf: &[u8], stop: &Stop) -> io::Result<usize> {
         match self.channel() {
             Some(mut channel) => {
-                let sent = channel.send(buf, endpoint.stop());
+                let sent = channel.send(buf, stop);
                 self.heard(channel.confirmed(), false);
                 sent
             }
-            None => endpoint.write_descriptor(buf).map_err(|e| closed_by_peer(e, "the receiver")),
+            None => self.socket().write(buf, stop).map_err(|e| closed_by_peer(e, "the receiver")),
         }
     }
 
     /// An output's end, once it has sent every byte of a stream that ended cleanly: the End
     /// frame, then the receiver's confirmations until its Ack, published as they come. Until
-    /// the run's stop, which a stall or a signal requests. Nothing to do over plain TCP.
-    pub fn finish(&self, endpoint: &Endpoint) -> io::Result<()> {
+    /// the run's `stop`, which a stall or a signal requests. Nothing to do over plain TCP.
+    pub fn finish(&self, stop: &Stop) -> io::Result<()> {
         let Some(mut channel) = self.channel() else { return Ok(()) };
-        channel.finish(endpoint.stop(), &mut |confirmed, awaiting| self.heard(confirmed, awaiting))
+        channel.finish(stop, &mut |confirmed, awaiting| self.heard(confirmed, awaiting))
     }
 
     /// The receiver's last word, once its outputs have taken every byte: the Ack of the End
     /// (see [`Channel::acknowledge_end`]).
     pub fn acknowledge_end(&self) -> io::Result<()> {
         match self.channel() {
-            Some(mut channel) => channel.acknowledge_end(&Stop::default()),
+            Some(mut channel) => channel.acknowledge_end(),
             None => Ok(()),
+        }
+    }
+
+    /// After the run, for an output whose stream did not end: tells the receiver it stops
+    /// here, and `why`. Best effort, whether or not the run's stop was requested; nothing over
+    /// plain TCP, which has no frames, nor while a thread that never ended holds the channel.
+    pub fn abort(&self, why: &str) {
+        let Some(channel) = self.connection().channel.as_ref() else { return };
+        if let Ok(mut channel) = channel.try_lock() {
+            channel.abort(why);
         }
     }
 
@@ -232,7 +243,7 @@ impl Confirming {
         }
         let (link, meter, over) = (Arc::clone(input), Arc::clone(meter), Arc::clone(&done));
         let thread = thread::Builder::new().name("accel-confirm".into()).spawn(move || {
-            let (stop, mut told) = (Stop::default(), 0);
+            let mut told = 0;
             loop {
                 thread::park_timeout(DELIVERED_EVERY);
                 // Once more after the run: the last count, exact, whatever follows.
@@ -242,7 +253,7 @@ impl Confirming {
                 let Some(taken) = live.map(|reader| reader.delivered()).min() else { return };
                 if taken > told {
                     let Some(mut channel) = link.channel() else { return };
-                    if channel.deliver(taken, &stop).is_err() {
+                    if channel.deliver(taken).is_err() {
                         return;
                     }
                     told = taken;
@@ -409,29 +420,6 @@ impl Network {
             }
         }
         Err(fail(format!("cannot connect: {}", failures.join("; "))))
-    }
-
-    /// After the run: tells the receiver of each encrypted output whose stream did not end
-    /// (the input failed, the run was stopped) why it stops (Abort). A stream that ended was
-    /// ended by its output ([`Link::finish`]).
-    pub fn finish(&self, ending: &Ending, outputs: &[Endpoint]) {
-        // The run's stop may have been requested (a stall, a failed output); these last words
-        // are said regardless.
-        let stop = &Stop::default();
-        for (end, endpoint) in ending.outputs.iter().zip(outputs) {
-            let Some(link) = endpoint.link() else { continue };
-            let Some(channel) = link.connection().channel.as_ref() else { continue };
-            // A thread that never ended may still hold it: then there is nothing to add.
-            let Ok(mut channel) = channel.try_lock() else { continue };
-            match (&ending.input, end) {
-                (_, End::Failed(_)) | (End::Complete, End::Complete) => {}
-                (End::Failed(failure), _) => {
-                    channel
-                        .abort(&format!("its input failed: {}", describe(failure.error())), stop);
-                }
-                _ => channel.abort("the sending accel was stopped", stop),
-            }
-        }
     }
 }
 

@@ -19,8 +19,7 @@ use rustix::event::PollFlags;
 use rustix::io::Errno;
 use rustix::net::{AddressFamily, SendFlags, SocketFlags, SocketType, ipproto, sockopt};
 
-use crate::stop::Stop;
-use crate::stop::wait_for;
+use crate::stop::{self, Stop, wait_for};
 
 /// How long a connection may stay idle before keepalive probes start.
 const KEEPALIVE_IDLE: Duration = Duration::from_secs(30);
@@ -62,11 +61,19 @@ impl Socket {
         stop: &Stop,
         deadline: Option<Instant>,
     ) -> io::Result<usize> {
+        stop::blocking(self.fd(), PollFlags::IN, stop, deadline, || {
+            rustix::io::read(&self.fd, &mut *buf)
+        })
+    }
+
+    /// Reads what has arrived now, up to `buf.len()`, without waiting: `None` when nothing
+    /// has (0 at the end of the stream).
+    pub fn read_now(&self, buf: &mut [u8]) -> io::Result<Option<usize>> {
         loop {
             match rustix::io::read(&self.fd, &mut *buf) {
-                Ok(n) => return Ok(n),
-                Err(Errno::INTR) => stop.check()?,
-                Err(Errno::AGAIN) => wait_for(self.fd(), PollFlags::IN, stop, deadline)?,
+                Ok(n) => return Ok(Some(n)),
+                Err(Errno::INTR) => {}
+                Err(Errno::AGAIN) => return Ok(None),
                 Err(e) => return Err(e.into()),
             }
         }
@@ -81,8 +88,17 @@ impl Socket {
         }
     }
 
-    /// Writes all of `buf`, waiting until `deadline` at most. `MSG_NOSIGNAL`: a peer that has
-    /// gone is an error here, never a SIGPIPE.
+    /// Writes some of `buf` (at least a byte), waiting for room as long as it takes, until the
+    /// run's `stop`. `MSG_NOSIGNAL`: a peer that has gone is an error here, never a SIGPIPE.
+    pub fn write(&self, buf: &[u8], stop: &Stop) -> io::Result<usize> {
+        match self.send(buf, stop, None)? {
+            0 if !buf.is_empty() => Err(io::ErrorKind::WriteZero.into()),
+            n => Ok(n),
+        }
+    }
+
+    /// Writes all of `buf`, waiting until `deadline` at most. `MSG_NOSIGNAL`, as
+    /// [`write`](Socket::write).
     pub fn write_all(
         &self,
         mut buf: &[u8],
@@ -90,14 +106,17 @@ impl Socket {
         deadline: Option<Instant>,
     ) -> io::Result<()> {
         while !buf.is_empty() {
-            match rustix::net::send(&self.fd, buf, SendFlags::NOSIGNAL) {
-                Ok(n) => buf = &buf[n..],
-                Err(Errno::INTR) => stop.check()?,
-                Err(Errno::AGAIN) => wait_for(self.fd(), PollFlags::OUT, stop, deadline)?,
-                Err(e) => return Err(e.into()),
-            }
+            let n = self.send(buf, stop, deadline)?;
+            buf = &buf[n..];
         }
         Ok(())
+    }
+
+    /// One `send`, as on a blocking socket, waiting for room until `deadline` at most.
+    fn send(&self, buf: &[u8], stop: &Stop, deadline: Option<Instant>) -> io::Result<usize> {
+        stop::blocking(self.fd(), PollFlags::OUT, stop, deadline, || {
+            rustix::net::send(&self.fd, buf, SendFlags::NOSIGNAL)
+        })
     }
 
     /// Writes what fits now of `buf`, without waiting: `None` when nothing does.

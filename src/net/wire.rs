@@ -67,8 +67,10 @@ pub const SEALED_TRAILER: usize = TRAILER + TAG;
 /// The most bytes one frame takes on the wire: two messages, each behind its length.
 pub const MAX_FRAME: usize = 2 + MAX_MESSAGE + 2 + SEALED_TRAILER;
 
-/// Messages in one direction under one key; then both sides rekey. 2^16 full frames are
-/// 4 GiB; AES-GCM's limits are about 2^32 such messages per key with a wide margin.
+/// Messages in one direction under one key; then both sides rekey. Messages are counted, and
+/// a frame is two (its payload, its trailer): 2^16 messages are 2^15 full frames, just under
+/// 2 GiB of stream, about 2^27 AES blocks. TLS 1.3 lets an AES-GCM key seal 2^24.5 records of
+/// 16 KiB (RFC 8446, §5.5), 2^34.5 blocks: this stays far inside that.
 pub const REKEY_EVERY: u64 = 1 << 16;
 
 /// The symmetric cipher of a session, chosen by the sender.

@@ -236,7 +236,7 @@ fn start(config: &Config, closed: stdio::Closed) -> Result<Exit, Refusal> {
     watch.start(events.clone()).map_err(setup("start the watcher"))?;
     let input_name = plan.input.name.clone();
     let output_names: Vec<String> = plan.outputs.iter().map(|o| o.name.clone()).collect();
-    let network_outputs = network.as_ref().map(|_| plan.outputs.clone());
+    let output_links: Vec<_> = plan.outputs.iter().map(|output| output.link().cloned()).collect();
     let input_link = plan.input.link().cloned();
     let confirming = match &input_link {
         Some(link) => Some(
@@ -254,8 +254,11 @@ fn start(config: &Config, closed: stdio::Closed) -> Result<Exit, Refusal> {
     watch.settle();
     let snapshot = meter.snapshot();
     route.note(format_args!("{route}; bytes went {}", snapshot.tiers));
-    if let (Some(network), Some(outputs)) = (&network, &network_outputs) {
-        network.finish(&ending, outputs);
+    // The receiver of each stream that did not end is told why it stops.
+    for (end, link) in ending.outputs.iter().zip(&output_links) {
+        if let (Some(link), Some(why)) = (link, exit::why_stream_stops(&ending.input, end)) {
+            link.abort(&why);
+        }
     }
     let mut exit = exit::conclude(
         &ending,
