@@ -235,12 +235,21 @@ fn the_resume_watermark_holds_the_input(engine: &str) {
     let (mut child, events) = watched(engine, &["-m", "4M", "--resume-at", "25%"]);
     let stdin = child.stdin.take().unwrap();
     let producer = thread::spawn(move || feed(stdin, &pattern(12 * MIB, 54), 64 << 10));
-    // Full: the consumer has not read yet.
+    // Full, and the input held: the consumer has not read yet. The buffer is full at once,
+    // or (where the input filled it before the output thread moved the first MiB into
+    // stdout's pipe) it is held below the watermark from then on: either way the count of
+    // bytes read stands still at 4 MiB or more.
+    let deadline = Instant::now() + GENEROUS;
+    let mut last_in = 0;
     loop {
-        let event = events.recv_timeout(GENEROUS).expect("events");
-        if bytes(&event, "fill_bytes") + (64 << 10) >= 4 * MIB as u64 {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let event = events.recv_timeout(left).expect("the buffer full within the timeout");
+        let bytes_in = bytes(&event, "bytes_in");
+        let full = bytes(&event, "fill_bytes") + (64 << 10) >= 4 * MIB as u64;
+        if full || (bytes_in >= 4 * MIB as u64 && bytes_in == last_in) {
             break;
         }
+        last_in = bytes_in;
     }
     // Drained at about 1.3 MiB/s: from full to a quarter takes over two seconds.
     let stdout = child.stdout.take().unwrap();
