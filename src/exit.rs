@@ -19,11 +19,11 @@
 //!
 //! With several outputs, one failing is the question `tee` answers with `--output-error`,
 //! and accel answers it the same way ([`OutputErrors`]); whatever the answer, every output
-//! that lost bytes is named with the bytes it got and missed ([`conclude`]).
+//! that lost bytes is named with the bytes it got and missed ([`decide`]).
 
 use signal_hook::consts::signal::{SIGHUP, SIGINT, SIGPIPE, SIGTERM};
 
-use crate::engine::{End, Ending, Failure, OutputErrors, is_broken_pipe};
+use crate::engine::{Failure, Outcome, Outcomes, OutputErrors, is_broken_pipe};
 use crate::meter::{Delivery, ReaderSnapshot, Snapshot};
 use crate::words::describe;
 
@@ -108,10 +108,10 @@ impl Exit {
 /// input failed, or the run was stopped first. `None` when there is nothing to tell: the
 /// stream ended (the output's End, confirmed by the receiver), or the output itself failed
 /// (its connection is what failed).
-pub fn why_stream_stops(input: &End, output: &End) -> Option<String> {
+pub fn why_stream_stops(input: &Outcome, output: &Outcome) -> Option<String> {
     match (input, output) {
-        (_, End::Failed(_)) | (End::Complete, End::Complete) => None,
-        (End::Failed(failure), _) => {
+        (_, Outcome::Failed(_)) | (Outcome::Complete, Outcome::Complete) => None,
+        (Outcome::Failed(failure), _) => {
             Some(format!("its input failed: {}", describe(failure.error())))
         }
         _ => Some("the sending accel was stopped".to_owned()),
@@ -149,8 +149,8 @@ pub fn counts(reader: &ReaderSnapshot, total: u64) -> String {
 /// `names` are the outputs' names in the plan's order; `pipe_ignored` says SIGPIPE was
 /// ignored when accel started, when a reader going away is an ordinary write error, as `cat`
 /// reports it.
-pub fn conclude(
-    ending: &Ending,
+pub fn decide(
+    outcomes: &Outcomes,
     snapshot: &Snapshot,
     input: &str,
     names: &[String],
@@ -170,7 +170,7 @@ pub fn conclude(
         })
         .map(|index| format!("{}: {}", names[index], said(index)))
         .collect();
-    if let Some(why) = &ending.stalled {
+    if let Some(why) = &outcomes.stalled {
         eprintln!("accel: {why}");
         for line in &unconfirmed {
             eprintln!("accel: {line}");
@@ -178,7 +178,7 @@ pub fn conclude(
         return Exit::Stalled;
     }
     let mut exit = Exit::Success;
-    if let End::Failed(failure) = &ending.input {
+    if let Outcome::Failed(failure) = &outcomes.input {
         let why = describe(failure.error());
         if unconfirmed.is_empty() {
             eprintln!(
@@ -193,12 +193,12 @@ pub fn conclude(
         exit = Exit::InputFailed;
     }
     let mut died_of_pipe = false;
-    for (index, (end, name)) in ending.outputs.iter().zip(names).enumerate() {
+    for (index, (end, name)) in outcomes.outputs.iter().zip(names).enumerate() {
         let (delivered, missed) = (got(index), total - got(index).min(total));
         let counts = said(index);
         match end {
-            End::Complete => {}
-            End::Failed(Failure::Spill { dir, error }) => {
+            Outcome::Complete => {}
+            Outcome::Failed(Failure::Spill { dir, error }) => {
                 eprintln!(
                     "accel: read back from the spill in {}: {}; {delivered} bytes delivered to \
                      {name}, {missed} bytes read but lost",
@@ -207,14 +207,14 @@ pub fn conclude(
                 );
                 exit = Exit::SpillFailed;
             }
-            End::Failed(Failure::Panic(error)) => {
+            Outcome::Failed(Failure::Panic(error)) => {
                 eprintln!(
                     "accel: {name}: {error}; {delivered} bytes delivered, {missed} bytes read \
                      but not delivered"
                 );
                 exit = exit.at_least(Exit::Bug);
             }
-            End::Failed(Failure::Sync(error)) => {
+            Outcome::Failed(Failure::Sync(error)) => {
                 eprintln!(
                     "accel: sync {name}: {}; all {delivered} bytes were written, but may not \
                      be on stable storage",
@@ -222,7 +222,7 @@ pub fn conclude(
                 );
                 exit = exit.at_least(Exit::OutputFailed);
             }
-            End::Failed(Failure::Io(error))
+            Outcome::Failed(Failure::Io(error))
                 if is_broken_pipe(error) && policy == OutputErrors::Default && !pipe_ignored =>
             {
                 // As `cat` ends: by SIGPIPE, and quietly when it was the only output.
@@ -231,22 +231,22 @@ pub fn conclude(
                     eprintln!("accel: {name}: the reader went away; {counts}");
                 }
             }
-            End::Failed(Failure::Io(error)) if !policy.is_failure(error) => {
+            Outcome::Failed(Failure::Io(error)) if !policy.is_failure(error) => {
                 if !quiet {
                     eprintln!("accel: {name}: the reader went away; {counts}");
                 }
             }
-            End::Failed(Failure::Io(error)) => {
+            Outcome::Failed(Failure::Io(error)) => {
                 eprintln!("accel: write to {name}: {}; {counts}", describe(error));
                 exit = exit.at_least(Exit::OutputFailed);
             }
-            End::Stopped => {
+            Outcome::Stopped => {
                 eprintln!("accel: {name}: cut short when the run ended; {counts}");
                 exit = exit.at_least(Exit::OutputFailed);
             }
         }
     }
-    for (hash, _) in &ending.hashes_failed {
+    for (hash, _) in &outcomes.hashes_failed {
         let delivered = snapshot.bytes_out;
         let outputs = if delivered == total {
             format!("all {total} bytes read were delivered")

@@ -19,7 +19,7 @@ pub struct Meter {
     paused_ns: AtomicU64,
     capacity: u64,
     bytes_in: AtomicU64,
-    peak_fill: AtomicU64,
+    peak_held: AtomicU64,
     /// Bytes by the way they went, indexed by [`Tier`].
     tiers: [AtomicU64; 4],
     /// Bytes held now in memory (and pool pipes), and in the spill file; their peaks.
@@ -46,7 +46,7 @@ struct ReaderMeter {
     /// [`Delivery::Confirmed`]: bytes the receiver has confirmed its outputs took.
     confirmed: AtomicU64,
     /// [`Delivery::Confirmed`]: the end of the stream was sent; its confirmation is awaited.
-    ending: AtomicBool,
+    outcomes: AtomicBool,
 }
 
 /// What an output's bytes written mean: delivered, or only sent.
@@ -142,7 +142,7 @@ pub struct Snapshot {
     /// Bytes the slowest reader still there has taken: for one output, what it was written.
     pub bytes_out: u64,
     /// The most bytes held at once.
-    pub peak_fill: u64,
+    pub peak_held: u64,
     /// How long input was held back because the buffer was full: the producer was blocked.
     pub producer_blocked: Duration,
     /// How long the slowest reader waited on an empty buffer: the consumer was starved.
@@ -188,7 +188,7 @@ pub struct ReaderSnapshot {
     /// [`Delivery::Confirmed`]: bytes the receiver confirmed (at most `bytes`).
     pub confirmed: u64,
     /// [`Delivery::Confirmed`]: the end of the stream was sent, its confirmation awaited.
-    pub ending: bool,
+    pub outcomes: bool,
 }
 
 impl ReaderSnapshot {
@@ -210,7 +210,7 @@ impl ReaderSnapshot {
 
 impl Snapshot {
     /// Bytes read but not yet taken by every reader: what the buffer holds.
-    pub fn fill(&self) -> u64 {
+    pub fn held(&self) -> u64 {
         self.bytes_in.saturating_sub(self.bytes_out)
     }
 
@@ -230,7 +230,7 @@ impl Meter {
             paused_ns: AtomicU64::new(0),
             capacity,
             bytes_in: AtomicU64::new(0),
-            peak_fill: AtomicU64::new(0),
+            peak_held: AtomicU64::new(0),
             tiers: Default::default(),
             held_memory: AtomicU64::new(0),
             held_disk: AtomicU64::new(0),
@@ -245,7 +245,7 @@ impl Meter {
     pub fn add_in(&self, n: usize, fill: usize, tier: Tier) {
         self.tiers[tier as usize].fetch_add(n as u64, Relaxed);
         self.bytes_in.fetch_add(n as u64, Relaxed);
-        self.peak_fill.fetch_max(fill as u64, Relaxed);
+        self.peak_held.fetch_max(fill as u64, Relaxed);
     }
 
     /// Counts `n` bytes passed straight through to the only reader, in and out at once.
@@ -281,9 +281,9 @@ impl Meter {
 
     /// Reader `reader`'s receiver has confirmed `count` bytes; `ending`: the end of its
     /// stream was sent and its confirmation is awaited.
-    pub fn confirmed(&self, reader: usize, count: u64, ending: bool) {
+    pub fn confirmed(&self, reader: usize, count: u64, outcomes: bool) {
         self.readers[reader].confirmed.fetch_max(count, Relaxed);
-        self.readers[reader].ending.store(ending, Relaxed);
+        self.readers[reader].outcomes.store(outcomes, Relaxed);
     }
 
     /// Marks reader `reader` as gone before the end.
@@ -331,7 +331,7 @@ impl Meter {
                     _ => Delivery::Written,
                 },
                 confirmed: r.confirmed.load(Relaxed),
-                ending: r.ending.load(Relaxed),
+                outcomes: r.outcomes.load(Relaxed),
             })
             .collect();
         let [through, pipes, memory, disk] = self.tiers.each_ref().map(|t| t.load(Relaxed));
@@ -340,7 +340,7 @@ impl Meter {
             capacity: self.capacity,
             bytes_in: self.bytes_in.load(Relaxed),
             bytes_out: 0,
-            peak_fill: self.peak_fill.load(Relaxed),
+            peak_held: self.peak_held.load(Relaxed),
             producer_blocked: self.input_held.read(now),
             consumer_starved: Duration::ZERO,
             tiers: Tiers { through, pipes, memory, disk },
@@ -414,7 +414,7 @@ mod tests {
         meter.add_in(10, 30, Tier::Memory);
         meter.add_through(5);
         let s = meter.snapshot();
-        assert_eq!((s.bytes_in, s.bytes_out, s.fill(), s.peak_fill), (95, 65, 30, 80));
+        assert_eq!((s.bytes_in, s.bytes_out, s.held(), s.peak_held), (95, 65, 30, 80));
         assert_eq!(s.tiers, Tiers { through: 5, pipes: 50, memory: 40, disk: 0 });
     }
 
@@ -426,11 +426,11 @@ mod tests {
         meter.add_out(1, 10);
         meter.add_out(2, 40);
         let s = meter.snapshot();
-        assert_eq!((s.slowest(), s.bytes_out, s.fill()), (Some(1), 10, 80));
+        assert_eq!((s.slowest(), s.bytes_out, s.held()), (Some(1), 10, 80));
         // Once it is gone, the next slowest holds the buffer.
         meter.reader_gone(1);
         let s = meter.snapshot();
-        assert_eq!((s.slowest(), s.bytes_out, s.fill()), (Some(2), 40, 50));
+        assert_eq!((s.slowest(), s.bytes_out, s.held()), (Some(2), 40, 50));
         // Once none is left, what the one furthest behind of all got is what was delivered.
         meter.reader_gone(0);
         meter.reader_gone(2);

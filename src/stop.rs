@@ -1,11 +1,11 @@
-//! Ending a run: every thread stops when the run ends, even one blocked in a system call.
+//! Stopping a run: every thread stops when the run ends, even one blocked in a system call.
 //!
 //! A thread blocked in `read` on a producer that sends nothing, or in `write` to a consumer
 //! that reads nothing, cannot see a flag. So a stop is a flag plus a signal: the flag says the
 //! run is over, and a do-nothing handler for [`INTERRUPT`], installed without `SA_RESTART`,
 //! makes the blocked call return `EINTR`, after which the I/O loops look at the flag
 //! ([`Stop::check`]). The signal can land just before a thread enters its call, so the one
-//! stopping the run sends it again until the thread has ended ([`Stop::end`]).
+//! stopping the run sends it again until the thread has ended ([`Stop::join`]).
 //!
 //! The same loops cope with a descriptor someone else made `O_NONBLOCK` (or accel's own
 //! sockets): [`blocking`] makes a call behave as on a blocking descriptor, retrying on `EINTR`
@@ -71,7 +71,7 @@ impl Stop {
     /// Waits for `thread` to end, interrupting whatever call it blocks in while the run is
     /// over; gives up after `patience` (a thread stuck where signals cannot reach, such as
     /// a write to a hung NFS server, is left to the process's exit).
-    pub fn end<T>(&self, thread: JoinHandle<T>, patience: Duration) -> Option<T> {
+    pub fn join<T>(&self, thread: JoinHandle<T>, patience: Duration) -> Option<T> {
         let deadline = Instant::now() + patience;
         while !thread.is_finished() {
             if Instant::now() > deadline {

@@ -37,7 +37,7 @@ use crate::endpoint::{Endpoint, FdKind};
 use crate::engine::OutputErrors;
 use crate::engine::digest::Algorithm;
 use crate::engine::pace::Limits;
-use crate::engine::{self, Block, Ending, Flow, Plan, Preference, Route};
+use crate::engine::{self, Block, Flow, Outcomes, Plan, Preference, Route};
 use crate::log::Log;
 use crate::meter::Meter;
 use crate::stop::Stop;
@@ -494,7 +494,7 @@ pub(crate) fn transfer(
     stop: Arc<Stop>,
     events: mpsc::Sender<engine::Event>,
     inbox: mpsc::Receiver<engine::Event>,
-) -> io::Result<Ending> {
+) -> io::Result<Outcomes> {
     engine::run(parts.plan, parts.route, parts.meter, stop, events, inbox)
 }
 
@@ -526,21 +526,21 @@ impl Started {
             names.clone(),
         )
         .map_err(Error::Setup)?;
-        let ending = transfer(parts, Arc::clone(&stop), events, inbox);
+        let outcomes = transfer(parts, Arc::clone(&stop), events, inbox);
         let snapshot = meter.snapshot();
         watchdog.end(snapshot.clone());
-        let ending = ending.map_err(Error::Setup)?;
+        let outcomes = outcomes.map_err(Error::Setup)?;
         // A program's writer holds what it was given until flushed: a complete output is
         // delivered once that is done.
         let flushed: Vec<Option<io::Error>> = streams
             .iter()
-            .zip(&ending.outputs)
+            .zip(&outcomes.outputs)
             .map(|(stream, end)| match (stream, end) {
-                (Some(stream), engine::End::Complete) => stream.flush(&stop).err(),
+                (Some(stream), engine::Outcome::Complete) => stream.flush(&stop).err(),
                 _ => None,
             })
             .collect();
-        let report = Report::of(ending, &snapshot, &names, flushed);
+        let report = Report::of(outcomes, &snapshot, &names, flushed);
         if report.is_complete() { Ok(report) } else { Err(Error::Incomplete(Box::new(report))) }
     }
 }

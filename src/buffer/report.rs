@@ -8,7 +8,7 @@ use std::fmt;
 use std::io;
 use std::time::Duration;
 
-use crate::engine::{End, Ending, Failure};
+use crate::engine::{self, Failure, Outcomes};
 use crate::meter::Snapshot;
 use crate::watch::report::bottleneck;
 use crate::words::describe;
@@ -67,10 +67,10 @@ impl Progress {
             elapsed: snapshot.elapsed,
             bytes_in: snapshot.bytes_in,
             delivered: snapshot.readers.iter().take(outputs).map(|r| r.delivered()).collect(),
-            held: snapshot.fill(),
+            held: snapshot.held(),
             held_on_disk: snapshot.held_disk,
             capacity: snapshot.capacity,
-            peak: snapshot.peak_fill,
+            peak: snapshot.peak_held,
             input_held: snapshot.producer_blocked,
             output_waited: snapshot.consumer_starved,
             snapshot,
@@ -126,12 +126,14 @@ impl Outcome {
         matches!(self, Outcome::Complete)
     }
 
-    fn of(end: End) -> Outcome {
-        match end {
-            End::Complete => Outcome::Complete,
-            End::Stopped => Outcome::CutShort,
-            End::Failed(Failure::Spill { error, .. }) => Outcome::SpillFailed(error),
-            End::Failed(Failure::Io(error) | Failure::Sync(error) | Failure::Panic(error)) => {
+    /// The engine's outcome of a side, as the library tells it.
+    fn of(outcome: engine::Outcome) -> Outcome {
+        use engine::Outcome as Side;
+        match outcome {
+            Side::Complete => Outcome::Complete,
+            Side::Stopped => Outcome::CutShort,
+            Side::Failed(Failure::Spill { error, .. }) => Outcome::SpillFailed(error),
+            Side::Failed(Failure::Io(error) | Failure::Sync(error) | Failure::Panic(error)) => {
                 Outcome::Failed(error)
             }
         }
@@ -193,14 +195,14 @@ pub struct Report {
 
 impl Report {
     pub(crate) fn of(
-        ending: Ending,
+        outcomes: Outcomes,
         snapshot: &Snapshot,
         names: &[String],
         flushed: Vec<Option<io::Error>>,
     ) -> Report {
         let progress = Progress::of(snapshot.clone(), names.len());
         let bytes_in = snapshot.bytes_in;
-        let outputs = ending
+        let outputs = outcomes
             .outputs
             .into_iter()
             .zip(flushed)
@@ -217,9 +219,9 @@ impl Report {
             .collect();
         Report {
             bytes_in,
-            input: Outcome::of(ending.input),
+            input: Outcome::of(outcomes.input),
             outputs,
-            stalled: ending.stalled,
+            stalled: outcomes.stalled,
             bottleneck: bottleneck(snapshot),
             progress,
         }

@@ -106,11 +106,11 @@ fn stalled(
     }
     let still = duration(still);
     Some(match snapshot.slowest() {
-        Some(slowest) if snapshot.fill() > 0 => format!(
+        Some(slowest) if snapshot.held() > 0 => format!(
             "stalled: nothing written to {} for {still} with {} waiting; its writer is not \
              taking it",
             outputs.get(slowest).map_or("an output", String::as_str),
-            Bytes(snapshot.fill())
+            Bytes(snapshot.held())
         ),
         _ => format!("stalled: no input from {input} for {still}; the reader gives nothing"),
     })

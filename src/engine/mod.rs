@@ -124,11 +124,11 @@ pub struct Block {
 
 /// How the data path ended.
 #[derive(Debug)]
-pub struct Ending {
+pub struct Outcomes {
     /// How the input ended.
-    pub input: End,
+    pub input: Outcome,
     /// How each output ended, in the plan's order.
-    pub outputs: Vec<End>,
+    pub outputs: Vec<Outcome>,
     /// Each hash, in the plan's order, when the input ended at its end.
     pub digests: Vec<Option<Digest>>,
     /// The hashes whose thread failed (a bug: it panicked), with why.
@@ -139,7 +139,7 @@ pub struct Ending {
 
 /// How one side ended.
 #[derive(Debug)]
-pub enum End {
+pub enum Outcome {
     /// Input: its end was reached. Output: it got every byte read.
     Complete,
     /// It failed; an output gets no more bytes after this.
@@ -385,7 +385,7 @@ pub fn run(
     stop: Arc<Stop>,
     events: mpsc::Sender<Event>,
     inbox: mpsc::Receiver<Event>,
-) -> io::Result<Ending> {
+) -> io::Result<Outcomes> {
     let readers = plan.outputs.len() + plan.hashes.len();
     let (producer, mut backlog_readers) = backlog::backlog(
         plan.capacity,
@@ -480,10 +480,10 @@ fn follow(
     stop: &Stop,
     closer: &backlog::Closer,
     inbox: mpsc::Receiver<Event>,
-) -> Ending {
-    let mut ending = Ending {
-        input: End::Stopped,
-        outputs: plan.outputs.iter().map(|_| End::Stopped).collect(),
+) -> Outcomes {
+    let mut outcomes = Outcomes {
+        input: Outcome::Stopped,
+        outputs: plan.outputs.iter().map(|_| Outcome::Stopped).collect(),
         digests: plan.hashes.iter().map(|_| None).collect(),
         hashes_failed: Vec::new(),
         stalled: None,
@@ -499,12 +499,12 @@ fn follow(
         match event {
             Event::Input(result) => {
                 running -= 1;
-                ending.input = ended(result.map_err(Failure::Io));
+                outcomes.input = ended(result.map_err(Failure::Io));
             }
             Event::Output(index, result) => {
                 running -= 1;
-                ending.outputs[index] = ended(result);
-                let End::Failed(failure) = &ending.outputs[index] else { continue };
+                outcomes.outputs[index] = ended(result);
+                let Outcome::Failed(failure) = &outcomes.outputs[index] else { continue };
                 outputs_left -= 1;
                 match plan.output_errors.react(failure.error()) {
                     Reaction::EndTheRun => end_the_run(),
@@ -526,32 +526,32 @@ fn follow(
                         "--hash {hash}: its thread failed, a bug in accel ({why}); no digest, \
                          the outputs go on"
                     ));
-                    ending.hashes_failed.push((hash, why));
+                    outcomes.hashes_failed.push((hash, why));
                 }
             }
             Event::Stalled(why) => {
-                ending.stalled = Some(why);
+                outcomes.stalled = Some(why);
                 end_the_run();
             }
         }
     }
-    let input_complete = matches!(ending.input, End::Complete);
+    let input_complete = matches!(outcomes.input, Outcome::Complete);
     for thread in threads {
-        let digest = stop.end(thread.handle, PATIENCE).flatten();
+        let digest = stop.join(thread.handle, PATIENCE).flatten();
         if let (Side::Hash(index), true) = (thread.side, input_complete) {
-            ending.digests[index] = digest;
+            outcomes.digests[index] = digest;
         }
     }
-    ending
+    outcomes
 }
 
 /// How a side ended, from what its thread returned: an interruption is the run's end, not a
 /// failure of its own.
-fn ended(result: Result<(), Failure>) -> End {
+fn ended(result: Result<(), Failure>) -> Outcome {
     match result {
-        Ok(()) => End::Complete,
-        Err(failure) if failure.error().kind() == io::ErrorKind::Interrupted => End::Stopped,
-        Err(failure) => End::Failed(failure),
+        Ok(()) => Outcome::Complete,
+        Err(failure) if failure.error().kind() == io::ErrorKind::Interrupted => Outcome::Stopped,
+        Err(failure) => Outcome::Failed(failure),
     }
 }
 

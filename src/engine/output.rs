@@ -70,10 +70,10 @@ pub fn end_stream(output: &Endpoint, input: &InputEnd, log: &Log) -> Result<(), 
         Some(false) => Ok(()),
         Some(true) => {
             log.debug(format_args!(
-                "{}: every byte sent; ending the stream, waiting for the receiver's confirmation",
+                "{}: every byte sent; outcomes the stream, waiting for the receiver's confirmation",
                 output.name
             ));
-            link.finish(output.stop()).map_err(|error| match output.stop().requested() {
+            link.end_stream(output.stop()).map_err(|error| match output.stop().requested() {
                 true => interrupted(),
                 false => Failure::Io(error),
             })

@@ -14,7 +14,7 @@
 //! its outputs have taken ([`Channel::deliver`]), and once they have taken them all after the
 //! End, it sends the Ack ([`Channel::acknowledge_end`]). The sender takes them in as it sends
 //! (between batches, and while it waits for room to send), so that at any failure it knows
-//! what was delivered, and after its End it waits for the Ack ([`Channel::finish`]).
+//! what was delivered, and after its End it waits for the Ack ([`Channel::end_stream`]).
 
 use std::io;
 use std::ops::Range;
@@ -290,7 +290,7 @@ impl Channel {
     /// of that count, telling `heard` each confirmation (the count, and whether the Ack is
     /// still awaited) as it comes. The wait has no deadline of its own: the run's stop (a
     /// stall, a signal) ends it.
-    pub fn finish(&mut self, stop: &Stop, heard: &mut dyn FnMut(u64, bool)) -> io::Result<()> {
+    pub fn end_stream(&mut self, stop: &Stop, heard: &mut dyn FnMut(u64, bool)) -> io::Result<()> {
         self.seal(Kind::End, self.offset, &[]);
         self.write_out(stop, None, true)?;
         self.socket.shut_down_sending();
@@ -602,7 +602,7 @@ mod tests {
                 chunk = &chunk[n..];
             }
         }
-        sender.finish(&Stop::default(), &mut |_, _| {})
+        sender.end_stream(&Stop::default(), &mut |_, _| {})
     }
 
     fn data(len: usize) -> Vec<u8> {
@@ -665,15 +665,16 @@ mod tests {
         // Before the End, the Ack cannot be sent; a delivery count can.
         assert!(receiver.acknowledge_end().is_err());
         receiver.deliver(8_000).unwrap();
-        let ending = thread::spawn(move || {
+        let ended = thread::spawn(move || {
             let mut heard = Vec::new();
-            let result = sender.finish(&stop, &mut |count, awaiting| heard.push((count, awaiting)));
+            let result =
+                sender.end_stream(&stop, &mut |count, awaiting| heard.push((count, awaiting)));
             (result, heard, sender.confirmed())
         });
         assert_eq!(receiver.receive(&mut [0u8; 16], &Stop::default()).unwrap(), 0, "the End");
         receiver.deliver(20_000).unwrap();
         receiver.acknowledge_end().unwrap();
-        let (result, heard, confirmed) = ending.join().unwrap();
+        let (result, heard, confirmed) = ended.join().unwrap();
         result.expect("the end confirmed");
         assert_eq!(confirmed, 20_000);
         assert_eq!(heard.last(), Some(&(20_000, false)), "{heard:?}");
@@ -688,10 +689,10 @@ mod tests {
         let (mut sender, mut receiver) = session(Cipher::AesGcm, near, far);
         let stop = Stop::default();
         sender.send(&data(1000), &stop).unwrap();
-        let ending = thread::spawn(move || sender.finish(&Stop::default(), &mut |_, _| {}));
+        let ended = thread::spawn(move || sender.end_stream(&Stop::default(), &mut |_, _| {}));
         assert_eq!(receive_all(&mut receiver, 4096).unwrap().len(), 1000);
         drop(receiver);
-        let error = ending.join().unwrap().unwrap_err();
+        let error = ended.join().unwrap().unwrap_err();
         assert!(error.to_string().contains("without confirming the end of the stream"), "{error}");
     }
 

@@ -193,9 +193,9 @@ impl Link {
     /// An output's end, once it has sent every byte of a stream that ended cleanly: the End
     /// frame, then the receiver's confirmations until its Ack, published as they come. Until
     /// the run's `stop`, which a stall or a signal requests. Nothing to do over plain TCP.
-    pub fn finish(&self, stop: &Stop) -> io::Result<()> {
+    pub fn end_stream(&self, stop: &Stop) -> io::Result<()> {
         let Some(mut channel) = self.channel() else { return Ok(()) };
-        channel.finish(stop, &mut |confirmed, awaiting| self.heard(confirmed, awaiting))
+        channel.end_stream(stop, &mut |confirmed, awaiting| self.heard(confirmed, awaiting))
     }
 
     /// The receiver's last word, once its outputs have taken every byte: the Ack of the End
@@ -266,8 +266,8 @@ impl Confirming {
         Ok(Confirming { thread: Some(thread), done })
     }
 
-    /// Stops confirming (the run is over: the Ack, or nothing, follows).
-    pub fn end(mut self) {
+    /// Stops confirming and joins the thread (the run is over: the Ack, or nothing, follows).
+    pub fn join(mut self) {
         self.done.store(true, Relaxed);
         if let Some(thread) = self.thread.take() {
             thread.thread().unpark();

@@ -128,7 +128,7 @@ fn setup(what: &'static str) -> impl FnOnce(std::io::Error) -> Refusal {
     move |error| Refusal::Setup { what, error }
 }
 
-/// Opens and checks everything before a byte is read, then runs the transfer and concludes.
+/// Opens and checks everything before a byte is read, then runs the transfer and has the exit policy decide.
 fn start(config: &Config, closed: stdio::Closed) -> Result<Exit, Refusal> {
     check_progress_fd(config).map_err(usage)?;
     let stop = Arc::new(Stop::default());
@@ -245,23 +245,23 @@ fn start(config: &Config, closed: stdio::Closed) -> Result<Exit, Refusal> {
         ),
         None => None,
     };
-    let ending =
+    let outcomes =
         buffer::transfer(parts, stop, events, inbox).map_err(setup("start the transfer"))?;
     if let Some(confirming) = confirming {
-        confirming.end();
+        confirming.join();
     }
     // The final line is left standing before the last words, which go under it.
-    watch.settle();
+    watch.close();
     let snapshot = meter.snapshot();
     route.note(format_args!("{route}; bytes went {}", snapshot.tiers));
     // The receiver of each stream that did not end is told why it stops.
-    for (end, link) in ending.outputs.iter().zip(&output_links) {
-        if let (Some(link), Some(why)) = (link, exit::why_stream_stops(&ending.input, end)) {
+    for (end, link) in outcomes.outputs.iter().zip(&output_links) {
+        if let (Some(link), Some(why)) = (link, exit::why_stream_stops(&outcomes.input, end)) {
             link.abort(&why);
         }
     }
-    let mut exit = exit::conclude(
-        &ending,
+    let mut exit = exit::decide(
+        &outcomes,
         &snapshot,
         &input_name,
         &output_names,
@@ -275,7 +275,7 @@ fn start(config: &Config, closed: stdio::Closed) -> Result<Exit, Refusal> {
             log.debug(format_args!("the sender did not get the Ack: {}", describe(&error)));
         }
     }
-    let digests: Vec<Digest> = ending.digests.iter().flatten().cloned().collect();
+    let digests: Vec<Digest> = outcomes.digests.iter().flatten().cloned().collect();
     let lines = digest_lines(&digests, config);
     // To a file, before the summary, which must say if that failed; to stderr, after the
     // report, where they are easy to copy.
@@ -285,7 +285,7 @@ fn start(config: &Config, closed: stdio::Closed) -> Result<Exit, Refusal> {
             exit = exit.or(Exit::OutputFailed);
         }
     }
-    watch.finish(exit, &digests);
+    watch.report(exit, &digests);
     if config.hash_file.is_none() {
         eprint!("{lines}");
     }

@@ -81,7 +81,7 @@ fn handle(signal: c_int, watch: &Arc<Watch>) {
             let (done, reported) = mpsc::channel();
             let watch = Arc::clone(watch);
             let reporter = thread::Builder::new().spawn(move || {
-                watch.finish(Exit::Signal(terminating), &[]);
+                watch.report(Exit::Signal(terminating), &[]);
                 let _ = done.send(());
             });
             if reporter.is_ok() {

@@ -329,7 +329,7 @@ fn bar(done: f64, cells: usize) -> String {
 /// writer catches up). Rounded down, so that `100%` means really full, the state in which the
 /// producer is held back.
 fn fill(snapshot: &Snapshot) -> String {
-    format!("buf {:>3}%", percent(snapshot.fill(), snapshot.capacity))
+    format!("buf {:>3}%", percent(snapshot.held(), snapshot.capacity))
 }
 
 /// `part` as a fraction of `whole`, at most 1; an empty whole counts as all done.
@@ -361,7 +361,7 @@ mod tests {
             capacity: 100 * MIB,
             bytes_in,
             bytes_out,
-            peak_fill: bytes_in - bytes_out,
+            peak_held: bytes_in - bytes_out,
             producer_blocked: Duration::ZERO,
             consumer_starved: Duration::ZERO,
             tiers: Tiers { memory: bytes_in, ..Tiers::default() },
@@ -720,7 +720,7 @@ mod tests {
             capacity: u64::MAX,
             bytes_in: u64::MAX,
             bytes_out: u64::MAX - 1,
-            peak_fill: u64::MAX,
+            peak_held: u64::MAX,
             ..snapshot.clone()
         };
         let mut huge_rates = Rates::new();

@@ -7,9 +7,9 @@
 //!
 //! Progress goes to stderr, or to `--progress-fd`: redrawn in place on a terminal (shared with
 //! other accels there, [`board`]), a line per interval into a file or pipe, or a number per
-//! interval (`-n`). When the transfer is over, the run [`settles`](Watch::settle): the final
+//! interval (`-n`). When the transfer is over, the run [`closes`](Watch::close) the display: the final
 //! line is left standing, as pv leaves it, and accel's last messages follow it; then
-//! [`finish`](Watch::finish) adds the verdict (or, with `-v`, the report) and the JSON summary.
+//! [`report`](Watch::report) adds the verdict (or, with `-v`, the report) and the JSON summary.
 
 pub mod board;
 pub mod control;
@@ -272,7 +272,7 @@ struct State {
     /// (by the meter's clock).
     last_motion: (u64, u64, Duration),
     /// The transfer is over: the final progress is down and nothing more is drawn.
-    settled: bool,
+    closed: bool,
     /// The end was reported; nothing more is written.
     finished: bool,
 }
@@ -340,7 +340,7 @@ impl Watch {
                 last_tick: now,
                 last_gap: Duration::ZERO,
                 last_motion: (0, 0, Duration::ZERO),
-                settled: false,
+                closed: false,
                 finished: false,
             }),
         }))
@@ -384,7 +384,7 @@ impl Watch {
             });
         }
         let mut state = self.lock();
-        if state.settled {
+        if state.closed {
             return false;
         }
         let now = Instant::now();
@@ -402,7 +402,7 @@ impl Watch {
         state.rates.update(&snapshot);
         if let Some(why) = self.stalled(&mut state, &snapshot) {
             // The run's end is decided where the run is followed; the watcher only tells. The
-            // line stays: the run settles on it, and the message goes under it.
+            // line stays: the display closes on it, and the message goes under it.
             let events = self.events.lock().unwrap_or_else(PoisonError::into_inner);
             if let Some(events) = events.as_ref() {
                 let _ = events.send(Event::Stalled(why));
@@ -439,8 +439,8 @@ impl Watch {
         }
         let still = crate::words::duration(still);
         // Everything sent, and a receiver has not confirmed the end of its stream.
-        let awaiting = snapshot.readers.iter().position(|r| r.ending && !r.gone);
-        if let (0, Some(index)) = (snapshot.fill(), awaiting) {
+        let awaiting = snapshot.readers.iter().position(|r| r.outcomes && !r.gone);
+        if let (0, Some(index)) = (snapshot.held(), awaiting) {
             let reader = &snapshot.readers[index];
             return Some(format!(
                 "stalled: the receiver at {} has not confirmed the end of the stream for \
@@ -454,21 +454,21 @@ impl Watch {
         Some(match snapshot.slowest() {
             // Bytes are held, but fewer than the output takes at once (a whole --block-size
             // block, its --start-at): it waits for the input.
-            Some(slowest) if snapshot.fill() > 0 && waiting(slowest) => {
+            Some(slowest) if snapshot.held() > 0 && waiting(slowest) => {
                 let held = if self.meter.input_waiting() { "held back too" } else { "not writing" };
                 format!(
                     "stalled: no input from {} for {still}; the producer is {held}, and {} \
                      waits for more than the {} there",
                     self.names.input,
                     self.names.reader(slowest),
-                    Bytes(snapshot.fill())
+                    Bytes(snapshot.held())
                 )
             }
-            Some(slowest) if snapshot.fill() > 0 => format!(
+            Some(slowest) if snapshot.held() > 0 => format!(
                 "stalled: nothing written to {} for {still} with {} waiting; its reader is not \
                  reading",
                 self.names.reader(slowest),
-                Bytes(snapshot.fill())
+                Bytes(snapshot.held())
             ),
             _ => format!(
                 "stalled: no input from {} for {still}; the producer is not writing",
@@ -551,16 +551,16 @@ impl Watch {
     /// final counters and the averages, as pv leaves it; the final `-n` figure), and nothing
     /// is drawn after it, so that accel's last messages can follow. Only the first call does
     /// anything; [`Watch::finish`] makes it too.
-    pub fn settle(&self) {
+    pub fn close(&self) {
         let mut state = self.lock();
-        self.settle_locked(&mut state);
+        self.close_locked(&mut state);
     }
 
-    fn settle_locked(&self, state: &mut State) {
-        if state.settled {
+    fn close_locked(&self, state: &mut State) {
+        if state.closed {
             return;
         }
-        state.settled = true;
+        state.closed = true;
         let snapshot = self.snapshot();
         let rates = Rates::over_the_run(&snapshot);
         match self.mode {
@@ -586,16 +586,16 @@ impl Watch {
         }
     }
 
-    /// Reports the end, once: settles the progress, then (unless `-q`) the full report with
+    /// Reports the end, once: closes the display, then (unless `-q`) the full report with
     /// `-v`, or else the verdict under a final line left standing; for a run stopped by a
     /// signal, one line of what was read but not delivered; then the NDJSON summary, with the
     /// `digests` of a complete input.
-    pub fn finish(&self, exit: Exit, digests: &[Digest]) {
+    pub fn report(&self, exit: Exit, digests: &[Digest]) {
         let mut state = self.lock();
         if state.finished {
             return;
         }
-        self.settle_locked(&mut state);
+        self.close_locked(&mut state);
         state.finished = true;
         let snapshot = self.snapshot();
         let signal = match exit {
@@ -653,7 +653,7 @@ impl Watch {
     pub fn say(&self, text: &str) {
         let mut state = self.lock();
         let text = if text.ends_with('\n') { text.to_owned() } else { format!("{text}\n") };
-        let on_the_line = state.drawn && !state.settled && self.sink.is_stderr();
+        let on_the_line = state.drawn && !state.closed && self.sink.is_stderr();
         if !on_the_line {
             eprint!("{text}");
             return;
@@ -672,7 +672,7 @@ impl Watch {
     /// SIGWINCH: re-fit the line to the new width at once.
     pub fn redraw(&self) {
         let mut state = self.lock();
-        if state.drawn && !state.settled {
+        if state.drawn && !state.closed {
             let snapshot = self.snapshot();
             self.show(&mut state, &snapshot);
         }
@@ -707,7 +707,7 @@ impl Watch {
             "seconds": snapshot.elapsed.as_secs_f64(),
             "bytes_in": snapshot.bytes_in,
             "bytes_out": snapshot.bytes_out,
-            "fill_bytes": snapshot.fill(),
+            "fill_bytes": snapshot.held(),
             "capacity_bytes": snapshot.capacity,
             "rate_in": rates.input(),
             "rate_out": rates.output(),
@@ -757,7 +757,7 @@ impl Watch {
             "seconds": snapshot.elapsed.as_secs_f64(),
             "producer_blocked_s": snapshot.producer_blocked.as_secs_f64(),
             "consumer_starved_s": snapshot.consumer_starved.as_secs_f64(),
-            "peak_fill_bytes": snapshot.peak_fill,
+            "peak_fill_bytes": snapshot.peak_held,
             "capacity_bytes": snapshot.capacity,
             "bottleneck": report::bottleneck(snapshot).as_str(),
             "slowest": snapshot.slowest().map(|index| self.names.reader(index)),

@@ -145,13 +145,13 @@ pub fn verdict(snapshot: &Snapshot, names: &Names) -> String {
             "no bottleneck: the sides took turns (full {full}, empty {empty}); a larger -m \
              may help"
         ),
-        Judgement::Neither if snapshot.peak_fill <= PIPE_SIZE => format!(
+        Judgement::Neither if snapshot.peak_held <= PIPE_SIZE => format!(
             "no bottleneck: neither side waited long; accel was not needed (peak {})",
-            Bytes(snapshot.peak_fill)
+            Bytes(snapshot.peak_held)
         ),
         Judgement::Neither => format!(
             "no bottleneck: neither side waited long; the buffer absorbed up to {}",
-            Bytes(snapshot.peak_fill)
+            Bytes(snapshot.peak_held)
         ),
     }
 }
@@ -290,7 +290,7 @@ fn details(snapshot: &Snapshot, names: &Names) -> String {
                 share_of_run(snapshot.consumer_starved, snapshot.elapsed)
             ),
         ),
-        ("peak fill".to_owned(), peak_fill(snapshot)),
+        ("peak fill".to_owned(), peak_held(snapshot)),
     ]);
     let limits = snapshot.limits;
     if limits.output + limits.input > 0 {
@@ -353,20 +353,20 @@ pub fn wrap(text: &str, width: usize) -> String {
 /// The most the buffer held: in memory, a share of the buffer (`64 MiB, 100% of the 64 MiB
 /// buffer`); when it spilled, what of it was on disk, so that a peak above the buffer's size
 /// does not read as a contradiction.
-fn peak_fill(snapshot: &Snapshot) -> String {
+fn peak_held(snapshot: &Snapshot) -> String {
     // Clamped, like the bar: the fill may pass the capacity by part of a read.
     let of_buffer = |bytes: u64| share(bytes.min(snapshot.capacity), snapshot.capacity);
     if snapshot.peak_disk == 0 {
         return format!(
             "{}, {} of the {} buffer",
-            Bytes(snapshot.peak_fill),
-            of_buffer(snapshot.peak_fill),
+            Bytes(snapshot.peak_held),
+            of_buffer(snapshot.peak_held),
             Bytes(snapshot.capacity)
         );
     }
     format!(
         "{} in memory and on disk: up to {} in memory ({} of the {} buffer), up to {} on disk",
-        Bytes(snapshot.peak_fill),
+        Bytes(snapshot.peak_held),
         Bytes(snapshot.peak_memory),
         of_buffer(snapshot.peak_memory),
         Bytes(snapshot.capacity),
@@ -402,7 +402,7 @@ mod tests {
             capacity: 64 * MIB,
             bytes_in: 1 << 30,
             bytes_out: 1 << 30,
-            peak_fill: 64 * MIB,
+            peak_held: 64 * MIB,
             producer_blocked: Duration::from_secs_f64(held_back),
             consumer_starved: Duration::from_secs_f64(waited),
             tiers: Tiers { through: 0, pipes: 160 * MIB, memory: 864 * MIB, disk: 0 },
@@ -433,7 +433,7 @@ mod tests {
 
     #[test]
     fn a_slow_producer_is_named() {
-        let snapshot = Snapshot { peak_fill: 4096, ..run(64.0, 0.0, 62.0) };
+        let snapshot = Snapshot { peak_held: 4096, ..run(64.0, 0.0, 62.0) };
         assert_eq!(bottleneck(&snapshot), Bottleneck::Producer);
         assert_eq!(
             verdict(&snapshot, &stdout()),
@@ -443,7 +443,7 @@ mod tests {
 
     #[test]
     fn a_balanced_run_has_no_bottleneck() {
-        let small = Snapshot { peak_fill: 60 << 10, ..run(10.0, 0.5, 0.9) };
+        let small = Snapshot { peak_held: 60 << 10, ..run(10.0, 0.5, 0.9) };
         assert_eq!(bottleneck(&small), Bottleneck::None);
         assert!(
             verdict(&small, &stdout()).starts_with("no bottleneck: neither side"),
@@ -519,7 +519,7 @@ mod tests {
     /// The verdict is the line a progress line leaves under it: it fits 80 columns.
     #[test]
     fn verdicts_fit_80_columns() {
-        let small = Snapshot { peak_fill: 60 << 10, ..run(10.0, 0.5, 0.9) };
+        let small = Snapshot { peak_held: 60 << 10, ..run(10.0, 0.5, 0.9) };
         for snapshot in [
             run(50.0, 41.5, 0.2),
             run(3_700.0, 0.0, 3_000.0),
@@ -539,7 +539,7 @@ mod tests {
         Snapshot {
             bytes_in: 33_554_432_000,
             bytes_out: 33_554_431_999,
-            peak_fill: 1023 * MIB,
+            peak_held: 1023 * MIB,
             peak_memory: 64 * MIB,
             peak_disk: 959 * MIB,
             limits: RateLimits { output: 10 * MIB, input: 0 },
