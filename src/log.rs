@@ -1,6 +1,6 @@
 //! Messages that are not errors: warnings a user should see once, and `--debug` notes.
 //!
-//! Errors that end a run are printed where the run's end is decided (`lib.rs`, `exit.rs`);
+//! Errors that end a run are printed where the run's end is decided (`run/mod.rs`, `exit.rs`);
 //! this is for what happens along the way: memory refused, a route changed. `-q` silences the
 //! warnings; the notes appear only with `--debug`.
 

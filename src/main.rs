@@ -2,7 +2,7 @@
 //!
 //! accel defines the C `main` itself instead of Rust's, because Rust's runtime reopens closed
 //! standard descriptors on /dev/null before its `main` runs; accel must see them closed to say so
-//! (`accel >&-` would otherwise discard everything silently). See `stdio.rs`.
+//! (`accel >&-` would otherwise discard everything silently). See `run/stdio.rs`.
 
 #![no_main]
 

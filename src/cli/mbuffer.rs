@@ -803,7 +803,7 @@ fn log_to(path: &Path) -> std::io::Result<()> {
         Mode::from_bits_truncate(0o666),
     )?;
     use std::os::fd::AsRawFd;
-    // SAFETY: dup2 onto descriptor 2, which stdio.rs made sure is open; `file` is valid.
+    // SAFETY: dup2 onto descriptor 2, which run/stdio.rs made sure is open; `file` is valid.
     if unsafe { libc::dup2(file.as_raw_fd(), 2) } == -1 {
         return Err(std::io::Error::last_os_error());
     }
