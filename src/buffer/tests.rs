@@ -172,7 +172,7 @@ fn a_failing_output_is_reported_exactly_and_the_others_go_on() {
     assert!(good.bytes() == data, "the good output missed bytes");
     let said = error.to_string();
     assert!(
-        said.contains("write to full: No space left on device; 123456 bytes delivered, "),
+        said.contains("write to full: No space left on device; 121 KiB (123456 bytes) delivered, "),
         "{said}"
     );
 }
@@ -323,6 +323,7 @@ fn write_behind_says_a_failure_with_the_bytes_delivered_exactly() {
     let incomplete = out.finish().err().expect("incomplete");
     assert_eq!(incomplete.error().raw_os_error(), Some(libc::ENOSPC));
     assert_eq!(incomplete.delivered(), 54_321);
+    assert_eq!(incomplete.to_string(), "No space left on device; 53 KiB (54321 bytes) delivered");
     assert_eq!(taken.load(SeqCst), 54_321);
     let failing = incomplete.into_inner();
     assert_eq!(failing.room, 0);
