@@ -110,6 +110,7 @@ fn every_byte_reaches_every_output_in_order() {
     let report = Buffer::new().size(64 << 10).run(input, outputs).expect("complete");
     assert_eq!(report.bytes_in, data.len() as u64);
     assert!(report.is_complete(), "{report}");
+    assert_eq!(report.to_string(), "complete: 5 MiB (5242880 bytes) to 2 output(s)");
     assert_eq!(report.outputs[1].name, "b");
     for output in &report.outputs {
         assert_eq!((output.delivered, output.lost), (data.len() as u64, 0));
