@@ -355,7 +355,7 @@ pub fn wrap(text: &str, width: usize) -> String {
 
 /// The pieces of `line` between which it may break, in order, split at single spaces (a run
 /// of spaces gives empty pieces, so that alignment is kept). A number stays with the word
-/// after it, its unit (`405 MiB`, `24.1 s`), and a parenthesis that opens with a number stays
+/// after it, its unit (`406 MiB`, `24.1 s`), and a parenthesis that opens with a number stays
 /// with the word before it (`MiB (425197568 bytes)`, `MiB (49%)`): read apart, each half of
 /// such a pair means nothing, and a count of bytes stays one piece.
 fn unbreakable(line: &str) -> Vec<&str> {
