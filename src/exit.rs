@@ -25,7 +25,7 @@ use signal_hook::consts::signal::{SIGHUP, SIGINT, SIGPIPE, SIGTERM};
 
 use crate::engine::{Failure, Outcome, Outcomes, OutputErrors, is_broken_pipe};
 use crate::meter::{Delivery, ReaderSnapshot, Snapshot};
-use crate::words::describe;
+use crate::words::{byte_count, describe};
 
 /// The ways accel ends, each with its documented status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -118,28 +118,31 @@ pub fn why_stream_stops(input: &Outcome, output: &Outcome) -> Option<String> {
     }
 }
 
-/// What an output got of the `total` bytes read, in words: `D bytes delivered, M bytes read
-/// but not delivered`. A network output's bytes written were only sent: delivered is what
-/// its receiver confirmed (`D bytes delivered (confirmed by the receiver), S sent but not
-/// confirmed, M read but not sent`), and over plain TCP nothing is confirmed.
+/// What an output got of the `total` bytes read, in words: `D delivered, M read but not
+/// delivered`, each count as [`byte_count`] says it (`406 MiB (425197568 bytes)`). A network
+/// output's bytes written were only sent: delivered is what its receiver confirmed (`D
+/// delivered (confirmed by the receiver), S sent but not confirmed, M read but not sent`), and
+/// over plain TCP nothing is confirmed.
 pub fn counts(reader: &ReaderSnapshot, total: u64) -> String {
     let sent = reader.bytes.min(total);
-    let unsent = total - sent;
+    let unsent = byte_count(total - sent);
     match reader.delivery {
         Delivery::Written => {
-            format!("{sent} bytes delivered, {unsent} bytes read but not delivered")
+            format!("{} delivered, {unsent} read but not delivered", byte_count(sent))
         }
         Delivery::Confirmed => {
             let confirmed = reader.delivered().min(sent);
             format!(
-                "{confirmed} bytes delivered (confirmed by the receiver), {} sent but not \
-                 confirmed, {unsent} read but not sent",
-                sent - confirmed
+                "{} delivered (confirmed by the receiver), {} sent but not confirmed, {unsent} \
+                 read but not sent",
+                byte_count(confirmed),
+                byte_count(sent - confirmed)
             )
         }
         Delivery::Unconfirmed => format!(
-            "{sent} bytes sent (not confirmed: --insecure has no confirmations), {unsent} read \
-             but not sent"
+            "{} sent (not confirmed: --insecure has no confirmations), {unsent} read but not \
+             sent",
+            byte_count(sent)
         ),
     }
 }
@@ -180,28 +183,28 @@ pub fn decide(
     let mut exit = Exit::Success;
     if let Outcome::Failed(failure) = &outcomes.input {
         let why = describe(failure.error());
+        let read = byte_count(total);
         if unconfirmed.is_empty() {
-            eprintln!(
-                "accel: read from {input}: {why}; the {total} bytes read before it were delivered"
-            );
+            eprintln!("accel: read from {input}: {why}; the {read} read before it were delivered");
         } else {
             eprintln!(
-                "accel: read from {input}: {why}; of the {total} bytes read before it, {}",
+                "accel: read from {input}: {why}; of the {read} read before it, {}",
                 unconfirmed.join("; ")
             );
         }
         exit = Exit::InputFailed;
     }
     let mut died_of_pipe = false;
-    for (index, (end, name)) in outcomes.outputs.iter().zip(names).enumerate() {
-        let (delivered, missed) = (got(index), total - got(index).min(total));
+    for (index, (outcome, name)) in outcomes.outputs.iter().zip(names).enumerate() {
+        let delivered = byte_count(got(index));
+        let missed = byte_count(total - got(index).min(total));
         let counts = said(index);
-        match end {
+        match outcome {
             Outcome::Complete => {}
             Outcome::Failed(Failure::Spill { dir, error }) => {
                 eprintln!(
-                    "accel: read back from the spill in {}: {}; {delivered} bytes delivered to \
-                     {name}, {missed} bytes read but lost",
+                    "accel: read back from the spill in {}: {}; {delivered} delivered to \
+                     {name}, {missed} read but lost",
                     dir.display(),
                     describe(error)
                 );
@@ -209,15 +212,15 @@ pub fn decide(
             }
             Outcome::Failed(Failure::Panic(error)) => {
                 eprintln!(
-                    "accel: {name}: {error}; {delivered} bytes delivered, {missed} bytes read \
-                     but not delivered"
+                    "accel: {name}: {error}; {delivered} delivered, {missed} read but not \
+                     delivered"
                 );
                 exit = exit.at_least(Exit::Bug);
             }
             Outcome::Failed(Failure::Sync(error)) => {
                 eprintln!(
-                    "accel: sync {name}: {}; all {delivered} bytes were written, but may not \
-                     be on stable storage",
+                    "accel: sync {name}: {}; all {delivered} were written, but may not be on \
+                     stable storage",
                     describe(error)
                 );
                 exit = exit.at_least(Exit::OutputFailed);
@@ -249,9 +252,9 @@ pub fn decide(
     for (hash, _) in &outcomes.hashes_failed {
         let delivered = snapshot.bytes_out;
         let outputs = if delivered == total {
-            format!("all {total} bytes read were delivered")
+            format!("all {} read were delivered", byte_count(total))
         } else {
-            format!("{delivered} of the {total} bytes read were delivered")
+            format!("{} of the {} read were delivered", byte_count(delivered), byte_count(total))
         };
         eprintln!("accel: --hash {hash}: no digest (its thread failed); {outputs}");
         exit = exit.at_least(Exit::Bug);
@@ -291,14 +294,23 @@ mod tests {
             "700 bytes delivered, 300 bytes read but not delivered"
         );
         assert_eq!(
+            counts(&reader(Delivery::Written, 425_197_568, 0), 428_553_011),
+            "406 MiB (425197568 bytes) delivered, 3.2 MiB (3355443 bytes) read but not delivered"
+        );
+        assert_eq!(
             counts(&reader(Delivery::Confirmed, 700, 400), 1000),
-            "400 bytes delivered (confirmed by the receiver), 300 sent but not confirmed, 300 \
-             read but not sent"
+            "400 bytes delivered (confirmed by the receiver), 300 bytes sent but not confirmed, \
+             300 bytes read but not sent"
+        );
+        assert_eq!(
+            counts(&reader(Delivery::Confirmed, 3 << 20, 1 << 20), 4 << 20),
+            "1 MiB (1048576 bytes) delivered (confirmed by the receiver), 2 MiB (2097152 bytes) \
+             sent but not confirmed, 1 MiB (1048576 bytes) read but not sent"
         );
         assert_eq!(
             counts(&reader(Delivery::Unconfirmed, 700, 0), 1000),
-            "700 bytes sent (not confirmed: --insecure has no confirmations), 300 read but not \
-             sent"
+            "700 bytes sent (not confirmed: --insecure has no confirmations), 300 bytes read but \
+             not sent"
         );
     }
 

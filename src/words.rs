@@ -1,8 +1,10 @@
-//! Things put in words for people: an OS error as `strerror` says it, a span of time, a name
-//! made safe to draw on a terminal. Used in every room; uses none.
+//! Things put in words for people: an OS error as `strerror` says it, a span of time, a count
+//! of bytes, a name made safe to draw on a terminal. Used in every room; uses only `size`.
 
 use std::io;
 use std::time::Duration;
+
+use crate::size::Bytes;
 
 /// The text of an OS error without Rust's " (os error N)" tail: what `strerror` says, as other
 /// Unix tools print it.
@@ -26,6 +28,21 @@ pub fn duration(d: Duration) -> String {
     }
 }
 
+/// A count of bytes as a message states it: exact, and from 1 KiB on led by the size people
+/// read at a glance, as [`Bytes`] shows it: `700 bytes`, `406 MiB (425197568 bytes)`.
+///
+/// The exact figure always stays, for a script or a person checking what a file holds. The
+/// size comes first from the point where [`Bytes`] changes unit: below 1 KiB the figure is
+/// three digits at most and the size would only say it again (`700 B`); from 1 KiB on it
+/// tells the magnitude that a run of digits hides.
+pub fn byte_count(count: u64) -> String {
+    if count < 1024 {
+        format!("{count} bytes")
+    } else {
+        format!("{} ({count} bytes)", Bytes(count))
+    }
+}
+
 /// `text` with control characters shown as `?`: a name is drawn on a terminal, where an
 /// escape sequence or a newline in it would break the line.
 pub fn printable(text: &str) -> String {
@@ -40,6 +57,23 @@ mod tests {
     fn an_os_error_without_rusts_tail() {
         let error = io::Error::from_raw_os_error(libc::EPIPE);
         assert_eq!(describe(&error), "Broken pipe");
+    }
+
+    #[test]
+    fn a_count_of_bytes_is_exact_and_led_by_its_size_from_a_kib() {
+        let said: Vec<String> =
+            [0, 700, 1023, 1024, 3_355_443, 425_197_568].into_iter().map(byte_count).collect();
+        assert_eq!(
+            said,
+            [
+                "0 bytes",
+                "700 bytes",
+                "1023 bytes",
+                "1 KiB (1024 bytes)",
+                "3.2 MiB (3355443 bytes)",
+                "406 MiB (425197568 bytes)",
+            ]
+        );
     }
 
     #[test]

@@ -35,14 +35,10 @@ fn ended(mut child: Child) -> Ended {
     Ended { status, stderr }
 }
 
-/// The two numbers of a write error's message: `...; D bytes delivered, M bytes read but not
-/// delivered`.
+/// The two counts of a write error's message: `...; D delivered, M read but not delivered`.
+#[track_caller]
 fn delivered_and_lost(message: &str) -> (u64, u64) {
-    let number = |label: &str| -> u64 {
-        let before = &message[..message.find(label).unwrap_or_else(|| panic!("{message}"))];
-        before.trim_end().rsplit(' ').next().unwrap().parse().unwrap()
-    };
-    (number(" bytes delivered"), number(" bytes read but not delivered"))
+    (bytes_before(message, " delivered, "), bytes_before(message, " read but not delivered"))
 }
 
 /// The scheduling state of process `pid` (`R`, `S`, `T` for stopped, ...).
@@ -1132,8 +1128,8 @@ fn accel_hash_thread_panics(engine: &str) {
         [
             "accel: --hash sha256: its thread failed, a bug in accel \
              (ACCEL_TEST_PANIC=hash:1048576); no digest, the outputs go on",
-            "accel: --hash sha256: no digest (its thread failed); all 8388608 bytes read were \
-             delivered"
+            "accel: --hash sha256: no digest (its thread failed); all 8 MiB (8388608 bytes) read \
+             were delivered"
         ],
         "{stderr}"
     );

@@ -201,12 +201,16 @@ fn through_a_failing_spill(
     FailedSpill { dir, status, stderr: said.all(), data, written }
 }
 
-/// The bytes delivered by a message `...; D bytes delivered to OUT, ...` that starts with
-/// `prefix`, found in `stderr`.
+/// The bytes delivered by a message `...; D delivered to OUT, L read but lost` that starts
+/// with `prefix`, found in `stderr`.
+#[track_caller]
 fn delivered_after(stderr: &str, prefix: &str) -> usize {
     let message = stderr.lines().find(|l| l.starts_with(prefix));
     let message = message.unwrap_or_else(|| panic!("no {prefix:?} in {stderr}"));
-    message[prefix.len()..].split(' ').next().unwrap().parse().unwrap()
+    let counts = &message[prefix.len()..];
+    let lost = bytes_before(counts, " read but lost");
+    assert!(lost > 0, "{message}");
+    bytes_before(counts, " delivered to ") as usize
 }
 
 /// Spilled bytes that cannot be read back (EIO: every `pread` made to fail, as a dying disk

@@ -449,3 +449,72 @@ impl Said {
         found.unwrap()
     }
 }
+
+/// The exact count of bytes a message states just before `label` (`" delivered, "`, `" read
+/// but not delivered"`), in either of the forms accel writes a count in: `N bytes LABEL` below
+/// 1 KiB, `X UNIT (N bytes) LABEL` from there, where `X UNIT` is N in KiB, MiB, ... to three
+/// significant digits. The first place where a count comes before `label` counts; panics,
+/// showing `text`, when there is none, or when the form does not suit the count (a size below
+/// 1 KiB, none from there, or one that is not N's).
+#[track_caller]
+pub fn bytes_before(text: &str, label: &str) -> u64 {
+    let found = text.match_indices(label).find_map(|(at, _)| {
+        let before = &text[..at];
+        before
+            .strip_suffix(" bytes)")
+            .map(|rest| (rest, true))
+            .or_else(|| before.strip_suffix(" bytes").map(|rest| (rest, false)))
+    });
+    let Some((before, sized)) = found else {
+        panic!("no count of bytes before {label:?} in {text}")
+    };
+    let start = before.rfind(|c: char| !c.is_ascii_digit()).map_or(0, |at| at + 1);
+    let count: u64 = before[start..]
+        .parse()
+        .unwrap_or_else(|_| panic!("no number of bytes before {label:?} in {text}"));
+    if !sized {
+        assert!(count < 1024, "{count} bytes without their size, before {label:?} in {text}");
+        return count;
+    }
+    // `X UNIT (` before the number: X must be the count in UNIT, as a person reads it.
+    let size = before[..start].strip_suffix(" (").and_then(|size| {
+        let mut words = size.rsplit(' ');
+        Some((words.next()?, words.next()?))
+    });
+    let (unit, figure) = size.unwrap_or_else(|| panic!("no size before {count} in {text}"));
+    let power = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"]
+        .iter()
+        .position(|u| *u == unit)
+        .unwrap_or_else(|| panic!("{unit:?} is not a unit, before {count} in {text}"));
+    let figure: f64 = figure.parse().unwrap_or_else(|_| panic!("{figure:?} in {text}"));
+    let exact = count as f64 / 1024f64.powi(power as i32 + 1);
+    assert!(
+        (1.0..1024.0).contains(&exact) && (figure - exact).abs() <= exact * 0.005 + 0.005,
+        "{figure} {unit} is not {count} bytes, before {label:?} in {text}"
+    );
+    count
+}
+
+/// [`bytes_before`] reads both forms exactly, and fails on a count whose form is wrong.
+#[test]
+fn bytes_before_reads_a_count_in_either_form_and_only_a_true_one() {
+    let said = "write to x: Broken pipe; 700 bytes delivered, 406 MiB (425197568 bytes) read but \
+                not delivered";
+    assert_eq!(bytes_before(said, " delivered, "), 700);
+    assert_eq!(bytes_before(said, " read but not delivered"), 425_197_568);
+    assert_eq!(bytes_before("all 8 MiB (8388608 bytes) read", " read"), 8 << 20);
+    // Past a label with no count before it, to the one with a count.
+    assert_eq!(bytes_before("read but not delivered; 3 bytes delivered", " delivered"), 3);
+    for wrong in [
+        "2048 bytes delivered",                 // no size from 1 KiB on
+        "1 KiB (700 bytes) delivered",          // a size below 1 KiB
+        "3 MiB (2097152 bytes) delivered",      // the size of another count
+        "2 MB (2097152 bytes) delivered",       // not a unit accel writes
+        "(2097152 bytes) delivered",            // no size at all
+        "2097152 delivered",                    // no bytes
+        "2 MiB (2097152 bytes) were delivered", // not the label
+    ] {
+        let read = std::panic::catch_unwind(|| bytes_before(wrong, " delivered"));
+        assert!(read.is_err(), "{wrong:?} was read as {read:?}");
+    }
+}

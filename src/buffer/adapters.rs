@@ -361,7 +361,8 @@ impl<W> fmt::Debug for Incomplete<W> {
 
 impl<W> fmt::Display for Incomplete<W> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}; {} bytes delivered", crate::words::describe(&self.error), self.delivered)
+        let delivered = crate::words::byte_count(self.delivered);
+        write!(f, "{}; {delivered} delivered", crate::words::describe(&self.error))
     }
 }
 

@@ -11,7 +11,7 @@ use std::time::Duration;
 use crate::engine::{self, Failure, Outcomes};
 use crate::meter::Snapshot;
 use crate::watch::report::bottleneck;
-use crate::words::describe;
+use crate::words::{byte_count, describe};
 
 /// The command line's verdict, for a library run: the side that waited at least a tenth of
 /// the run, and longer than the other.
@@ -243,13 +243,13 @@ impl Report {
     }
 }
 
-/// One line per side that did not complete, as the command line says it; `complete: N bytes`
-/// when all did.
+/// One line per side that did not complete, as the command line says it; `complete: N bytes
+/// to 1 output(s)` when all did (`complete: 406 MiB (425197568 bytes) ...` from 1 KiB on).
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.is_complete() {
             let outputs = self.outputs.len();
-            return write!(f, "complete: {} bytes to {outputs} output(s)", self.bytes_in);
+            return write!(f, "complete: {} to {outputs} output(s)", byte_count(self.bytes_in));
         }
         let mut lines = Vec::new();
         if let Some(why) = &self.stalled {
@@ -257,16 +257,17 @@ impl fmt::Display for Report {
         }
         match &self.input {
             Outcome::Failed(error) | Outcome::SpillFailed(error) => lines.push(format!(
-                "read from the input: {}; {} bytes read before it",
+                "read from the input: {}; {} read before it",
                 describe(error),
-                self.bytes_in
+                byte_count(self.bytes_in)
             )),
             Outcome::Complete | Outcome::CutShort => {}
         }
         for output in &self.outputs {
             let counts = format!(
-                "{} bytes delivered, {} bytes read but not delivered",
-                output.delivered, output.lost
+                "{} delivered, {} read but not delivered",
+                byte_count(output.delivered),
+                byte_count(output.lost)
             );
             lines.push(match &output.outcome {
                 Outcome::Complete => continue,

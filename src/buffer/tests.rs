@@ -110,6 +110,7 @@ fn every_byte_reaches_every_output_in_order() {
     let report = Buffer::new().size(64 << 10).run(input, outputs).expect("complete");
     assert_eq!(report.bytes_in, data.len() as u64);
     assert!(report.is_complete(), "{report}");
+    assert_eq!(report.to_string(), "complete: 5 MiB (5242880 bytes) to 2 output(s)");
     assert_eq!(report.outputs[1].name, "b");
     for output in &report.outputs {
         assert_eq!((output.delivered, output.lost), (data.len() as u64, 0));
@@ -172,7 +173,7 @@ fn a_failing_output_is_reported_exactly_and_the_others_go_on() {
     assert!(good.bytes() == data, "the good output missed bytes");
     let said = error.to_string();
     assert!(
-        said.contains("write to full: No space left on device; 123456 bytes delivered, "),
+        said.contains("write to full: No space left on device; 121 KiB (123456 bytes) delivered, "),
         "{said}"
     );
 }
@@ -323,6 +324,7 @@ fn write_behind_says_a_failure_with_the_bytes_delivered_exactly() {
     let incomplete = out.finish().err().expect("incomplete");
     assert_eq!(incomplete.error().raw_os_error(), Some(libc::ENOSPC));
     assert_eq!(incomplete.delivered(), 54_321);
+    assert_eq!(incomplete.to_string(), "No space left on device; 53 KiB (54321 bytes) delivered");
     assert_eq!(taken.load(SeqCst), 54_321);
     let failing = incomplete.into_inner();
     assert_eq!(failing.room, 0);

@@ -209,7 +209,8 @@ const PROGRESS: &[&str] = &[
      producer held back) for a tenth of the run or more and longer than it was empty, \
      `bottleneck: producer` in the opposite case, `no bottleneck` when neither side waited \
      long on the other; when the consumer went away (accel ends by SIGPIPE), whose reader it was \
-     and what it did not get. With `-v`, the full report instead: bytes and rates, how long each \
+     and what it did not get. A count of bytes in a message is exact, and from 1 KiB on led by \
+     its size: `700 bytes`, `406 MiB (425197568 bytes)`. With `-v`, the full report instead: bytes and rates, how long each \
      side waited, the peak fill, how the bytes went, and the verdict. SIGUSR1 prints the \
      report so far, which says so.",
     "Several accels drawing on one terminal (`producer | accel -N a | gzip | accel -N b > f`) \

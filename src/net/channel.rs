@@ -29,6 +29,7 @@ use super::socket::Socket;
 use super::wire::{self, Kind, MAX_FRAME, MAX_MESSAGE, MAX_PAYLOAD, REKEY_EVERY, SEALED_TRAILER};
 use crate::stop::Stop;
 use crate::stop::wait_for;
+use crate::words::byte_count;
 
 /// Bytes of sealed frames written at once, and read at once: 16 full frames. Fewer, larger
 /// system calls; a larger batch only delays the first bytes of a fast stream.
@@ -304,9 +305,9 @@ impl Channel {
                 }
                 Some(Frame::Ack(count)) => {
                     return Err(io::Error::other(format!(
-                        "the receiver confirmed the end of the stream at {count} bytes, but \
-                         {} were sent",
-                        self.offset
+                        "the receiver confirmed the end of the stream at {}, but {} were sent",
+                        byte_count(count),
+                        byte_count(self.offset)
                     )));
                 }
                 Some(Frame::Delivered(count)) => {
@@ -380,8 +381,8 @@ impl Channel {
                     Some(Frame::Abort(why)) => {
                         // The sender's words, on our terminal: no escape sequence gets through.
                         return Err(io::Error::other(format!(
-                            "the sender stopped after {} bytes: {}",
-                            self.offset,
+                            "the sender stopped after {}: {}",
+                            byte_count(self.offset),
                             crate::words::printable(&why)
                         )));
                     }
@@ -408,8 +409,9 @@ impl Channel {
     fn end_at(&mut self, count: u64) -> io::Result<()> {
         if count != self.offset {
             return Err(io::Error::other(format!(
-                "the sender ended the stream at {count} bytes, but {} arrived",
-                self.offset
+                "the sender ended the stream at {}, but {} arrived",
+                byte_count(count),
+                byte_count(self.offset)
             )));
         }
         self.ended = true;

@@ -34,6 +34,7 @@ use crate::exit::{BROKEN_PIPE, Exit, TERMINATING_SIGNALS};
 use crate::meter::{Delivery, Meter, RateLimits, Snapshot};
 use crate::size::Bytes;
 use crate::watch::control::Control;
+use crate::words::byte_count;
 use board::Board;
 use line::Rates;
 
@@ -444,10 +445,10 @@ impl Watch {
             let reader = &snapshot.readers[index];
             return Some(format!(
                 "stalled: the receiver at {} has not confirmed the end of the stream for \
-                 {still}; {} of the {} bytes sent are confirmed",
+                 {still}; {} of the {} sent are confirmed",
                 self.names.reader(index),
-                reader.delivered(),
-                reader.bytes
+                byte_count(reader.delivered()),
+                byte_count(reader.bytes)
             ));
         }
         let waiting = |reader| self.meter.reader_waiting(reader);

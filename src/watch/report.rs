@@ -13,7 +13,7 @@ use crate::size::{Bytes, share};
 use crate::watch::Names;
 use crate::watch::control::show_rate;
 use crate::watch::line::{average_input, average_output, per_second, rate};
-use crate::words::duration;
+use crate::words::{byte_count, duration};
 
 /// The share of the run one side must have spent waiting before it counts as held up.
 ///
@@ -193,12 +193,14 @@ pub fn stopped(snapshot: &Snapshot, names: &Names, signal: &str) -> String {
             .min_by_key(|(_, reader)| reader.delivered())
     };
     let Some((index, reader)) = behind(true).or_else(|| behind(false)) else {
-        return format!("stopped by {signal}; {} bytes read", snapshot.bytes_in);
+        return format!("stopped by {signal}; {} read", byte_count(snapshot.bytes_in));
     };
     let delivered = reader.delivered().min(snapshot.bytes_in);
-    let lost = snapshot.bytes_in - delivered;
-    if reader.delivered_all(snapshot.bytes_in) {
-        return format!("stopped by {signal}; all {delivered} bytes read were delivered");
+    let lost = byte_count(snapshot.bytes_in - delivered);
+    let delivered_all = reader.delivered_all(snapshot.bytes_in);
+    let delivered = byte_count(delivered);
+    if delivered_all {
+        return format!("stopped by {signal}; all {delivered} read were delivered");
     }
     if reader.delivery != Delivery::Written {
         // A network output: what its receiver confirmed, and what was only sent.
@@ -213,14 +215,12 @@ pub fn stopped(snapshot: &Snapshot, names: &Names, signal: &str) -> String {
     }
     if outputs.len() > 1 {
         format!(
-            "stopped by {signal}; {delivered} bytes delivered to {}, the output furthest \
-             behind, {lost} bytes read but not delivered to it",
+            "stopped by {signal}; {delivered} delivered to {}, the output furthest behind, \
+             {lost} read but not delivered to it",
             names.outputs[index]
         )
     } else {
-        format!(
-            "stopped by {signal}; {delivered} bytes delivered, {lost} bytes read but not delivered"
-        )
+        format!("stopped by {signal}; {delivered} delivered, {lost} read but not delivered")
     }
 }
 
@@ -235,13 +235,13 @@ pub fn reader_went_away(snapshot: &Snapshot, names: &Names) -> String {
         .map_or((0, snapshot.bytes_out), |(index, reader)| (index, reader.bytes));
     let name = names.outputs.get(index).map_or("stdout", String::as_str);
     let lost = snapshot.bytes_in.saturating_sub(bytes);
-    let written = format!("{} ({bytes} bytes) written to it", Bytes(bytes));
+    let written = format!("{} written to it", byte_count(bytes));
     if lost == 0 {
         format!("the reader of {name} went away: {written}, all that was read")
     } else {
         format!(
-            "the reader of {name} went away: {written}, {} ({lost} bytes) read but not delivered",
-            Bytes(lost)
+            "the reader of {name} went away: {written}, {} read but not delivered",
+            byte_count(lost)
         )
     }
 }
@@ -299,7 +299,8 @@ fn details(snapshot: &Snapshot, names: &Names) -> String {
     }
     let padded: u64 = snapshot.readers.iter().map(|r| r.padded).sum();
     if padded > 0 {
-        lines.push(("padding".to_owned(), format!("{padded} zero bytes filled the last block")));
+        let padding = format!("{} of zeros filled the last block", byte_count(padded));
+        lines.push(("padding".to_owned(), padding));
     }
     // Only where something went another way than through memory.
     if snapshot.tiers.through + snapshot.tiers.pipes + snapshot.tiers.disk > 0 {
@@ -310,9 +311,11 @@ fn details(snapshot: &Snapshot, names: &Names) -> String {
 }
 
 /// `text` with each line longer than `width` columns broken between words, so that a terminal
-/// never cuts a number or a word in two. A line of the report continues under its text (past
-/// the label and the spaces that follow it); any other line, two columns in. A word wider than
-/// a whole line stays whole on a line of its own, for the terminal to wrap.
+/// never cuts a number or a word in two, nor a number from its unit or from the parenthesis
+/// after it (`406 MiB (425197568 bytes)`, `501 MiB (49%)`: see [`unbreakable`]). A line of the
+/// report continues under its text (past the label and the spaces that follow it); any other
+/// line, two columns in. A piece wider than a whole line stays whole on a line of its own, for
+/// the terminal to wrap.
 pub fn wrap(text: &str, width: usize) -> String {
     let mut out = String::with_capacity(text.len());
     for line in text.split_inclusive('\n') {
@@ -332,8 +335,8 @@ pub fn wrap(text: &str, width: usize) -> String {
             .filter(|&at| at <= width / 2)
             .map_or(2, |at| line[..at].chars().count());
         let mut column = 0;
-        for (at, word) in line.split(' ').enumerate() {
-            let wide = word.chars().count();
+        for (at, piece) in unbreakable(line).into_iter().enumerate() {
+            let wide = piece.chars().count();
             if wide > 0 && column > indent && column + 1 + wide > width {
                 out.push('\n');
                 out.extend(std::iter::repeat_n(' ', indent));
@@ -342,12 +345,46 @@ pub fn wrap(text: &str, width: usize) -> String {
                 out.push(' ');
                 column += 1;
             }
-            out += word;
+            out += piece;
             column += wide;
         }
         out += newline;
     }
     out
+}
+
+/// The pieces of `line` between which it may break, in order, split at single spaces (a run
+/// of spaces gives empty pieces, so that alignment is kept). A number stays with the word
+/// after it, its unit (`406 MiB`, `24.1 s`), and a parenthesis that opens with a number stays
+/// with the word before it (`MiB (425197568 bytes)`, `MiB (49%)`): read apart, each half of
+/// such a pair means nothing, and a count of bytes stays one piece.
+fn unbreakable(line: &str) -> Vec<&str> {
+    let is_number = |word: &str| {
+        let digits = word.strip_prefix('(').unwrap_or(word);
+        digits.starts_with(|c: char| c.is_ascii_digit())
+            && digits.chars().all(|c| c.is_ascii_digit() || c == '.')
+    };
+    let opens_with_number = |word: &str| {
+        word.strip_prefix('(').is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_digit()))
+    };
+    let mut pieces = Vec::new();
+    let (mut start, mut at) = (0, 0);
+    let mut previous: Option<&str> = None;
+    for word in line.split(' ') {
+        let kept = previous.is_some_and(|previous| {
+            !previous.is_empty()
+                && !word.is_empty()
+                && (is_number(previous) || opens_with_number(word))
+        });
+        if previous.is_some() && !kept {
+            pieces.push(&line[start..at - 1]);
+            start = at;
+        }
+        previous = Some(word);
+        at += word.len() + 1;
+    }
+    pieces.push(&line[start..]);
+    pieces
 }
 
 /// The most the buffer held: in memory, a share of the buffer (`64 MiB, 100% of the 64 MiB
@@ -569,6 +606,23 @@ mod tests {
                 assert_eq!(wrapped.ends_with('\n'), text.ends_with('\n'));
             }
         }
+        // A count of bytes is never cut, nor a share from its size.
+        let said = "stopped by SIGTERM; 406 MiB (425197568 bytes) delivered, 3.2 MiB (3355443 \
+                    bytes) read but not delivered";
+        for width in [20, 30, 40, 50, 60] {
+            let wrapped = wrap(said, width);
+            for count in ["406 MiB (425197568 bytes)", "3.2 MiB (3355443 bytes)"] {
+                assert!(wrapped.lines().any(|line| line.contains(count)), "{width}:\n{wrapped}");
+            }
+        }
+        assert_eq!(
+            wrap("stopped by SIGTERM; 406 MiB (425197568 bytes) delivered", 40),
+            "stopped by SIGTERM;\n  406 MiB (425197568 bytes) delivered"
+        );
+        assert_eq!(
+            wrap("bytes went  pool pipes 150 MiB (15%), memory 501 MiB (49%)", 50),
+            "bytes went  pool pipes 150 MiB (15%), memory\n            501 MiB (49%)"
+        );
         // A line of the report goes on under its text, past its label.
         let wrapped = wrap("peak fill  1023 MiB in memory and on disk: up to 64 MiB", 42);
         assert_eq!(wrapped, "peak fill  1023 MiB in memory and on disk:\n           up to 64 MiB");
@@ -650,12 +704,13 @@ mod tests {
             Snapshot { bytes_in: 3 * MIB, readers: vec![reader(MIB, false)], ..run(5.0, 0.0, 0.0) };
         assert_eq!(
             stopped(&snapshot, &stdout(), "SIGTERM"),
-            "stopped by SIGTERM; 1048576 bytes delivered, 2097152 bytes read but not delivered"
+            "stopped by SIGTERM; 1 MiB (1048576 bytes) delivered, 2 MiB (2097152 bytes) read but \
+             not delivered"
         );
         let all = Snapshot { readers: vec![reader(3 * MIB, false)], ..snapshot.clone() };
         assert_eq!(
             stopped(&all, &stdout(), "SIGINT"),
-            "stopped by SIGINT; all 3145728 bytes read were delivered"
+            "stopped by SIGINT; all 3 MiB (3145728 bytes) read were delivered"
         );
         let names = Names {
             outputs: vec!["stdout".into(), "copy.img".into()],
@@ -668,15 +723,15 @@ mod tests {
         };
         assert_eq!(
             stopped(&several, &names, "SIGHUP"),
-            "stopped by SIGHUP; 1048576 bytes delivered to copy.img, the output furthest \
-             behind, 2097152 bytes read but not delivered to it"
+            "stopped by SIGHUP; 1 MiB (1048576 bytes) delivered to copy.img, the output \
+             furthest behind, 2 MiB (2097152 bytes) read but not delivered to it"
         );
         // An output that failed earlier was told of then; the others' loss is what is left.
         let failed = Snapshot {
             readers: vec![reader(2 * MIB, false), reader(0, true), reader(0, false)],
             ..snapshot
         };
-        assert!(stopped(&failed, &names, "SIGHUP").contains("2097152 bytes delivered to stdout"));
+        assert!(stopped(&failed, &names, "SIGHUP").contains("(2097152 bytes) delivered to stdout"));
     }
 
     /// Issue 17, item 1: a network output's bytes are delivered once its receiver confirms
@@ -700,27 +755,28 @@ mod tests {
         };
         assert_eq!(
             stopped(&snapshot, &one, "SIGTERM"),
-            "stopped by SIGTERM; 1048576 bytes delivered (confirmed by the receiver), 2097152 \
-             sent but not confirmed, 0 read but not sent"
+            "stopped by SIGTERM; 1 MiB (1048576 bytes) delivered (confirmed by the receiver), 2 \
+             MiB (2097152 bytes) sent but not confirmed, 0 bytes read but not sent"
         );
         let snapshot = Snapshot { readers: vec![network(3 << 20, 0), local], ..snapshot };
         assert_eq!(
             stopped(&snapshot, &names, "SIGINT"),
             "stopped by SIGINT; to backup:9090, the output furthest behind: 0 bytes delivered \
-             (confirmed by the receiver), 3145728 sent but not confirmed, 0 read but not sent"
+             (confirmed by the receiver), 3 MiB (3145728 bytes) sent but not confirmed, 0 bytes \
+             read but not sent"
         );
         let snapshot = Snapshot { readers: vec![network(3 << 20, 3 << 20), local], ..snapshot };
         assert_eq!(
             stopped(&snapshot, &names, "SIGINT"),
-            "stopped by SIGINT; all 3145728 bytes read were delivered"
+            "stopped by SIGINT; all 3 MiB (3145728 bytes) read were delivered"
         );
         // Over plain TCP nothing is confirmed: all sent is not all delivered.
         let insecure = ReaderSnapshot { delivery: Delivery::Unconfirmed, ..local };
         let snapshot = Snapshot { readers: vec![insecure], ..snapshot };
         assert_eq!(
             stopped(&snapshot, &one, "SIGTERM"),
-            "stopped by SIGTERM; 3145728 bytes sent (not confirmed: --insecure has no \
-             confirmations), 0 read but not sent"
+            "stopped by SIGTERM; 3 MiB (3145728 bytes) sent (not confirmed: --insecure has no \
+             confirmations), 0 bytes read but not sent"
         );
     }
 
