@@ -365,6 +365,9 @@ fn output_nonblocking_set_by_a_third_party(engine: &str) {
                 thread::sleep(Duration::from_millis(3));
             }
         });
+        // Our copy of the write end goes as soon as the flag is set: were accel to end early,
+        // the reader would see the end instead of waiting for ever.
+        let mut stdout_w = Some(stdout_w).filter(|_| when != "before");
         let mut reader = File::from(stdout_r);
         let mut got = Vec::new();
         let mut buf = vec![0u8; 100_000];
@@ -374,7 +377,7 @@ fn output_nonblocking_set_by_a_third_party(engine: &str) {
             if !flagged && got.len() >= 1 << 20 {
                 // The descriptions are shared with accel's descriptors.
                 set_nonblocking(&stdin_r);
-                set_nonblocking(&stdout_w);
+                set_nonblocking(&stdout_w.take().expect("our write end"));
                 flagged = true;
             }
             if flagged && !met_full && got.len() >= 2 << 20 {
@@ -393,11 +396,9 @@ fn output_nonblocking_set_by_a_third_party(engine: &str) {
                 Err(e) => panic!("{e}"),
             }
             if got.len() == data.len() {
-                // Our copy of the write end must go, or the pipe never ends.
                 break;
             }
         }
-        drop(stdout_w);
         producer.join().unwrap();
         assert!(wait_within(&mut child, GENEROUS).success(), "O_NONBLOCK set {when}");
         assert_same(&got, &data, &format!("O_NONBLOCK set {when}"));
