@@ -18,6 +18,17 @@ use crate::sys;
 /// single 2 MiB page where transparent huge pages are available (6x cheaper than 4 KiB faults).
 pub const MAX_CHUNK: usize = 2 << 20;
 
+/// Which pages a chunk is faulted in with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pages {
+    /// 4 KiB pages, each resident once touched: a stream that never backs up touches a few
+    /// of them, where a huge page would make it resident 2 MiB for its first byte.
+    Small,
+    /// Transparent huge pages where the chunk holds one (at least [`MAX_CHUNK`]): for a
+    /// backlog that stands, whose chunks fill whole.
+    Huge,
+}
+
 /// A private anonymous mapping of `len` bytes, unmapped on drop.
 #[derive(Debug)]
 pub struct Chunk {
@@ -33,8 +44,9 @@ unsafe impl Send for Chunk {}
 unsafe impl Sync for Chunk {}
 
 impl Chunk {
-    /// Maps a chunk of `len` bytes; its pages are zero and not yet resident.
-    pub fn new(len: usize) -> io::Result<Chunk> {
+    /// Maps a chunk of `len` bytes, to be faulted in with `pages`; its pages are zero and not
+    /// yet resident.
+    pub fn new(len: usize, pages: Pages) -> io::Result<Chunk> {
         assert!(len > 0);
         // SAFETY: a fresh anonymous mapping at an address of the kernel's choosing aliases nothing.
         let addr = unsafe {
@@ -45,7 +57,7 @@ impl Chunk {
                 MapFlags::PRIVATE,
             )?
         };
-        if len >= MAX_CHUNK {
+        if pages == Pages::Huge && len >= MAX_CHUNK {
             // SAFETY: the range is the mapping just made.
             unsafe { sys::advise_huge_pages(addr, len) };
         }
