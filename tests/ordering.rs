@@ -69,10 +69,54 @@ fn buffered_data_drains_while_producer_is_quiet(engine: &str) {
     assert!(wait_within(&mut child, GENEROUS).success());
 }
 
+/// After a stream that kept accel busy, a line written while the consumer waits still
+/// arrives before the producer writes its next one: however accel lets bytes gather to wake
+/// less often, a consumer waiting for them is a reason to pass them on, not to wait for more
+/// (issue 22). The stream comes in 4 KiB writes, as `bzip2 -dc` makes it, and is read as it
+/// comes; the timeout only bounds how long a failure takes to show.
+fn a_line_written_while_the_consumer_waits_arrives_before_the_next(engine: &str) {
+    let mut child = spawn_piped(engine, &[]);
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    for round in 0..4u64 {
+        let stream = pattern(4 << 20, round);
+        let len = stream.len();
+        let reading = std::thread::spawn(move || {
+            let mut got = vec![0u8; len];
+            std::io::Read::read_exact(&mut stdout, &mut got).map(|()| (got, stdout))
+        });
+        for piece in stream.chunks(4096) {
+            stdin.write_all(piece).unwrap();
+        }
+        let (got, back) = within(GENEROUS, move || reading.join().unwrap())
+            .unwrap_or_else(|| panic!("round {round}: the stream did not arrive"))
+            .unwrap();
+        assert_same(&got, &stream, engine);
+        // The consumer has every byte written so far and waits for more.
+        let line = format!("line {round}, written while the consumer waits\n");
+        let want = line.clone();
+        let mut waiting = back;
+        let reading = std::thread::spawn(move || {
+            let mut got = vec![0u8; want.len()];
+            std::io::Read::read_exact(&mut waiting, &mut got).map(|()| (got, waiting))
+        });
+        stdin.write_all(line.as_bytes()).unwrap();
+        // The producer writes nothing more until the line has arrived.
+        let (got, back) = within(GENEROUS, move || reading.join().unwrap())
+            .unwrap_or_else(|| panic!("round {round}: the line waited for the next write"))
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&got), line);
+        stdout = back;
+    }
+    drop(stdin);
+    assert!(wait_within(&mut child, GENEROUS).success());
+}
+
 per_engine!(
     producer_finishes_while_consumer_has_not_read,
     a_line_passes_while_the_producer_keeps_the_pipe_open,
     buffered_data_drains_while_producer_is_quiet,
+    a_line_written_while_the_consumer_waits_arrives_before_the_next,
 );
 
 /// The README's first command, `examples/turns.sh`, runs with the accel under test and prints
