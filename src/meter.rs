@@ -46,7 +46,7 @@ struct ReaderMeter {
     /// [`Delivery::Confirmed`]: bytes the receiver has confirmed its outputs took.
     confirmed: AtomicU64,
     /// [`Delivery::Confirmed`]: the end of the stream was sent; its confirmation is awaited.
-    outcomes: AtomicBool,
+    ending_stream: AtomicBool,
 }
 
 /// What an output's bytes written mean: delivered, or only sent.
@@ -188,7 +188,7 @@ pub struct ReaderSnapshot {
     /// [`Delivery::Confirmed`]: bytes the receiver confirmed (at most `bytes`).
     pub confirmed: u64,
     /// [`Delivery::Confirmed`]: the end of the stream was sent, its confirmation awaited.
-    pub outcomes: bool,
+    pub ending_stream: bool,
 }
 
 impl ReaderSnapshot {
@@ -281,9 +281,9 @@ impl Meter {
 
     /// Reader `reader`'s receiver has confirmed `count` bytes; `ending`: the end of its
     /// stream was sent and its confirmation is awaited.
-    pub fn confirmed(&self, reader: usize, count: u64, outcomes: bool) {
+    pub fn confirmed(&self, reader: usize, count: u64, ending_stream: bool) {
         self.readers[reader].confirmed.fetch_max(count, Relaxed);
-        self.readers[reader].outcomes.store(outcomes, Relaxed);
+        self.readers[reader].ending_stream.store(ending_stream, Relaxed);
     }
 
     /// Marks reader `reader` as gone before the end.
@@ -331,7 +331,7 @@ impl Meter {
                     _ => Delivery::Written,
                 },
                 confirmed: r.confirmed.load(Relaxed),
-                outcomes: r.outcomes.load(Relaxed),
+                ending_stream: r.ending_stream.load(Relaxed),
             })
             .collect();
         let [through, pipes, memory, disk] = self.tiers.each_ref().map(|t| t.load(Relaxed));

@@ -70,7 +70,7 @@ pub fn end_stream(output: &Endpoint, input: &InputEnd, log: &Log) -> Result<(), 
         Some(false) => Ok(()),
         Some(true) => {
             log.debug(format_args!(
-                "{}: every byte sent; outcomes the stream, waiting for the receiver's confirmation",
+                "{}: every byte sent; ending the stream, waiting for the receiver's confirmation",
                 output.name
             ));
             link.end_stream(output.stop()).map_err(|error| match output.stop().requested() {

@@ -440,7 +440,7 @@ impl Watch {
         }
         let still = crate::words::duration(still);
         // Everything sent, and a receiver has not confirmed the end of its stream.
-        let awaiting = snapshot.readers.iter().position(|r| r.outcomes && !r.gone);
+        let awaiting = snapshot.readers.iter().position(|r| r.ending_stream && !r.gone);
         if let (0, Some(index)) = (snapshot.held(), awaiting) {
             let reader = &snapshot.readers[index];
             return Some(format!(
