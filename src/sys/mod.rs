@@ -73,8 +73,10 @@ pub struct Peer {
 /// Why a pool pipe could not be had.
 #[derive(Debug, thiserror::Error)]
 pub enum PoolError {
-    /// The user's pipe quota is spent: new pipes get 2 pages and cannot grow.
+    /// The user's pipe quota is spent: new pipes get 2 pages and cannot grow. (Only Linux
+    /// has pipe quotas.)
     #[error("the per-user pipe quota is exhausted")]
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     Quota,
     /// No descriptors or memory for another pipe.
     #[error("cannot create a pipe: {0}")]
