@@ -398,6 +398,7 @@ fn digest_lines(digests: &[Digest], config: &Config) -> String {
 /// when that is less; refused when the blocks (`--block-size`, `--input-block-size`) need
 /// more than that (an output would wait for ever for a block the buffer cannot hold).
 fn within_memory(config: &Config, log: &Log) -> Result<usize, Refusal> {
+    sys::fit_allocator_to_limits();
     let size = config.size;
     match sys::memory_limit() {
         Some(limit) if size as u64 > limit.bytes => {

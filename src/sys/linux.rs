@@ -327,3 +327,13 @@ fn sync_range(fd: BorrowedFd<'_>, offset: u64, len: u64, flags: libc::c_uint) ->
         }
     }
 }
+
+/// One allocator arena for every thread (glibc's `M_ARENA_MAX`); other C libraries have no
+/// per-thread reservations to speak of.
+pub fn one_allocator_arena() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: mallopt only sets an allocator parameter; it is called before other threads.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 1);
+    }
+}

@@ -57,6 +57,17 @@ pub fn memory_limit() -> Option<MemoryLimit> {
     limits.into_iter().min_by_key(|limit| limit.bytes)
 }
 
+/// Under an address-space or data limit, threads share one allocator arena: glibc would
+/// otherwise reserve 64 MiB of address space for each thread's own (twice that while it
+/// aligns it), more than the headroom left beside a buffer sized to the limit, and a thread's
+/// next allocation would fail and abort the process. accel's threads allocate little, and
+/// not on the data path. Call before the threads start.
+pub fn fit_allocator_to_limits() {
+    if getrlimit(Resource::As).current.is_some() || getrlimit(Resource::Data).current.is_some() {
+        super::imp::one_allocator_arena();
+    }
+}
+
 /// The machine's physical memory, if it can be read.
 pub fn physical_memory() -> Option<u64> {
     // SAFETY: sysconf only reads system configuration.

@@ -52,7 +52,7 @@ pub use imp::{
     spill_file, splice, splice_from_file, splice_to_file, start_writeback, widen_send_buffer,
     writeback_error,
 };
-pub use memory::{MemoryLimit, memory_limit, physical_memory};
+pub use memory::{MemoryLimit, fit_allocator_to_limits, memory_limit, physical_memory};
 
 /// The size we try to give the pipes accel reads from and writes to.
 ///
