@@ -131,6 +131,8 @@ fn setup(what: &'static str) -> impl FnOnce(std::io::Error) -> Refusal {
 /// Opens and checks everything before a byte is read, then runs the transfer and has the exit policy decide.
 fn start(config: &Config, closed: stdio::Closed) -> Result<Exit, Refusal> {
     check_progress_fd(config).map_err(usage)?;
+    // Before any thread starts: under ulimit -v or -d, one allocator arena for all of them.
+    sys::fit_allocator_to_limits();
     let stop = Arc::new(Stop::default());
     let log = Arc::new(Log::new(config.quiet, config.debug));
     let mut network = open_network(config, &log)?;
@@ -398,7 +400,6 @@ fn digest_lines(digests: &[Digest], config: &Config) -> String {
 /// when that is less; refused when the blocks (`--block-size`, `--input-block-size`) need
 /// more than that (an output would wait for ever for a block the buffer cannot hold).
 fn within_memory(config: &Config, log: &Log) -> Result<usize, Refusal> {
-    sys::fit_allocator_to_limits();
     let size = config.size;
     match sys::memory_limit() {
         Some(limit) if size as u64 > limit.bytes => {
