@@ -899,6 +899,32 @@ mod tests {
         assert!(error.to_string().ends_with("ended before the sender's end-of-stream mark"));
     }
 
+    /// Issue 20: a new session goes on where the receiver says, which must be a byte the
+    /// sender still holds; the stream's end carries over to it.
+    #[test]
+    fn a_new_session_goes_on_where_the_receiver_says() {
+        let stop = Stop::default();
+        let (near, far) = socket::pair();
+        let (mut sender, mut receiver_again) = session(Cipher::AesGcm, near, far);
+        receiver_again.resume_from(7_000, false).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        assert_eq!(sender.await_resume(5_000, 9_000, &stop, deadline).unwrap(), 7_000);
+        assert_eq!((sender.sent(), sender.confirmed()), (7_000, 5_000));
+        // Data goes on at 7000, as the receiver expects.
+        assert_eq!(sender.send(&data(100), &stop).unwrap(), 100);
+        let mut got = [0u8; 100];
+        assert_eq!(receiver_again.receive(&mut got, &stop).unwrap(), 100);
+        assert_eq!(receiver_again.handed_out(), 7_100);
+        // A Resume outside what the sender holds is refused.
+        let (near, far) = socket::pair();
+        let (mut sender, mut stranger) = session(Cipher::ChaChaPoly, near, far);
+        stranger.resume_from(12_000, true).unwrap();
+        let error = sender.await_resume(5_000, 9_000, &stop, deadline).unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::InvalidData, "{error}");
+        // The end carried over: the Ack may be sent without a new End.
+        assert!(stranger.acknowledge_end().is_ok());
+    }
+
     /// Issue 17, item 9: the sender's reason for stopping reaches the receiver's terminal
     /// with its control characters shown as `?`: no escape sequence of a peer's is printed.
     #[test]

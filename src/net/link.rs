@@ -555,12 +555,10 @@ impl Link {
             let now = Instant::now();
             if now >= deadline {
                 let mut session = self.lock();
-                let delivered = byte_count(session.confirmed);
                 session.failed = Some((
                     io::ErrorKind::TimedOut,
                     format!(
-                        "the connection could not be restored within {} ({why}); {delivered} \
-                         delivered",
+                        "the connection could not be restored within {} ({why})",
                         duration(self.resume.within)
                     ),
                 ));
