@@ -512,6 +512,26 @@ impl Channel {
         self.flush_regardless()
     }
 
+    /// After the Ack (receiving side): waits for the sender to close the connection, which
+    /// says it has the Ack; an error when the connection fails or falls silent first.
+    pub fn await_close(&mut self, stop: &Stop) -> io::Result<()> {
+        loop {
+            while let Some(frame) = self.open_next(&mut [])? {
+                if !matches!(frame, Frame::Heartbeat) {
+                    return Err(unexpected(&frame));
+                }
+            }
+            match self.read_sealed(stop, self.silent_at()) {
+                Ok(0) => return Ok(()),
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::TimedOut => {
+                    return Err(self.silence_error("the sender"));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
     /// Tells the receiver the stream stops here, and why; best effort.
     pub fn abort(&mut self, why: &str) {
         if !self.broken {
