@@ -147,8 +147,9 @@ struct Session {
     down: Option<(Instant, String)>,
     /// Attempts to connect again in this outage.
     tries: u64,
-    /// Sending side: a confirmation was asked for, and has not come since.
-    asked: bool,
+    /// Sending side: a confirmation was asked for when this much was confirmed, and has
+    /// not come since.
+    asked: Option<u64>,
     /// The link gave up: every later call fails so.
     failed: Option<(io::ErrorKind, String)>,
     /// The run is over: the tending thread ends.
@@ -255,7 +256,14 @@ impl Link {
                 session = self.await_session(session, stop)?;
                 continue;
             };
-            match channel.receive_until(buf, stop, Some(Instant::now())) {
+            let received = channel.receive_until(buf, stop, Some(Instant::now()));
+            // The sender asks for a confirmation when its buffer fills with unconfirmed
+            // bytes; often its last word before it waits.
+            if let (true, Some(confirmer)) = (channel.take_asked(), self.confirmer.get()) {
+                self.asked.store(true, Relaxed);
+                confirmer.unpark();
+            }
+            match received {
                 Err(error) if error.kind() == io::ErrorKind::TimedOut => {
                     let (socket, silent_at) = (Arc::clone(channel.socket()), channel.silent_at());
                     let generation = session.generation;
@@ -275,12 +283,7 @@ impl Link {
                     }
                 }
                 Ok(n) => {
-                    let (ended, asked) = (channel.ended(), channel.take_asked());
-                    session.ended |= ended;
-                    if let (true, Some(confirmer)) = (asked, self.confirmer.get()) {
-                        self.asked.store(true, Relaxed);
-                        confirmer.unpark();
-                    }
+                    session.ended |= channel.ended();
                     return Ok(n);
                 }
                 Err(error) => self.dropped(&mut session, error)?,
@@ -305,7 +308,6 @@ impl Link {
                 session = self.await_session(session, stop)?;
                 continue;
             };
-            let confirmed = channel.confirmed();
             let sent = channel.send(buf, stop);
             self.heard(channel.confirmed(), false);
             match sent {
@@ -313,15 +315,17 @@ impl Link {
                     // The buffer fills with what the receiver has not confirmed: ask for the
                     // word now rather than at its next round (50 ms), which on a fast link
                     // would leave the buffer full and the input waiting. Once per word.
-                    let answered = channel.confirmed() != confirmed;
-                    let ask = (answered || !asked) && self.keep.get().is_some_and(Keep::pressing);
-                    let asking = if ask { channel.ask(stop) } else { Ok(()) };
-                    session.asked = ask || (asked && !answered);
-                    match asking {
-                        Ok(()) => return Ok(n),
-                        // The bytes went; the connection's failure shows at the next write.
-                        Err(_) => return Ok(n),
+                    let confirmed = channel.confirmed();
+                    if asked.is_some_and(|asked| confirmed > asked) {
+                        session.asked = None;
                     }
+                    let pressing = self.keep.get().is_some_and(Keep::pressing);
+                    if session.asked.is_none() && pressing {
+                        session.asked = Some(confirmed);
+                        // The bytes went; a failure here shows at the next write.
+                        let _ = session.channel.as_mut().map(|channel| channel.ask(stop));
+                    }
+                    return Ok(n);
                 }
                 Err(error) => self.dropped(&mut session, error)?,
             }
