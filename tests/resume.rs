@@ -992,11 +992,16 @@ fn reconnect_for_zero_fails_at_the_first_reset() {
 
 // ----- across network namespaces -----
 
-/// A sender in one namespace, its receiver in another (`--heartbeat 250ms`, both), 4 MiB
-/// delivered and the sender waiting for more input; then `outage` runs (it takes the path
-/// away, waits, and gives it back) while 4 MiB more are given to the sender. The stream
-/// resumes at exactly 4 MiB, whole, one reconnection.
-fn across_an_outage(tag: &str, subnet: u8, outage: impl FnOnce(&Netns, &Netns, &Sending, &Ends)) {
+/// A sender in one namespace (`a`), its receiver in another (`b`), `--heartbeat 250ms` both;
+/// 4 MiB delivered, the sender waiting for more input. Then `away` takes the path away, the
+/// sender is given 4 MiB more, and `back` gives the path back. The stream resumes at exactly
+/// 4 MiB (nothing after it got through), whole, after one reconnection.
+fn across_an_outage(
+    tag: &str,
+    subnet: u8,
+    away: impl FnOnce(&Netns, &Netns, &Ends),
+    back: impl FnOnce(&Netns, &Netns, &Ends, &Sending),
+) {
     let Some((a, b, _, addr_b)) = linked(tag, subnet, None) else { return };
     let args = ["--heartbeat", "250ms"];
     let ends = Ends::start(tag, &args, Some((&b, &addr_b)));
@@ -1004,40 +1009,50 @@ fn across_an_outage(tag: &str, subnet: u8, outage: impl FnOnce(&Netns, &Netns, &
     let data = pattern(8 << 20, 207);
     sending.send(&data[..4 << 20]);
     ends.written.at_least(4 << 20);
-    outage(&a, &b, &sending, &ends);
+    away(&a, &b, &ends);
     sending.send(&data[4 << 20..]);
+    back(&a, &b, &ends, &sending);
     let ended = ends.end(sending);
     ended.whole(&data, tag);
     assert_eq!(ended.reconnected(1, true, tag), [4 << 20], "{tag}");
 }
 
 /// The veth link taken down (`ip link set va down`, in the sender's namespace) for 3
-/// seconds, then brought back.
+/// seconds, then brought back up.
 #[test]
 fn the_link_down_for_three_seconds() {
-    across_an_outage("rslink", 20, |a, _, _, _| {
-        a.ip(&["link", "set", "va", "down"]);
-        thread::sleep(Duration::from_secs(3));
-        a.ip(&["link", "set", "va", "up"]);
-    });
+    across_an_outage(
+        "rslink",
+        20,
+        |a, _, _| a.ip(&["link", "set", "va", "down"]),
+        |a, _, _, _| {
+            thread::sleep(Duration::from_secs(3));
+            a.ip(&["link", "set", "va", "up"]);
+        },
+    );
 }
 
-/// The receiver's address taken away while the sender retries, then given back. Without a
-/// name service in these namespaces the sender cannot be sent to a new address; what changes
-/// is whether the address it was given exists: it is deleted from the receiver's interface
-/// (connections to it go unanswered, and the receiver's socket, bound to it, stays), both
-/// ends say the connection dropped, the sender retries for 2 more seconds (its first retries,
-/// 1 s apart), and the address is added back.
+/// The receiver's address taken away while the sender retries, then given back. These
+/// namespaces have no name service, so the sender cannot be pointed at a new address by a
+/// name that resolves again; what changes instead is whether the address it was given
+/// exists: it is deleted from the receiver's interface (`ip addr del`; what is sent to it
+/// goes unanswered, and the receiver's sockets, bound to it, stay), both ends say the
+/// connection dropped, the sender retries for 2 more seconds (its first tries, 1 s apart,
+/// meet no host), and the address is added back.
 #[test]
 fn the_receivers_address_taken_away_and_given_back() {
-    across_an_outage("rsaddr", 21, |_, b, sending, ends| {
-        let address = format!("{}/24", ends.host);
-        b.ip(&["addr", "del", &address, "dev", "vb"]);
-        sending.said.line_with("connection dropped");
-        ends.receiver.said.line_with("connection dropped");
-        thread::sleep(Duration::from_secs(2));
-        b.ip(&["addr", "add", &address, "dev", "vb"]);
-    });
+    let address = |ends: &Ends| format!("{}/24", ends.host);
+    across_an_outage(
+        "rsaddr",
+        21,
+        |_, b, ends| b.ip(&["addr", "del", &address(ends), "dev", "vb"]),
+        |_, b, ends, sending| {
+            sending.said.line_with("connection dropped");
+            ends.receiver.said.line_with("connection dropped");
+            thread::sleep(Duration::from_secs(2));
+            b.ip(&["addr", "add", &address(ends), "dev", "vb"]);
+        },
+    );
 }
 
 // ----- random cut points -----
