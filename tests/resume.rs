@@ -689,11 +689,29 @@ impl Ends {
     /// Waits for both to end (the sender's input closed first).
     fn end(mut self, mut sending: Sending) -> Ended {
         sending.close_input();
-        let status = wait_within(&mut sending.child, GENEROUS);
+        let status = exit_of(&mut sending.child, &sending.said, "sender");
         let sender = End::new(status, sending.said.all(), &self.dir.path("sender.json"));
-        let (status, said) = self.receiver.end();
-        let receiver = End::new(status, said, &self.dir.path("receiver.json"));
+        let status = exit_of(&mut self.receiver.child, &self.receiver.said, "receiver");
+        let receiver = End::new(status, self.receiver.said.all(), &self.dir.path("receiver.json"));
         Ended { sender, receiver, written: self.written.all() }
+    }
+}
+
+/// Waits for `child` to exit; after a generous while, kills it and fails, showing what it
+/// said.
+#[track_caller]
+fn exit_of(child: &mut Child, said: &Said, who: &str) -> ExitStatus {
+    let deadline = Instant::now() + GENEROUS;
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            return status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the {who} did not exit within {GENEROUS:?}; it said:\n{}", said.all());
+        }
+        thread::sleep(Duration::from_millis(10));
     }
 }
 
@@ -895,13 +913,14 @@ fn an_outage_longer_than_reconnect_for_fails_both_sides() {
     proxy.reset_now();
     // Its input stays open: the sender gives up because of the outage alone.
     let Sending { mut child, said, feed } = sending;
-    let status = wait_within(&mut child, GENEROUS);
+    let status = exit_of(&mut child, &said, "sender");
     let gave_up = cut.elapsed();
     let said = said.all();
     drop(feed);
     let written = {
         let Ends { mut receiver, written, .. } = ends;
-        let (status, said_received) = receiver.end();
+        let status = exit_of(&mut receiver.child, &receiver.said, "receiver");
+        let said_received = receiver.said.all();
         let written = written.all();
         assert_eq!(status.code(), Some(1), "receiver: {said_received}");
         // "N bytes" as accel writes a count: "1 MiB (1048576 bytes)".
