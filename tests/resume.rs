@@ -878,7 +878,8 @@ fn a_freeze_longer_than_four_heartbeats() {
     assert_eq!(ended.reconnected(1, true, context), [4 << 20], "{context}");
     let output = &ended.sender.summary["outputs"][0];
     assert_eq!(output["resent_bytes"], 0, "{context}: {output}");
-    assert_eq!(proxy.accepted(), 2, "{context}: connections");
+    // Tries made while the path was frozen waited in the proxy: how many depends on time.
+    assert!(proxy.accepted() >= 2, "{context}: {} connections", proxy.accepted());
 }
 
 /// Two resets through a path that delays every byte by 20 ms each way.
