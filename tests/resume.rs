@@ -573,6 +573,7 @@ impl Written {
 /// A receiver (`--from`, `--hash sha256`, `--json=FILE`, the test's `args`) and the key a
 /// sender needs to reach it.
 struct Ends {
+    engine: &'static str,
     dir: Scratch,
     key: String,
     receiver: Receiver,
@@ -643,10 +644,15 @@ struct Ended {
 }
 
 impl Ends {
-    /// A receiver with the key, `--hash sha256`, `--json=FILE` and `args`, on 127.0.0.1, or
-    /// at `host` inside `netns`.
-    fn start(test: &str, args: &[&str], netns: Option<(&Netns, &str)>) -> Ends {
-        let dir = Scratch::new(&format!("resume-{test}"));
+    /// A receiver with `--engine engine`, the key, `--hash sha256`, `--json=FILE` and `args`,
+    /// on 127.0.0.1, or at `host` inside `netns`.
+    fn start(
+        engine: &'static str,
+        test: &str,
+        args: &[&str],
+        netns: Option<(&Netns, &str)>,
+    ) -> Ends {
+        let dir = Scratch::new(&format!("resume-{test}-{engine}"));
         let key = make_key(&dir, "k");
         let json = format!("--json={}", dir.path("receiver.json").display());
         let mut full = vec!["--key-file", key.as_str(), "--hash", "sha256", json.as_str()];
@@ -655,10 +661,10 @@ impl Ends {
             Some((netns, host)) => (host, Some(netns)),
             None => ("127.0.0.1", None),
         };
-        let mut receiver = Receiver::start("auto", host, &full, wrap);
+        let mut receiver = Receiver::start(engine, host, &full, wrap);
         let written = Written::collect(receiver.stdout());
         let args = args.iter().map(|arg| arg.to_string()).collect();
-        Ends { dir, key, receiver, written, host: host.to_owned(), args }
+        Ends { engine, dir, key, receiver, written, host: host.to_owned(), args }
     }
 
     /// The receiver's address.
@@ -666,13 +672,13 @@ impl Ends {
         format!("{}:{}", self.host, self.receiver.port).parse().unwrap()
     }
 
-    /// A sender to `to` (inside `netns` when given) with the key, `--hash sha256`,
-    /// `--json=FILE` and the receiver's `args`.
+    /// A sender to `to` (inside `netns` when given) with the receiver's engine, the key,
+    /// `--hash sha256`, `--json=FILE` and the receiver's `args`.
     fn sender(&self, to: &str, netns: Option<&Netns>) -> Sending {
         let json = format!("--json={}", self.dir.path("sender.json").display());
         let mut full = vec!["--key-file", self.key.as_str(), "--hash", "sha256", json.as_str()];
         full.extend(self.args.iter().map(String::as_str));
-        let mut child = sender("auto", to, &full, netns);
+        let mut child = sender(self.engine, to, &full, netns);
         let said = Said::collect(&mut child);
         let mut stdin = child.stdin.take().unwrap();
         let (feed, pieces) = mpsc::channel::<Vec<u8>>();
@@ -792,15 +798,17 @@ impl Ended {
 }
 
 /// `data` sent through a [`Cutter`] with `delay` and `plan` to a receiver, both ends with
-/// `args`; how it ended, and how many connections the proxy took.
+/// `--engine engine` and `args`; how it ended, how many cuts the proxy made and how many
+/// connections it took.
 fn through_the_cutter(
+    engine: &'static str,
     test: &str,
     delay: Duration,
     plan: &[(u64, Cut)],
     data: &[u8],
     args: &[&str],
 ) -> (Ended, usize, usize) {
-    let ends = Ends::start(test, args, None);
+    let ends = Ends::start(engine, test, args, None);
     let proxy = Cutter::start(ends.address(), delay, plan);
     let sending = ends.sender(&proxy.to(), None);
     for piece in data.chunks(1 << 20) {
@@ -825,16 +833,16 @@ fn resumed_within(offsets: &[u64], cuts: &[u64], context: &str) {
 
 /// Three resets (RSTs both ways) at seeded random offsets of 24 MiB: three reconnections,
 /// four connections, the stream whole.
-#[test]
-fn three_resets_at_random_offsets() {
-    let seed = seed("three_resets_at_random_offsets");
+fn three_resets_at_random_offsets(engine: &'static str) {
+    let seed = seed(&format!("three_resets_at_random_offsets::{engine}"));
     let mut rng = Rng(seed);
     let size = 24 << 20;
     let cuts: Vec<u64> = (0..3).map(|_| rng.between(64 << 10, size / 8)).collect();
     let plan: Vec<_> = cuts.iter().map(|&at| (at, Cut::Reset)).collect();
     let context = format!("resets at {cuts:?} (seed {seed:#x})");
     let data = pattern(size as usize, seed);
-    let (ended, accepted, made) = through_the_cutter("resets", Duration::ZERO, &plan, &data, &[]);
+    let (ended, accepted, made) =
+        through_the_cutter(engine, "resets", Duration::ZERO, &plan, &data, &[]);
     ended.whole(&data, &context);
     let offsets = ended.reconnected(3, true, &context);
     resumed_within(&offsets, &cuts, &context);
@@ -843,11 +851,11 @@ fn three_resets_at_random_offsets() {
 
 /// The connection closed cleanly (a FIN each way) 1 MiB into it, without the end mark: the
 /// receiver does not take it for the end, and the stream resumes.
-#[test]
-fn a_clean_close_without_the_end_mark() {
+fn a_clean_close_without_the_end_mark(engine: &'static str) {
     let data = pattern(8 << 20, 201);
     let plan = [(1 << 20, Cut::Close)];
-    let (ended, accepted, made) = through_the_cutter("close", Duration::ZERO, &plan, &data, &[]);
+    let (ended, accepted, made) =
+        through_the_cutter(engine, "close", Duration::ZERO, &plan, &data, &[]);
     let context = "closed cleanly at 1 MiB";
     ended.whole(&data, context);
     let offsets = ended.reconnected(1, true, context);
@@ -861,7 +869,7 @@ fn a_clean_close_without_the_end_mark() {
 #[test]
 fn a_freeze_longer_than_four_heartbeats() {
     let args = ["--heartbeat", "250ms"];
-    let ends = Ends::start("freeze", &args, None);
+    let ends = Ends::start("auto", "freeze", &args, None);
     let proxy = Cutter::start(ends.address(), Duration::ZERO, &[]);
     let sending = ends.sender(&proxy.to(), None);
     let data = pattern(8 << 20, 202);
@@ -889,7 +897,7 @@ fn resets_through_a_delaying_proxy() {
     let cuts = [1 << 20, 3 << 20];
     let plan = cuts.map(|at| (at, Cut::Reset));
     let (ended, accepted, made) =
-        through_the_cutter("delayed", Duration::from_millis(20), &plan, &data, &[]);
+        through_the_cutter("auto", "delayed", Duration::from_millis(20), &plan, &data, &[]);
     let context = "resets at 1 and 3 MiB, 20 ms each way";
     ended.whole(&data, context);
     let offsets = ended.reconnected(2, true, context);
@@ -903,7 +911,7 @@ fn resets_through_a_delaying_proxy() {
 #[test]
 fn an_outage_longer_than_reconnect_for_fails_both_sides() {
     let args = ["--reconnect-for", "2s"];
-    let ends = Ends::start("outage", &args, None);
+    let ends = Ends::start("auto", "outage", &args, None);
     let proxy = Cutter::start(ends.address(), Duration::ZERO, &[]);
     let sending = ends.sender(&proxy.to(), None);
     let data = pattern(1 << 20, 204);
@@ -947,7 +955,7 @@ fn an_outage_longer_than_reconnect_for_fails_both_sides() {
 /// resumes where it was, whole, one reconnection.
 #[test]
 fn a_stranger_during_an_outage_changes_nothing() {
-    let ends = Ends::start("stranger", &[], None);
+    let ends = Ends::start("auto", "stranger", &[], None);
     let proxy = Cutter::start(ends.address(), Duration::ZERO, &[]);
     let sending = ends.sender(&proxy.to(), None);
     let data = pattern(4 << 20, 205);
@@ -992,12 +1000,12 @@ fn a_stranger_during_an_outage_changes_nothing() {
 
 /// `--reconnect-for 0` is today's behaviour: the first reset fails the transfer, the sender
 /// with status 3, the receiver with 1; the sender does not try again.
-#[test]
-fn reconnect_for_zero_fails_at_the_first_reset() {
+fn reconnect_for_zero_fails_at_the_first_reset(engine: &'static str) {
     let data = pattern(16 << 20, 206);
     let plan = [(1 << 20, Cut::Reset)];
     let args = ["--reconnect-for", "0"];
-    let (ended, accepted, made) = through_the_cutter("zero", Duration::ZERO, &plan, &data, &args);
+    let (ended, accepted, made) =
+        through_the_cutter(engine, "zero", Duration::ZERO, &plan, &data, &args);
     let (sender, receiver) = (&ended.sender, &ended.receiver);
     assert_eq!(sender.status.code(), Some(3), "sender: {}", sender.said);
     assert_eq!(receiver.status.code(), Some(1), "receiver: {}", receiver.said);
@@ -1009,6 +1017,42 @@ fn reconnect_for_zero_fails_at_the_first_reset() {
     }
     assert_eq!((made, accepted), (1, 1), "cuts made, connections");
 }
+
+/// `--insecure` does not resume (a raw stream has no offsets): a reset fails both ends, the
+/// sender with status 3, the receiver with 1 (an RST is not the end of a stream, even where
+/// a FIN would pass for one), and the sender does not try again.
+fn insecure_does_not_resume(engine: &'static str) {
+    let mut receiver = Receiver::start(engine, "127.0.0.1", &["--insecure"], None);
+    let written = Written::collect(receiver.stdout());
+    let upstream = SocketAddr::from(([127, 0, 0, 1], receiver.port));
+    let proxy = Cutter::start(upstream, Duration::ZERO, &[(1 << 20, Cut::Reset)]);
+    let mut sending = sender(engine, &proxy.to(), &["--insecure"], None);
+    let said = Said::collect(&mut sending);
+    let data = pattern(16 << 20, 208);
+    let stdin = sending.stdin.take().unwrap();
+    thread::spawn(move || feed(stdin, &data, 1 << 20));
+    let status = exit_of(&mut sending, &said, "sender");
+    assert_eq!(status.code(), Some(3), "sender: {}", said.all());
+    let received = exit_of(&mut receiver.child, &receiver.said, "receiver");
+    let written = written.all();
+    assert_eq!(
+        received.code(),
+        Some(1),
+        "receiver, {} bytes written: {}",
+        written.len(),
+        receiver.said.all()
+    );
+    assert!(written.len() <= 1 << 20, "{} bytes written", written.len());
+    assert_same(&written, &pattern(16 << 20, 208)[..written.len()], "before the reset");
+    assert_eq!(proxy.accepted(), 1, "connections");
+}
+
+per_engine!(
+    three_resets_at_random_offsets,
+    a_clean_close_without_the_end_mark,
+    reconnect_for_zero_fails_at_the_first_reset,
+    insecure_does_not_resume,
+);
 
 // ----- across network namespaces -----
 
@@ -1024,7 +1068,7 @@ fn across_an_outage(
 ) {
     let Some((a, b, _, addr_b)) = linked(tag, subnet, None) else { return };
     let args = ["--heartbeat", "250ms"];
-    let ends = Ends::start(tag, &args, Some((&b, &addr_b)));
+    let ends = Ends::start("auto", tag, &args, Some((&b, &addr_b)));
     let sending = ends.sender(&ends.address().to_string(), Some(&a));
     let data = pattern(8 << 20, 207);
     sending.send(&data[..4 << 20]);
@@ -1097,7 +1141,8 @@ fn random_cuts(test: &str, cuts: usize, size: usize) {
     let context = format!("cuts {plan:?} (seed {seed:#x})");
     let data = pattern(size, seed);
     let args = ["--heartbeat", "250ms"];
-    let (ended, accepted, made) = through_the_cutter(test, Duration::ZERO, &plan, &data, &args);
+    let (ended, accepted, made) =
+        through_the_cutter("auto", test, Duration::ZERO, &plan, &data, &args);
     ended.whole(&data, &context);
     // A cut in a handshake may be said as a drop too: the lines are not counted.
     let offsets = ended.reconnected(in_stream as u64, false, &context);
