@@ -494,8 +494,8 @@ fn the_cutter_cuts_as_told() {
 // ----- the two ends -----
 
 /// A seed for what is random: `ACCEL_RESUME_SEED` (hex, or decimal) when set, else a fresh
-/// one; printed, with the command that replays it.
-fn seed(test: &str) -> u64 {
+/// one; printed, with the command that replays it (`also`: the rest of its environment).
+fn seed(test: &str, also: &str) -> u64 {
     let seed = match std::env::var("ACCEL_RESUME_SEED") {
         Ok(text) => match text.strip_prefix("0x") {
             Some(hex) => u64::from_str_radix(hex, 16).expect("ACCEL_RESUME_SEED in hex"),
@@ -507,8 +507,8 @@ fn seed(test: &str) -> u64 {
         }
     };
     eprintln!(
-        "{test}: seed {seed:#x}; replay with: ACCEL_RESUME_SEED={seed:#x} cargo test --test \
-         integration resume::{test} -- --exact --include-ignored"
+        "{test}: seed {seed:#x}; replay with: ACCEL_RESUME_SEED={seed:#x} {also}cargo test \
+         --test integration resume::{test} -- --exact --include-ignored"
     );
     seed
 }
@@ -834,7 +834,7 @@ fn resumed_within(offsets: &[u64], cuts: &[u64], context: &str) {
 /// Three resets (RSTs both ways) at seeded random offsets of 24 MiB: three reconnections,
 /// four connections, the stream whole.
 fn three_resets_at_random_offsets(engine: &'static str) {
-    let seed = seed(&format!("three_resets_at_random_offsets::{engine}"));
+    let seed = seed(&format!("three_resets_at_random_offsets::{engine}"), "");
     let mut rng = Rng(seed);
     let size = 24 << 20;
     let cuts: Vec<u64> = (0..3).map(|_| rng.between(64 << 10, size / 8)).collect();
@@ -1125,8 +1125,8 @@ fn the_receivers_address_taken_away_and_given_back() {
 /// clean closes and freezes in the stream, and now and then a reset within a reconnection's
 /// handshake (never the first connection's: that one is not a reconnection). Every cut in
 /// the stream is a reconnection; one in a handshake is a failed try, which the sender repeats.
-fn random_cuts(test: &str, cuts: usize, size: usize) {
-    let seed = seed(test);
+fn random_cuts(test: &str, cuts: usize, size: usize, also: &str) {
+    let seed = seed(test, also);
     let mut rng = Rng(seed);
     let most = (size / (2 * cuts)) as u64;
     let plan: Vec<(u64, Cut)> = (0..cuts)
@@ -1155,7 +1155,7 @@ fn random_cuts(test: &str, cuts: usize, size: usize) {
 /// Five random cuts through 16 MiB.
 #[test]
 fn five_random_cuts() {
-    random_cuts("five_random_cuts", 5, 16 << 20);
+    random_cuts("five_random_cuts", 5, 16 << 20, "");
 }
 
 /// `ACCEL_RESUME_CUTS` random cuts (default 100) through 256 MiB: `cargo test --test
@@ -1164,5 +1164,5 @@ fn five_random_cuts() {
 #[ignore = "minutes: a cut costs a second or two; run on purpose"]
 fn random_cuts_soak() {
     let cuts = std::env::var("ACCEL_RESUME_CUTS").map_or(100, |n| n.parse().expect("a number"));
-    random_cuts("random_cuts_soak", cuts, 256 << 20);
+    random_cuts("random_cuts_soak", cuts, 256 << 20, &format!("ACCEL_RESUME_CUTS={cuts} "));
 }
