@@ -692,33 +692,53 @@ impl Ends {
         Sending { child, said, feed: Some(feed) }
     }
 
-    /// Waits for both to end (the sender's input closed first).
+    /// Waits for both to end (the sender's input closed first). If one does not, fails
+    /// showing what both said.
     fn end(mut self, mut sending: Sending) -> Ended {
         sending.close_input();
-        let status = exit_of(&mut sending.child, &sending.said, "sender");
-        let sender = End::new(status, sending.said.all(), &self.dir.path("sender.json"));
-        let status = exit_of(&mut self.receiver.child, &self.receiver.said, "receiver");
+        let hung = |who: &str, sending: &mut Sending, receiver: &mut Receiver| -> ! {
+            let _ = sending.child.kill();
+            let _ = receiver.child.kill();
+            panic!(
+                "the {who} did not exit within {GENEROUS:?}\nsender: {}\nreceiver: {}",
+                sending.said.all(),
+                receiver.said.all()
+            )
+        };
+        let Some(status) = exited(&mut sending.child) else {
+            hung("sender", &mut sending, &mut self.receiver)
+        };
+        let sender = End::new(status, String::new(), &self.dir.path("sender.json"));
+        let Some(status) = exited(&mut self.receiver.child) else {
+            hung("receiver", &mut sending, &mut self.receiver)
+        };
+        let sender = End { said: sending.said.all(), ..sender };
         let receiver = End::new(status, self.receiver.said.all(), &self.dir.path("receiver.json"));
         Ended { sender, receiver, written: self.written.all() }
     }
+}
+
+/// Waits for `child` to exit, a generous while at most.
+fn exited(child: &mut Child) -> Option<ExitStatus> {
+    let deadline = Instant::now() + GENEROUS;
+    while Instant::now() < deadline {
+        if let Some(status) = child.try_wait().expect("wait") {
+            return Some(status);
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+    None
 }
 
 /// Waits for `child` to exit; after a generous while, kills it and fails, showing what it
 /// said.
 #[track_caller]
 fn exit_of(child: &mut Child, said: &Said, who: &str) -> ExitStatus {
-    let deadline = Instant::now() + GENEROUS;
-    loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            return status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("the {who} did not exit within {GENEROUS:?}; it said:\n{}", said.all());
-        }
-        thread::sleep(Duration::from_millis(10));
-    }
+    exited(child).unwrap_or_else(|| {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("the {who} did not exit within {GENEROUS:?}; it said:\n{}", said.all())
+    })
 }
 
 /// SHA-256 in hex, as `--hash sha256` writes it.
@@ -903,6 +923,26 @@ fn resets_through_a_delaying_proxy() {
     let offsets = ended.reconnected(2, true, context);
     resumed_within(&offsets, &cuts, context);
     assert_eq!((made, accepted), (2, 3), "{context}: cuts made, connections");
+}
+
+/// What the receiver has not confirmed stays in the sender's buffer however small it is:
+/// with `-m 1M` on both ends, three resets through 8 MiB; the same with `--spill`, where the
+/// input goes on into the spill file during each outage.
+#[test]
+fn resets_with_a_small_buffer() {
+    let spill = Scratch::new("resume-spill");
+    for args in [vec!["-m", "1M"], vec!["-m", "1M", "--spill", spill.arg()]] {
+        let data = pattern(8 << 20, 209);
+        let cuts = [1 << 20, 2 << 20, 3 << 20];
+        let plan = cuts.map(|at| (at, Cut::Reset));
+        let (ended, accepted, made) =
+            through_the_cutter("auto", "small", Duration::ZERO, &plan, &data, &args);
+        let context = format!("{args:?}, resets at 1, 2 and 3 MiB");
+        ended.whole(&data, &context);
+        let offsets = ended.reconnected(3, true, &context);
+        resumed_within(&offsets, &cuts, &context);
+        assert_eq!((made, accepted), (3, 4), "{context}: cuts made, connections");
+    }
 }
 
 /// An outage longer than `--reconnect-for 2s`: 1 MiB delivered, the sender's input still
