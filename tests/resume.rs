@@ -601,6 +601,14 @@ impl Sending {
     }
 }
 
+/// A test that fails midway leaves no sender behind.
+impl Drop for Sending {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// How one side ended: its status, what it said, and its `--json` summary (null if none).
 struct End {
     status: ExitStatus,
@@ -961,11 +969,11 @@ fn an_outage_longer_than_reconnect_for_fails_both_sides() {
     let cut = Instant::now();
     proxy.reset_now();
     // Its input stays open: the sender gives up because of the outage alone.
-    let Sending { mut child, said, feed } = sending;
-    let status = exit_of(&mut child, &said, "sender");
+    let mut sending = sending;
+    let status = exit_of(&mut sending.child, &sending.said, "sender");
     let gave_up = cut.elapsed();
-    let said = said.all();
-    drop(feed);
+    let said = sending.said.all();
+    sending.close_input();
     let written = {
         let Ends { mut receiver, written, .. } = ends;
         let status = exit_of(&mut receiver.child, &receiver.said, "receiver");
