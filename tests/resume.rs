@@ -15,8 +15,11 @@
 //! `longest_outage_s`; for a network input, `input_reconnections` and
 //! `input_longest_outage_s`.
 //!
-//! Random cut points come from a seed printed first (`ACCEL_RESUME_SEED=SEED` replays it).
-//! Every socket is on loopback or inside namespaces the tests make.
+//! The resets, the clean close, `--reconnect-for 0` and `--insecure` run once per engine; the
+//! rest, where the engine plays no part beyond the transfer, with `auto`. Random cut points
+//! come from a seed printed first (`ACCEL_RESUME_SEED=SEED` replays it); the long soak is
+//! `random_cuts_soak` (ignored). Every socket is on loopback or inside namespaces the tests
+//! make.
 
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
