@@ -28,7 +28,45 @@ pub struct Meter {
     peak_memory: AtomicU64,
     peak_disk: AtomicU64,
     input_held: Wait,
+    /// A network input's dropped connections (`--from`).
+    input_outages: OutageMeter,
     readers: Box<[ReaderMeter]>,
+}
+
+/// A network peer's dropped connections, and the one under way.
+#[derive(Debug, Default)]
+struct OutageMeter {
+    reconnections: AtomicU64,
+    longest_ns: AtomicU64,
+    resent: AtomicU64,
+    /// When the connection dropped, in ns since `started` plus one; 0 while it is up.
+    down_since_ns: AtomicU64,
+    /// Attempts to connect again in the outage under way.
+    tries: AtomicU64,
+}
+
+/// A network peer's dropped connections: how many came back, the longest outage, the bytes
+/// sent again, and the outage under way.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Outages {
+    /// Connections restored.
+    pub reconnections: u64,
+    /// The longest time without a connection (of those restored).
+    pub longest: Duration,
+    /// Bytes sent again after a reconnection (the receiver had not had them).
+    pub resent: u64,
+    /// The outage under way: the attempts to connect so far, and for how long it has been
+    /// down.
+    pub down: Option<(u64, Duration)>,
+}
+
+/// Which side of the run a network peer is: the input, or output `n`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Peer {
+    /// `--from`.
+    Input,
+    /// The `n`th output, a `--to`.
+    Output(usize),
 }
 
 /// The counters of one reader of the backlog: an output or a hash.
@@ -47,6 +85,8 @@ struct ReaderMeter {
     confirmed: AtomicU64,
     /// [`Delivery::Confirmed`]: the end of the stream was sent; its confirmation is awaited.
     ending_stream: AtomicBool,
+    /// A network output's dropped connections.
+    outages: OutageMeter,
 }
 
 /// What an output's bytes written mean: delivered, or only sent.
@@ -159,6 +199,8 @@ pub struct Snapshot {
     pub peak_disk: u64,
     /// Each reader, in the run's order.
     pub readers: Vec<ReaderSnapshot>,
+    /// A network input's dropped connections.
+    pub input_outages: Outages,
     /// The rate limits in force (the watcher fills them in; the meter does not know them).
     pub limits: RateLimits,
 }
@@ -189,6 +231,8 @@ pub struct ReaderSnapshot {
     pub confirmed: u64,
     /// [`Delivery::Confirmed`]: the end of the stream was sent, its confirmation awaited.
     pub ending_stream: bool,
+    /// A network output's dropped connections.
+    pub outages: Outages,
 }
 
 impl ReaderSnapshot {
@@ -237,6 +281,7 @@ impl Meter {
             peak_memory: AtomicU64::new(0),
             peak_disk: AtomicU64::new(0),
             input_held: Wait::default(),
+            input_outages: OutageMeter::default(),
             readers: (0..readers).map(|_| ReaderMeter::default()).collect(),
         }
     }
@@ -332,6 +377,7 @@ impl Meter {
                 },
                 confirmed: r.confirmed.load(Relaxed),
                 ending_stream: r.ending_stream.load(Relaxed),
+                outages: r.outages.read(now),
             })
             .collect();
         let [through, pipes, memory, disk] = self.tiers.each_ref().map(|t| t.load(Relaxed));
@@ -349,6 +395,7 @@ impl Meter {
             held_disk: self.held_disk.load(Relaxed),
             peak_disk: self.peak_disk.load(Relaxed),
             readers,
+            input_outages: self.input_outages.read(now),
             limits: RateLimits::default(),
         };
         // The reader still there furthest behind; once none is (the run ended on a failed or
@@ -366,6 +413,35 @@ impl Meter {
         snapshot
     }
 
+    fn outages(&self, peer: Peer) -> &OutageMeter {
+        match peer {
+            Peer::Input => &self.input_outages,
+            Peer::Output(index) => &self.readers[index].outages,
+        }
+    }
+
+    /// `peer`'s connection dropped (if it was up).
+    pub fn connection_down(&self, peer: Peer) {
+        let outages = self.outages(peer);
+        let _ = outages.down_since_ns.compare_exchange(0, self.now_ns() + 1, Relaxed, Relaxed);
+        outages.tries.store(0, Relaxed);
+    }
+
+    /// `peer` tries to connect again, for the `tries`th time in this outage.
+    pub fn reconnecting(&self, peer: Peer, tries: u64) {
+        self.outages(peer).tries.store(tries, Relaxed);
+    }
+
+    /// `peer`'s connection is back; `resent` bytes go again.
+    pub fn reconnected(&self, peer: Peer, resent: u64) {
+        let outages = self.outages(peer);
+        let since = outages.down_since_ns.swap(0, Relaxed);
+        let lasted = self.now_ns().saturating_sub(since.saturating_sub(1));
+        outages.longest_ns.fetch_max(lasted, Relaxed);
+        outages.reconnections.fetch_add(1, Relaxed);
+        outages.resent.fetch_add(resent, Relaxed);
+    }
+
     /// Takes `stopped` out of the clock: the job was stopped for that long (Ctrl-Z).
     pub fn pause(&self, stopped: Duration) {
         self.paused_ns.fetch_add(stopped.as_nanos() as u64, Relaxed);
@@ -373,6 +449,21 @@ impl Meter {
 
     fn now_ns(&self) -> u64 {
         (self.started.elapsed().as_nanos() as u64).saturating_sub(self.paused_ns.load(Relaxed))
+    }
+}
+
+impl OutageMeter {
+    fn read(&self, now: u64) -> Outages {
+        let since = self.down_since_ns.load(Relaxed);
+        Outages {
+            reconnections: self.reconnections.load(Relaxed),
+            longest: Duration::from_nanos(self.longest_ns.load(Relaxed)),
+            resent: self.resent.load(Relaxed),
+            down: (since > 0).then(|| {
+                let lasted = Duration::from_nanos(now.saturating_sub(since - 1));
+                (self.tries.load(Relaxed), lasted)
+            }),
+        }
     }
 }
 

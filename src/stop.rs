@@ -68,6 +68,23 @@ impl Stop {
         if self.requested() { Err(io::ErrorKind::Interrupted.into()) } else { Ok(()) }
     }
 
+    /// Sleeps for `pause`, unless the run is over first: then an `Interrupted` error.
+    pub fn sleep(&self, pause: Duration) -> io::Result<()> {
+        let until = Instant::now() + pause;
+        loop {
+            self.check()?;
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(());
+            }
+            let timeout = rustix::event::Timespec::try_from(left).unwrap_or_default();
+            match rustix::event::poll(&mut [], Some(&timeout)) {
+                Ok(_) | Err(Errno::INTR) => {}
+                Err(error) => return Err(error.into()),
+            }
+        }
+    }
+
     /// Waits for `thread` to end, interrupting whatever call it blocks in while the run is
     /// over; gives up after `patience` (a thread stuck where signals cannot reach, such as
     /// a write to a hung NFS server, is left to the process's exit).

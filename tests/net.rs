@@ -480,9 +480,10 @@ fn strangers_before_the_sender(engine: &str) {
 }
 
 /// The sender killed mid-stream: the receiver delivers what came, then fails (status 1),
-/// saying the connection ended before the sender's end-of-stream mark.
+/// saying the connection ended before the sender's end-of-stream mark. (`--reconnect-for 0`:
+/// it does not wait for the sender to come back.)
 fn sender_killed_mid_stream(engine: &str) {
-    let (_keys, key, mut receiver) = keyed_receiver(engine, "skill", &[]);
+    let (_keys, key, mut receiver) = keyed_receiver(engine, "skill", &["--reconnect-for", "0"]);
     let mut stdout = receiver.stdout();
     let to = format!("127.0.0.1:{}", receiver.port);
     let mut sender = command(None, ACCEL, &["--engine", engine, "--to", &to, "--key-file", &key])
@@ -511,12 +512,13 @@ fn sender_killed_mid_stream(engine: &str) {
 
 /// The receiver killed mid-stream: the sender ends with status 3, naming the receiver and
 /// saying it closed the connection; it counts as delivered no more than the receiver wrote,
-/// and the rest as sent but not confirmed.
+/// and the rest as sent but not confirmed. (`--reconnect-for 0`: it does not try again.)
 fn receiver_killed_mid_stream(engine: &str) {
     let (_keys, key, mut receiver) = keyed_receiver(engine, "rkill", &[]);
     let mut stdout = receiver.stdout();
     let to = format!("127.0.0.1:{}", receiver.port);
-    let sender = send(engine, &to, &["--key-file", &key], pattern(256 << 20, 8), None);
+    let args = ["--key-file", &key, "--reconnect-for", "0"];
+    let sender = send(engine, &to, &args, pattern(256 << 20, 8), None);
     let mut first = vec![0u8; 1 << 20];
     stdout.read_exact(&mut first).unwrap();
     receiver.child.kill().unwrap();
@@ -532,22 +534,26 @@ fn receiver_killed_mid_stream(engine: &str) {
 
 /// A proxy that cuts the stream after 5 MiB (the receiver's side ended, nothing more taken
 /// from the sender): the receiver writes what came and fails (status 1); the sender learns
-/// the receiver closed the connection (status 3) and counts as delivered exactly what the
-/// receiver's output took, which was all that came.
+/// the receiver stopped (status 3) and counts as delivered exactly what the
+/// receiver's output took, which was all that came. (`--reconnect-for 0` at both ends:
+/// neither waits for the connection to come back.)
 fn a_proxy_cuts_the_stream(engine: &str) {
-    let (_keys, key, mut receiver) = keyed_receiver(engine, "cut", &[]);
+    let (_keys, key, mut receiver) = keyed_receiver(engine, "cut", &["--reconnect-for", "0"]);
     let output = receiver.output();
     let upstream: SocketAddr = format!("127.0.0.1:{}", receiver.port).parse().unwrap();
     let proxy = Proxy::cutting("127.0.0.1:0", upstream, Duration::ZERO, Some(5 << 20));
     let to = format!("127.0.0.1:{}", proxy.port);
     let data = pattern(64 << 20, 21);
-    let (status, said) = ended(send(engine, &to, &["--key-file", &key], data.clone(), None));
+    let args = ["--key-file", &key, "--reconnect-for", "0"];
+    let (status, said) = ended(send(engine, &to, &args, data.clone(), None));
     let written = output.join().unwrap();
     assert_same(&written, &data[..written.len()], "what came before the cut");
     let (status_received, said_received) = receiver.end();
     assert_eq!(status_received.code(), Some(1), "receiver: {said_received}");
     assert_eq!(status.code(), Some(3), "sender: {said}");
-    assert!(said.contains(&format!("write to {to}: the receiver closed the connection")), "{said}");
+    // The receiver, failing, says so on its way back (the proxy cut only the way there).
+    let stopped = format!("write to {to}: the receiver stopped after ");
+    assert!(said.contains(&stopped) && said.contains("it ends with status 1"), "{said}");
     let delivered = bytes_before(&said, " delivered (confirmed by the receiver)");
     assert_eq!(delivered, written.len() as u64, "{said}");
 }
@@ -675,7 +681,11 @@ fn a_peer_that_stops_answering(engine: &str) {
     let reading = thread::spawn(move || drain(stdout));
     let (status, said) = ended(sender);
     assert_eq!(status.code(), Some(4), "sender: {said}");
-    assert!(said.contains(&format!("stalled: nothing written to {to} for 0:00:0")), "{said}");
+    // Its socket is full, or (first) its buffer, of what the receiver has not confirmed:
+    // it keeps that to send again should the connection drop.
+    let unsent = format!("stalled: nothing written to {to} for 0:00:0");
+    let unconfirmed = format!("stalled: the receiver at {to} has confirmed nothing for 0:00:0");
+    assert!(said.contains(&unsent) || said.contains(&unconfirmed), "{said}");
     let (status, said) = receiver.end();
     assert_eq!(status.code(), Some(4), "receiver: {said}");
     assert!(said.contains("stalled: no input from 127.0.0.1:0 for 0:00:0"), "{said}");
@@ -1223,7 +1233,8 @@ fn a_senders_abort_reason_is_printed_without_its_escapes() {
     let (stop, deadline) = (Stop::default(), Instant::now() + GENEROUS);
     let address = SocketAddr::from(([127, 0, 0, 1], receiver.port));
     let connected = socket::connect(address, &stop, deadline).unwrap();
-    let opening = handshake::Opening::new(&key).unwrap();
+    let hello = accel::net::wire::Hello { stream: [7; 16], offset: 0, resuming: false };
+    let opening = handshake::Opening::new(&key, hello);
     let log = accel::log::Log::new(true, false);
     let mut channel =
         handshake::initiate(opening, connected, &stop, deadline, "receiver", &log).unwrap();
@@ -1260,8 +1271,9 @@ fn a_corrupted_frame_after_the_key_matched_is_not_a_wrong_key() {
         // answer is its first message.
         let at: fn(usize) -> usize = if from_sender { |len| 10 + len + 3 } else { |_| 11 };
         let to = format!("127.0.0.1:{}", tamper(upstream, from_sender, at));
-        let (status, said) =
-            ended(send("auto", &to, &["--key-file", &key], pattern(1 << 16, 50), None));
+        // It does not try again: the tampering proxy takes one connection only.
+        let args = ["--key-file", &key, "--reconnect-for", "0"];
+        let (status, said) = ended(send("auto", &to, &args, pattern(1 << 16, 50), None));
         assert!(!status.success(), "{said}");
         assert!(!said.contains("do not share a key"), "sender: {said}");
         if from_sender {

@@ -120,6 +120,8 @@ pub fn backlog(
     let state = State {
         spare_chunks: vec![Arc::new(Chunk::new(chunk_size, Pages::Small)?)],
         cursors: vec![Some(0); readers],
+        kept: vec![None; readers],
+        furthest: vec![0; readers],
         started: vec![false; readers],
         readers_left: readers,
         ..State::default()
@@ -205,10 +207,16 @@ struct State {
     produced: u64,
     /// Each reader's stream offset; `None` once it has left.
     cursors: Vec<Option<u64>>,
+    /// For a reader that keeps what it passed until told otherwise ([`Reader::keep`]), the
+    /// first byte it may still need: the backlog holds everything from there.
+    kept: Vec<Option<u64>>,
+    /// Each reader's furthest offset: bytes taken again after [`Reader::go_on_from`] are not
+    /// counted out twice.
+    furthest: Vec<u64>,
     /// Each reader has passed its start watermark since it last took everything.
     started: Vec<bool>,
-    /// The smallest cursor of the readers still there (`produced` when none is): every byte
-    /// before it has been taken by all.
+    /// The smallest cursor (or kept offset) of the readers still there (`produced` when none
+    /// is): every byte before it has been taken by all, and nobody needs it again.
     released: u64,
     /// Readers still there.
     readers_left: usize,
@@ -1049,6 +1057,43 @@ impl Reader {
         Ok(copied)
     }
 
+    /// Keeps every byte this reader passes from now on, until its [`Keep`] says which are
+    /// needed no more: a network output's bytes, until its receiver confirms them, so that a
+    /// dropped connection resumes from the backlog without a copy. Kept bytes count against
+    /// the buffer's size like any other.
+    pub fn keep(&self) -> Keep {
+        let mut state = self.shared.lock();
+        state.kept[self.index] = state.cursors[self.index];
+        Keep { shared: Arc::clone(&self.shared), index: self.index }
+    }
+
+    /// Moves this reader's place to `to`: back to a byte it kept ([`keep`](Reader::keep)), to
+    /// pass the bytes from there on again, or on past bytes another way already delivered
+    /// (they count as taken). An error when `to` is before what was kept, or past what was
+    /// read: nobody can have those.
+    pub fn go_on_from(&mut self, to: u64) -> io::Result<()> {
+        let mut state = self.shared.lock();
+        let cursor = state.cursors[self.index].expect("a reader still there");
+        let kept = state.kept[self.index].unwrap_or(cursor);
+        if to < kept || to > state.produced {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "asked to go on from byte {to}, but bytes {kept} to {} are held",
+                    state.produced
+                ),
+            ));
+        }
+        state.cursors[self.index] = Some(to);
+        let furthest = &mut state.furthest[self.index];
+        if to > *furthest {
+            self.shared.meter.add_out(self.index, (to - *furthest) as usize);
+            *furthest = to;
+        }
+        self.shared.release(&mut state);
+        Ok(())
+    }
+
     /// Moves this reader's place past `n` bytes: they were written (or hashed).
     pub fn consume(&mut self, n: usize) {
         let shared = &self.shared;
@@ -1061,7 +1106,11 @@ impl Reader {
             // Run empty: the start watermark holds this reader back again.
             state.started[self.index] = false;
         }
-        shared.meter.add_out(self.index, n);
+        let furthest = &mut state.furthest[self.index];
+        if cursor > *furthest {
+            shared.meter.add_out(self.index, (cursor - *furthest) as usize);
+            *furthest = cursor;
+        }
         shared.release(&mut state);
     }
 }
@@ -1071,7 +1120,10 @@ impl Shared {
     /// producer if that made what it waits for.
     fn release(&self, state: &mut State) {
         let before = state.released;
-        let slowest = state.cursors.iter().flatten().min().copied();
+        let needed = |(cursor, kept): (&Option<u64>, &Option<u64>)| {
+            cursor.map(|cursor| kept.map_or(cursor, |kept| kept.min(cursor)))
+        };
+        let slowest = state.cursors.iter().zip(&state.kept).filter_map(needed).min();
         state.released = slowest.unwrap_or(state.produced);
         // What was held before and is not now, by where it was held.
         let (from, to) = (before, state.released);
@@ -1109,11 +1161,36 @@ impl Shared {
     }
 }
 
+/// A reader's hold on the bytes it passed ([`Reader::keep`]), for whoever learns which are
+/// needed no more: another thread than the reader's own.
+#[derive(Debug, Clone)]
+pub struct Keep {
+    shared: Arc<Shared>,
+    index: usize,
+}
+
+impl Keep {
+    /// The bytes before `to` are needed no more: the backlog may let them go.
+    pub fn release(&self, to: u64) {
+        let mut state = self.shared.lock();
+        let State { kept, cursors, .. } = &mut *state;
+        let (Some(kept), Some(cursor)) = (&mut kept[self.index], cursors[self.index]) else {
+            return;
+        };
+        let to = to.min(cursor.max(*kept));
+        if to > *kept {
+            *kept = to;
+            self.shared.release(&mut state);
+        }
+    }
+}
+
 /// A reader that goes (its output failed, or it finished) no longer holds the backlog back;
 /// when the last one goes, the producer stops.
 impl Drop for Reader {
     fn drop(&mut self) {
         let mut state = self.shared.lock();
+        state.kept[self.index] = None;
         if let Some(cursor) = state.cursors[self.index].take() {
             if cursor < state.produced || !state.input_ended {
                 // Left before taking everything: the meter no longer counts it as a reader.

@@ -338,3 +338,44 @@ fn gathering_sleeps_only_while_more_can_come() {
     reader.gather(1000, start + Duration::from_secs(30));
     assert!(start.elapsed() < Duration::from_secs(15));
 }
+
+/// Issue 20: a reader that keeps what it passed holds it against the buffer's size until its
+/// Keep releases it, and can go back to any of it, or on past bytes delivered another way;
+/// bytes taken again are not counted out twice.
+#[test]
+fn kept_bytes_are_held_until_released_and_can_be_taken_again() {
+    let capacity = 4 * page();
+    let (mut producer, mut reader) = one(capacity);
+    let keep = reader.keep();
+    let data = pattern(capacity);
+    let mut put_in = 0;
+    while put_in < data.len() {
+        put_in += put(&mut producer, &data[put_in..]);
+    }
+    let mut taken = Vec::new();
+    while taken.len() < data.len() {
+        taken.extend(take(&mut reader).unwrap());
+    }
+    assert!(taken == data);
+    // Everything was taken, nothing released: the backlog is full.
+    let meter = Arc::clone(&reader.shared.meter);
+    assert_eq!(meter.snapshot().readers[0].bytes, capacity as u64);
+    let held = || meter.snapshot().held_memory;
+    assert_eq!(held(), capacity as u64, "kept bytes fill the buffer");
+    // Back to a kept byte: the same bytes again, not counted out again.
+    let back = page() as u64 + 5;
+    reader.go_on_from(back).unwrap();
+    let again = take(&mut reader).unwrap();
+    assert!(again[..] == data[back as usize..back as usize + again.len()]);
+    assert_eq!(meter.snapshot().readers[0].bytes, capacity as u64);
+    // Released up to `back`: that much room, and nothing before it can be asked for.
+    keep.release(back);
+    assert_eq!(held(), capacity as u64 - back);
+    assert!(reader.go_on_from(back - 1).is_err(), "released bytes are gone");
+    assert!(reader.go_on_from(capacity as u64 + 1).is_err(), "never read");
+    // On past bytes delivered another way: they count as taken.
+    reader.go_on_from(capacity as u64).unwrap();
+    keep.release(capacity as u64);
+    assert_eq!(held(), 0);
+    drop(producer);
+}

@@ -17,7 +17,7 @@ use crate::backlog::{self, Closer, Front, Gates, Producer, Space};
 use crate::endpoint::Endpoint;
 use crate::endpoint::stream::Stream;
 use crate::engine::pace::Limits;
-use crate::engine::{EngineKind, Failure, Flow, Route, copy, output};
+use crate::engine::{EngineKind, Failure, Flow, InputEnd, Route, copy, output};
 use crate::log::Log;
 use crate::meter::Meter;
 use crate::stop::Stop;
@@ -103,7 +103,7 @@ impl<W: Write + Send + 'static> WriteBehind<W> {
         let writer = Arc::clone(&stream);
         let thread = thread::Builder::new().name("accel-write-behind".into()).spawn(move || {
             let end = catch_unwind(AssertUnwindSafe(|| {
-                output::write_all(&endpoint, reader, &route, &flow, false)
+                output::write_all(&endpoint, reader, &route, &flow, false, &InputEnd::default())
             }))
             .unwrap_or_else(|_| Err(Failure::Panic(io::Error::other("the inner writer panicked"))));
             writer.as_writer().expect("a writer").done();

@@ -325,7 +325,8 @@ fn parse_level(text: &str) -> Result<Level, String> {
     }
 }
 
-/// `--from`, `--key-file` (or `ACCEL_KEY_FILE`), `--insecure`, `--accept-timeout`.
+/// `--from`, `--key-file` (or `ACCEL_KEY_FILE`), `--insecure`, `--accept-timeout`,
+/// `--reconnect-for`, `--heartbeat`.
 fn network_settings(cli: &Cli) -> Result<net::Settings, ConfigError> {
     let from = match &cli.from {
         None => None,
@@ -358,7 +359,35 @@ fn network_settings(cli: &Cli) -> Result<net::Settings, ConfigError> {
         });
     }
     let accept_timeout = duration_option("--accept-timeout", &cli.accept_timeout)?;
-    Ok(net::Settings { from, key_file, key_file_from_env, insecure: cli.insecure, accept_timeout })
+    let mut resume = net::Resume::default();
+    match cli.reconnect_for.as_deref().map(str::trim) {
+        // 0: no resuming, as parse_duration takes only positive durations.
+        Some(zero) if zero.parse::<f64>() == Ok(0.0) => resume.within = Duration::ZERO,
+        _ => {
+            if let Some(within) = duration_option("--reconnect-for", &cli.reconnect_for)? {
+                resume.within = within;
+            }
+        }
+    }
+    if let Some(heartbeat) = duration_option("--heartbeat", &cli.heartbeat)? {
+        if heartbeat < Duration::from_millis(10) {
+            return Err(ConfigError {
+                option: "--heartbeat",
+                value: cli.heartbeat.clone().unwrap_or_default(),
+                reason: "at least 10ms: a peer must have time to answer".into(),
+            });
+        }
+        resume.heartbeat = heartbeat;
+    }
+    if cli.insecure && cli.reconnect_for.as_ref().is_some_and(|_| !resume.within.is_zero()) {
+        return Err(ConfigError {
+            option: "--reconnect-for",
+            value: cli.reconnect_for.clone().unwrap_or_default(),
+            reason: "plain TCP (--insecure) cannot resume a stream: it has no offsets".into(),
+        });
+    }
+    let insecure = cli.insecure;
+    Ok(net::Settings { from, key_file, key_file_from_env, insecure, accept_timeout, resume })
 }
 
 /// A duration option's value, if given (`option` names it in the error).

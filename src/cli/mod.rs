@@ -324,21 +324,43 @@ pub struct Cli {
     #[arg(long, value_name = "FILE", requires = "peer", help_heading = "Network")]
     pub key_file: Option<PathBuf>,
 
-    /// Plain TCP: no authentication, no encryption, no truncation detection.
+    /// Plain TCP: no authentication, no encryption, no truncation detection, no resuming.
     ///
     /// The raw stream and nothing else, to talk to mbuffer -I/-O, nc or socat. Anyone who can
     /// reach the port can read or inject the stream, a receiver takes the first connection
-    /// that comes, and a connection that drops early looks like the end of the stream.
+    /// that comes, and a connection that drops early looks like the end of the stream. A
+    /// dropped connection cannot be resumed: a raw stream has no offsets.
     #[arg(long, conflicts_with = "key_file", requires = "peer", help_heading = "Network")]
     pub insecure: bool,
 
     /// With --from: give up (status 6) when no sender has authenticated within DURATION.
     ///
     /// Default: wait as long as it takes. A sender must connect and shake hands within 30 s
-    /// (or --stall-timeout); --stall-timeout also covers a peer that stops responding
-    /// mid-stream, and TCP keepalive notices one that vanished within about 90 s.
+    /// (or --stall-timeout). A peer that stops responding mid-stream is noticed by the
+    /// heartbeats (--heartbeat), and waited for (--reconnect-for).
     #[arg(long, value_name = "DURATION", requires = "from", help_heading = "Network")]
     pub accept_timeout: Option<String>,
+
+    /// When a connection drops, connect again (--to) or wait for the sender (--from) for up
+    /// to DURATION, then go on at the exact byte; 0: fail at once. [default: 10m]
+    ///
+    /// A reset, a path gone silent (see --heartbeat), or an end without the end-of-stream
+    /// mark: the sender connects again after 1 s, then 2, 4, ... up to 30 s apart, and the
+    /// receiver takes it back once it has proved it holds the key and names the same stream.
+    /// The sender keeps what the receiver has not confirmed in its buffer (-m, then --spill),
+    /// so nothing is lost or written twice. At the end of DURATION both fail (status 3 and 1),
+    /// saying what was delivered. Not with --insecure. A sender that dies cannot be resumed:
+    /// its input is gone (with zfs send, resume with `zfs send -t TOKEN`).
+    #[arg(long, value_name = "DURATION", requires = "peer", help_heading = "Network")]
+    pub reconnect_for: Option<String>,
+
+    /// How often each end says it is there when it has nothing else to send; a peer silent
+    /// for four heartbeats is taken as gone. [default: 5s]
+    ///
+    /// Notices a frozen NAT mapping or a dead peer in seconds (TCP alone takes hours). Both
+    /// ends should use the same value.
+    #[arg(long, value_name = "DURATION", requires = "peer", help_heading = "Network")]
+    pub heartbeat: Option<String>,
 
     /// Print the man page, a completion script (bash, zsh, fish) or a new key (key) to stdout.
     ///

@@ -318,9 +318,13 @@ fn choose(preference: Preference, plan: &Plan) -> EngineKind {
     let single_reader =
         plan.outputs.len() == 1 && plan.hashes.is_empty() && plan.flow.block.is_none();
     let splices = plan.input.can_splice_from() && plan.outputs[0].can_splice_to();
+    // A secure peer is read and written through memory; and a pipe's bytes, read once,
+    // could not be sent again after a dropped connection.
+    let secure = |endpoint: &Endpoint| endpoint.link().is_some_and(|link| link.is_secure());
+    let secure_peer = secure(&plan.input) || plan.outputs.iter().any(secure);
     match preference {
         Preference::Copy => EngineKind::Copy,
-        _ if !sys::CAN_SPLICE || !single_reader => EngineKind::Copy,
+        _ if !sys::CAN_SPLICE || !single_reader || secure_peer => EngineKind::Copy,
         Preference::Splice => EngineKind::Splice,
         Preference::Auto if splices => EngineKind::Splice,
         Preference::Auto => EngineKind::Copy,
@@ -406,8 +410,7 @@ pub fn run(
         let handle = spawn("accel-output", move || {
             // However the thread ends, it says so: a panic is this output's failure.
             let end = catch_unwind(AssertUnwindSafe(|| {
-                output::write_all(&output, reader, &route, &flow, sync)
-                    .and_then(|()| output::end_stream(&output, &input_end, &route.log))
+                output::write_all(&output, reader, &route, &flow, sync, &input_end)
             }))
             .unwrap_or_else(|panic| {
                 Err(Failure::Panic(io::Error::other(format!(

@@ -17,6 +17,7 @@ use super::{Block, Failure, Flow, InputEnd, Route};
 use crate::backlog::{Front, Reader};
 use crate::endpoint::{Endpoint, FdKind};
 use crate::log::{Log, Once};
+use crate::net::resumed_at;
 
 /// How long a network output, having just sent, lets small pieces gather before it sends
 /// again (at most; it sends as soon as [`GATHER_BYTES`] are there). A producer that writes a
@@ -30,20 +31,38 @@ const GATHER: Duration = Duration::from_millis(1);
 const GATHER_BYTES: usize = 64 * 1024;
 
 /// Writes every byte to `output`: from memory with `write`, from a pool pipe by splice (or
-/// by copying out of it where the output refuses splice). Returns once the output has every
-/// byte the input gave, or with how it failed; an `Interrupted` error when the run was
-/// stopped first.
+/// by copying out of it where the output refuses splice), then ends a network output's
+/// stream ([`end_stream`]). Returns once the output has every byte the input gave, or with
+/// how it failed; an `Interrupted` error when the run was stopped first.
+///
+/// A network output that resumes dropped connections keeps its bytes in the backlog until
+/// the receiver confirms them; when a connection is back, it goes on from where the
+/// receiver says, sending again what the receiver did not have.
 pub fn write_all(
     output: &Endpoint,
     mut reader: Reader,
     route: &Route,
     flow: &Flow,
     sync: bool,
+    input: &InputEnd,
 ) -> Result<(), Failure> {
+    if let Some(link) = output.link().filter(|link| link.resumes()) {
+        link.keep_until_confirmed(reader.keep());
+    }
     let mut pacer = Pacer::new(&flow.limits.output);
-    let written = match flow.block {
-        None => write_as_it_comes(output, &mut reader, route, &mut pacer),
-        Some(block) => write_blocks(output, &mut reader, block, &mut pacer, route),
+    let written = loop {
+        let written = match flow.block {
+            None => write_as_it_comes(output, &mut reader, route, &mut pacer),
+            Some(block) => write_blocks(output, &mut reader, block, &mut pacer, route),
+        }
+        .and_then(|()| end_stream(output, input, &route.log));
+        if let Err(Failure::Io(error)) = &written {
+            if let Some(at) = resumed_at(error) {
+                reader.go_on_from(at).map_err(Failure::Io)?;
+                continue;
+            }
+        }
+        break written;
     };
     // Gone: this output holds the backlog back no more, whether it failed or has it all.
     drop(reader);
@@ -58,11 +77,11 @@ pub fn write_all(
 }
 
 /// A network output's last step, once it has sent every byte: when the input ended
-/// cleanly, the end of the stream and the receiver's confirmation of it (`Link::finish`),
+/// cleanly, the end of the stream and the receiver's confirmation of it (`Link::end_stream`),
 /// this output's own work, so that a frozen receiver holds up no other output, and the run's
 /// stop (a stall, a signal) cuts the wait short like any other. (A stream that did not end
 /// cleanly is aborted after the run, saying why.)
-pub fn end_stream(output: &Endpoint, input: &InputEnd, log: &Log) -> Result<(), Failure> {
+fn end_stream(output: &Endpoint, input: &InputEnd, log: &Log) -> Result<(), Failure> {
     let Some(link) = output.link() else { return Ok(()) };
     let interrupted = || Failure::Io(io::ErrorKind::Interrupted.into());
     match input.wait(output.stop()) {

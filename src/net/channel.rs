@@ -57,8 +57,12 @@ pub enum Frame {
     Abort(String),
     /// The stream ended whole: the receiver's outputs took this many bytes.
     Ack(u64),
-    /// The receiver's outputs have taken this many bytes.
+    /// The receiver's outputs have taken this many bytes (and its heartbeat).
     Delivered(u64),
+    /// The sender's heartbeat.
+    Heartbeat,
+    /// On a reconnection: the receiver has this many bytes; the sender goes on there.
+    Resume(u64),
 }
 
 /// One side of an established session.
@@ -88,10 +92,20 @@ pub struct Channel {
     broken: bool,
     /// Sending side: the most bytes the receiver has confirmed its outputs took.
     confirmed: u64,
+    /// Sending side: the furthest stream offset sealed into a batch, sent or not (a
+    /// connection cut in the middle of a batch may have carried some of it).
+    reached: u64,
     /// Sending side: when to look for confirmations next, between batches.
     next_look: Instant,
     /// Sending side: the receiver closed its side; nothing more will come from it.
     peer_closed: bool,
+    /// The stream's name, from the sender's Hello.
+    stream: [u8; 16],
+    /// When the peer was last heard from, and when this side last sent.
+    last_heard: Instant,
+    last_sent: Instant,
+    /// How long the peer may say nothing before the path counts as dead.
+    silence: Duration,
 }
 
 impl std::fmt::Debug for Channel {
@@ -125,9 +139,130 @@ impl Channel {
             ended: false,
             broken: false,
             confirmed: 0,
+            reached: 0,
             next_look: Instant::now(),
             peer_closed: false,
+            stream: [0; 16],
+            last_heard: Instant::now(),
+            last_sent: Instant::now(),
+            silence: Duration::MAX,
         }
+    }
+
+    /// Names the stream this session carries.
+    pub fn set_stream(&mut self, stream: [u8; 16]) {
+        self.stream = stream;
+    }
+
+    /// The stream this session carries.
+    pub fn stream(&self) -> [u8; 16] {
+        self.stream
+    }
+
+    /// How long the peer may say nothing (it sends a heartbeat when it has nothing else to
+    /// say) before the path counts as dead: reads and waits fail then.
+    pub fn set_silence(&mut self, silence: Duration) {
+        self.silence = silence;
+    }
+
+    /// When the peer's silence makes the path count as dead, as things stand.
+    pub fn silent_at(&self) -> Option<Instant> {
+        self.last_heard.checked_add(self.silence)
+    }
+
+    /// How long since this side last sent anything.
+    pub fn quiet_for(&self) -> Duration {
+        self.last_sent.elapsed()
+    }
+
+    /// The error of a peer silent for too long: `who` said nothing for so long.
+    pub fn silence_error(&self, who: &str) -> io::Error {
+        io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!("nothing heard from {who} for {}", super::seconds(self.silence)),
+        )
+    }
+
+    /// Stream bytes handed out so far (receiving side): what a resumed stream goes on from.
+    pub fn handed_out(&self) -> u64 {
+        self.offset - self.pending.len() as u64
+    }
+
+    /// Whether the End frame came (receiving side).
+    pub fn ended(&self) -> bool {
+        self.ended
+    }
+
+    /// Takes over from the session before it (receiving side): the stream goes on at `offset`,
+    /// and has ended if it had; says so to the sender with a Resume frame.
+    pub fn resume_from(&mut self, offset: u64, ended: bool) -> io::Result<()> {
+        self.offset = offset;
+        self.ended = ended;
+        self.seal(Kind::Resume, offset, &[]);
+        self.flush_regardless()
+    }
+
+    /// On a reconnection (sending side): waits, until `deadline`, for the receiver's Resume,
+    /// and goes on where it says; the offset. It must be a byte the sender still holds: at
+    /// least `kept`, at most `reached`.
+    pub fn await_resume(
+        &mut self,
+        kept: u64,
+        reached: u64,
+        stop: &Stop,
+        deadline: Instant,
+    ) -> io::Result<u64> {
+        loop {
+            match self.open_next(&mut [])? {
+                Some(Frame::Resume(offset)) if (kept..=reached).contains(&offset) => {
+                    self.offset = offset;
+                    self.reached = offset;
+                    self.confirmed = kept;
+                    return Ok(offset);
+                }
+                Some(Frame::Resume(offset)) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!(
+                            "the receiver asks to go on from byte {offset}, but bytes {kept} to \
+                             {reached} are held"
+                        ),
+                    ));
+                }
+                Some(Frame::Delivered(_)) => continue,
+                Some(other) => return Err(unexpected(&other)),
+                None => {}
+            }
+            if self.read_sealed(stop, Some(deadline))? == 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the receiver closed the connection before saying where to go on",
+                ));
+            }
+        }
+    }
+
+    /// The sender's heartbeat, when the socket takes it at once (sending side).
+    pub fn heartbeat(&mut self) -> io::Result<()> {
+        if self.broken || !self.socket.writable_now() {
+            return Ok(());
+        }
+        self.seal(Kind::Heartbeat, self.offset, &[]);
+        self.flush_regardless()
+    }
+
+    /// Marks the session as done with: nothing more is sent or handed out, and the socket is
+    /// shut down both ways, which wakes whoever waits on it.
+    pub fn abandon(&mut self) {
+        self.broken = true;
+        self.pending = 0..0;
+        self.unread = 0..0;
+        self.socket.shut_down();
+    }
+
+    /// Whether a write failed or the session was abandoned: nothing more can be sent.
+    pub fn is_broken(&self) -> bool {
+        self.broken
     }
 
     /// The socket.
@@ -138,6 +273,17 @@ impl Channel {
     /// Stream bytes sent so far (sending side).
     pub fn sent(&self) -> u64 {
         self.offset
+    }
+
+    /// The furthest stream offset sealed to be sent (sending side): the receiver may have
+    /// up to this many bytes, if the connection was cut while they went.
+    pub fn reached(&self) -> u64 {
+        self.reached.max(self.offset)
+    }
+
+    /// Takes in the confirmations that have arrived, without waiting (sending side).
+    pub fn take_confirmations_now(&mut self) -> io::Result<()> {
+        self.take_confirmations()
     }
 
     /// Stream bytes the receiver has confirmed its outputs took, as far as has been heard
@@ -200,12 +346,19 @@ impl Channel {
             written = match self.socket.write_now(&self.outgoing[at..self.queued]) {
                 Ok(Some(n)) => {
                     at += n;
+                    self.last_sent = Instant::now();
                     Ok(())
                 }
                 Ok(None) if listening && !self.peer_closed => {
                     let either = PollFlags::OUT | PollFlags::IN;
-                    wait_for(self.socket.fd(), either, stop, deadline)
-                        .and_then(|()| self.take_confirmations())
+                    let silent_at = self.silent_at();
+                    let until = deadline.into_iter().chain(silent_at).min();
+                    match wait_for(self.socket.fd(), either, stop, until) {
+                        Err(e) if e.kind() == io::ErrorKind::TimedOut && until == silent_at => {
+                            Err(self.silence_error("the receiver"))
+                        }
+                        waited => waited.and_then(|()| self.take_confirmations()),
+                    }
                 }
                 Ok(None) => wait_for(self.socket.fd(), PollFlags::OUT, stop, deadline),
                 Err(error) => {
@@ -231,6 +384,7 @@ impl Channel {
             while let Some(frame) = self.open_next(&mut [])? {
                 match frame {
                     Frame::Delivered(count) => self.confirmed = self.confirmed.max(count),
+                    Frame::Abort(why) => return Err(receiver_stopped(self.offset, &why)),
                     other => return Err(unexpected(&other)),
                 }
             }
@@ -275,6 +429,7 @@ impl Channel {
             self.seal(Kind::Data, self.offset + taken as u64, piece);
             taken += piece.len();
         }
+        self.reached = self.offset + taken as u64;
         self.write_out(stop, None, true)?;
         self.offset += taken as u64;
         if !self.peer_closed && Instant::now() >= self.next_look {
@@ -316,10 +471,18 @@ impl Channel {
                     // The Ack may have come with it.
                     continue;
                 }
+                Some(Frame::Abort(why)) => return Err(receiver_stopped(self.offset, &why)),
                 Some(other) => return Err(unexpected(&other)),
                 None => {}
             }
-            if self.peer_closed || self.read_sealed(stop, None)? == 0 {
+            let silent_at = self.silent_at();
+            let read = match self.read_sealed(stop, silent_at) {
+                Err(e) if e.kind() == io::ErrorKind::TimedOut => {
+                    Err(self.silence_error("the receiver"))
+                }
+                read => read,
+            };
+            if self.peer_closed || read? == 0 {
                 return Err(io::Error::new(
                     io::ErrorKind::UnexpectedEof,
                     "the receiver closed the connection without confirming the end of the \
@@ -378,6 +541,7 @@ impl Channel {
                     Some(Frame::Data(len)) if self.pending.is_empty() => got += len,
                     Some(Frame::Data(_)) => got += self.hand_out(&mut buf[got..]),
                     Some(Frame::End(count)) => self.end_at(count)?,
+                    Some(Frame::Heartbeat) => {}
                     Some(Frame::Abort(why)) => {
                         // The sender's words, on our terminal: no escape sequence gets through.
                         return Err(io::Error::other(format!(
@@ -435,6 +599,7 @@ impl Channel {
         let end = self.unread_to_front();
         let n = self.socket.read(&mut self.incoming[end..], stop, deadline)?;
         self.unread.end += n;
+        self.last_heard = Instant::now();
         Ok(n)
     }
 
@@ -444,6 +609,9 @@ impl Channel {
         let end = self.unread_to_front();
         let got = self.socket.read_now(&mut self.incoming[end..])?;
         self.unread.end += got.unwrap_or(0);
+        if got.is_some() {
+            self.last_heard = Instant::now();
+        }
         Ok(got)
     }
 
@@ -528,6 +696,8 @@ impl Channel {
             Kind::End => Frame::End(offset),
             Kind::Ack => Frame::Ack(offset),
             Kind::Delivered => Frame::Delivered(offset),
+            Kind::Heartbeat => Frame::Heartbeat,
+            Kind::Resume => Frame::Resume(offset),
             Kind::Abort => Frame::Abort(String::from_utf8_lossy(plaintext).into_owned()),
         }))
     }
@@ -551,6 +721,18 @@ impl Incoming<'_> {
         }
         Ok(opened)
     }
+}
+
+/// The receiver's word that it stops (its run failed): the stream cannot go on.
+fn receiver_stopped(sent: u64, why: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::ConnectionAborted,
+        format!(
+            "the receiver stopped after {} were sent: {}",
+            byte_count(sent),
+            crate::words::printable(why)
+        ),
+    )
 }
 
 fn unexpected(frame: &Frame) -> io::Error {

@@ -51,7 +51,7 @@ const ACCEPTS_AT_ONCE: usize = 64;
 /// Dropped connections said one by one; more are counted.
 const LISTED_DROPS: usize = 20;
 
-/// accel's first handshake message is 72 bytes (the ephemeral key, 32, and the Hello, 24,
+/// accel's first handshake message is 73 bytes (the ephemeral key, 32, and the Hello, 25,
 /// sealed behind a tag of 16); anything much longer is not accel's.
 const LONGEST_HELLO: usize = 1024;
 
@@ -65,23 +65,28 @@ pub struct Opening {
     cipher: Cipher,
     noise: snow::HandshakeState,
     first: Vec<u8>,
+    stream: [u8; 16],
 }
 
 impl Opening {
-    /// A fresh handshake with `key`.
-    pub fn new(key: &Key) -> Result<Opening, String> {
+    /// A fresh handshake with `key`, saying `hello` (a new stream, or one to go on with).
+    pub fn new(key: &Key, hello: Hello) -> Opening {
         let cipher = Cipher::fastest_here();
         let mut noise = wire::handshake(cipher, key, true);
-        let mut stream = [0u8; 16];
-        super::cipher::fill_random(&mut stream).map_err(|error| error.to_string())?;
-        let hello = Hello { stream, offset: 0 };
         let mut message = vec![0u8; wire::MAX_MESSAGE];
         let len = noise.write_message(&hello.encode(), &mut message).expect("a short message");
         let mut first = wire::preamble(cipher).to_vec();
         first.extend_from_slice(&(len as u16).to_be_bytes());
         first.extend_from_slice(&message[..len]);
-        Ok(Opening { cipher, noise, first })
+        Opening { cipher, noise, first, stream: hello.stream }
     }
+}
+
+/// A name for a new stream: random.
+pub fn new_stream() -> Result<[u8; 16], String> {
+    let mut stream = [0u8; 16];
+    super::cipher::fill_random(&mut stream).map_err(|error| error.to_string())?;
+    Ok(stream)
 }
 
 /// How long the sender waits for the receiver's answer before it says that it waits: an
@@ -112,7 +117,7 @@ pub fn initiate(
         }
         _ => format!("handshake: {}", crate::words::describe(&error)),
     };
-    let Opening { cipher, mut noise, first } = opening;
+    let Opening { cipher, mut noise, first, stream } = opening;
     socket.write_all(&first, stop, Some(deadline)).map_err(io_error)?;
 
     let mut head = [0u8; PREAMBLE_LEN + 2];
@@ -151,11 +156,20 @@ pub fn initiate(
     })?;
     match welcome[..got].try_into().map(u64::from_be_bytes) {
         Ok(0) => {}
-        Ok(offset) => return Err(format!("the receiver asks to resume at byte {offset}")),
+        Ok(wire::BUSY) => {
+            return Err("the receiver is busy with another stream (another sender's)".into());
+        }
+        Ok(wire::UNKNOWN_STREAM) => {
+            return Err("the receiver does not have this stream: it is not the receiver the \
+                        stream started with (restarted?)"
+                .into());
+        }
+        Ok(offset) => return Err(format!("a malformed handshake from the receiver ({offset})")),
         Err(_) => return Err("a malformed handshake from the receiver".into()),
     }
     let noise = noise.into_transport_mode().map_err(|e| format!("handshake: {e}"))?;
     let mut channel = Channel::new(Arc::new(socket), noise, &[]);
+    channel.set_stream(stream);
     channel.send_frame(Kind::Start, &[], stop, Some(deadline)).map_err(io_error)?;
     Ok(channel)
 }
@@ -235,7 +249,10 @@ enum Verdict {
 struct Lobby<'a> {
     pending: Vec<Pending>,
     key: &'a Key,
-    dropped: usize,
+    /// The stream a reconnecting sender must name; `None` for the first connection.
+    stream: Option<[u8; 16]>,
+    /// Connections dropped in this run so far (the first connection's wait, and later ones).
+    dropped: &'a mut usize,
     log: &'a Log,
     stop: &'a Stop,
 }
@@ -269,14 +286,14 @@ impl Lobby<'_> {
     /// would bury everything else said).
     fn drop_at(&mut self, index: usize, why: &str) {
         let gone = self.pending.swap_remove(index);
-        self.dropped += 1;
-        if self.dropped <= LISTED_DROPS {
+        *self.dropped += 1;
+        if *self.dropped <= LISTED_DROPS {
             self.log.warn(format_args!(
                 "{}: {why}; dropped it, still waiting for the sender",
                 gone.socket.peer()
             ));
         }
-        if self.dropped == LISTED_DROPS {
+        if *self.dropped == LISTED_DROPS {
             self.log.warn(format_args!(
                 "more connections may be dropped; they are counted, no longer listed"
             ));
@@ -294,7 +311,7 @@ impl Lobby<'_> {
             stage: Stage::Hello(Vec::new()),
         });
         let index = self.pending.len() - 1;
-        let verdict = hear(&mut self.pending[index], self.key, self.stop);
+        let verdict = hear(&mut self.pending[index], self.key, self.stream, self.stop);
         if let Settled::Sender(socket, channel) = self.settle(index, verdict) {
             return Some((socket, channel));
         }
@@ -334,7 +351,7 @@ impl Lobby<'_> {
                 })
                 .expect("too many, so some");
             let before = self.pending[victim].progress();
-            let verdict = hear(&mut self.pending[victim], self.key, self.stop);
+            let verdict = hear(&mut self.pending[victim], self.key, self.stream, self.stop);
             match self.settle(victim, verdict) {
                 Settled::Sender(socket, channel) => return Some((socket, channel)),
                 Settled::Gone => continue,
@@ -354,10 +371,15 @@ impl Lobby<'_> {
 /// The first connection on `listeners` that proves it holds `key` (any connection at all when
 /// `key` is `None`: `--insecure`), and the socket's peer. Drops the others, saying why to
 /// `log`. Gives up at `deadline` with the reason, which counts the connections dropped.
+/// With `stream`, only a sender that goes on with that stream is taken (a reconnection).
+/// `dropped` counts the connections dropped over the run, so that only the first few are
+/// said, one by one.
 pub fn accept_sender(
     listeners: &[OwnedFd],
     key: Option<&Key>,
+    stream: Option<[u8; 16]>,
     deadline: Option<Instant>,
+    dropped: &mut usize,
     log: &Log,
     stop: &Stop,
 ) -> Result<(Arc<Socket>, Option<Channel>), String> {
@@ -368,12 +390,12 @@ pub fn accept_sender(
         // An accel sender speaks first, at once: a connection is worth accepting once it has.
         crate::sys::accept_only_with_data(listener.as_fd(), HANDSHAKE_PATIENCE);
     }
-    let mut lobby = Lobby { pending: Vec::new(), key, dropped: 0, log, stop };
+    let mut lobby = Lobby { pending: Vec::new(), key, stream, dropped, log, stop };
     let found = |socket, channel: Box<Channel>, lobby: &Lobby<'_>| {
-        if lobby.dropped > LISTED_DROPS {
+        if *lobby.dropped > LISTED_DROPS {
             log.warn(format_args!(
                 "{} connections were dropped before the sender came",
-                lobby.dropped
+                *lobby.dropped
             ));
         }
         Ok((socket, Some(*channel)))
@@ -381,7 +403,7 @@ pub fn accept_sender(
     loop {
         let now = Instant::now();
         if deadline.is_some_and(|deadline| now >= deadline) {
-            let also = match lobby.dropped {
+            let also = match *lobby.dropped {
                 0 => String::new(),
                 1 => " (1 connection was dropped)".into(),
                 n => format!(" ({n} connections were dropped)"),
@@ -394,7 +416,7 @@ pub fn accept_sender(
         // From the last: swap_remove moves only connections already looked at.
         for index in (0..lobby.pending.len()).rev() {
             let verdict = if talking[index] {
-                hear(&mut lobby.pending[index], key, stop)
+                hear(&mut lobby.pending[index], key, stream, stop)
             } else if lobby.pending[index].since.elapsed() >= HANDSHAKE_PATIENCE {
                 Verdict::Dropped(format!("no handshake within {}s", HANDSHAKE_PATIENCE.as_secs()))
             } else {
@@ -476,7 +498,7 @@ fn wait<'a>(
 
 /// Reads what a pending connection sent, and goes as far with it as that allows; an answer
 /// it is owed is written under the run's `stop`.
-fn hear(pending: &mut Pending, key: &Key, stop: &Stop) -> Verdict {
+fn hear(pending: &mut Pending, key: &Key, stream: Option<[u8; 16]>, stop: &Stop) -> Verdict {
     match &mut pending.stage {
         Stage::Hello(got) => {
             let mut buf = [0u8; 2048];
@@ -488,7 +510,7 @@ fn hear(pending: &mut Pending, key: &Key, stop: &Stop) -> Verdict {
                 Ok(None) => return Verdict::Waiting,
                 Err(e) => return Verdict::Dropped(crate::words::describe(&e)),
             }
-            match answer_hello(&pending.socket, got, key, stop) {
+            match answer_hello(&pending.socket, got, key, stream, stop) {
                 Ok(Some(channel)) => {
                     pending.stage = Stage::Confirm(channel);
                     confirm(&mut pending.stage)
@@ -532,6 +554,7 @@ fn answer_hello(
     socket: &Arc<Socket>,
     got: &[u8],
     key: &Key,
+    stream: Option<[u8; 16]>,
     stop: &Stop,
 ) -> Result<Option<Box<Channel>>, String> {
     let cipher = match wire::read_preamble(&got[..got.len().min(PREAMBLE_LEN)]) {
@@ -560,19 +583,31 @@ fn answer_hello(
         let _ = socket.write_all(&refusal, stop, Some(Instant::now() + Duration::from_secs(1)));
         return Err(WRONG_KEY.into());
     };
-    match Hello::decode(&payload[..n]) {
-        Some(Hello { offset: 0, .. }) => {}
-        Some(Hello { offset, .. }) => return Err(format!("asks to resume at byte {offset}")),
-        None => return Err("a malformed handshake".into()),
-    }
+    let hello = Hello::decode(&payload[..n]).ok_or("a malformed handshake")?;
+    // A first connection starts a stream; a reconnection goes on with ours.
+    let refusal = match stream {
+        None if hello.resuming => {
+            Some((wire::UNKNOWN_STREAM, "asks to go on with a stream this receiver never had"))
+        }
+        Some(ours) if hello.stream != ours || !hello.resuming => {
+            Some((wire::BUSY, "a sender of another stream"))
+        }
+        _ => None,
+    };
+    let welcome = refusal.map_or(0, |(welcome, _)| welcome);
     let mut message = vec![0u8; wire::MAX_MESSAGE];
-    let len2 = noise.write_message(&0u64.to_be_bytes(), &mut message).expect("a short message");
+    let len2 = noise.write_message(&welcome.to_be_bytes(), &mut message).expect("a short message");
     let mut answer = wire::preamble(cipher).to_vec();
     answer.extend_from_slice(&(len2 as u16).to_be_bytes());
     answer.extend_from_slice(&message[..len2]);
     let deadline = Instant::now() + HANDSHAKE_PATIENCE;
     socket.write_all(&answer, stop, Some(deadline)).map_err(|e| crate::words::describe(&e))?;
+    if let Some((_, why)) = refusal {
+        return Err(why.into());
+    }
     let noise = noise.into_transport_mode().map_err(|e| format!("handshake: {e}"))?;
     let leftover = &got[PREAMBLE_LEN + 2 + len..];
-    Ok(Some(Box::new(Channel::new(Arc::clone(socket), noise, leftover))))
+    let mut channel = Channel::new(Arc::clone(socket), noise, leftover);
+    channel.set_stream(hello.stream);
+    Ok(Some(Box::new(channel)))
 }

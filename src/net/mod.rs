@@ -46,6 +46,7 @@ pub mod channel;
 pub mod cipher;
 pub mod handshake;
 pub mod key;
+pub mod link;
 pub mod socket;
 pub mod wire;
 
@@ -53,20 +54,20 @@ use std::io;
 use std::net::SocketAddr;
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use rustix::event::PollFlags;
-
 use crate::log::Log;
-use crate::meter::{Delivery, Meter};
-use crate::stop::{Stop, wait_for};
+use crate::meter::Meter;
+use crate::stop::Stop;
 use crate::words::describe;
 use address::Address;
 use channel::Channel;
 use key::Key;
+use link::{Dialer, Listening, Way};
+pub use link::{Link, Resume, resumed_at};
 use socket::Socket;
 
 /// How long a sender may take to connect and handshake when `--stall-timeout` does not say.
@@ -91,6 +92,8 @@ pub struct Settings {
     pub insecure: bool,
     /// `--accept-timeout`: how long a receiver waits for its sender.
     pub accept_timeout: Option<Duration>,
+    /// `--reconnect-for`, `--heartbeat`.
+    pub resume: Resume,
 }
 
 /// Why the network side could not be set up; nothing was read.
@@ -103,130 +106,11 @@ pub enum SetupError {
     Unreached(String),
 }
 
-/// A network peer: its name, and its connection once established.
-#[derive(Debug)]
-pub struct Link {
-    secure: bool,
-    connection: OnceLock<Connection>,
-    /// An output's place in the meter, where what its receiver confirms is published.
-    meter: OnceLock<(Arc<Meter>, usize)>,
-}
-
-#[derive(Debug)]
-struct Connection {
-    socket: Arc<Socket>,
-    channel: Option<Mutex<Channel>>,
-}
-
-impl Link {
-    fn new(secure: bool) -> Arc<Link> {
-        Arc::new(Link { secure, connection: OnceLock::new(), meter: OnceLock::new() })
-    }
-
-    /// Makes this output reader `index` of `meter`: what its bytes mean ([`Delivery`]), and
-    /// where what its receiver confirms is published.
-    pub fn report_to(&self, meter: &Arc<Meter>, index: usize) {
-        let delivery = if self.secure { Delivery::Confirmed } else { Delivery::Unconfirmed };
-        meter.set_delivery(index, delivery);
-        let _ = self.meter.set((Arc::clone(meter), index));
-    }
-
-    /// Publishes what the receiver confirmed, and whether the Ack is awaited.
-    fn heard(&self, confirmed: u64, awaiting: bool) {
-        if let Some((meter, index)) = self.meter.get() {
-            meter.confirmed(*index, confirmed, awaiting);
-        }
-    }
-
-    /// Whether bytes go through the secure channel (not `--insecure`).
-    pub fn is_secure(&self) -> bool {
-        self.secure
-    }
-
-    /// The socket.
-    ///
-    /// # Panics
-    /// Before the link is established: the run starts only after.
-    pub fn socket(&self) -> &Socket {
-        &self.connection().socket
-    }
-
-    fn connection(&self) -> &Connection {
-        self.connection.get().expect("the link is established before the run")
-    }
-
-    fn channel(&self) -> Option<std::sync::MutexGuard<'_, Channel>> {
-        let channel = self.connection().channel.as_ref()?;
-        Some(channel.lock().unwrap_or_else(PoisonError::into_inner))
-    }
-
-    /// Reads what has arrived, up to `buf.len()` (0 at the end of the stream): through the
-    /// channel, or from the plain socket, until the run's `stop`. The channel is not held
-    /// while waiting for the socket, so that confirmations go out meanwhile.
-    pub fn read(&self, buf: &mut [u8], stop: &Stop) -> io::Result<usize> {
-        loop {
-            let Some(mut channel) = self.channel() else {
-                return self.socket().read(buf, stop, None);
-            };
-            match channel.receive_until(buf, stop, Some(Instant::now())) {
-                Err(error) if error.kind() == io::ErrorKind::TimedOut => {}
-                result => return result,
-            }
-            drop(channel);
-            wait_for(self.socket().fd(), PollFlags::IN, stop, None)?;
-        }
-    }
-
-    /// Writes some of `buf` (at least a byte): through the channel, or to the plain socket,
-    /// until the run's `stop`.
-    pub fn write(&self, buf: &[u8], stop: &Stop) -> io::Result<usize> {
-        match self.channel() {
-            Some(mut channel) => {
-                let sent = channel.send(buf, stop);
-                self.heard(channel.confirmed(), false);
-                sent
-            }
-            None => self.socket().write(buf, stop).map_err(|e| closed_by_peer(e, "the receiver")),
-        }
-    }
-
-    /// An output's end, once it has sent every byte of a stream that ended cleanly: the End
-    /// frame, then the receiver's confirmations until its Ack, published as they come. Until
-    /// the run's `stop`, which a stall or a signal requests. Nothing to do over plain TCP.
-    pub fn end_stream(&self, stop: &Stop) -> io::Result<()> {
-        let Some(mut channel) = self.channel() else { return Ok(()) };
-        channel.end_stream(stop, &mut |confirmed, awaiting| self.heard(confirmed, awaiting))
-    }
-
-    /// The receiver's last word, once its outputs have taken every byte: the Ack of the End
-    /// (see [`Channel::acknowledge_end`]).
-    pub fn acknowledge_end(&self) -> io::Result<()> {
-        match self.channel() {
-            Some(mut channel) => channel.acknowledge_end(),
-            None => Ok(()),
-        }
-    }
-
-    /// After the run, for an output whose stream did not end: tells the receiver it stops
-    /// here, and `why`. Best effort, whether or not the run's stop was requested; nothing over
-    /// plain TCP, which has no frames, nor while a thread that never ended holds the channel.
-    pub fn abort(&self, why: &str) {
-        let Some(channel) = self.connection().channel.as_ref() else { return };
-        if let Ok(mut channel) = channel.try_lock() {
-            channel.abort(why);
-        }
-    }
-
-    fn establish(&self, socket: Arc<Socket>, channel: Option<Channel>) {
-        let connection = Connection { socket, channel: channel.map(Mutex::new) };
-        assert!(self.connection.set(connection).is_ok(), "a link is established once");
-    }
-}
-
 /// A receiver's confirmations while the run goes: a thread that tells the sender, every
-/// [`DELIVERED_EVERY`] at most, how many bytes the outputs have taken, when that grew. The
-/// count is that of the output furthest behind still there, and for an output that is
-/// itself a network output (a relay), what its own receiver confirmed.
+/// [`DELIVERED_EVERY`] at most, how many bytes the outputs have taken, when that grew, and
+/// the same count again when it has said nothing for a heartbeat. The count is that of the
+/// output furthest behind still there, and for an output that is itself a network output (a
+/// relay), what its own receiver confirmed.
 #[derive(Debug)]
 pub struct Confirming {
     thread: Option<JoinHandle<()>>,
@@ -251,11 +135,9 @@ impl Confirming {
                 let snapshot = meter.snapshot();
                 let live = snapshot.readers[..outputs].iter().filter(|reader| !reader.gone);
                 let Some(taken) = live.map(|reader| reader.delivered()).min() else { return };
-                if taken > told {
-                    let Some(mut channel) = link.channel() else { return };
-                    if channel.deliver(taken).is_err() {
-                        return;
-                    }
+                // A count that could not be written (the connection dropped) is said again
+                // on the next one.
+                if (taken > told || link.quiet()) && link.deliver(taken).is_ok() {
                     told = taken;
                 }
                 if last {
@@ -292,9 +174,11 @@ pub fn closed_by_peer(error: io::Error, who: &str) -> io::Error {
 /// The network side of a run: the peers, from start to finish.
 #[derive(Debug)]
 pub struct Network {
-    key: Option<Key>,
+    key: Option<Arc<Key>>,
     input: Option<Receiving>,
     outputs: Vec<Sending>,
+    /// The input's link once its sender came.
+    received: Option<Arc<Link>>,
 }
 
 #[derive(Debug)]
@@ -315,9 +199,13 @@ struct Sending {
 impl Network {
     /// Reads the key, resolves each receiver's name and binds the receiver's sockets: what
     /// can fail before anything else happens.
-    pub fn open(settings: &Settings, to: &[&Address], log: &Log) -> Result<Network, SetupError> {
+    pub fn open(
+        settings: &Settings,
+        to: &[&Address],
+        log: &Arc<Log>,
+    ) -> Result<Network, SetupError> {
         let key = match &settings.key_file {
-            Some(path) => Some(Key::read(path).map_err(|why| {
+            Some(path) => Some(Key::read(path).map(Arc::new).map_err(|why| {
                 let named = if settings.key_file_from_env {
                     format!("{}={}", key::ENV, path.display())
                 } else {
@@ -333,23 +221,25 @@ impl Network {
             let resolved = address.resolve().map_err(|e| {
                 SetupError::Unreached(format!("{address}: {}; nothing was sent", describe(&e)))
             })?;
-            outputs.push(Sending { address: address.clone(), resolved, link: Link::new(secure) });
+            let link = Link::new(secure, address.to_string(), settings.resume, Arc::clone(log));
+            outputs.push(Sending { address: address.clone(), resolved, link });
         }
         let input = match &settings.from {
             None => None,
             Some(address) => Some(Receiving {
                 listeners: bind(address, log)?,
                 address: address.clone(),
-                link: Link::new(secure),
+                link: Link::new(secure, address.to_string(), settings.resume, Arc::clone(log)),
                 accept_timeout: settings.accept_timeout,
             }),
         };
-        Ok(Network { key, input, outputs })
+        Ok(Network { key, input, outputs, received: None })
     }
 
     /// The input's link, with `--from`.
     pub fn input(&self) -> Option<Arc<Link>> {
-        self.input.as_ref().map(|input| Arc::clone(&input.link))
+        let waiting = self.input.as_ref().map(|input| &input.link);
+        waiting.or(self.received.as_ref()).map(Arc::clone)
     }
 
     /// The outputs' links, in `--to` order.
@@ -358,38 +248,86 @@ impl Network {
     }
 
     /// Connects to every receiver, then waits for the sender; `patience` bounds each connect
-    /// and handshake.
+    /// and handshake. Each secure link is then tended for the rest of the run (see
+    /// [`link`]), until [`close`](Network::close).
     pub fn establish(
         &mut self,
         patience: Duration,
-        log: &Log,
+        log: &Arc<Log>,
         stop: &Stop,
     ) -> Result<(), SetupError> {
+        let unreached = |address: &Address, e: io::Error| {
+            SetupError::Unreached(format!("{address}: {}", describe(&e)))
+        };
         for output in &self.outputs {
-            let (socket, channel) = self.connect(output, patience, log, stop)?;
+            let stream = handshake::new_stream().map_err(|why| {
+                SetupError::Unreached(format!("{}: {why}; nothing was sent", output.address))
+            })?;
+            let (socket, channel) = self.connect(output, stream, patience, log, stop)?;
             output.link.establish(socket, channel);
+            if let Some(key) = &self.key {
+                let dialer = Dialer {
+                    address: output.address.clone(),
+                    key: Arc::clone(key),
+                    stream,
+                    log: Arc::clone(log),
+                };
+                output.link.tend(Way::Dial(dialer)).map_err(|e| unreached(&output.address, e))?;
+            }
         }
         if let Some(input) = self.input.take() {
             let deadline = input.accept_timeout.map(|timeout| Instant::now() + timeout);
-            let (socket, channel) =
-                handshake::accept_sender(&input.listeners, self.key.as_ref(), deadline, log, stop)
-                    .map_err(|why| {
-                        SetupError::Unreached(format!(
-                            "{}: {why}; nothing was written",
-                            input.address
-                        ))
-                    })?;
+            let key = self.key.as_deref();
+            let mut dropped = 0;
+            let (socket, channel) = handshake::accept_sender(
+                &input.listeners,
+                key,
+                None,
+                deadline,
+                &mut dropped,
+                log,
+                stop,
+            )
+            .map_err(|why| {
+                SetupError::Unreached(format!("{}: {why}; nothing was written", input.address))
+            })?;
             log.debug(format_args!("{}: the sender is {}", input.address, socket.peer()));
             input.link.establish(socket, channel);
-            // The listening sockets close here: one sender per run, and nobody else may try.
+            // Without resuming, the listening sockets close here: one sender per run, and
+            // nobody else may try. Else only the same sender, with the same stream, comes in.
+            if let (Some(key), true) = (&self.key, input.link.resumes()) {
+                let listening = Listening {
+                    address: input.address.clone(),
+                    listeners: input.listeners,
+                    key: Arc::clone(key),
+                    dropped,
+                };
+                input
+                    .link
+                    .tend(Way::Listen(listening))
+                    .map_err(|e| unreached(&input.address, e))?;
+            }
+            self.received = Some(input.link);
         }
         Ok(())
     }
 
-    /// Connects to one receiver, trying each of its addresses in turn.
+    /// The run is over: every link's tending thread ends.
+    pub fn close(&mut self) {
+        for output in &self.outputs {
+            output.link.close();
+        }
+        if let Some(link) = self.received.take() {
+            link.close();
+        }
+    }
+
+    /// Connects to one receiver, trying each of its addresses in turn, for the stream
+    /// `stream`.
     fn connect(
         &self,
         output: &Sending,
+        stream: [u8; 16],
         patience: Duration,
         log: &Log,
         stop: &Stop,
@@ -400,8 +338,8 @@ impl Network {
         };
         let mut failures = Vec::new();
         for &address in &output.resolved {
-            let opening =
-                self.key.as_ref().map(handshake::Opening::new).transpose().map_err(fail)?;
+            let hello = wire::Hello { stream, offset: 0, resuming: false };
+            let opening = self.key.as_ref().map(|key| handshake::Opening::new(key, hello));
             match socket::connect(address, stop, deadline) {
                 Ok(socket) => {
                     log.debug(format_args!("{}: connected to {address}", output.address));
@@ -420,6 +358,12 @@ impl Network {
             }
         }
         Err(fail(format!("cannot connect: {}", failures.join("; "))))
+    }
+}
+
+impl Drop for Network {
+    fn drop(&mut self) {
+        self.close();
     }
 }
 

@@ -140,6 +140,11 @@ impl Socket {
             && fds[0].revents().contains(PollFlags::OUT)
     }
 
+    /// Ends the connection both ways, waking whoever waits on it; best effort.
+    pub fn shut_down(&self) {
+        let _ = rustix::net::shutdown(&self.fd, rustix::net::Shutdown::Both);
+    }
+
     /// Says no more will be sent (the peer reads the end of the stream); best effort.
     pub fn shut_down_sending(&self) {
         let _ = rustix::net::shutdown(&self.fd, rustix::net::Shutdown::Write);

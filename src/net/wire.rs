@@ -2,24 +2,36 @@
 //!
 //! ```text
 //! sender (initiator)                              receiver (responder)
-//!   preamble  "accelN2" + cipher ('A' AES-GCM, 'C' ChaCha20-Poly1305)  ->
+//!   preamble  "accelN3" + cipher ('A' AES-GCM, 'C' ChaCha20-Poly1305)  ->
 //!   msg 1     len(u16) + Noise NNpsk0 -> psk, e   payload Hello         ->
 //!                              <-  preamble, then len + msg 2 (e, ee; payload Welcome)
 //!                                  or len 0: the key is wrong (unauthenticated, only a hint)
-//!   frame     Start at offset 0: the key confirmed, the sender is the one ->
+//!   frame     Start at the Hello's offset: the key confirmed, the sender is the one ->
+//!                              <-  on a reconnection only: frame Resume carrying the offset
+//!                                  the receiver has, where the sender goes on
 //!   frames    Data ..., then End carrying the byte count                   ->
 //!                              <-  frames Delivered carrying the bytes the receiver's
 //!                                  outputs took, as they take them (at most every 50 ms)
 //!                              <-  frame Ack carrying the byte count, once its outputs
 //!                                  took every byte
+//!   both ways: Heartbeat (sender) and Delivered (receiver) when a side has sent nothing
+//!   for the heartbeat interval, so that a silent path is noticed at both ends
 //! ```
+//!
+//! A stream outlives its connections ([`super::Link`]): when one drops, the sender connects
+//! again with a Hello naming the same stream and the first offset it still holds; the receiver
+//! takes it back only once the new session is confirmed (its Start frame opened, so neither a
+//! stranger nor a replayed handshake can take a stream over), and answers with Resume, the
+//! offset of the first byte it does not have. A Hello for another stream gets the Welcome
+//! [`BUSY`] and is dropped. Every connection has its own ephemeral keys.
 //!
 //! What the receiver confirms is what its outputs took: written to a file or pipe (and with
 //! `--sync`, for the Ack, flushed to stable storage), or, for a relay's `--to`, confirmed by
 //! the next receiver in turn (sent, with `--insecure`). Never what only sits in its memory:
 //! the sender's "delivered" is exactly what the receiver passed on, which a resumed stream
 //! can start from. A Delivered count only grows; the Ack says the stream ended whole.
-//! Version 1 (`accelN1`) had no Delivered frames and sent the Ack as soon as the End arrived.
+//! Version 1 (`accelN1`) had no Delivered frames and sent the Ack as soon as the End arrived;
+//! version 2 had no heartbeats and could not resume.
 //!
 //! Every message after the preamble is a Noise message (at most 65535 bytes) behind its length
 //! as a big-endian u16, the framing the Noise specification suggests for TCP. The preamble is
@@ -34,7 +46,7 @@
 //! receiver open it straight into its own, with no copy on either side; the second message
 //! costs 27 bytes and a tiny AES-GCM call per 64 KiB. Offsets let a later version resume a
 //! dropped connection without losing or repeating a byte: the Hello names the stream and the
-//! offset the sender starts at, and the Welcome the offset the receiver has (both 0 for now).
+//! first offset the sender can send, and the Resume frame where it goes on.
 //!
 //! Both sides rekey (Noise `Rekey`) after every [`REKEY_EVERY`] messages in each direction,
 //! which keeps each key well inside AES-GCM's safe limits however long the stream.
@@ -47,7 +59,14 @@ use super::key::Key;
 pub const PREAMBLE_LEN: usize = 8;
 
 /// The preamble's fixed part: who we are, and the protocol's version.
-const MAGIC: &[u8; 7] = b"accelN2";
+const MAGIC: &[u8; 7] = b"accelN3";
+
+/// The Welcome that refuses a Hello for another stream: this receiver is busy with its own.
+pub const BUSY: u64 = u64::MAX;
+
+/// The Welcome that refuses a reconnection for a stream this receiver never had (it is not
+/// the receiver the stream started with: restarted, or another).
+pub const UNKNOWN_STREAM: u64 = u64::MAX - 1;
 
 /// The longest Noise message.
 pub const MAX_MESSAGE: usize = 65535;
@@ -156,26 +175,35 @@ pub fn handshake(cipher: Cipher, key: &Key, initiator: bool) -> snow::HandshakeS
 /// What the sender says in the handshake: which stream, and where it starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Hello {
-    /// A random name for the stream, for a later resume to tell it from another.
+    /// A random name for the stream, for a reconnection to tell it from another.
     pub stream: [u8; 16],
-    /// The offset of the first byte the sender sends.
+    /// The first byte the sender still holds: 0, or on a reconnection the first byte the
+    /// receiver has not confirmed.
     pub offset: u64,
+    /// A reconnection: the stream goes on, where the receiver's Resume frame says.
+    pub resuming: bool,
 }
 
 impl Hello {
     /// Its encoding, as the first handshake message's payload.
-    pub fn encode(&self) -> [u8; 24] {
-        let mut bytes = [0u8; 24];
+    pub fn encode(&self) -> [u8; 25] {
+        let mut bytes = [0u8; 25];
         bytes[..16].copy_from_slice(&self.stream);
-        bytes[16..].copy_from_slice(&self.offset.to_be_bytes());
+        bytes[16..24].copy_from_slice(&self.offset.to_be_bytes());
+        bytes[24] = u8::from(self.resuming);
         bytes
     }
 
     /// The Hello in a payload, if it is one.
     pub fn decode(bytes: &[u8]) -> Option<Hello> {
-        let bytes: &[u8; 24] = bytes.try_into().ok()?;
-        let offset = u64::from_be_bytes(bytes[16..].try_into().ok()?);
-        Some(Hello { stream: bytes[..16].try_into().ok()?, offset })
+        let bytes: &[u8; 25] = bytes.try_into().ok()?;
+        let offset = u64::from_be_bytes(bytes[16..24].try_into().ok()?);
+        let resuming = match bytes[24] {
+            0 => false,
+            1 => true,
+            _ => return None,
+        };
+        Some(Hello { stream: bytes[..16].try_into().ok()?, offset, resuming })
     }
 }
 
@@ -192,8 +220,13 @@ pub enum Kind {
     Abort = 3,
     /// The stream ended whole: the receiver's outputs took all `offset` bytes.
     Ack = 4,
-    /// The receiver's outputs have taken the first `offset` bytes (during the stream).
+    /// The receiver's outputs have taken the first `offset` bytes (during the stream); sent
+    /// again, unchanged, as the receiver's heartbeat.
     Delivered = 5,
+    /// The sender is there, and has sent `offset` bytes: its heartbeat.
+    Heartbeat = 6,
+    /// On a reconnection: the receiver has the first `offset` bytes; the sender goes on there.
+    Resume = 7,
 }
 
 impl Kind {
@@ -205,6 +238,8 @@ impl Kind {
             3 => Kind::Abort,
             4 => Kind::Ack,
             5 => Kind::Delivered,
+            6 => Kind::Heartbeat,
+            7 => Kind::Resume,
             _ => return None,
         })
     }
@@ -235,9 +270,10 @@ mod tests {
         }
         assert_eq!(read_preamble(b"SSH-2.0-"), Preamble::Foreign);
         assert_eq!(read_preamble(b"GET / HT"), Preamble::Foreign);
-        assert_eq!(read_preamble(b"accelN3A"), Preamble::OtherVersion);
+        assert_eq!(read_preamble(b"accelN4A"), Preamble::OtherVersion);
+        assert_eq!(read_preamble(b"accelN2A"), Preamble::OtherVersion);
         assert_eq!(read_preamble(b"accelN1A"), Preamble::OtherVersion);
-        assert_eq!(read_preamble(b"accelN2X"), Preamble::OtherVersion);
+        assert_eq!(read_preamble(b"accelN3X"), Preamble::OtherVersion);
         // A prefix of accel's own is not yet foreign.
         assert_eq!(read_preamble(b"acc"), Preamble::OtherVersion);
         assert_eq!(read_preamble(b"x"), Preamble::Foreign);
@@ -248,13 +284,18 @@ mod tests {
         assert_eq!(read_trailer(&trailer(Kind::Data, 1 << 40)), Some((Kind::Data, 1 << 40)));
         assert_eq!(read_trailer(&trailer(Kind::End, 5)), Some((Kind::End, 5)));
         assert_eq!(read_trailer(&trailer(Kind::Delivered, 7)), Some((Kind::Delivered, 7)));
+        assert_eq!(read_trailer(&trailer(Kind::Heartbeat, 8)), Some((Kind::Heartbeat, 8)));
+        assert_eq!(read_trailer(&trailer(Kind::Resume, 9)), Some((Kind::Resume, 9)));
         assert_eq!(read_trailer(b"short"), None);
         let mut unknown = trailer(Kind::Ack, 1);
         unknown[0] = 99;
         assert_eq!(read_trailer(&unknown), None);
-        let hello = Hello { stream: [3; 16], offset: 42 };
-        assert_eq!(Hello::decode(&hello.encode()), Some(hello));
-        assert_eq!(Hello::decode(&[0; 23]), None);
+        for resuming in [false, true] {
+            let hello = Hello { stream: [3; 16], offset: 42, resuming };
+            assert_eq!(Hello::decode(&hello.encode()), Some(hello));
+        }
+        assert_eq!(Hello::decode(&[0; 24]), None);
+        assert_eq!(Hello::decode(&[2; 25]), None);
     }
 
     #[test]

@@ -210,6 +210,9 @@ fn start(config: &Config, closed: stdio::Closed) -> Result<Exit, Refusal> {
             link.report_to(&meter, index);
         }
     }
+    if let Some(link) = plan.input.link() {
+        link.report_input_to(&meter);
+    }
     let limits = Arc::clone(&parts.limits);
     let sides = watch::Sides { names, engine: route.engine.to_string(), limits };
     let settings = watch_settings(config);
@@ -271,11 +274,19 @@ fn start(config: &Config, closed: stdio::Closed) -> Result<Exit, Refusal> {
         signals.pipe_ignored,
         config.quiet,
     );
-    if let (Some(link), Exit::Success) = (&input_link, exit) {
-        // Every byte is where the outputs put it: the sender may now say it was delivered.
-        if let Err(error) = link.acknowledge_end() {
-            log.debug(format_args!("the sender did not get the Ack: {}", describe(&error)));
+    match (&input_link, exit) {
+        (Some(link), Exit::Success) => {
+            // Every byte is where the outputs put it: the sender may now say it was delivered.
+            if let Err(error) = link.acknowledge_end() {
+                log.debug(format_args!("the sender did not get the Ack: {}", describe(&error)));
+            }
         }
+        // The sender must not wait for a receiver that is gone, nor try to come back to it.
+        (Some(link), _) => link.abort(&format!("it ends with status {}", exit.code())),
+        (None, _) => {}
+    }
+    if let Some(network) = &mut network {
+        network.close();
     }
     let digests: Vec<Digest> = outcomes.digests.iter().flatten().cloned().collect();
     let lines = digest_lines(&digests, config);
@@ -328,7 +339,7 @@ fn watch_settings(config: &Config) -> watch::Settings {
 
 /// The network side, when `--to` or `--from` was given: the key read, names resolved, the
 /// receiver's port bound; nothing connected yet.
-fn open_network(config: &Config, log: &Log) -> Result<Option<Network>, Refusal> {
+fn open_network(config: &Config, log: &Arc<Log>) -> Result<Option<Network>, Refusal> {
     let to: Vec<_> = config
         .outputs
         .iter()

@@ -272,6 +272,19 @@ fn fields(snapshot: &Snapshot, rates: &Rates, subject: &Subject) -> Vec<Field> {
     ]);
     let (known, unknown) = unusual(3);
     parts.extend(limit(snapshot.limits.output).map(|text| (Group::Output, text, known, unknown)));
+    // A connection down outranks everything but the name: it is why nothing moves.
+    if let Some((_, lasted)) = snapshot.input_outages.down {
+        let text = format!("waiting for the sender ({})", duration(lasted));
+        parts.push((Group::Input, Text::Fixed(text), 1, 1));
+    }
+    let down = snapshot.readers.iter().filter_map(|reader| reader.outages.down).next();
+    if let Some((tries, lasted)) = down {
+        let text = match tries {
+            0 => format!("reconnecting ({})", duration(lasted)),
+            _ => format!("reconnecting ({} try, {})", ordinal(tries), duration(lasted)),
+        };
+        parts.push((Group::Output, Text::Fixed(text), 1, 1));
+    }
     parts.extend([(
         Group::Elapsed,
         Text::Fixed(format!("{:>DURATION_WIDTH$}", duration(snapshot.elapsed))),
@@ -339,6 +352,18 @@ fn compose(fields: &[Field], shown: usize, room: usize) -> (String, bool) {
         last = Some(field.group);
     }
     (line, elastic)
+}
+
+/// `1st`, `2nd`, `3rd`, `4th`, `11th`, `21st`.
+fn ordinal(n: u64) -> String {
+    let suffix = match (n % 10, n % 100) {
+        (_, 11..=13) => "th",
+        (1, _) => "st",
+        (2, _) => "nd",
+        (3, _) => "rd",
+        _ => "th",
+    };
+    format!("{n}{suffix}")
 }
 
 /// `[=======>      ]`: `done` of the way, as pv draws it, `cells` wide inside the brackets.

@@ -451,6 +451,21 @@ impl Watch {
                 byte_count(reader.bytes)
             ));
         }
+        // The buffer is full of bytes a receiver has not confirmed, kept to be sent again
+        // should the connection drop: it is the receiver that does not move.
+        let unconfirmed = snapshot
+            .readers
+            .iter()
+            .position(|r| r.delivery == Delivery::Confirmed && !r.gone && r.delivered() < r.bytes);
+        if let (0, true, Some(index)) = (snapshot.held(), self.meter.input_waiting(), unconfirmed) {
+            let reader = &snapshot.readers[index];
+            return Some(format!(
+                "stalled: the receiver at {} has confirmed nothing for {still}; the buffer is \
+                 full of the {} sent that it has not confirmed",
+                self.names.reader(index),
+                byte_count(reader.bytes - reader.delivered())
+            ));
+        }
         let waiting = |reader| self.meter.reader_waiting(reader);
         Some(match snapshot.slowest() {
             // Bytes are held, but fewer than the output takes at once (a whole --block-size
@@ -743,6 +758,9 @@ impl Watch {
                     "complete": !reader.gone,
                     "confirmed": (reader.delivery == Delivery::Confirmed)
                         .then_some(reader.delivered()),
+                    "reconnections": reader.outages.reconnections,
+                    "longest_outage_s": reader.outages.longest.as_secs_f64(),
+                    "resent_bytes": reader.outages.resent,
                 })
             })
             .collect();
@@ -774,6 +792,8 @@ impl Watch {
             "rate_limit_out": snapshot.limits.output,
             "rate_limit_in": snapshot.limits.input,
             "input": self.names.input,
+            "input_reconnections": snapshot.input_outages.reconnections,
+            "input_longest_outage_s": snapshot.input_outages.longest.as_secs_f64(),
             "outputs": outputs,
             "hashes": hashes,
             "exit": exit.code(),

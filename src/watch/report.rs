@@ -297,6 +297,28 @@ fn details(snapshot: &Snapshot, names: &Names) -> String {
         let (output, input) = (show_rate(limits.output), show_rate(limits.input));
         lines.push(("rate limit".to_owned(), format!("output {output}, input {input}")));
     }
+    for (index, reader) in snapshot.readers.iter().enumerate() {
+        let outages = reader.outages;
+        if outages.reconnections > 0 {
+            let label = format!("to {}", names.reader(index));
+            let text = format!(
+                "connected again {}, longest outage {}; {} sent again",
+                times(outages.reconnections),
+                span(outages.longest),
+                byte_count(outages.resent)
+            );
+            lines.push((label, text));
+        }
+    }
+    let outages = snapshot.input_outages;
+    if outages.reconnections > 0 {
+        let text = format!(
+            "the sender came back {}, longest outage {}",
+            times(outages.reconnections),
+            span(outages.longest)
+        );
+        lines.push((format!("from {}", names.input), text));
+    }
     let padded: u64 = snapshot.readers.iter().map(|r| r.padded).sum();
     if padded > 0 {
         let padding = format!("{} of zeros filled the last block", byte_count(padded));
@@ -390,6 +412,11 @@ fn unbreakable(line: &str) -> Vec<&str> {
 /// The most the buffer held: in memory, a share of the buffer (`64 MiB, 100% of the 64 MiB
 /// buffer`); when it spilled, what of it was on disk, so that a peak above the buffer's size
 /// does not read as a contradiction.
+/// `once`, `3 times`.
+fn times(n: u64) -> String {
+    if n == 1 { "once".into() } else { format!("{n} times") }
+}
+
 fn peak_held(snapshot: &Snapshot) -> String {
     // Clamped, like the bar: the fill may pass the capacity by part of a read.
     let of_buffer = |bytes: u64| share(bytes.min(snapshot.capacity), snapshot.capacity);

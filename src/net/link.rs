@@ -1,0 +1,777 @@
+//! A network peer over any number of connections: one stream that survives a dropped
+//! connection, resuming at the exact byte.
+//!
+//! A [`Link`] holds the session in use ([`Channel`]), which a reconnection replaces. Its
+//! endpoint's thread reads or writes through it; a thread of the link's own tends it
+//! ([`Link::tend`]):
+//!
+//! - A sender's takes in the receiver's confirmations while the output has nothing to send
+//!   (so that the backlog lets go of what was confirmed), says it is there when it has sent
+//!   nothing for a heartbeat, and notices a receiver silent for [`SILENT_BEATS`] of them.
+//!   When the connection drops, it connects again, 1 s after, then doubling to 30 s, with
+//!   jitter, until `--reconnect-for` is over; the output then goes on from where the
+//!   receiver's Resume frame says ([`Resumed`]): the backlog kept every byte not confirmed.
+//! - A receiver's waits for a sender that connects again, and takes it back once it has
+//!   proved, in a session of its own, that it holds the key and names the same stream: a
+//!   stranger, or a recorded handshake replayed, never gets that far, so it cannot take a
+//!   stream over or push a healthy connection out. The input then goes on from the first
+//!   byte it has not handed out; no byte is written twice or skipped.
+//!
+//! Plain TCP (`--insecure`) has no offsets: its link is its one socket, and a drop is the
+//! end of the run, as it always was.
+
+use std::fmt;
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::OwnedFd;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use rustix::event::PollFlags;
+
+use super::address::Address;
+use super::channel::Channel;
+use super::handshake::{self, Opening};
+use super::key::Key;
+use super::socket::{self, Socket};
+use super::wire::Hello;
+use super::{CONNECT_PATIENCE, closed_by_peer};
+use crate::backlog::Keep;
+use crate::log::Log;
+use crate::meter::{Delivery, Meter, Peer};
+use crate::stop::{Stop, wait_for};
+use crate::words::{byte_count, describe, duration};
+
+/// Heartbeats a peer may miss before the path counts as dead.
+pub const SILENT_BEATS: u32 = 4;
+
+/// The first pause before connecting again, and the longest.
+const FIRST_PAUSE: Duration = Duration::from_secs(1);
+const LONGEST_PAUSE: Duration = Duration::from_secs(30);
+
+/// How a stream outlives its connections (`--reconnect-for`, `--heartbeat`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Resume {
+    /// How long a connection may stay down before the run fails; zero: at once.
+    pub within: Duration,
+    /// How often a side that has sent nothing says it is there.
+    pub heartbeat: Duration,
+}
+
+impl Default for Resume {
+    fn default() -> Resume {
+        Resume { within: Duration::from_secs(600), heartbeat: Duration::from_secs(5) }
+    }
+}
+
+impl Resume {
+    /// How long a peer may say nothing before the path counts as dead.
+    pub fn silence(&self) -> Duration {
+        self.heartbeat * SILENT_BEATS
+    }
+}
+
+/// The error a secure output's write or end returns once its connection is back: the
+/// receiver has every byte before `at`, and the output goes on from there ([`resumed_at`]).
+#[derive(Debug)]
+pub struct Resumed {
+    /// Where the stream goes on.
+    pub at: u64,
+}
+
+impl fmt::Display for Resumed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "the connection is back; the stream goes on from byte {}", self.at)
+    }
+}
+
+impl std::error::Error for Resumed {}
+
+/// Where the stream goes on, when `error` says the connection is back ([`Resumed`]).
+pub fn resumed_at(error: &io::Error) -> Option<u64> {
+    error.get_ref()?.downcast_ref::<Resumed>().map(|resumed| resumed.at)
+}
+
+/// A network peer: its name, and its session once established.
+pub struct Link {
+    secure: bool,
+    /// The address as the user gave it, for messages.
+    name: String,
+    resume: Resume,
+    log: Arc<Log>,
+    /// The first connection's socket: a plain peer's for the whole run.
+    socket: OnceLock<Arc<Socket>>,
+    session: Mutex<Session>,
+    /// Signalled when the session changes: dropped, back, or given up.
+    changed: Condvar,
+    /// Where its counts are published.
+    meter: OnceLock<(Arc<Meter>, Peer)>,
+    /// A sender's hold on the bytes its receiver has not confirmed.
+    keep: OnceLock<Keep>,
+    /// The thread that tends it, and that thread's own stop.
+    tending: Mutex<Option<(JoinHandle<()>, Arc<Stop>)>>,
+}
+
+impl fmt::Debug for Link {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Link").field("name", &self.name).field("secure", &self.secure).finish()
+    }
+}
+
+/// The session in use, and what outlives it.
+#[derive(Default)]
+struct Session {
+    channel: Option<Channel>,
+    /// The stream's name.
+    stream: [u8; 16],
+    /// Sessions since the first; the output learns of a new one at its next write.
+    generation: u64,
+    /// The session the output writes in (sending side).
+    writing: u64,
+    /// Where the newest session goes on.
+    resume_at: u64,
+    /// Sending side: bytes sent, and confirmed by the receiver, over every session; and the
+    /// furthest byte sealed, which a connection cut mid-write may have carried.
+    sent: u64,
+    confirmed: u64,
+    reached: u64,
+    /// Receiving side: the End came.
+    ended: bool,
+    /// The connection is down: since when, and why.
+    down: Option<(Instant, String)>,
+    /// Attempts to connect again in this outage.
+    tries: u64,
+    /// The link gave up: every later call fails so.
+    failed: Option<(io::ErrorKind, String)>,
+    /// The run is over: the tending thread ends.
+    over: bool,
+}
+
+impl Session {
+    fn failure(&self) -> Option<io::Error> {
+        self.failed.as_ref().map(|(kind, why)| io::Error::new(*kind, why.clone()))
+    }
+}
+
+impl Link {
+    /// A peer known as `name`, not yet connected.
+    pub fn new(secure: bool, name: String, resume: Resume, log: Arc<Log>) -> Arc<Link> {
+        Arc::new(Link {
+            secure,
+            name,
+            resume,
+            log,
+            socket: OnceLock::new(),
+            session: Mutex::new(Session::default()),
+            changed: Condvar::new(),
+            meter: OnceLock::new(),
+            keep: OnceLock::new(),
+            tending: Mutex::new(None),
+        })
+    }
+
+    /// Whether bytes go through the secure channel (not `--insecure`).
+    pub fn is_secure(&self) -> bool {
+        self.secure
+    }
+
+    /// Whether a dropped connection is resumed: a secure link, with `--reconnect-for` above 0.
+    pub fn resumes(&self) -> bool {
+        self.secure && !self.resume.within.is_zero()
+    }
+
+    /// The first connection's socket: a plain peer's, read, written and spliced as a pipe.
+    ///
+    /// # Panics
+    /// Before the link is established: the run starts only after.
+    pub fn socket(&self) -> &Socket {
+        self.socket.get().expect("the link is established before the run")
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Session> {
+        self.session.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Makes this output reader `index` of `meter`: what its bytes mean ([`Delivery`]), and
+    /// where what its receiver confirms, and its outages, are published.
+    pub fn report_to(&self, meter: &Arc<Meter>, index: usize) {
+        let delivery = if self.secure { Delivery::Confirmed } else { Delivery::Unconfirmed };
+        meter.set_delivery(index, delivery);
+        let _ = self.meter.set((Arc::clone(meter), Peer::Output(index)));
+    }
+
+    /// Makes this input's outages published in `meter`.
+    pub fn report_input_to(&self, meter: &Arc<Meter>) {
+        let _ = self.meter.set((Arc::clone(meter), Peer::Input));
+    }
+
+    /// Keeps the output's bytes in the backlog until the receiver confirms them, so that a
+    /// dropped connection can go on: with `keep`, the reader's hold.
+    pub fn keep_until_confirmed(&self, keep: Keep) {
+        let _ = self.keep.set(keep);
+    }
+
+    /// Publishes what the receiver confirmed, and whether the Ack is awaited; lets the backlog
+    /// go of it.
+    fn heard(&self, confirmed: u64, awaiting: bool) {
+        if let Some((meter, Peer::Output(index))) = self.meter.get() {
+            meter.confirmed(*index, confirmed, awaiting);
+        }
+        if let Some(keep) = self.keep.get() {
+            keep.release(confirmed);
+        }
+    }
+
+    fn publish(&self, what: impl Fn(&Meter, Peer)) {
+        if let Some((meter, peer)) = self.meter.get() {
+            what(meter, *peer);
+        }
+    }
+
+    /// Reads what has arrived, up to `buf.len()` (0 at the end of the stream): through the
+    /// session, or from the plain socket, until the run's `stop`. The session is not held
+    /// while waiting for the socket, so that confirmations go out meanwhile. A dropped
+    /// connection is waited for, while it may come back.
+    pub fn read(&self, buf: &mut [u8], stop: &Stop) -> io::Result<usize> {
+        if !self.secure {
+            return self.socket().read(buf, stop, None);
+        }
+        let mut session = self.lock();
+        loop {
+            if let Some(error) = session.failure() {
+                return Err(error);
+            }
+            let Some(channel) = session.channel.as_mut() else {
+                session = self.await_session(session, stop)?;
+                continue;
+            };
+            match channel.receive_until(buf, stop, Some(Instant::now())) {
+                Err(error) if error.kind() == io::ErrorKind::TimedOut => {
+                    let (socket, silent_at) = (Arc::clone(channel.socket()), channel.silent_at());
+                    let generation = session.generation;
+                    drop(session);
+                    let waited = wait_for(socket.fd(), PollFlags::IN, stop, silent_at);
+                    session = self.lock();
+                    match waited {
+                        Err(error) if error.kind() == io::ErrorKind::TimedOut => {
+                            if session.generation == generation {
+                                if let Some(channel) = session.channel.as_ref() {
+                                    let silence = channel.silence_error("the sender");
+                                    self.dropped(&mut session, silence)?;
+                                }
+                            }
+                        }
+                        waited => waited?,
+                    }
+                }
+                Ok(n) => {
+                    session.ended |= channel.ended();
+                    return Ok(n);
+                }
+                Err(error) => self.dropped(&mut session, error)?,
+            }
+        }
+    }
+
+    /// Writes some of `buf` (at least a byte): through the session, or to the plain socket,
+    /// until the run's `stop`. Once a dropped connection is back, a [`Resumed`] error says
+    /// where the stream goes on.
+    pub fn write(&self, buf: &[u8], stop: &Stop) -> io::Result<usize> {
+        if !self.secure {
+            return self.socket().write(buf, stop).map_err(|e| closed_by_peer(e, "the receiver"));
+        }
+        let mut session = self.lock();
+        loop {
+            if let Some(error) = self.check_writing(&mut session) {
+                return Err(error);
+            }
+            let Some(channel) = session.channel.as_mut() else {
+                session = self.await_session(session, stop)?;
+                continue;
+            };
+            let sent = channel.send(buf, stop);
+            self.heard(channel.confirmed(), false);
+            match sent {
+                Ok(n) => return Ok(n),
+                Err(error) => self.dropped(&mut session, error)?,
+            }
+        }
+    }
+
+    /// What the output must hear before it writes on: the link gave up, or a new session
+    /// goes on from elsewhere ([`Resumed`]).
+    fn check_writing(&self, session: &mut Session) -> Option<io::Error> {
+        if let Some(error) = session.failure() {
+            return Some(error);
+        }
+        if session.writing != session.generation && session.channel.is_some() {
+            session.writing = session.generation;
+            return Some(io::Error::other(Resumed { at: session.resume_at }));
+        }
+        None
+    }
+
+    /// An output's end, once it has sent every byte of a stream that ended cleanly: the End
+    /// frame, then the receiver's confirmations until its Ack, published as they come. Until
+    /// the run's `stop`, which a stall or a signal requests. Nothing to do over plain TCP.
+    pub fn end_stream(&self, stop: &Stop) -> io::Result<()> {
+        if !self.secure {
+            return Ok(());
+        }
+        let mut session = self.lock();
+        loop {
+            if let Some(error) = self.check_writing(&mut session) {
+                return Err(error);
+            }
+            let Some(channel) = session.channel.as_mut() else {
+                session = self.await_session(session, stop)?;
+                continue;
+            };
+            match channel
+                .end_stream(stop, &mut |confirmed, awaiting| self.heard(confirmed, awaiting))
+            {
+                Ok(()) => {
+                    // The stream is over, and whole: nothing is left to tend.
+                    session.over = true;
+                    return Ok(());
+                }
+                Err(error) => self.dropped(&mut session, error)?,
+            }
+        }
+    }
+
+    /// The receiver's last word, once its outputs have taken every byte: the Ack of the End
+    /// (see [`Channel::acknowledge_end`]).
+    pub fn acknowledge_end(&self) -> io::Result<()> {
+        let mut session = self.lock();
+        match session.channel.as_mut() {
+            Some(channel) => channel.acknowledge_end(),
+            None if self.secure => Err(io::Error::other("the connection is down")),
+            None => Ok(()),
+        }
+    }
+
+    /// After the run, for a stream that did not end whole: tells the peer it stops here, and
+    /// `why`. Best effort, whether or not the run's stop was requested; nothing over plain
+    /// TCP, which has no frames, nor while a thread that never ended holds the session.
+    pub fn abort(&self, why: &str) {
+        if let Ok(mut session) = self.session.try_lock() {
+            if let Some(channel) = session.channel.as_mut() {
+                channel.abort(why);
+            }
+        }
+    }
+
+    /// Tells the sender that the outputs have taken `count` bytes (receiving side); also the
+    /// receiver's heartbeat. Nothing while the connection is down.
+    pub fn deliver(&self, count: u64) -> io::Result<()> {
+        match self.lock().channel.as_mut() {
+            Some(channel) => channel.deliver(count),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether this side has sent nothing for a heartbeat.
+    pub fn quiet(&self) -> bool {
+        let session = self.lock();
+        session.channel.as_ref().is_some_and(|channel| channel.quiet_for() >= self.resume.heartbeat)
+    }
+
+    /// The connection dropped, for `error`: it is let go, and said so. An error when it
+    /// cannot come back (plain TCP, `--reconnect-for 0`, or a failure that is no drop: data
+    /// altered, the receiver stopped).
+    fn dropped(&self, session: &mut Session, error: io::Error) -> io::Result<()> {
+        let drop = matches!(
+            error.kind(),
+            io::ErrorKind::ConnectionReset
+                | io::ErrorKind::BrokenPipe
+                | io::ErrorKind::UnexpectedEof
+                | io::ErrorKind::TimedOut
+                | io::ErrorKind::NotConnected
+                | io::ErrorKind::HostUnreachable
+                | io::ErrorKind::NetworkUnreachable
+                | io::ErrorKind::NetworkDown
+        ) || matches!(error.raw_os_error(), Some(libc::ETIMEDOUT | libc::EHOSTUNREACH));
+        if !self.resumes() || !drop || session.over {
+            return Err(error);
+        }
+        let Some(mut channel) = session.channel.take() else { return Ok(()) };
+        channel.abandon();
+        let sending = self.keep.get().is_some();
+        let place = if sending {
+            session.sent = channel.sent();
+            session.reached = channel.reached();
+            session.confirmed = session.confirmed.max(channel.confirmed());
+            format!("{} delivered", byte_count(session.confirmed))
+        } else {
+            session.resume_at = channel.handed_out();
+            session.ended |= channel.ended();
+            format!("{} received", byte_count(session.resume_at))
+        };
+        let why = describe(&error);
+        let next = if sending { "connecting again" } else { "waiting for the sender to come back" };
+        self.log.warn(format_args!(
+            "{}: connection dropped ({why}) after {place}; {next} for up to {}",
+            self.name,
+            duration(self.resume.within)
+        ));
+        session.down = Some((Instant::now(), why));
+        session.tries = 0;
+        self.publish(|meter, peer| meter.connection_down(peer));
+        self.changed.notify_all();
+        Ok(())
+    }
+
+    /// Waits, until the run's `stop`, for the session to come back, or for the link to give
+    /// up: at the end of `--reconnect-for`, which the receiving side decides here (the
+    /// sending side's tending thread decides as it tries).
+    fn await_session<'a>(
+        &'a self,
+        mut session: MutexGuard<'a, Session>,
+        stop: &Stop,
+    ) -> io::Result<MutexGuard<'a, Session>> {
+        while session.channel.is_none() && session.failed.is_none() {
+            stop.check()?;
+            let Some((since, why)) = session.down.clone() else {
+                return Err(io::Error::other("the link was never established"));
+            };
+            let deadline = since + self.resume.within;
+            let now = Instant::now();
+            if now >= deadline && self.keep.get().is_none() {
+                session.failed = Some((
+                    io::ErrorKind::TimedOut,
+                    format!(
+                        "the sender did not come back within {} after the connection dropped \
+                         ({why})",
+                        duration(self.resume.within)
+                    ),
+                ));
+                break;
+            }
+            let step = deadline.saturating_duration_since(now).min(Duration::from_millis(100));
+            let step = step.max(Duration::from_millis(10));
+            session = self
+                .changed
+                .wait_timeout(session, step)
+                .map_or_else(|e| e.into_inner().0, |(guard, _)| guard);
+        }
+        Ok(session)
+    }
+
+    /// Establishes the link on its first connection, to the stream `stream`.
+    pub(super) fn establish(&self, socket: Arc<Socket>, channel: Option<Channel>) {
+        assert!(self.socket.set(socket).is_ok(), "a link is established once");
+        let mut session = self.lock();
+        if let Some(mut channel) = channel {
+            channel.set_silence(self.resume.silence());
+            session.stream = channel.stream();
+            session.channel = Some(channel);
+        }
+    }
+
+    /// Starts tending the link (a secure one): for a sender, `dialer` connects again; for a
+    /// receiver, `listening` takes the sender back.
+    pub(super) fn tend(self: &Arc<Link>, way: Way) -> io::Result<()> {
+        if !self.secure {
+            return Ok(());
+        }
+        let stop = Arc::new(Stop::default());
+        let (link, own) = (Arc::clone(self), Arc::clone(&stop));
+        let thread = thread::Builder::new().name("accel-link".into()).spawn(move || match way {
+            Way::Dial(dialer) => link.tend_sending(&dialer, &own),
+            Way::Listen(listening) => link.tend_receiving(listening, &own),
+        })?;
+        *self.tending.lock().unwrap_or_else(PoisonError::into_inner) = Some((thread, stop));
+        Ok(())
+    }
+
+    /// The run is over: the tending thread ends, and is joined.
+    pub fn close(&self) {
+        self.lock().over = true;
+        self.changed.notify_all();
+        let tending = self.tending.lock().unwrap_or_else(PoisonError::into_inner).take();
+        if let Some((thread, stop)) = tending {
+            stop.request();
+            stop.join(thread, Duration::from_secs(5));
+        }
+    }
+
+    /// A sender's tending: confirmations, heartbeats, a silent receiver noticed, and a
+    /// dropped connection restored.
+    fn tend_sending(&self, dialer: &Dialer, stop: &Stop) {
+        loop {
+            let mut session = self.lock();
+            if session.over || session.failed.is_some() {
+                return;
+            }
+            let Some(channel) = session.channel.as_mut() else {
+                drop(session);
+                if !self.restore(dialer, stop) {
+                    return;
+                }
+                continue;
+            };
+            let heartbeat = self.resume.heartbeat;
+            let tended = channel.take_confirmations_now().and_then(|()| {
+                if channel.silent_at().is_some_and(|at| at <= Instant::now()) {
+                    return Err(channel.silence_error("the receiver"));
+                }
+                if channel.quiet_for() >= heartbeat { channel.heartbeat() } else { Ok(()) }
+            });
+            self.heard(channel.confirmed(), false);
+            let socket = Arc::clone(channel.socket());
+            let beat = Instant::now() + heartbeat.saturating_sub(channel.quiet_for());
+            let wake = channel.silent_at().map_or(beat, |at| at.min(beat));
+            if let Err(error) = tended {
+                let error = closed_by_peer(error, "the receiver");
+                if let Err(error) = self.dropped(&mut session, error) {
+                    // For good: the output hears it at its next write.
+                    session.failed = Some((error.kind(), describe(&error)));
+                    if let Some(channel) = session.channel.as_mut() {
+                        channel.abandon();
+                    }
+                    self.changed.notify_all();
+                    return;
+                }
+                continue;
+            }
+            drop(session);
+            if let Err(error) = wait_for(socket.fd(), PollFlags::IN, stop, Some(wake)) {
+                if error.kind() == io::ErrorKind::Interrupted {
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Connects again, with pauses that double from 1 s to 30 s (with jitter), until the
+    /// connection is back (`true`), or `--reconnect-for` is over or the run is (`false`).
+    fn restore(&self, dialer: &Dialer, stop: &Stop) -> bool {
+        let (since, mut why) = self.lock().down.clone().expect("down");
+        let deadline = since + self.resume.within;
+        let mut pause = FIRST_PAUSE;
+        loop {
+            let now = Instant::now();
+            if now >= deadline {
+                let mut session = self.lock();
+                let delivered = byte_count(session.confirmed);
+                session.failed = Some((
+                    io::ErrorKind::TimedOut,
+                    format!(
+                        "the connection could not be restored within {} ({why}); {delivered} \
+                         delivered",
+                        duration(self.resume.within)
+                    ),
+                ));
+                self.changed.notify_all();
+                return false;
+            }
+            let pause_now = jittered(pause).min(deadline - now);
+            if stop.sleep(pause_now).is_err() || self.lock().over {
+                return false;
+            }
+            pause = (pause * 2).min(LONGEST_PAUSE);
+            let (kept, reached, tries) = {
+                let mut session = self.lock();
+                session.tries += 1;
+                (session.confirmed, session.reached, session.tries)
+            };
+            self.publish(|meter, peer| meter.reconnecting(peer, tries));
+            match dialer.dial(kept, reached, self.resume.silence(), stop, deadline) {
+                Ok((channel, at)) => {
+                    let mut session = self.lock();
+                    let outage = session.down.take().map_or(Duration::ZERO, |(s, _)| s.elapsed());
+                    let resent = session.sent.saturating_sub(at);
+                    session.channel = Some(channel);
+                    session.generation += 1;
+                    session.resume_at = at;
+                    self.publish(|meter, peer| meter.reconnected(peer, resent));
+                    self.log.warn(format_args!(
+                        "{}: connected again after {} ({}); resuming at byte {at} ({} sent \
+                         again)",
+                        self.name,
+                        duration(outage),
+                        if tries == 1 { "1 try".into() } else { format!("{tries} tries") },
+                        byte_count(resent)
+                    ));
+                    self.changed.notify_all();
+                    return true;
+                }
+                Err(Dial::Fatal(reason)) => {
+                    let mut session = self.lock();
+                    session.failed = Some((io::ErrorKind::ConnectionRefused, reason));
+                    self.changed.notify_all();
+                    return false;
+                }
+                Err(Dial::Again(reason)) => {
+                    self.log.debug(format_args!("{}: try {tries}: {reason}", self.name));
+                    why = reason;
+                }
+            }
+        }
+    }
+
+    /// A receiver's tending: waits for the sender to connect again, and takes it back.
+    fn tend_receiving(&self, mut listening: Listening, stop: &Stop) {
+        let stream = self.lock().stream;
+        loop {
+            let key = Some(listening.key.as_ref());
+            let found = handshake::accept_sender(
+                &listening.listeners,
+                key,
+                Some(stream),
+                None,
+                &mut listening.dropped,
+                &self.log,
+                stop,
+            );
+            match found {
+                Ok((_, Some(channel))) => self.take_back(channel),
+                Ok((_, None)) => {}
+                Err(_) if stop.requested() || self.lock().over => return,
+                Err(why) => {
+                    self.log.warn(format_args!("{}: {why}", listening.address));
+                    if stop.sleep(FIRST_PAUSE).is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    /// The sender is back, in a new session it has proved: the stream goes on there, from
+    /// the first byte not yet handed out. A session still in use is let go (the sender saw
+    /// the drop first).
+    fn take_back(&self, mut channel: Channel) {
+        let mut session = self.lock();
+        if session.over {
+            return;
+        }
+        if let Some(mut old) = session.channel.take() {
+            old.abandon();
+            session.resume_at = old.handed_out();
+            session.ended |= old.ended();
+            self.log.warn(format_args!(
+                "{}: connection dropped (the sender connected again) after {} received",
+                self.name,
+                byte_count(session.resume_at)
+            ));
+            session.down = Some((Instant::now(), "the sender connected again".into()));
+            self.publish(|meter, peer| meter.connection_down(peer));
+        }
+        channel.set_silence(self.resume.silence());
+        let (at, ended) = (session.resume_at, session.ended);
+        if let Err(error) = channel.resume_from(at, ended) {
+            self.log.warn(format_args!(
+                "{}: the sender connected again, but went: {}",
+                self.name,
+                describe(&error)
+            ));
+            return;
+        }
+        let peer = channel.socket().peer();
+        let outage = session.down.take().map_or(Duration::ZERO, |(since, _)| since.elapsed());
+        session.channel = Some(channel);
+        session.generation += 1;
+        self.publish(|meter, peer| meter.reconnected(peer, 0));
+        self.log.warn(format_args!(
+            "{}: the sender is back (from {peer}) after {}; resuming at byte {at}",
+            self.name,
+            duration(outage)
+        ));
+        self.changed.notify_all();
+    }
+}
+
+/// How a link gets its connection back.
+pub(super) enum Way {
+    /// A sender connects again.
+    Dial(Dialer),
+    /// A receiver takes its sender back.
+    Listen(Listening),
+}
+
+/// What a sender needs to connect again: the receiver's name (resolved again each time:
+/// its address may have changed), the key, and the stream.
+pub(super) struct Dialer {
+    pub address: Address,
+    pub key: Arc<Key>,
+    pub stream: [u8; 16],
+    pub log: Arc<Log>,
+}
+
+/// What a receiver needs to take its sender back: the listening sockets, and the key.
+pub(super) struct Listening {
+    pub address: Address,
+    pub listeners: Vec<OwnedFd>,
+    pub key: Arc<Key>,
+    /// Connections dropped so far in the run.
+    pub dropped: usize,
+}
+
+/// Why an attempt to connect again failed: worth another try, or not.
+enum Dial {
+    Again(String),
+    Fatal(String),
+}
+
+impl Dialer {
+    /// One attempt: connects to each of the receiver's addresses in turn, handshakes, and
+    /// hears where the stream goes on (between `kept` and `reached`).
+    fn dial(
+        &self,
+        kept: u64,
+        reached: u64,
+        silence: Duration,
+        stop: &Stop,
+        until: Instant,
+    ) -> Result<(Channel, u64), Dial> {
+        let addresses: Vec<SocketAddr> =
+            self.address.resolve().map_err(|e| Dial::Again(describe(&e)))?;
+        let deadline = (Instant::now() + CONNECT_PATIENCE).min(until);
+        let mut failures = Vec::new();
+        for address in addresses {
+            let hello = Hello { stream: self.stream, offset: kept, resuming: true };
+            let opening = Opening::new(&self.key, hello);
+            let socket = match socket::connect(address, stop, deadline) {
+                Ok(socket) => socket,
+                Err(error) => {
+                    failures.push(format!("{address}: {}", describe(&error)));
+                    continue;
+                }
+            };
+            let name = self.address.to_string();
+            let mut channel =
+                match handshake::initiate(opening, socket, stop, deadline, &name, &self.log) {
+                    Ok(channel) => channel,
+                    Err(why) if why.contains("another stream") || why.contains("does not have") => {
+                        return Err(Dial::Fatal(why));
+                    }
+                    Err(why) if why == handshake::WRONG_KEY => return Err(Dial::Fatal(why)),
+                    Err(why) => {
+                        failures.push(format!("{address}: {why}"));
+                        continue;
+                    }
+                };
+            channel.set_silence(silence);
+            match channel.await_resume(kept, reached, stop, deadline) {
+                Ok(at) => return Ok((channel, at)),
+                Err(error) if error.kind() == io::ErrorKind::InvalidData => {
+                    return Err(Dial::Fatal(describe(&error)));
+                }
+                Err(error) => failures.push(format!("{address}: {}", describe(&error))),
+            }
+        }
+        Err(Dial::Again(failures.join("; ")))
+    }
+}
+
+/// `pause`, give or take a quarter, so that senders cut off together do not all come back
+/// at the same instant.
+fn jittered(pause: Duration) -> Duration {
+    let mut byte = [0u8; 1];
+    let _ = super::cipher::fill_random(&mut byte);
+    // 0.75 to 1.25 times.
+    pause.mul_f64(0.75 + f64::from(byte[0]) / 510.0)
+}
