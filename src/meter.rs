@@ -38,6 +38,7 @@ pub struct Meter {
 struct OutageMeter {
     reconnections: AtomicU64,
     longest_ns: AtomicU64,
+    total_ns: AtomicU64,
     resent: AtomicU64,
     /// When the connection dropped, in ns since `started` plus one; 0 while it is up.
     down_since_ns: AtomicU64,
@@ -53,6 +54,8 @@ pub struct Outages {
     pub reconnections: u64,
     /// The longest time without a connection (of those restored).
     pub longest: Duration,
+    /// All the time without a connection (of those restored).
+    pub total: Duration,
     /// Bytes sent again after a reconnection (the receiver had not had them).
     pub resent: u64,
     /// The outage under way: the attempts to connect so far, and for how long it has been
@@ -438,6 +441,7 @@ impl Meter {
         let since = outages.down_since_ns.swap(0, Relaxed);
         let lasted = self.now_ns().saturating_sub(since.saturating_sub(1));
         outages.longest_ns.fetch_max(lasted, Relaxed);
+        outages.total_ns.fetch_add(lasted, Relaxed);
         outages.reconnections.fetch_add(1, Relaxed);
         outages.resent.fetch_add(resent, Relaxed);
     }
@@ -458,6 +462,7 @@ impl OutageMeter {
         Outages {
             reconnections: self.reconnections.load(Relaxed),
             longest: Duration::from_nanos(self.longest_ns.load(Relaxed)),
+            total: Duration::from_nanos(self.total_ns.load(Relaxed)),
             resent: self.resent.load(Relaxed),
             down: (since > 0).then(|| {
                 let lasted = Duration::from_nanos(now.saturating_sub(since - 1));

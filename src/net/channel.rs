@@ -512,6 +512,26 @@ impl Channel {
         self.flush_regardless()
     }
 
+    /// After the Ack (receiving side): waits for the sender to close the connection, which
+    /// says it has the Ack; an error when the connection fails or falls silent first.
+    pub fn await_close(&mut self, stop: &Stop) -> io::Result<()> {
+        loop {
+            while let Some(frame) = self.open_next(&mut [])? {
+                if !matches!(frame, Frame::Heartbeat) {
+                    return Err(unexpected(&frame));
+                }
+            }
+            match self.read_sealed(stop, self.silent_at()) {
+                Ok(0) => return Ok(()),
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::TimedOut => {
+                    return Err(self.silence_error("the sender"));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
     /// Tells the receiver the stream stops here, and why; best effort.
     pub fn abort(&mut self, why: &str) {
         if !self.broken {
@@ -897,6 +917,32 @@ mod tests {
         assert_eq!(got, 100_000, "what arrived is passed on");
         assert_eq!(error.kind(), io::ErrorKind::UnexpectedEof);
         assert!(error.to_string().ends_with("ended before the sender's end-of-stream mark"));
+    }
+
+    /// Issue 20: a new session goes on where the receiver says, which must be a byte the
+    /// sender still holds; the stream's end carries over to it.
+    #[test]
+    fn a_new_session_goes_on_where_the_receiver_says() {
+        let stop = Stop::default();
+        let (near, far) = socket::pair();
+        let (mut sender, mut receiver_again) = session(Cipher::AesGcm, near, far);
+        receiver_again.resume_from(7_000, false).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        assert_eq!(sender.await_resume(5_000, 9_000, &stop, deadline).unwrap(), 7_000);
+        assert_eq!((sender.sent(), sender.confirmed()), (7_000, 5_000));
+        // Data goes on at 7000, as the receiver expects.
+        assert_eq!(sender.send(&data(100), &stop).unwrap(), 100);
+        let mut got = [0u8; 100];
+        assert_eq!(receiver_again.receive(&mut got, &stop).unwrap(), 100);
+        assert_eq!(receiver_again.handed_out(), 7_100);
+        // A Resume outside what the sender holds is refused.
+        let (near, far) = socket::pair();
+        let (mut sender, mut stranger) = session(Cipher::ChaChaPoly, near, far);
+        stranger.resume_from(12_000, true).unwrap();
+        let error = sender.await_resume(5_000, 9_000, &stop, deadline).unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::InvalidData, "{error}");
+        // The end carried over: the Ack may be sent without a new End.
+        assert!(stranger.acknowledge_end().is_ok());
     }
 
     /// Issue 17, item 9: the sender's reason for stopping reaches the receiver's terminal

@@ -332,7 +332,9 @@ impl Link {
                 .end_stream(stop, &mut |confirmed, awaiting| self.heard(confirmed, awaiting))
             {
                 Ok(()) => {
-                    // The stream is over, and whole: nothing is left to tend.
+                    // The stream is over, and whole: nothing is left to tend, and the
+                    // receiver, which waits for the connection to close, may go.
+                    channel.socket().shut_down();
                     session.over = true;
                     return Ok(());
                 }
@@ -342,13 +344,30 @@ impl Link {
     }
 
     /// The receiver's last word, once its outputs have taken every byte: the Ack of the End
-    /// (see [`Channel::acknowledge_end`]).
-    pub fn acknowledge_end(&self) -> io::Result<()> {
+    /// (see [`Channel::acknowledge_end`]). When the stream resumes dropped connections, until
+    /// the sender has closed the connection, which it does once it has the Ack: a connection
+    /// that drops before (the Ack may be lost with it) is waited for, and the Ack said again.
+    pub fn acknowledge_end(&self, stop: &Stop) -> io::Result<()> {
+        if !self.secure {
+            return Ok(());
+        }
         let mut session = self.lock();
-        match session.channel.as_mut() {
-            Some(channel) => channel.acknowledge_end(),
-            None if self.secure => Err(io::Error::other("the connection is down")),
-            None => Ok(()),
+        loop {
+            if let Some(error) = session.failure() {
+                return Err(error);
+            }
+            let Some(channel) = session.channel.as_mut() else {
+                session = self.await_session(session, stop)?;
+                continue;
+            };
+            let acknowledged = channel.acknowledge_end().and_then(|()| match self.resumes() {
+                true => channel.await_close(stop),
+                false => Ok(()),
+            });
+            match acknowledged {
+                Ok(()) => return Ok(()),
+                Err(error) => self.dropped(&mut session, error)?,
+            }
         }
     }
 
@@ -555,12 +574,10 @@ impl Link {
             let now = Instant::now();
             if now >= deadline {
                 let mut session = self.lock();
-                let delivered = byte_count(session.confirmed);
                 session.failed = Some((
                     io::ErrorKind::TimedOut,
                     format!(
-                        "the connection could not be restored within {} ({why}); {delivered} \
-                         delivered",
+                        "the connection could not be restored within {} ({why})",
                         duration(self.resume.within)
                     ),
                 ));

@@ -250,8 +250,8 @@ fn start(config: &Config, closed: stdio::Closed) -> Result<Exit, Refusal> {
         ),
         None => None,
     };
-    let outcomes =
-        buffer::transfer(parts, stop, events, inbox).map_err(setup("start the transfer"))?;
+    let outcomes = buffer::transfer(parts, Arc::clone(&stop), events, inbox)
+        .map_err(setup("start the transfer"))?;
     if let Some(confirming) = confirming {
         confirming.join();
     }
@@ -277,7 +277,7 @@ fn start(config: &Config, closed: stdio::Closed) -> Result<Exit, Refusal> {
     match (&input_link, exit) {
         (Some(link), Exit::Success) => {
             // Every byte is where the outputs put it: the sender may now say it was delivered.
-            if let Err(error) = link.acknowledge_end() {
+            if let Err(error) = link.acknowledge_end(&stop) {
                 log.debug(format_args!("the sender did not get the Ack: {}", describe(&error)));
             }
         }

@@ -590,6 +590,30 @@ mod tests {
         assert_eq!(stopped.len(), moving.len());
     }
 
+    /// Issue 20: a connection down is said, and outlasts the routine fields in a narrow line.
+    #[test]
+    fn a_connection_down_is_said() {
+        let mut snapshot = at(5.0, 10 * MIB, 5 * MIB);
+        let reader = crate::meter::ReaderSnapshot { bytes: 5 * MIB, ..Default::default() };
+        snapshot.readers = vec![reader];
+        snapshot.readers[0].outages.down = Some((3, Duration::from_secs(12)));
+        let rates = steady_rates(MIB);
+        let wide = line(&snapshot, &rates, None, 200);
+        assert!(wide.contains("reconnecting (3rd try, 0:00:12)"), "{wide}");
+        let narrow = line(&snapshot, &rates, None, 50);
+        assert!(narrow.contains("reconnecting (3rd try, 0:00:12)"), "{narrow}");
+        snapshot.readers[0].outages.down = None;
+        snapshot.input_outages.down = Some((0, Duration::from_secs(4)));
+        let waiting = line(&snapshot, &rates, None, 200);
+        assert!(waiting.contains("waiting for the sender (0:00:04)"), "{waiting}");
+        assert!(!waiting.contains("reconnecting"), "{waiting}");
+        let ordinals: Vec<String> = [1, 2, 3, 4, 11, 12, 13, 21, 22, 101].map(ordinal).into();
+        assert_eq!(
+            ordinals,
+            ["1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "101st"]
+        );
+    }
+
     #[test]
     fn the_final_line_has_no_eta() {
         let names = stdout();

@@ -760,6 +760,7 @@ impl Watch {
                         .then_some(reader.delivered()),
                     "reconnections": reader.outages.reconnections,
                     "longest_outage_s": reader.outages.longest.as_secs_f64(),
+                    "outage_s": reader.outages.total.as_secs_f64(),
                     "resent_bytes": reader.outages.resent,
                 })
             })
@@ -794,6 +795,7 @@ impl Watch {
             "input": self.names.input,
             "input_reconnections": snapshot.input_outages.reconnections,
             "input_longest_outage_s": snapshot.input_outages.longest.as_secs_f64(),
+            "input_outage_s": snapshot.input_outages.total.as_secs_f64(),
             "outputs": outputs,
             "hashes": hashes,
             "exit": exit.code(),
