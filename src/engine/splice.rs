@@ -201,9 +201,6 @@ impl<'a> Input<'a> {
                 self.output_full = true;
                 Ok(Step::Moved(0))
             }
-            // A socket reports its error once: taken by a splice, it would leave the fallback's
-            // read an end of file, and a reset stream would end as if whole.
-            Err(e @ (Errno::CONNRESET | Errno::TIMEDOUT)) => Err(e.into()),
             Err(e) => {
                 // Nothing moved. Which side refused is unknown; the queued path tries each
                 // side on its own and meets any real error there.
@@ -256,8 +253,6 @@ impl<'a> Input<'a> {
                     None => self.queue_in_memory(),
                 }
             }
-            // As in `straight_through`: a socket's error, once taken, is not met again.
-            Err(e @ (Errno::CONNRESET | Errno::TIMEDOUT)) => Err(e.into()),
             Err(e) => {
                 // Nothing moved; `read` will meet a real error, if this was one.
                 let (route, name) = (self.route, &self.input.name);
