@@ -1170,6 +1170,16 @@ pub struct Keep {
 }
 
 impl Keep {
+    /// Whether the bytes kept fill a quarter of the buffer or more: time to ask for the
+    /// word that lets them go, before the buffer is full of them.
+    pub fn pressing(&self) -> bool {
+        let state = self.shared.lock();
+        match (state.kept[self.index], state.cursors[self.index]) {
+            (Some(kept), Some(cursor)) => cursor - kept >= (self.shared.capacity / 4) as u64,
+            _ => false,
+        }
+    }
+
     /// The bytes before `to` are needed no more: the backlog may let them go.
     pub fn release(&self, to: u64) {
         let mut state = self.shared.lock();

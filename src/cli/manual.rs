@@ -44,6 +44,18 @@ pub const JSON_FIELDS: &[[&str; 3]] = &[
         "each hash's `algorithm` and `hex` digest, when the input ended normally",
     ],
     [
+        "`outputs[].reconnections`, `outputs[].longest_outage_s`, `outputs[].outage_s`, \
+         `outputs[].resent_bytes`",
+        "summary",
+        "a `--to` output's dropped connections that came back, the longest and the total time \
+         without one, and the bytes sent again (`--reconnect-for`); 0 for others",
+    ],
+    [
+        "`input_reconnections`, `input_longest_outage_s`, `input_outage_s`",
+        "summary",
+        "the same for a `--from` input (0 otherwise)",
+    ],
+    [
         "`rate_limit_out`, `rate_limit_in`",
         "both",
         "the rate limits in force, bytes per second (0: none); they may change while accel runs \

@@ -106,6 +106,10 @@ pub struct Channel {
     last_sent: Instant,
     /// How long the peer may say nothing before the path counts as dead.
     silence: Duration,
+    /// Receiving side: the sender's heartbeat came, which also asks for a confirmation.
+    /// Sending side: a confirmation was asked for; until it comes, it is looked for
+    /// between every two batches.
+    asked: bool,
 }
 
 impl std::fmt::Debug for Channel {
@@ -146,7 +150,13 @@ impl Channel {
             last_heard: Instant::now(),
             last_sent: Instant::now(),
             silence: Duration::MAX,
+            asked: false,
         }
+    }
+
+    /// Whether the sender asked for a confirmation since the last call (receiving side).
+    pub fn take_asked(&mut self) -> bool {
+        std::mem::take(&mut self.asked)
     }
 
     /// Names the stream this session carries.
@@ -242,7 +252,16 @@ impl Channel {
         }
     }
 
-    /// The sender's heartbeat, when the socket takes it at once (sending side).
+    /// Asks the receiver to say what it has delivered (sending side): a heartbeat, sent
+    /// as data is, waiting for room until the run's `stop`.
+    pub fn ask(&mut self, stop: &Stop) -> io::Result<()> {
+        self.asked = true;
+        self.seal(Kind::Heartbeat, self.offset, &[]);
+        self.write_out(stop, None, true)
+    }
+
+    /// The sender's heartbeat, when the socket takes it at once (sending side): it also asks
+    /// the receiver to say what it has delivered.
     pub fn heartbeat(&mut self) -> io::Result<()> {
         if self.broken || !self.socket.writable_now() {
             return Ok(());
@@ -383,7 +402,10 @@ impl Channel {
         loop {
             while let Some(frame) = self.open_next(&mut [])? {
                 match frame {
-                    Frame::Delivered(count) => self.confirmed = self.confirmed.max(count),
+                    Frame::Delivered(count) => {
+                        self.asked &= count <= self.confirmed;
+                        self.confirmed = self.confirmed.max(count);
+                    }
                     Frame::Abort(why) => return Err(receiver_stopped(self.offset, &why)),
                     other => return Err(unexpected(&other)),
                 }
@@ -432,7 +454,7 @@ impl Channel {
         self.reached = self.offset + taken as u64;
         self.write_out(stop, None, true)?;
         self.offset += taken as u64;
-        if !self.peer_closed && Instant::now() >= self.next_look {
+        if !self.peer_closed && (self.asked || Instant::now() >= self.next_look) {
             self.next_look = Instant::now() + LOOK;
             if let Err(error) = self.take_confirmations() {
                 self.broken = true;
@@ -561,7 +583,7 @@ impl Channel {
                     Some(Frame::Data(len)) if self.pending.is_empty() => got += len,
                     Some(Frame::Data(_)) => got += self.hand_out(&mut buf[got..]),
                     Some(Frame::End(count)) => self.end_at(count)?,
-                    Some(Frame::Heartbeat) => {}
+                    Some(Frame::Heartbeat) => self.asked = true,
                     Some(Frame::Abort(why)) => {
                         // The sender's words, on our terminal: no escape sequence gets through.
                         return Err(io::Error::other(format!(

@@ -24,6 +24,7 @@ use std::fmt;
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::OwnedFd;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
@@ -111,6 +112,10 @@ pub struct Link {
     keep: OnceLock<Keep>,
     /// The thread that tends it, and that thread's own stop.
     tending: Mutex<Option<(JoinHandle<()>, Arc<Stop>)>>,
+    /// A receiver's thread that confirms deliveries ([`super::Confirming`]), woken when
+    /// the sender asks; and whether it asked.
+    confirmer: OnceLock<thread::Thread>,
+    asked: AtomicBool,
 }
 
 impl fmt::Debug for Link {
@@ -142,6 +147,8 @@ struct Session {
     down: Option<(Instant, String)>,
     /// Attempts to connect again in this outage.
     tries: u64,
+    /// Sending side: a confirmation was asked for, and has not come since.
+    asked: bool,
     /// The link gave up: every later call fails so.
     failed: Option<(io::ErrorKind, String)>,
     /// The run is over: the tending thread ends.
@@ -168,6 +175,8 @@ impl Link {
             meter: OnceLock::new(),
             keep: OnceLock::new(),
             tending: Mutex::new(None),
+            confirmer: OnceLock::new(),
+            asked: AtomicBool::new(false),
         })
     }
 
@@ -266,7 +275,12 @@ impl Link {
                     }
                 }
                 Ok(n) => {
-                    session.ended |= channel.ended();
+                    let (ended, asked) = (channel.ended(), channel.take_asked());
+                    session.ended |= ended;
+                    if let (true, Some(confirmer)) = (asked, self.confirmer.get()) {
+                        self.asked.store(true, Relaxed);
+                        confirmer.unpark();
+                    }
                     return Ok(n);
                 }
                 Err(error) => self.dropped(&mut session, error)?,
@@ -286,14 +300,29 @@ impl Link {
             if let Some(error) = self.check_writing(&mut session) {
                 return Err(error);
             }
+            let asked = session.asked;
             let Some(channel) = session.channel.as_mut() else {
                 session = self.await_session(session, stop)?;
                 continue;
             };
+            let confirmed = channel.confirmed();
             let sent = channel.send(buf, stop);
             self.heard(channel.confirmed(), false);
             match sent {
-                Ok(n) => return Ok(n),
+                Ok(n) => {
+                    // The buffer fills with what the receiver has not confirmed: ask for the
+                    // word now rather than at its next round (50 ms), which on a fast link
+                    // would leave the buffer full and the input waiting. Once per word.
+                    let answered = channel.confirmed() != confirmed;
+                    let ask = (answered || !asked) && self.keep.get().is_some_and(Keep::pressing);
+                    let asking = if ask { channel.ask(stop) } else { Ok(()) };
+                    session.asked = ask || (asked && !answered);
+                    match asking {
+                        Ok(()) => return Ok(n),
+                        // The bytes went; the connection's failure shows at the next write.
+                        Err(_) => return Ok(n),
+                    }
+                }
                 Err(error) => self.dropped(&mut session, error)?,
             }
         }
@@ -380,6 +409,16 @@ impl Link {
                 channel.abort(why);
             }
         }
+    }
+
+    /// Whether the sender asked for a confirmation since the last call (receiving side).
+    pub fn take_asked(&self) -> bool {
+        self.asked.swap(false, Relaxed)
+    }
+
+    /// Wakes `confirmer` when the sender asks for a confirmation (receiving side).
+    pub fn confirm_with(&self, confirmer: thread::Thread) {
+        let _ = self.confirmer.set(confirmer);
     }
 
     /// Tells the sender that the outputs have taken `count` bytes (receiving side); also the
