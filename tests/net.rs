@@ -40,10 +40,10 @@ fn keyed_receiver(engine: &str, test: &str, extra: &[&str]) -> (Scratch, String,
 }
 
 /// A receiving accel, its port, what it writes, and what it says.
-struct Receiver {
-    child: Child,
-    port: u16,
-    said: Said,
+pub(crate) struct Receiver {
+    pub(crate) child: Child,
+    pub(crate) port: u16,
+    pub(crate) said: Said,
 }
 
 /// A test that fails midway leaves no receiver behind.
@@ -57,7 +57,7 @@ impl Drop for Receiver {
 impl Receiver {
     /// `accel --engine ENGINE --from HOST:0 ARGS...` (the system picks the port, accel says
     /// which). `command` wraps it (`ip netns exec`), when given.
-    fn start(engine: &str, host: &str, args: &[&str], wrap: Option<&Netns>) -> Receiver {
+    pub(crate) fn start(engine: &str, host: &str, args: &[&str], wrap: Option<&Netns>) -> Receiver {
         let from = format!("{host}:0");
         let mut full = vec!["--engine", engine, "--from", &from];
         full.extend_from_slice(args);
@@ -74,24 +74,24 @@ impl Receiver {
     }
 
     /// Everything it writes, read on a thread.
-    fn output(&mut self) -> JoinHandle<Vec<u8>> {
+    pub(crate) fn output(&mut self) -> JoinHandle<Vec<u8>> {
         let stdout = self.child.stdout.take().unwrap();
         thread::spawn(move || drain(stdout))
     }
 
-    fn stdout(&mut self) -> ChildStdout {
+    pub(crate) fn stdout(&mut self) -> ChildStdout {
         self.child.stdout.take().unwrap()
     }
 
     /// Waits for it to end: its status and what it said.
-    fn end(&mut self) -> (ExitStatus, String) {
+    pub(crate) fn end(&mut self) -> (ExitStatus, String) {
         let status = wait_within(&mut self.child, GENEROUS);
         (status, self.said.all())
     }
 }
 
 /// A sending accel, `accel --engine ENGINE --to TO ARGS...`, its stdin and stderr piped.
-fn sender(engine: &str, to: &str, args: &[&str], wrap: Option<&Netns>) -> Child {
+pub(crate) fn sender(engine: &str, to: &str, args: &[&str], wrap: Option<&Netns>) -> Child {
     let mut full = vec!["--engine", engine, "--to", to];
     full.extend_from_slice(args);
     command(wrap, ACCEL, &full)
@@ -296,7 +296,7 @@ impl Netns {
     }
 
     /// `ip -n NAME ARGS...`, which must succeed.
-    fn ip(&self, args: &[&str]) {
+    pub(crate) fn ip(&self, args: &[&str]) {
         let mut full = vec!["-n", &self.name];
         full.extend_from_slice(args);
         ip(&full);
@@ -337,7 +337,11 @@ fn ip(args: &[&str]) {
 
 /// Two namespaces joined by a veth pair: `a` is 10.213.N.1, `b` is 10.213.N.2 (addresses
 /// that exist only inside them), limited to `rate` by a `tbf` on each side when given.
-fn linked(tag: &str, subnet: u8, rate: Option<&str>) -> Option<(Netns, Netns, String, String)> {
+pub(crate) fn linked(
+    tag: &str,
+    subnet: u8,
+    rate: Option<&str>,
+) -> Option<(Netns, Netns, String, String)> {
     let a = Netns::new(&format!("{tag}a"))?;
     let b = Netns::new(&format!("{tag}b"))?;
     ip(&[

@@ -23,6 +23,7 @@ mod net;
 mod ordering;
 mod outputs;
 mod random;
+mod resume;
 mod signals;
 mod soak;
 mod spill;

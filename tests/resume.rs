@@ -1,0 +1,1219 @@
+//! Issue 20: a dropped connection is resumed. Between `--to` and `--from`, a proxy of the
+//! tests' own ([`Cutter`]) resets the connection (an RST), closes it cleanly without the end
+//! mark (a FIN), freezes it (forwards nothing, holds it open) or delays every byte; across two
+//! network namespaces, the link goes down, or the receiver's address away, for some seconds.
+//! Each time the stream must come through whole: the receiver writes exactly what the sender
+//! read, both hash it (`--hash sha256`) to the same digest, both end with status 0, and both
+//! count the reconnections there were (`--json`'s summary, one `connection dropped` line and
+//! one `resuming at byte N` line each, at the same offsets on both sides).
+//!
+//! The contract under test: `--reconnect-for DURATION` (default 10m; 0 fails at the first
+//! drop: sender status 3, receiver 1) bounds an outage on both sides; `--heartbeat DURATION`
+//! (default 5s) is sent when an end has sent nothing for that long, and a peer silent for 4
+//! of them has dropped (tests that freeze the path use 250ms: a drop is seen in about 1 s).
+//! The summary counts, for a network output, `reconnections`, `resent_bytes` and
+//! `longest_outage_s`; for a network input, `input_reconnections` and
+//! `input_longest_outage_s`.
+//!
+//! The resets, the clean close, `--reconnect-for 0` and `--insecure` run once per engine; the
+//! rest, where the engine plays no part beyond the transfer, with `auto`. Random cut points
+//! come from a seed printed first (`ACCEL_RESUME_SEED=SEED` replays it); the long soak is
+//! `random_cuts_soak` (ignored). Every socket is on loopback or inside namespaces the tests
+//! make.
+
+use std::collections::VecDeque;
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsFd;
+use std::path::PathBuf;
+use std::process::{Child, ChildStdout, ExitStatus};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::SeqCst};
+use std::sync::{Arc, Mutex, mpsc};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use rustix::event::{PollFd, PollFlags, Timespec};
+use serde_json::Value;
+use sha2::Digest;
+
+use crate::net::{Netns, Receiver, linked, make_key, sender};
+use crate::util::*;
+
+// ----- a proxy that cuts -----
+
+/// What [`Cutter`] does to a connection once the sender has sent a given number of bytes
+/// through it (its handshake counted).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Cut {
+    /// An RST each way: SO_LINGER 0, then close.
+    Reset,
+    /// A FIN each way, and no end mark; what comes after is read and dropped, so that no RST
+    /// follows.
+    Close,
+    /// Nothing more passes either way, and both sockets stay open: a path gone silent.
+    Freeze,
+}
+
+/// How often the proxy looks at what the test asked of it.
+const TICK: Duration = Duration::from_millis(20);
+
+/// Bytes one direction of a connection holds before it stops reading: with a delay, its
+/// throughput is at most this much per delay (8 MiB per 20 ms, more than a debug build moves).
+const HELD: usize = 8 << 20;
+
+/// A TCP proxy on loopback in front of one receiver. Each connection from the sender goes on
+/// to the same upstream, every byte `delay` after it arrived; the k-th connection is cut as
+/// the k-th entry of the plan says. The test can freeze every connection (new ones wait too),
+/// reset those open, stop listening (a new connection is refused) and listen again, and count
+/// the connections.
+struct Cutter {
+    port: u16,
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    upstream: SocketAddr,
+    delay: Duration,
+    /// The cut of each connection to come, in order: at a count of the sender's bytes.
+    plan: Mutex<VecDeque<(u64, Cut)>>,
+    /// Nothing passes on any connection; a new one is not passed upstream.
+    frozen: AtomicBool,
+    /// Raised to reset every connection open.
+    resets: AtomicU64,
+    /// Whether the port should listen.
+    admitting: AtomicBool,
+    /// Whether it does.
+    listening: AtomicBool,
+    accepted: AtomicUsize,
+    /// Cuts of the plan made.
+    cuts: AtomicUsize,
+    /// The first 4 KiB the sender sent on the first connection.
+    first: Mutex<Vec<u8>>,
+    /// The proxy is dropped: its connections are reset, its threads end.
+    gone: AtomicBool,
+}
+
+impl Cutter {
+    fn start(upstream: SocketAddr, delay: Duration, plan: &[(u64, Cut)]) -> Cutter {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let shared = Arc::new(Shared {
+            upstream,
+            delay,
+            plan: Mutex::new(plan.iter().copied().collect()),
+            frozen: AtomicBool::new(false),
+            resets: AtomicU64::new(0),
+            admitting: AtomicBool::new(true),
+            listening: AtomicBool::new(true),
+            accepted: AtomicUsize::new(0),
+            cuts: AtomicUsize::new(0),
+            first: Mutex::new(Vec::new()),
+            gone: AtomicBool::new(false),
+        });
+        let accepting = Arc::clone(&shared);
+        thread::spawn(move || accept(listener, port, &accepting));
+        Cutter { port, shared }
+    }
+
+    /// Where the sender is sent.
+    fn to(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// Stops listening (a sender that connects is refused); returns once the port is closed.
+    fn refuse(&self) {
+        self.shared.admitting.store(false, SeqCst);
+        eventually(GENEROUS, "the proxy stops listening", || !self.shared.listening.load(SeqCst));
+    }
+
+    /// Listens again, on the same port; returns once it does.
+    fn admit(&self) {
+        self.shared.admitting.store(true, SeqCst);
+        eventually(GENEROUS, "the proxy listens again", || self.shared.listening.load(SeqCst));
+    }
+
+    fn freeze(&self) {
+        self.shared.frozen.store(true, SeqCst);
+    }
+
+    fn thaw(&self) {
+        self.shared.frozen.store(false, SeqCst);
+    }
+
+    /// Resets every connection open now.
+    fn reset_now(&self) {
+        self.shared.resets.fetch_add(1, SeqCst);
+    }
+
+    fn accepted(&self) -> usize {
+        self.shared.accepted.load(SeqCst)
+    }
+
+    fn cuts(&self) -> usize {
+        self.shared.cuts.load(SeqCst)
+    }
+
+    /// What the sender sent first on its first connection (4 KiB at most).
+    fn first_sent(&self) -> Vec<u8> {
+        self.shared.first.lock().unwrap().clone()
+    }
+}
+
+impl Drop for Cutter {
+    fn drop(&mut self) {
+        self.shared.gone.store(true, SeqCst);
+    }
+}
+
+/// The proxy's listening side: a thread for each connection, as the plan says.
+fn accept(listener: TcpListener, port: u16, shared: &Arc<Shared>) {
+    let mut listener = Some(listener);
+    while !shared.gone.load(SeqCst) {
+        if !shared.admitting.load(SeqCst) {
+            listener = None;
+        } else if listener.is_none() {
+            listener = TcpListener::bind(("127.0.0.1", port)).ok();
+        }
+        shared.listening.store(listener.is_some(), SeqCst);
+        let Some(open) = &listener else {
+            thread::sleep(TICK);
+            continue;
+        };
+        open.set_nonblocking(true).unwrap();
+        if !wait_for(&[(open.as_fd(), PollFlags::IN)], TICK) {
+            continue;
+        }
+        let Ok((client, _)) = open.accept() else { continue };
+        if !shared.admitting.load(SeqCst) {
+            // Asked to refuse while this one came: it never got through.
+            reset([client]);
+            continue;
+        }
+        let index = shared.accepted.fetch_add(1, SeqCst);
+        let cut = shared.plan.lock().unwrap().pop_front();
+        let shared = Arc::clone(shared);
+        thread::spawn(move || connection(client, index, cut, &shared));
+    }
+}
+
+/// Waits up to `timeout` for one of `fds` to be ready as asked; whether one was.
+fn wait_for(fds: &[(std::os::fd::BorrowedFd<'_>, PollFlags)], timeout: Duration) -> bool {
+    let mut polled: Vec<PollFd<'_>> =
+        fds.iter().map(|(fd, flags)| PollFd::new(fd, *flags)).collect();
+    let timeout = Timespec { tv_sec: timeout.as_secs() as _, tv_nsec: timeout.subsec_nanos() as _ };
+    rustix::event::poll(&mut polled, Some(&timeout)).is_ok_and(|ready| ready > 0)
+}
+
+/// Resets `sockets`: SO_LINGER 0, then close, so that each peer gets an RST.
+fn reset(sockets: impl IntoIterator<Item = TcpStream>) {
+    for socket in sockets {
+        let _ = rustix::net::sockopt::set_socket_linger(&socket, Some(Duration::ZERO));
+    }
+}
+
+/// Closes both sides cleanly: a FIN each way, then what each still sends is read and
+/// dropped until it closes too (unread bytes at close would make the kernel send an RST).
+fn close(client: TcpStream, server: TcpStream, shared: &Shared) {
+    let sockets = [client, server];
+    let mut open = [true, true];
+    for socket in &sockets {
+        let _ = socket.shutdown(Shutdown::Write);
+    }
+    let mut buf = vec![0u8; 64 << 10];
+    let deadline = Instant::now() + GENEROUS;
+    while open.contains(&true) && Instant::now() < deadline && !shared.gone.load(SeqCst) {
+        for (socket, open) in sockets.iter().zip(&mut open) {
+            if *open {
+                match (&*socket).read(&mut buf) {
+                    Ok(0) => *open = false,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(_) => *open = false,
+                    Ok(_) => {}
+                }
+            }
+        }
+        let fds: Vec<_> = sockets
+            .iter()
+            .zip(&open)
+            .filter(|(_, open)| **open)
+            .map(|(socket, _)| (socket.as_fd(), PollFlags::IN))
+            .collect();
+        wait_for(&fds, TICK);
+    }
+}
+
+/// One direction of a connection: what was read and waits its delay to be written.
+#[derive(Default)]
+struct Flow {
+    pieces: VecDeque<(Instant, Vec<u8>)>,
+    /// Of the first piece.
+    written: usize,
+    held: usize,
+    /// Bytes read from this direction's source.
+    passed: u64,
+    /// The source sent its FIN.
+    ended: bool,
+    /// The FIN was passed on.
+    shut: bool,
+}
+
+impl Flow {
+    fn wants(&self, room: u64) -> bool {
+        !self.ended && self.held < HELD && room > 0
+    }
+
+    /// When the first piece is due to be written.
+    fn due(&self, delay: Duration) -> Option<Instant> {
+        self.pieces.front().map(|(arrived, _)| *arrived + delay)
+    }
+
+    /// Reads what `from` has, at most `room` bytes; whether anything happened.
+    fn take(&mut self, mut from: &TcpStream, room: u64, buf: &mut [u8]) -> io::Result<bool> {
+        if !self.wants(room) {
+            return Ok(false);
+        }
+        let most = buf.len().min(usize::try_from(room).unwrap_or(usize::MAX));
+        match from.read(&mut buf[..most]) {
+            Ok(0) => {
+                self.ended = true;
+                Ok(true)
+            }
+            Ok(n) => {
+                self.pieces.push_back((Instant::now(), buf[..n].to_vec()));
+                self.held += n;
+                self.passed += n as u64;
+                Ok(true)
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(false),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(true),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Writes to `to` what is due; passes the FIN on once all is written. Whether anything
+    /// happened.
+    fn give(&mut self, mut to: &TcpStream, delay: Duration, now: Instant) -> io::Result<bool> {
+        let Some(due) = self.due(delay) else {
+            if self.ended && !self.shut {
+                to.shutdown(Shutdown::Write)?;
+                self.shut = true;
+                return Ok(true);
+            }
+            return Ok(false);
+        };
+        if due > now {
+            return Ok(false);
+        }
+        let piece = &self.pieces[0].1;
+        match to.write(&piece[self.written..]) {
+            Ok(n) => {
+                self.written += n;
+                self.held -= n;
+                if self.written == piece.len() {
+                    self.pieces.pop_front();
+                    self.written = 0;
+                }
+                Ok(true)
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(false),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(true),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// One connection through the proxy, the `index`-th: passed on both ways until it ends, is
+/// cut as `cut` says, or the test resets it. A broken side resets the other.
+fn connection(client: TcpStream, index: usize, cut: Option<(u64, Cut)>, shared: &Shared) {
+    let epoch = shared.resets.load(SeqCst);
+    // A frozen path lets no new connection through either.
+    while shared.frozen.load(SeqCst) && !shared.gone.load(SeqCst) {
+        thread::sleep(TICK);
+    }
+    let Ok(server) = TcpStream::connect_timeout(&shared.upstream, GENEROUS) else {
+        return reset([client]);
+    };
+    for socket in [&client, &server] {
+        socket.set_nonblocking(true).unwrap();
+        let _ = socket.set_nodelay(true);
+    }
+    let delay = shared.delay;
+    let (mut up, mut down) = (Flow::default(), Flow::default());
+    let mut buf = vec![0u8; 256 << 10];
+    let mut stuck = false;
+    loop {
+        if shared.gone.load(SeqCst) || shared.resets.load(SeqCst) != epoch {
+            return reset([client, server]);
+        }
+        if stuck || shared.frozen.load(SeqCst) {
+            thread::sleep(TICK);
+            continue;
+        }
+        if let Some((at, how)) = cut.filter(|(at, _)| up.passed >= *at && up.held == 0) {
+            debug_assert_eq!(up.passed, at);
+            shared.cuts.fetch_add(1, SeqCst);
+            match how {
+                Cut::Reset => return reset([client, server]),
+                Cut::Close => return close(client, server, shared),
+                Cut::Freeze => {
+                    stuck = true;
+                    continue;
+                }
+            }
+        }
+        let room = cut.map_or(u64::MAX, |(at, _)| at - up.passed);
+        let now = Instant::now();
+        let before = up.passed;
+        let moved = (|| -> io::Result<bool> {
+            let mut moved = up.take(&client, room, &mut buf)?;
+            if index == 0 && up.passed > before {
+                let mut first = shared.first.lock().unwrap();
+                let more = (up.passed - before) as usize;
+                let keep = more.min(4096usize.saturating_sub(first.len()));
+                first.extend_from_slice(&buf[..keep]);
+            }
+            moved |= up.give(&server, delay, now)?;
+            moved |= down.take(&server, u64::MAX, &mut buf)?;
+            moved |= down.give(&client, delay, now)?;
+            Ok(moved)
+        })();
+        match moved {
+            Err(_) => return reset([client, server]),
+            Ok(true) => continue,
+            Ok(false) => {}
+        }
+        if up.shut && down.shut {
+            return;
+        }
+        // Nothing could move: wait for a side to be ready, or the next piece to be due.
+        let due = |flow: &Flow| flow.due(delay).is_some_and(|due| due <= now);
+        let mut fds = Vec::new();
+        for (socket, reads, writes) in
+            [(&client, up.wants(room), due(&down)), (&server, down.wants(u64::MAX), due(&up))]
+        {
+            let flags = match (reads, writes) {
+                (true, true) => PollFlags::IN | PollFlags::OUT,
+                (true, false) => PollFlags::IN,
+                (false, true) => PollFlags::OUT,
+                (false, false) => continue,
+            };
+            fds.push((socket.as_fd(), flags));
+        }
+        let next = [up.due(delay), down.due(delay)]
+            .into_iter()
+            .flatten()
+            .filter(|due| *due > now)
+            .min()
+            .map_or(TICK, |due| (due - now).min(TICK));
+        if fds.is_empty() {
+            thread::sleep(next);
+        } else {
+            wait_for(&fds, next);
+        }
+    }
+}
+
+/// The proxy does what the tests rely on, between plain sockets: a reset at its offset is
+/// an RST to both peers, the upstream having got no more than that many bytes; a clean close
+/// is a FIN to both, exactly at its offset; an uncut connection passes both ways, and its
+/// FIN; a refusing proxy refuses, and listens again on the same port; a frozen one passes
+/// nothing; a delaying one holds each byte for its delay.
+#[test]
+fn the_cutter_cuts_as_told() {
+    let upstream = TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = upstream.local_addr().unwrap();
+    let plan = [(1000, Cut::Reset), (2000, Cut::Close)];
+    let proxy = Cutter::start(address, Duration::ZERO, &plan);
+    let sent = pattern(5000, 300);
+    // Connects through the proxy, sends `sent` (as much as gets through) and closes its
+    // writing side; returns the client and the server's end.
+    let connect = || {
+        let mut client = TcpStream::connect(proxy.to()).unwrap();
+        let (server, _) = upstream.accept().unwrap();
+        let _ = client.write_all(&sent);
+        let _ = client.shutdown(Shutdown::Write);
+        for socket in [&client, &server] {
+            socket.set_read_timeout(Some(GENEROUS)).unwrap();
+        }
+        (client, server)
+    };
+    let read_all = |mut socket: &TcpStream| {
+        let mut got = Vec::new();
+        let ended = socket.read_to_end(&mut got).map_err(|e| e.kind());
+        (got, ended)
+    };
+
+    let (client, server) = connect();
+    let (got, ended) = read_all(&server);
+    assert_eq!(ended, Err(io::ErrorKind::ConnectionReset), "upstream, reset");
+    assert!(got.len() <= 1000 && got == sent[..got.len()], "{} bytes before the reset", got.len());
+    assert_eq!(read_all(&client).1, Err(io::ErrorKind::ConnectionReset), "client, reset");
+
+    let (client, server) = connect();
+    let (got, ended) = read_all(&server);
+    assert_eq!((got.len(), ended), (2000, Ok(2000)), "upstream, closed");
+    assert_same(&got, &sent[..2000], "before the close");
+    assert_eq!(read_all(&client), (Vec::new(), Ok(0)), "client, closed");
+
+    let (client, mut server) = connect();
+    assert_eq!(read_all(&server), (sent.clone(), Ok(5000)), "upstream, uncut");
+    server.write_all(b"back").unwrap();
+    drop(server);
+    assert_eq!(read_all(&client), (b"back".to_vec(), Ok(4)), "client, uncut");
+    assert_eq!((proxy.accepted(), proxy.cuts()), (3, 2));
+
+    proxy.refuse();
+    let refused = TcpStream::connect(proxy.to()).map_err(|e| e.kind());
+    assert_eq!(refused.err(), Some(io::ErrorKind::ConnectionRefused));
+    proxy.admit();
+    proxy.freeze();
+    let mut client = TcpStream::connect(proxy.to()).unwrap();
+    client.write_all(b"held").unwrap();
+    // A frozen proxy does not even connect upstream: nothing comes to accept.
+    upstream.set_nonblocking(true).unwrap();
+    thread::sleep(Duration::from_millis(300));
+    assert_eq!(upstream.accept().map_err(|e| e.kind()).err(), Some(io::ErrorKind::WouldBlock));
+    upstream.set_nonblocking(false).unwrap();
+    proxy.thaw();
+    let (mut server, _) = upstream.accept().unwrap();
+    let mut held = [0u8; 4];
+    server.read_exact(&mut held).unwrap();
+    assert_eq!(&held, b"held");
+    assert_eq!(proxy.accepted(), 4);
+
+    let delay = Duration::from_millis(200);
+    let delaying = Cutter::start(address, delay, &[]);
+    let mut client = TcpStream::connect(delaying.to()).unwrap();
+    let (mut server, _) = upstream.accept().unwrap();
+    let start = Instant::now();
+    client.write_all(b"x").unwrap();
+    server.read_exact(&mut [0u8; 1]).unwrap();
+    server.write_all(b"y").unwrap();
+    client.read_exact(&mut [0u8; 1]).unwrap();
+    assert!(start.elapsed() >= 2 * delay, "a round trip in {:?}", start.elapsed());
+}
+
+// ----- the two ends -----
+
+/// A seed for what is random: `ACCEL_RESUME_SEED` (hex, or decimal) when set, else a fresh
+/// one; printed, with the command that replays it (`also`: the rest of its environment).
+fn seed(test: &str, also: &str) -> u64 {
+    let seed = match std::env::var("ACCEL_RESUME_SEED") {
+        Ok(text) => match text.strip_prefix("0x") {
+            Some(hex) => u64::from_str_radix(hex, 16).expect("ACCEL_RESUME_SEED in hex"),
+            None => text.parse().expect("ACCEL_RESUME_SEED, a number"),
+        },
+        Err(_) => {
+            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+            now.map_or(1, |d| d.as_nanos() as u64) ^ u64::from(std::process::id())
+        }
+    };
+    eprintln!(
+        "{test}: seed {seed:#x}; replay with: ACCEL_RESUME_SEED={seed:#x} {also}cargo test \
+         --test integration resume::{test} -- --exact --include-ignored"
+    );
+    seed
+}
+
+/// SplitMix64: numbers from a seed, the same on every machine.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// A number in `low..=high`.
+    fn between(&mut self, low: u64, high: u64) -> u64 {
+        low + self.next() % (high - low + 1)
+    }
+}
+
+/// What the receiver writes, collected as it comes, so that a test can wait for an amount.
+struct Written {
+    bytes: Arc<Mutex<Vec<u8>>>,
+    reader: JoinHandle<()>,
+}
+
+impl Written {
+    fn collect(mut stdout: ChildStdout) -> Written {
+        let bytes = Arc::new(Mutex::new(Vec::new()));
+        let into = Arc::clone(&bytes);
+        let reader = thread::spawn(move || {
+            let mut buf = vec![0u8; 1 << 20];
+            while let Ok(n) = stdout.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                into.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
+        });
+        Written { bytes, reader }
+    }
+
+    fn len(&self) -> usize {
+        self.bytes.lock().unwrap().len()
+    }
+
+    /// Waits until `n` bytes have been written.
+    #[track_caller]
+    fn at_least(&self, n: usize) {
+        eventually(GENEROUS, &format!("the receiver writes {n} bytes"), || self.len() >= n);
+    }
+
+    /// Everything, once the receiver's stdout has closed.
+    fn all(self) -> Vec<u8> {
+        self.reader.join().unwrap();
+        std::mem::take(&mut *self.bytes.lock().unwrap())
+    }
+}
+
+/// A receiver (`--from`, `--hash sha256`, `--json=FILE`, the test's `args`) and the key a
+/// sender needs to reach it.
+struct Ends {
+    engine: &'static str,
+    dir: Scratch,
+    key: String,
+    receiver: Receiver,
+    written: Written,
+    host: String,
+    args: Vec<String>,
+}
+
+/// A sending accel, its stdin fed by a thread piece by piece as the test says.
+struct Sending {
+    child: Child,
+    said: Said,
+    feed: Option<mpsc::Sender<Vec<u8>>>,
+}
+
+impl Sending {
+    /// Gives the sender `piece` (written on a thread, after what went before).
+    fn send(&self, piece: &[u8]) {
+        self.feed.as_ref().expect("input open").send(piece.to_vec()).unwrap();
+    }
+
+    /// Ends the sender's input, once all it was given is written.
+    fn close_input(&mut self) {
+        self.feed = None;
+    }
+}
+
+/// A test that fails midway leaves no sender behind.
+impl Drop for Sending {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// How one side ended: its status, what it said, and its `--json` summary (null if none).
+struct End {
+    status: ExitStatus,
+    said: String,
+    summary: Value,
+}
+
+impl End {
+    fn new(status: ExitStatus, said: String, json: &PathBuf) -> End {
+        let summary = std::fs::read_to_string(json)
+            .ok()
+            .and_then(|text| text.lines().last().and_then(|line| serde_json::from_str(line).ok()))
+            .filter(|summary: &Value| summary["event"] == "summary")
+            .unwrap_or(Value::Null);
+        End { status, said, summary }
+    }
+
+    /// The lines it said containing `what`.
+    fn lines(&self, what: &str) -> usize {
+        self.said.lines().filter(|line| line.contains(what)).count()
+    }
+
+    /// The offsets its `resuming at byte N` lines name, in order.
+    fn resumed_at(&self) -> Vec<u64> {
+        self.said
+            .lines()
+            .filter_map(|line| {
+                let rest = &line[line.find("resuming at byte ")? + "resuming at byte ".len()..];
+                let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+                Some(digits.parse().unwrap_or_else(|_| panic!("no offset in {line:?}")))
+            })
+            .collect()
+    }
+}
+
+/// How a transfer ended, on both sides, and what the receiver wrote.
+struct Ended {
+    sender: End,
+    receiver: End,
+    written: Vec<u8>,
+}
+
+impl Ends {
+    /// A receiver with `--engine engine`, the key, `--hash sha256`, `--json=FILE` and `args`,
+    /// on 127.0.0.1, or at `host` inside `netns`.
+    fn start(
+        engine: &'static str,
+        test: &str,
+        args: &[&str],
+        netns: Option<(&Netns, &str)>,
+    ) -> Ends {
+        let dir = Scratch::new(&format!("resume-{test}-{engine}"));
+        let key = make_key(&dir, "k");
+        let json = format!("--json={}", dir.path("receiver.json").display());
+        let mut full = vec!["--key-file", key.as_str(), "--hash", "sha256", json.as_str()];
+        full.extend_from_slice(args);
+        let (host, wrap) = match netns {
+            Some((netns, host)) => (host, Some(netns)),
+            None => ("127.0.0.1", None),
+        };
+        let mut receiver = Receiver::start(engine, host, &full, wrap);
+        let written = Written::collect(receiver.stdout());
+        let args = args.iter().map(|arg| arg.to_string()).collect();
+        Ends { engine, dir, key, receiver, written, host: host.to_owned(), args }
+    }
+
+    /// The receiver's address.
+    fn address(&self) -> SocketAddr {
+        format!("{}:{}", self.host, self.receiver.port).parse().unwrap()
+    }
+
+    /// A sender to `to` (inside `netns` when given) with the receiver's engine, the key,
+    /// `--hash sha256`, `--json=FILE` and the receiver's `args`.
+    fn sender(&self, to: &str, netns: Option<&Netns>) -> Sending {
+        let json = format!("--json={}", self.dir.path("sender.json").display());
+        let mut full = vec!["--key-file", self.key.as_str(), "--hash", "sha256", json.as_str()];
+        full.extend(self.args.iter().map(String::as_str));
+        let mut child = sender(self.engine, to, &full, netns);
+        let said = Said::collect(&mut child);
+        let mut stdin = child.stdin.take().unwrap();
+        let (feed, pieces) = mpsc::channel::<Vec<u8>>();
+        thread::spawn(move || {
+            for piece in pieces {
+                if stdin.write_all(&piece).is_err() {
+                    return;
+                }
+            }
+        });
+        Sending { child, said, feed: Some(feed) }
+    }
+
+    /// Waits for both to end (the sender's input closed first). If one does not, fails
+    /// showing what both said.
+    fn end(mut self, mut sending: Sending) -> Ended {
+        sending.close_input();
+        let hung = |who: &str, sending: &mut Sending, receiver: &mut Receiver| -> ! {
+            let _ = sending.child.kill();
+            let _ = receiver.child.kill();
+            panic!(
+                "the {who} did not exit within {GENEROUS:?}\nsender: {}\nreceiver: {}",
+                sending.said.all(),
+                receiver.said.all()
+            )
+        };
+        let Some(status) = exited(&mut sending.child) else {
+            hung("sender", &mut sending, &mut self.receiver)
+        };
+        let sender = End::new(status, String::new(), &self.dir.path("sender.json"));
+        let Some(status) = exited(&mut self.receiver.child) else {
+            hung("receiver", &mut sending, &mut self.receiver)
+        };
+        let sender = End { said: sending.said.all(), ..sender };
+        let receiver = End::new(status, self.receiver.said.all(), &self.dir.path("receiver.json"));
+        Ended { sender, receiver, written: self.written.all() }
+    }
+}
+
+/// Waits for `child` to exit, a generous while at most.
+fn exited(child: &mut Child) -> Option<ExitStatus> {
+    let deadline = Instant::now() + GENEROUS;
+    while Instant::now() < deadline {
+        if let Some(status) = child.try_wait().expect("wait") {
+            return Some(status);
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+    None
+}
+
+/// Waits for `child` to exit; after a generous while, kills it and fails, showing what it
+/// said.
+#[track_caller]
+fn exit_of(child: &mut Child, said: &Said, who: &str) -> ExitStatus {
+    exited(child).unwrap_or_else(|| {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("the {who} did not exit within {GENEROUS:?}; it said:\n{}", said.all())
+    })
+}
+
+/// SHA-256 in hex, as `--hash sha256` writes it.
+fn sha256(data: &[u8]) -> String {
+    sha2::Sha256::digest(data).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+impl Ended {
+    /// Both ended with 0; the receiver wrote `data`, byte for byte; both hashed it to its
+    /// digest, and the sender's receiver confirmed all of it.
+    #[track_caller]
+    fn whole(&self, data: &[u8], context: &str) {
+        let (sender, receiver) = (&self.sender, &self.receiver);
+        assert!(sender.status.success(), "{context}: sender: {}: {}", sender.status, sender.said);
+        assert!(
+            receiver.status.success(),
+            "{context}: receiver: {}: {}",
+            receiver.status,
+            receiver.said
+        );
+        assert_same(&self.written, data, context);
+        let digest = sha256(data);
+        for (side, end) in [("sender", sender), ("receiver", receiver)] {
+            assert_eq!(
+                end.summary["hashes"][0]["hex"], digest,
+                "{context}: the {side}'s sha256: {}",
+                end.summary
+            );
+        }
+        assert_eq!(
+            sender.summary["outputs"][0]["confirmed"],
+            data.len(),
+            "{context}: {}",
+            sender.summary
+        );
+    }
+
+    /// Both sides counted `n` reconnections, in their summaries and (when `lines`) with a
+    /// `connection dropped` line each; both said `resuming at byte N` `n` times, at the same
+    /// offsets, which only grow and lie within the stream. Returns the offsets.
+    #[track_caller]
+    fn reconnected(&self, n: u64, lines: bool, context: &str) -> Vec<u64> {
+        let (sender, receiver) = (&self.sender, &self.receiver);
+        let output = &sender.summary["outputs"][0];
+        let both = format!("sender: {}\nreceiver: {}", sender.said, receiver.said);
+        assert_eq!(output["reconnections"], n, "{context}: {output}\n{both}");
+        assert_eq!(
+            receiver.summary["input_reconnections"], n,
+            "{context}: {}\n{both}",
+            receiver.summary
+        );
+        assert!(output["resent_bytes"].is_u64(), "{context}: resent_bytes: {output}");
+        for (outage, summary) in [
+            (&output["longest_outage_s"], output),
+            (&receiver.summary["input_longest_outage_s"], &receiver.summary),
+        ] {
+            let outage = outage.as_f64().unwrap_or_else(|| panic!("{context}: {summary}"));
+            assert!((outage > 0.0) == (n > 0), "{context}: an outage of {outage} s: {summary}");
+            assert!(outage < GENEROUS.as_secs_f64(), "{context}: {outage} s: {summary}");
+        }
+        if lines {
+            for (side, end) in [("sender", sender), ("receiver", receiver)] {
+                let drops = end.lines("connection dropped");
+                assert_eq!(drops as u64, n, "{context}: the {side}'s drops:\n{both}");
+            }
+        }
+        let offsets = sender.resumed_at();
+        assert_eq!(offsets.len() as u64, n, "{context}: the sender's resumptions:\n{both}");
+        assert_eq!(receiver.resumed_at(), offsets, "{context}: where each resumed:\n{both}");
+        assert!(offsets.windows(2).all(|w| w[0] <= w[1]), "{context}: {offsets:?}");
+        assert!(
+            offsets.iter().all(|&at| at <= self.written.len() as u64),
+            "{context}: {offsets:?} past the end"
+        );
+        offsets
+    }
+}
+
+/// `data` sent through a [`Cutter`] with `delay` and `plan` to a receiver, both ends with
+/// `--engine engine` and `args`; how it ended, how many cuts the proxy made and how many
+/// connections it took.
+fn through_the_cutter(
+    engine: &'static str,
+    test: &str,
+    delay: Duration,
+    plan: &[(u64, Cut)],
+    data: &[u8],
+    args: &[&str],
+) -> (Ended, usize, usize) {
+    let ends = Ends::start(engine, test, args, None);
+    let proxy = Cutter::start(ends.address(), delay, plan);
+    let sending = ends.sender(&proxy.to(), None);
+    for piece in data.chunks(1 << 20) {
+        sending.send(piece);
+    }
+    let ended = ends.end(sending);
+    (ended, proxy.accepted(), proxy.cuts())
+}
+
+/// Each offset at which the stream resumed lies no further than the bytes the connection
+/// before carried (`cuts`, the count where each was cut, handshakes and framing included).
+#[track_caller]
+fn resumed_within(offsets: &[u64], cuts: &[u64], context: &str) {
+    let mut before = 0;
+    for (at, cut) in offsets.iter().zip(cuts) {
+        assert!(*at <= before + cut, "{context}: resumed at {at}, past {before} + {cut}");
+        before = *at;
+    }
+}
+
+// ----- through the proxy -----
+
+/// Three resets (RSTs both ways) at seeded random offsets of 24 MiB: three reconnections,
+/// four connections, the stream whole.
+fn three_resets_at_random_offsets(engine: &'static str) {
+    let seed = seed(&format!("three_resets_at_random_offsets::{engine}"), "");
+    let mut rng = Rng(seed);
+    let size = 24 << 20;
+    let cuts: Vec<u64> = (0..3).map(|_| rng.between(64 << 10, size / 8)).collect();
+    let plan: Vec<_> = cuts.iter().map(|&at| (at, Cut::Reset)).collect();
+    let context = format!("resets at {cuts:?} (seed {seed:#x})");
+    let data = pattern(size as usize, seed);
+    let (ended, accepted, made) =
+        through_the_cutter(engine, "resets", Duration::ZERO, &plan, &data, &[]);
+    ended.whole(&data, &context);
+    let offsets = ended.reconnected(3, true, &context);
+    resumed_within(&offsets, &cuts, &context);
+    assert_eq!((made, accepted), (3, 4), "{context}: cuts made, connections");
+}
+
+/// The connection closed cleanly (a FIN each way) 1 MiB into it, without the end mark: the
+/// receiver does not take it for the end, and the stream resumes.
+fn a_clean_close_without_the_end_mark(engine: &'static str) {
+    let data = pattern(8 << 20, 201);
+    let plan = [(1 << 20, Cut::Close)];
+    let (ended, accepted, made) =
+        through_the_cutter(engine, "close", Duration::ZERO, &plan, &data, &[]);
+    let context = "closed cleanly at 1 MiB";
+    ended.whole(&data, context);
+    let offsets = ended.reconnected(1, true, context);
+    resumed_within(&offsets, &[1 << 20], context);
+    assert_eq!((made, accepted), (1, 2), "{context}: cuts made, connections");
+}
+
+/// The path freezes (nothing passes, both connections held open) while the sender waits
+/// for more input, 4 MiB delivered; it thaws once both ends have said the connection dropped
+/// (4 heartbeats of 250 ms of silence). The stream resumes at exactly 4 MiB, nothing resent.
+#[test]
+fn a_freeze_longer_than_four_heartbeats() {
+    let args = ["--heartbeat", "250ms"];
+    let ends = Ends::start("auto", "freeze", &args, None);
+    let proxy = Cutter::start(ends.address(), Duration::ZERO, &[]);
+    let sending = ends.sender(&proxy.to(), None);
+    let data = pattern(8 << 20, 202);
+    sending.send(&data[..4 << 20]);
+    ends.written.at_least(4 << 20);
+    proxy.freeze();
+    sending.said.line_with("connection dropped");
+    ends.receiver.said.line_with("connection dropped");
+    proxy.thaw();
+    sending.send(&data[4 << 20..]);
+    let ended = ends.end(sending);
+    let context = "frozen at 4 MiB";
+    ended.whole(&data, context);
+    assert_eq!(ended.reconnected(1, true, context), [4 << 20], "{context}");
+    let output = &ended.sender.summary["outputs"][0];
+    assert_eq!(output["resent_bytes"], 0, "{context}: {output}");
+    // Tries made while the path was frozen waited in the proxy: how many depends on time.
+    assert!(proxy.accepted() >= 2, "{context}: {} connections", proxy.accepted());
+}
+
+/// Two resets through a path that delays every byte by 20 ms each way.
+#[test]
+fn resets_through_a_delaying_proxy() {
+    let data = pattern(8 << 20, 203);
+    let cuts = [1 << 20, 3 << 20];
+    let plan = cuts.map(|at| (at, Cut::Reset));
+    let (ended, accepted, made) =
+        through_the_cutter("auto", "delayed", Duration::from_millis(20), &plan, &data, &[]);
+    let context = "resets at 1 and 3 MiB, 20 ms each way";
+    ended.whole(&data, context);
+    let offsets = ended.reconnected(2, true, context);
+    resumed_within(&offsets, &cuts, context);
+    assert_eq!((made, accepted), (2, 3), "{context}: cuts made, connections");
+}
+
+/// What the receiver has not confirmed stays in the sender's buffer however small it is:
+/// with `-m 1M` on both ends, three resets through 8 MiB; the same with `--spill`, where the
+/// input goes on into the spill file during each outage.
+#[test]
+fn resets_with_a_small_buffer() {
+    let spill = Scratch::new("resume-spill");
+    for args in [vec!["-m", "1M"], vec!["-m", "1M", "--spill", spill.arg()]] {
+        let data = pattern(8 << 20, 209);
+        let cuts = [1 << 20, 2 << 20, 3 << 20];
+        let plan = cuts.map(|at| (at, Cut::Reset));
+        let (ended, accepted, made) =
+            through_the_cutter("auto", "small", Duration::ZERO, &plan, &data, &args);
+        let context = format!("{args:?}, resets at 1, 2 and 3 MiB");
+        ended.whole(&data, &context);
+        let offsets = ended.reconnected(3, true, &context);
+        resumed_within(&offsets, &cuts, &context);
+        assert_eq!((made, accepted), (3, 4), "{context}: cuts made, connections");
+    }
+}
+
+/// An outage longer than `--reconnect-for 2s`: 1 MiB delivered, the sender's input still
+/// open, the connection reset and the proxy refusing every new one. The sender fails with
+/// status 3, the receiver with 1, no sooner than the bound; both name the bytes delivered.
+#[test]
+fn an_outage_longer_than_reconnect_for_fails_both_sides() {
+    let args = ["--reconnect-for", "2s"];
+    let ends = Ends::start("auto", "outage", &args, None);
+    let proxy = Cutter::start(ends.address(), Duration::ZERO, &[]);
+    let sending = ends.sender(&proxy.to(), None);
+    let data = pattern(1 << 20, 204);
+    sending.send(&data);
+    ends.written.at_least(1 << 20);
+    proxy.refuse();
+    let cut = Instant::now();
+    proxy.reset_now();
+    // Its input stays open: the sender gives up because of the outage alone.
+    let mut sending = sending;
+    let status = exit_of(&mut sending.child, &sending.said, "sender");
+    let gave_up = cut.elapsed();
+    let said = sending.said.all();
+    sending.close_input();
+    let written = {
+        let Ends { mut receiver, written, .. } = ends;
+        let status = exit_of(&mut receiver.child, &receiver.said, "receiver");
+        let said_received = receiver.said.all();
+        let written = written.all();
+        assert_eq!(status.code(), Some(1), "receiver: {said_received}");
+        // "N bytes" as accel writes a count: "1 MiB (1048576 bytes)".
+        assert!(
+            said_received.contains(&format!("{} bytes", written.len())),
+            "the receiver names the {} bytes it delivered: {said_received}",
+            written.len()
+        );
+        written
+    };
+    assert_eq!(status.code(), Some(3), "sender: {said}");
+    assert!(gave_up >= Duration::from_millis(1500), "the sender gave up after {gave_up:?}");
+    assert_same(&written, &data, "delivered before the outage");
+    let delivered = bytes_before(&said, " delivered");
+    assert!(delivered <= written.len() as u64, "{delivered} delivered, {} written", written.len());
+    assert_eq!(proxy.accepted(), 1, "connections");
+}
+
+/// During an outage (the proxy refusing the sender), strangers connect to the receiver
+/// itself: one sends garbage, one replays the first 80 bytes the sender sent on its first
+/// connection, one the whole first handshake message. None gets anything but at most a
+/// handshake's answer, and none changes anything: once the proxy listens again, the stream
+/// resumes where it was, whole, one reconnection.
+#[test]
+fn a_stranger_during_an_outage_changes_nothing() {
+    let ends = Ends::start("auto", "stranger", &[], None);
+    let proxy = Cutter::start(ends.address(), Duration::ZERO, &[]);
+    let sending = ends.sender(&proxy.to(), None);
+    let data = pattern(4 << 20, 205);
+    sending.send(&data[..1 << 20]);
+    ends.written.at_least(1 << 20);
+    proxy.refuse();
+    proxy.reset_now();
+    ends.receiver.said.line_with("connection dropped");
+
+    let first = proxy.first_sent();
+    assert!(first.len() >= 82, "the sender's first bytes: {first:?}");
+    // The preamble (8 bytes), the first message's length (2), the message.
+    let whole = 10 + usize::from(u16::from_be_bytes([first[8], first[9]]));
+    let strangers: [(&str, Vec<u8>, usize); 3] = [
+        ("garbage", b"GET / HTTP/1.0\r\n\r\n\x00\xff garbage".to_vec(), 0),
+        ("the first 80 bytes", first[..80].to_vec(), 0),
+        // Its answer (a preamble, a length, a second message) may come; nothing more.
+        ("the first message", first[..whole].to_vec(), 256),
+    ];
+    for (who, says, most) in strangers {
+        let mut stranger = TcpStream::connect(ends.address()).unwrap();
+        stranger.write_all(&says).unwrap();
+        stranger.shutdown(Shutdown::Write).unwrap();
+        stranger.set_read_timeout(Some(GENEROUS)).unwrap();
+        let mut got = Vec::new();
+        // Until the receiver hangs up (an RST counts): it must, or the read times out.
+        let ended = stranger.read_to_end(&mut got);
+        if let Err(e) = &ended {
+            assert_ne!(e.kind(), io::ErrorKind::WouldBlock, "{who}: the receiver never hung up");
+        }
+        assert!(got.len() <= most, "{who} got {} bytes: {got:?}", got.len());
+    }
+
+    proxy.admit();
+    sending.send(&data[1 << 20..]);
+    let ended = ends.end(sending);
+    let context = "strangers during the outage";
+    ended.whole(&data, context);
+    assert_eq!(ended.reconnected(1, true, context), [1 << 20], "{context}");
+    assert_eq!(proxy.accepted(), 2, "{context}: connections");
+}
+
+/// `--reconnect-for 0` is today's behaviour: the first reset fails the transfer, the sender
+/// with status 3, the receiver with 1; the sender does not try again.
+fn reconnect_for_zero_fails_at_the_first_reset(engine: &'static str) {
+    let data = pattern(16 << 20, 206);
+    let plan = [(1 << 20, Cut::Reset)];
+    let args = ["--reconnect-for", "0"];
+    let (ended, accepted, made) =
+        through_the_cutter(engine, "zero", Duration::ZERO, &plan, &data, &args);
+    let (sender, receiver) = (&ended.sender, &ended.receiver);
+    assert_eq!(sender.status.code(), Some(3), "sender: {}", sender.said);
+    assert_eq!(receiver.status.code(), Some(1), "receiver: {}", receiver.said);
+    assert_same(&ended.written, &data[..ended.written.len()], "before the reset");
+    let delivered = bytes_before(&sender.said, " delivered (confirmed by the receiver)");
+    assert!(delivered <= ended.written.len() as u64, "{}", sender.said);
+    for end in [sender, receiver] {
+        assert!(end.resumed_at().is_empty(), "{}", end.said);
+    }
+    assert_eq!((made, accepted), (1, 1), "cuts made, connections");
+}
+
+/// `--insecure` does not resume (a raw stream has no offsets): a reset fails both ends, the
+/// sender with status 3, the receiver with 1 (an RST is not the end of a stream, even where
+/// a FIN would pass for one), and the sender does not try again.
+fn insecure_does_not_resume(engine: &'static str) {
+    let mut receiver = Receiver::start(engine, "127.0.0.1", &["--insecure"], None);
+    let written = Written::collect(receiver.stdout());
+    let upstream = SocketAddr::from(([127, 0, 0, 1], receiver.port));
+    let proxy = Cutter::start(upstream, Duration::ZERO, &[(1 << 20, Cut::Reset)]);
+    let mut sending = sender(engine, &proxy.to(), &["--insecure"], None);
+    let said = Said::collect(&mut sending);
+    let data = pattern(16 << 20, 208);
+    let stdin = sending.stdin.take().unwrap();
+    thread::spawn(move || feed(stdin, &data, 1 << 20));
+    let status = exit_of(&mut sending, &said, "sender");
+    assert_eq!(status.code(), Some(3), "sender: {}", said.all());
+    let received = exit_of(&mut receiver.child, &receiver.said, "receiver");
+    let written = written.all();
+    assert_eq!(
+        received.code(),
+        Some(1),
+        "receiver, {} bytes written: {}",
+        written.len(),
+        receiver.said.all()
+    );
+    assert!(written.len() <= 1 << 20, "{} bytes written", written.len());
+    assert_same(&written, &pattern(16 << 20, 208)[..written.len()], "before the reset");
+    assert_eq!(proxy.accepted(), 1, "connections");
+}
+
+per_engine!(
+    three_resets_at_random_offsets,
+    a_clean_close_without_the_end_mark,
+    reconnect_for_zero_fails_at_the_first_reset,
+    insecure_does_not_resume,
+);
+
+// ----- across network namespaces -----
+
+/// A sender in one namespace (`a`), its receiver in another (`b`), `--heartbeat 250ms` both;
+/// 4 MiB delivered, the sender waiting for more input. Then `away` takes the path away, the
+/// sender is given 4 MiB more, and `back` gives the path back. The stream resumes at exactly
+/// 4 MiB (nothing after it got through), whole, after one reconnection.
+fn across_an_outage(
+    tag: &str,
+    subnet: u8,
+    away: impl FnOnce(&Netns, &Netns, &Ends),
+    back: impl FnOnce(&Netns, &Netns, &Ends, &Sending),
+) {
+    let Some((a, b, _, addr_b)) = linked(tag, subnet, None) else { return };
+    let args = ["--heartbeat", "250ms"];
+    let ends = Ends::start("auto", tag, &args, Some((&b, &addr_b)));
+    let sending = ends.sender(&ends.address().to_string(), Some(&a));
+    let data = pattern(8 << 20, 207);
+    sending.send(&data[..4 << 20]);
+    ends.written.at_least(4 << 20);
+    away(&a, &b, &ends);
+    sending.send(&data[4 << 20..]);
+    back(&a, &b, &ends, &sending);
+    let ended = ends.end(sending);
+    ended.whole(&data, tag);
+    assert_eq!(ended.reconnected(1, true, tag), [4 << 20], "{tag}");
+}
+
+/// The veth link taken down (`ip link set va down`, in the sender's namespace) for 3
+/// seconds, then brought back up.
+#[test]
+fn the_link_down_for_three_seconds() {
+    across_an_outage(
+        "rslink",
+        20,
+        |a, _, _| a.ip(&["link", "set", "va", "down"]),
+        |a, _, _, _| {
+            thread::sleep(Duration::from_secs(3));
+            a.ip(&["link", "set", "va", "up"]);
+        },
+    );
+}
+
+/// The receiver's address taken away while the sender retries, then given back. These
+/// namespaces have no name service, so the sender cannot be pointed at a new address by a
+/// name that resolves again; what changes instead is whether the address it was given
+/// exists: it is deleted from the receiver's interface (`ip addr del`; what is sent to it
+/// goes unanswered, and the receiver's sockets, bound to it, stay), both ends say the
+/// connection dropped, the sender retries for 2 more seconds (its first tries, 1 s apart,
+/// meet no host), and the address is added back.
+#[test]
+fn the_receivers_address_taken_away_and_given_back() {
+    let address = |ends: &Ends| format!("{}/24", ends.host);
+    across_an_outage(
+        "rsaddr",
+        21,
+        |_, b, ends| b.ip(&["addr", "del", &address(ends), "dev", "vb"]),
+        |_, b, ends, sending| {
+            sending.said.line_with("connection dropped");
+            ends.receiver.said.line_with("connection dropped");
+            thread::sleep(Duration::from_secs(2));
+            b.ip(&["addr", "add", &address(ends), "dev", "vb"]);
+        },
+    );
+}
+
+// ----- random cut points -----
+
+/// `cuts` cuts at seeded random points of `size` bytes (with `--heartbeat 250ms`): resets,
+/// clean closes and freezes in the stream, and now and then a reset within a reconnection's
+/// handshake (never the first connection's: that one is not a reconnection). Every cut in
+/// the stream is a reconnection; one in a handshake is a failed try, which the sender repeats.
+fn random_cuts(test: &str, cuts: usize, size: usize, also: &str) {
+    let seed = seed(test, also);
+    let mut rng = Rng(seed);
+    let most = (size / (2 * cuts)) as u64;
+    let plan: Vec<(u64, Cut)> = (0..cuts)
+        .map(|k| match rng.between(0, 9) {
+            9 if k > 0 => (rng.between(1, 40), Cut::Reset),
+            0..=4 | 9 => (rng.between(64 << 10, most), Cut::Reset),
+            5 | 6 => (rng.between(64 << 10, most), Cut::Close),
+            _ => (rng.between(64 << 10, most), Cut::Freeze),
+        })
+        .collect();
+    let in_stream = plan.iter().filter(|(at, _)| *at >= 64 << 10).count();
+    let context = format!("cuts {plan:?} (seed {seed:#x})");
+    let data = pattern(size, seed);
+    let args = ["--heartbeat", "250ms"];
+    let (ended, accepted, made) =
+        through_the_cutter("auto", test, Duration::ZERO, &plan, &data, &args);
+    ended.whole(&data, &context);
+    // A cut in a handshake may be said as a drop too: the lines are not counted.
+    let offsets = ended.reconnected(in_stream as u64, false, &context);
+    let carried: Vec<u64> =
+        plan.iter().filter(|(at, _)| *at >= 64 << 10).map(|(at, _)| *at).collect();
+    resumed_within(&offsets, &carried, &context);
+    assert_eq!((made, accepted), (cuts, cuts + 1), "{context}: cuts made, connections");
+}
+
+/// Five random cuts through 16 MiB.
+#[test]
+fn five_random_cuts() {
+    random_cuts("five_random_cuts", 5, 16 << 20, "");
+}
+
+/// `ACCEL_RESUME_CUTS` random cuts (default 100) through 256 MiB: `cargo test --test
+/// integration resume::random_cuts_soak -- --ignored --nocapture`.
+#[test]
+#[ignore = "minutes: a cut costs a second or two; run on purpose"]
+fn random_cuts_soak() {
+    let cuts = std::env::var("ACCEL_RESUME_CUTS").map_or(100, |n| n.parse().expect("a number"));
+    random_cuts("random_cuts_soak", cuts, 256 << 20, &format!("ACCEL_RESUME_CUTS={cuts} "));
+}
