@@ -122,6 +122,7 @@ pub fn backlog(
         cursors: vec![Some(0); readers],
         kept: vec![None; readers],
         furthest: vec![0; readers],
+        redirected: vec![None; readers],
         started: vec![false; readers],
         readers_left: readers,
         ..State::default()
@@ -210,9 +211,11 @@ struct State {
     /// For a reader that keeps what it passed until told otherwise ([`Reader::keep`]), the
     /// first byte it may still need: the backlog holds everything from there.
     kept: Vec<Option<u64>>,
-    /// Each reader's furthest offset: bytes taken again after [`Reader::go_on_from`] are not
+    /// Each reader's furthest offset: bytes taken again after [`Keep::go_on_from`] are not
     /// counted out twice.
     furthest: Vec<u64>,
+    /// What a reader's [`Keep`] asks of it at its next look for data ([`Redirect`]).
+    redirected: Vec<Option<Redirect>>,
     /// Each reader has passed its start watermark since it last took everything.
     started: Vec<bool>,
     /// The smallest cursor (or kept offset) of the readers still there (`produced` when none
@@ -242,6 +245,16 @@ struct State {
     spill_vacant: bool,
     /// Writing the spill file failed: it takes nothing more (what it holds is still read).
     spill_failed: bool,
+}
+
+/// What a reader's [`Keep`] asks of it, from another thread, at its next look for data
+/// (even while it waits).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Redirect {
+    /// Go on from this offset (a connection came back where the receiver says).
+    GoOnFrom(u64),
+    /// Take nothing more: what the reader writes to is gone for good.
+    Stop,
 }
 
 /// What the producer is short of.
@@ -930,6 +943,18 @@ impl Reader {
             if state.closed {
                 return None;
             }
+            match state.redirected[self.index].take() {
+                Some(Redirect::Stop) => {
+                    state.redirected[self.index] = Some(Redirect::Stop);
+                    return None;
+                }
+                Some(Redirect::GoOnFrom(to)) => {
+                    // Checked by Keep::go_on_from: a kept byte, or one read.
+                    state.cursors[self.index] = Some(to);
+                    self.shared.count_out(&mut state, self.index, to);
+                }
+                None => {}
+            }
             let cursor = state.cursors[self.index].expect("a reader still there");
             let ahead = (state.produced - cursor) as usize;
             if ahead >= shared.start_at.max(1)
@@ -975,7 +1000,8 @@ impl Reader {
                 // the producer is let go: it waits only while something is held).
                 let ahead = (s.produced - cursor) as usize;
                 let short = s.producer_waiting == Some(Shortage::Memory) && ahead > 0;
-                ahead < wanted && !s.input_ended && !s.closed && !held && !short
+                let redirected = s.redirected[self.index].is_some();
+                ahead < wanted && !s.input_ended && !s.closed && !held && !short && !redirected
             };
             if state.has_surplus_spares() && state.released == state.produced {
                 // Drained. If it stays so, what the backlog grew to is not needed: give it
@@ -1067,33 +1093,6 @@ impl Reader {
         Keep { shared: Arc::clone(&self.shared), index: self.index }
     }
 
-    /// Moves this reader's place to `to`: back to a byte it kept ([`keep`](Reader::keep)), to
-    /// pass the bytes from there on again, or on past bytes another way already delivered
-    /// (they count as taken). An error when `to` is before what was kept, or past what was
-    /// read: nobody can have those.
-    pub fn go_on_from(&mut self, to: u64) -> io::Result<()> {
-        let mut state = self.shared.lock();
-        let cursor = state.cursors[self.index].expect("a reader still there");
-        let kept = state.kept[self.index].unwrap_or(cursor);
-        if to < kept || to > state.produced {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!(
-                    "asked to go on from byte {to}, but bytes {kept} to {} are held",
-                    state.produced
-                ),
-            ));
-        }
-        state.cursors[self.index] = Some(to);
-        let furthest = &mut state.furthest[self.index];
-        if to > *furthest {
-            self.shared.meter.add_out(self.index, (to - *furthest) as usize);
-            *furthest = to;
-        }
-        self.shared.release(&mut state);
-        Ok(())
-    }
-
     /// Moves this reader's place past `n` bytes: they were written (or hashed).
     pub fn consume(&mut self, n: usize) {
         let shared = &self.shared;
@@ -1106,16 +1105,22 @@ impl Reader {
             // Run empty: the start watermark holds this reader back again.
             state.started[self.index] = false;
         }
-        let furthest = &mut state.furthest[self.index];
-        if cursor > *furthest {
-            shared.meter.add_out(self.index, (cursor - *furthest) as usize);
-            *furthest = cursor;
-        }
-        shared.release(&mut state);
+        shared.count_out(&mut state, self.index, cursor);
     }
 }
 
 impl Shared {
+    /// Reader `index` is at `cursor` now: counts out what it had never passed, and lets go
+    /// of what nobody needs.
+    fn count_out(&self, state: &mut State, index: usize, cursor: u64) {
+        let furthest = &mut state.furthest[index];
+        if cursor > *furthest {
+            self.meter.add_out(index, (cursor - *furthest) as usize);
+            *furthest = cursor;
+        }
+        self.release(state);
+    }
+
     /// Recomputes what every reader has passed, frees the segments behind it, and wakes the
     /// producer if that made what it waits for.
     fn release(&self, state: &mut State) {
@@ -1178,6 +1183,34 @@ impl Keep {
             (Some(kept), Some(cursor)) => cursor - kept >= (self.shared.capacity / 4) as u64,
             _ => false,
         }
+    }
+
+    /// Has the reader go on from `to` at its next look for data, even while it waits: back
+    /// to a kept byte, or on past bytes delivered another way. An error when `to` is before
+    /// what was kept, or past what was read.
+    pub fn go_on_from(&self, to: u64) -> io::Result<()> {
+        let mut state = self.shared.lock();
+        let kept = state.kept[self.index].unwrap_or(0);
+        if to < kept || to > state.produced {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "asked to go on from byte {to}, but bytes {kept} to {} are held",
+                    state.produced
+                ),
+            ));
+        }
+        state.redirected[self.index] = Some(Redirect::GoOnFrom(to));
+        self.shared.has_data.notify_all();
+        Ok(())
+    }
+
+    /// Has the reader take nothing more, even while it waits: its next look for data finds
+    /// none (what it writes to is gone for good; its own thread says why).
+    pub fn stop_reader(&self) {
+        let mut state = self.shared.lock();
+        state.redirected[self.index] = Some(Redirect::Stop);
+        self.shared.has_data.notify_all();
     }
 
     /// The bytes before `to` are needed no more: the backlog may let them go.

@@ -340,8 +340,8 @@ fn gathering_sleeps_only_while_more_can_come() {
 }
 
 /// Issue 20: a reader that keeps what it passed holds it against the buffer's size until its
-/// Keep releases it, and can go back to any of it, or on past bytes delivered another way;
-/// bytes taken again are not counted out twice.
+/// Keep releases it, and can be sent back to any of it, or on past bytes delivered another
+/// way; bytes taken again are not counted out twice; and it can be stopped while it waits.
 #[test]
 fn kept_bytes_are_held_until_released_and_can_be_taken_again() {
     let capacity = 4 * page();
@@ -364,18 +364,28 @@ fn kept_bytes_are_held_until_released_and_can_be_taken_again() {
     assert_eq!(held(), capacity as u64, "kept bytes fill the buffer");
     // Back to a kept byte: the same bytes again, not counted out again.
     let back = page() as u64 + 5;
-    reader.go_on_from(back).unwrap();
+    keep.go_on_from(back).unwrap();
     let again = take(&mut reader).unwrap();
     assert!(again[..] == data[back as usize..back as usize + again.len()]);
     assert_eq!(meter.snapshot().readers[0].bytes, capacity as u64);
     // Released up to `back`: that much room, and nothing before it can be asked for.
     keep.release(back);
     assert_eq!(held(), capacity as u64 - back);
-    assert!(reader.go_on_from(back - 1).is_err(), "released bytes are gone");
-    assert!(reader.go_on_from(capacity as u64 + 1).is_err(), "never read");
+    assert!(keep.go_on_from(back - 1).is_err(), "released bytes are gone");
+    assert!(keep.go_on_from(capacity as u64 + 1).is_err(), "never read");
     // On past bytes delivered another way: they count as taken.
-    reader.go_on_from(capacity as u64).unwrap();
+    keep.go_on_from(capacity as u64).unwrap();
     keep.release(capacity as u64);
+    drop(producer);
+    assert!(take(&mut reader).is_none(), "nothing past the end");
     assert_eq!(held(), 0);
+    // A reader stopped from another thread finds no more data, even while it waits.
+    let (mut producer, mut reader) = one(capacity);
+    let keep = reader.keep();
+    put(&mut producer, b"line\n");
+    assert_eq!(take(&mut reader).unwrap(), b"line\n");
+    let waiting = thread::spawn(move || take(&mut reader));
+    keep.stop_reader();
+    assert!(waiting.join().unwrap().is_none());
     drop(producer);
 }

@@ -345,7 +345,7 @@ pub struct Cli {
     /// to DURATION, then go on at the exact byte; 0: fail at once. [default: 10m]
     ///
     /// A reset, a path gone silent (see --heartbeat), or an end without the end-of-stream
-    /// mark: the sender connects again after 1 s, then 2, 4, ... up to 30 s apart, and the
+    /// mark: the sender connects again at once, then 1, 2, 4, ... up to 30 s apart, and the
     /// receiver takes it back once it has proved it holds the key and names the same stream.
     /// The sender keeps what the receiver has not confirmed in its buffer (-m, then --spill),
     /// so nothing is lost or written twice. At the end of DURATION both fail (status 3 and 1),

@@ -55,10 +55,15 @@ pub fn write_all(
             None => write_as_it_comes(output, &mut reader, route, &mut pacer),
             Some(block) => write_blocks(output, &mut reader, block, &mut pacer, route),
         }
-        .and_then(|()| end_stream(output, input, &route.log));
+        // A link that gave up stops its reader, which then finds no more data.
+        .and_then(|()| match output.link().and_then(|link| link.failure()) {
+            Some(error) => Err(Failure::Io(error)),
+            None => end_stream(output, input, &route.log),
+        });
         if let Err(Failure::Io(error)) = &written {
-            if let Some(at) = resumed_at(error) {
-                reader.go_on_from(at).map_err(Failure::Io)?;
+            // The connection is back: the reader goes on where the receiver said (the link
+            // told it so) at its next look for data.
+            if resumed_at(error).is_some() {
                 continue;
             }
         }

@@ -8,9 +8,10 @@
 //! - A sender's takes in the receiver's confirmations while the output has nothing to send
 //!   (so that the backlog lets go of what was confirmed), says it is there when it has sent
 //!   nothing for a heartbeat, and notices a receiver silent for [`SILENT_BEATS`] of them.
-//!   When the connection drops, it connects again, 1 s after, then doubling to 30 s, with
-//!   jitter, until `--reconnect-for` is over; the output then goes on from where the
-//!   receiver's Resume frame says ([`Resumed`]): the backlog kept every byte not confirmed.
+//!   When the connection drops, it connects again at once, then 1 s after, doubling to
+//!   30 s, with jitter, until `--reconnect-for` is over; the output then goes on from where
+//!   the receiver's Resume frame says ([`Resumed`]): the backlog kept every byte not
+//!   confirmed, and the output is sent back there even while it waits for data.
 //! - A receiver's waits for a sender that connects again, and takes it back once it has
 //!   proved, in a session of its own, that it holds the key and names the same stream: a
 //!   stranger, or a recorded handshake replayed, never gets that far, so it cannot take a
@@ -47,8 +48,11 @@ use crate::words::{byte_count, describe, duration};
 /// Heartbeats a peer may miss before the path counts as dead.
 pub const SILENT_BEATS: u32 = 4;
 
-/// The first pause before connecting again, and the longest.
-const FIRST_PAUSE: Duration = Duration::from_secs(1);
+/// The pause before the first attempt to connect again: a reset on a path that is still up
+/// (the common case: a NAT or a firewall dropped its state) is over at once. Then pauses of
+/// 1 s, doubling to the longest.
+const FIRST_PAUSE: Duration = Duration::from_millis(200);
+const SECOND_PAUSE: Duration = Duration::from_secs(1);
 const LONGEST_PAUSE: Duration = Duration::from_secs(30);
 
 /// How a stream outlives its connections (`--reconnect-for`, `--heartbeat`).
@@ -588,12 +592,10 @@ impl Link {
             if let Err(error) = tended {
                 let error = closed_by_peer(error, "the receiver");
                 if let Err(error) = self.dropped(&mut session, error) {
-                    // For good: the output hears it at its next write.
-                    session.failed = Some((error.kind(), describe(&error)));
                     if let Some(channel) = session.channel.as_mut() {
                         channel.abandon();
                     }
-                    self.changed.notify_all();
+                    self.give_up(&mut session, error.kind(), describe(&error));
                     return;
                 }
                 continue;
@@ -607,7 +609,23 @@ impl Link {
         }
     }
 
-    /// Connects again, with pauses that double from 1 s to 30 s (with jitter), until the
+    /// Gives up the link for good, for `why`: every later call fails so, and the output,
+    /// even one waiting for data, stops at once.
+    fn give_up(&self, session: &mut Session, kind: io::ErrorKind, why: String) {
+        session.failed = Some((kind, why));
+        if let Some(keep) = self.keep.get() {
+            keep.stop_reader();
+        }
+        self.changed.notify_all();
+    }
+
+    /// The reason the link gave up, if it did.
+    pub fn failure(&self) -> Option<io::Error> {
+        self.lock().failure()
+    }
+
+    /// Connects again, at once, then with pauses that double from 1 s to 30 s (with jitter),
+    /// until the
     /// connection is back (`true`), or `--reconnect-for` is over or the run is (`false`).
     fn restore(&self, dialer: &Dialer, stop: &Stop) -> bool {
         let (since, mut why) = self.lock().down.clone().expect("down");
@@ -616,22 +634,19 @@ impl Link {
         loop {
             let now = Instant::now();
             if now >= deadline {
-                let mut session = self.lock();
-                session.failed = Some((
-                    io::ErrorKind::TimedOut,
-                    format!(
-                        "the connection could not be restored within {} ({why})",
-                        duration(self.resume.within)
-                    ),
-                ));
-                self.changed.notify_all();
+                let why = format!(
+                    "the connection could not be restored within {} ({why})",
+                    duration(self.resume.within)
+                );
+                self.give_up(&mut self.lock(), io::ErrorKind::TimedOut, why);
                 return false;
             }
             let pause_now = jittered(pause).min(deadline - now);
             if stop.sleep(pause_now).is_err() || self.lock().over {
                 return false;
             }
-            pause = (pause * 2).min(LONGEST_PAUSE);
+            pause =
+                if pause < SECOND_PAUSE { SECOND_PAUSE } else { (pause * 2).min(LONGEST_PAUSE) };
             let (kept, reached, tries) = {
                 let mut session = self.lock();
                 session.tries += 1;
@@ -641,6 +656,12 @@ impl Link {
             match dialer.dial(kept, reached, self.resume.silence(), stop, deadline) {
                 Ok((channel, at)) => {
                     let mut session = self.lock();
+                    // The output goes on there at its next look for data, even if it waits
+                    // for data now (its buffer full of what was not confirmed).
+                    if let Err(error) = self.keep.get().map_or(Ok(()), |keep| keep.go_on_from(at)) {
+                        self.give_up(&mut session, io::ErrorKind::InvalidData, describe(&error));
+                        return false;
+                    }
                     let outage = session.down.take().map_or(Duration::ZERO, |(s, _)| s.elapsed());
                     let resent = session.sent.saturating_sub(at);
                     session.channel = Some(channel);
@@ -651,7 +672,7 @@ impl Link {
                         "{}: connected again after {} ({}); resuming at byte {at} ({} sent \
                          again)",
                         self.name,
-                        duration(outage),
+                        outage_words(outage),
                         if tries == 1 { "1 try".into() } else { format!("{tries} tries") },
                         byte_count(resent)
                     ));
@@ -659,9 +680,7 @@ impl Link {
                     return true;
                 }
                 Err(Dial::Fatal(reason)) => {
-                    let mut session = self.lock();
-                    session.failed = Some((io::ErrorKind::ConnectionRefused, reason));
-                    self.changed.notify_all();
+                    self.give_up(&mut self.lock(), io::ErrorKind::ConnectionRefused, reason);
                     return false;
                 }
                 Err(Dial::Again(reason)) => {
@@ -692,7 +711,7 @@ impl Link {
                 Err(_) if stop.requested() || self.lock().over => return,
                 Err(why) => {
                     self.log.warn(format_args!("{}: {why}", listening.address));
-                    if stop.sleep(FIRST_PAUSE).is_err() {
+                    if stop.sleep(SECOND_PAUSE).is_err() {
                         return;
                     }
                 }
@@ -738,7 +757,7 @@ impl Link {
         self.log.warn(format_args!(
             "{}: the sender is back (from {peer}) after {}; resuming at byte {at}",
             self.name,
-            duration(outage)
+            outage_words(outage)
         ));
         self.changed.notify_all();
     }
@@ -824,6 +843,15 @@ impl Dialer {
             }
         }
         Err(Dial::Again(failures.join("; ")))
+    }
+}
+
+/// How long an outage lasted: `0.8 s`, `12.0 s`, `0:03:20`.
+fn outage_words(outage: Duration) -> String {
+    if outage < Duration::from_secs(60) {
+        format!("{:.1} s", outage.as_secs_f64())
+    } else {
+        duration(outage)
     }
 }
 
