@@ -177,6 +177,13 @@ impl<'a> Input<'a> {
         }
     }
 
+    /// Whether a splice failed because the input, a socket, was reset: the one error a read
+    /// after it would not meet again (a socket reports a reset once; the read finds an end of
+    /// stream, which would pass a cut stream off as whole).
+    fn input_reset(&self, error: Errno) -> bool {
+        error == Errno::CONNRESET && self.input.kind == FdKind::Socket
+    }
+
     /// The most one move may take: the input rate's quantum, or `len`.
     fn most(&self, len: usize) -> usize {
         self.pacer.quantum().map_or(len, |quantum| quantum.min(len))
@@ -201,6 +208,7 @@ impl<'a> Input<'a> {
                 self.output_full = true;
                 Ok(Step::Moved(0))
             }
+            Err(e) if self.input_reset(e) && self.output.kind != FdKind::Socket => Err(e.into()),
             Err(e) => {
                 // Nothing moved. Which side refused is unknown; the queued path tries each
                 // side on its own and meets any real error there.
@@ -253,6 +261,7 @@ impl<'a> Input<'a> {
                     None => self.queue_in_memory(),
                 }
             }
+            Err(e) if self.input_reset(e) => Err(e.into()),
             Err(e) => {
                 // Nothing moved; `read` will meet a real error, if this was one.
                 let (route, name) = (self.route, &self.input.name);
