@@ -24,6 +24,7 @@ ORDER = (
     "rate",
     "net",
     "wan",
+    "resume",
     "asmbuffer",
 )
 

@@ -91,18 +91,26 @@ class Pair:
     daemon: bool = False  # the receiver stays (sshd): stopped once the sender is done
 
 
+RECEIVER_ERR, SENDER_ERR = WORK / "net-receiver.err", WORK / "net-sender.err"
+"""Where the last transfer's receiver and sender (X) wrote their stderr, whole."""
+
+
 def transfer(pair: Pair, recv_ns: Netns, send_ns: Netns, timeout: float,
              recv_stdout=subprocess.DEVNULL, consumer: list[str] | None = None):
     """Runs one transfer; returns (wall s, CPU s of X at both ends, error or None).
-    `consumer` is a stage after the receiver (its stdout piped into it)."""
-    errf = open(WORK / "net-receiver.err", "w+b")
+    `consumer` is a stage after the receiver (its stdout piped into it, its stderr beside the
+    receiver's); its failure is the transfer's. Both ends' stderr stay in RECEIVER_ERR and
+    SENDER_ERR (files, not pipes: a chatty end cannot block on a pipe nobody reads until it
+    exits)."""
+    errf = open(RECEIVER_ERR, "w+b")
+    sender_errf = open(SENDER_ERR, "w+b")
     procs: list[subprocess.Popen] = []
     recv = subprocess.Popen(recv_ns.argv(pair.receiver), stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE if consumer else recv_stdout, stderr=errf)
     procs.append(recv)
     if consumer:
         procs.append(subprocess.Popen(recv_ns.argv(consumer), stdin=recv.stdout,
-                                      stdout=subprocess.DEVNULL))
+                                      stdout=subprocess.DEVNULL, stderr=errf))
         recv.stdout.close()
     if not recv_ns.listening(pair.port):
         for p in procs:
@@ -116,7 +124,7 @@ def transfer(pair: Pair, recv_ns: Netns, send_ns: Netns, timeout: float,
         last = i == len(pair.sender) - 1
         p = subprocess.Popen(send_ns.argv(argv), stdin=prev,
                              stdout=subprocess.DEVNULL if last else subprocess.PIPE,
-                             stderr=subprocess.PIPE if last else subprocess.DEVNULL)
+                             stderr=sender_errf if last else subprocess.DEVNULL)
         if prev is not subprocess.DEVNULL:
             prev.close()
         prev = p.stdout
@@ -140,15 +148,19 @@ def transfer(pair: Pair, recv_ns: Netns, send_ns: Netns, timeout: float,
     timer.cancel()
     x_cpu = cpu[senders[-1].pid] + cpu[recv.pid]
     error = None
-    sender_err = senders[-1].stderr.read().decode(errors="replace").strip()
-    senders[-1].stderr.close()
+    sender_errf.seek(0)
+    sender_err = sender_errf.read(2000).decode(errors="replace").strip()
+    sender_errf.close()
     errf.seek(0)
     recv_err = errf.read(2000).decode(errors="replace").strip()
     errf.close()
     recv_ok = status[recv.pid] == 0 or (pair.daemon and status[recv.pid] in (-signal.SIGTERM, 255))
-    if any(status[p.pid] != 0 for p in senders) or not recv_ok:
+    consumer_ok = all(status[p.pid] == 0 for p in procs[1:])
+    if any(status[p.pid] != 0 for p in senders) or not recv_ok or not consumer_ok:
         error = (f"sender {[status[p.pid] for p in senders]}: {sender_err[:200]}; receiver "
                  f"{status[recv.pid]}: {recv_err[:200]}")
+        if not consumer_ok:
+            error += f"; consumer {[status[p.pid] for p in procs[1:]]}"
     return wall, x_cpu, error
 
 

@@ -82,11 +82,11 @@ def delay_line_main(ns_a: str, ns_b: str, addr_a: str, addr_b: str, delay_ms: fl
             due[other[fd]].append((now + delay, os.read(fd, 65536)))
 
 
-def start_delay_line(a: Netns, b: Netns) -> subprocess.Popen:
+def start_delay_line(a: Netns, b: Netns, rate: str = WAN_RATE) -> subprocess.Popen:
     code_ = (f"import sys; sys.path.insert(0, {str(BENCH)!r}); "
              f"from accelbench.measures.wan import delay_line_main; "
              f"delay_line_main({a.name!r}, {b.name!r}, {WAN_SENDER!r}, {WAN_RECEIVER!r}, "
-             f"{WAN_ONE_WAY_MS}, {WAN_RATE!r})")
+             f"{WAN_ONE_WAY_MS}, {rate!r})")
     p = subprocess.Popen([sys.executable, "-c", code_], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
     if p.stdout.readline().strip() != "ready":
