@@ -6,7 +6,7 @@ of the benchmark's own (in the receiver's namespace) that cuts nothing, to show 
 keeps up; and through the same proxy resetting the connection (SO_LINGER 0, both
 sides) 5 s after it accepted it, so that accel reconnects over and over.  The
 table has the sender's reconnections and resent bytes (its --json summary), the
-outages (the sum of its ``connected again after`` lines, whole seconds, and the
+outages (accel's own total, ``outage_s`` in its --json summary, and the
 proxy's own clock from each cut to the next connection), and the goal: wall(cut)
 ≤ wall(proxy) + outages + 10 % of wall(straight).  Then on loopback, ``dd
 if=/dev/zero bs=1M count=2048 | accel --to`` into ``accel --from > /dev/null`` for
@@ -17,7 +17,6 @@ this build and any other accel in --variants (``before=/path/to/accel``): GiB/s,
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import subprocess
 import sys
@@ -159,16 +158,6 @@ def proxy_outages(events: str) -> tuple[int, float]:
 # What accel said
 
 
-AGAIN = re.compile(r"connected again after (?:(\d+)d )?(\d+):(\d\d):(\d\d)")
-
-
-def stderr_outages(text: str) -> float:
-    """The `connected again after H:MM:SS` durations, summed (each rounded down to the
-    second by accel)."""
-    return sum(int(d or 0) * 86400 + int(h) * 3600 + int(m) * 60 + int(s)
-               for d, h, m, s in AGAIN.findall(text))
-
-
 def summary_output(path) -> dict | None:
     """The first output of the `"event":"summary"` line of a --json file."""
     try:
@@ -247,7 +236,7 @@ def wan_cuts(ctx: Context) -> str:
                 s.runs += 1
                 o = outages[job]
                 summary = summary_output(sender_json)
-                said = stderr_outages(SENDER_ERR.read_text(errors="replace"))
+                said = summary["outage_s"] if summary else 0.0
                 if error is None and summary is None:
                     error = "the sender wrote no JSON summary"
                 if error:
@@ -265,7 +254,7 @@ def wan_cuts(ctx: Context) -> str:
                     shutil.copy(RECEIVER_ERR, WORK / "resume-cut-receiver.err")
                 note(f"resume wan round {r + 1}/{ctx.rounds}: {job:<28} "
                      + (f"{wall:7.2f} s, {summary['reconnections']} reconnections, "
-                        f"{cuts} cuts, outages {said:.0f} s said / {gaps:.2f} s by the proxy"
+                        f"{cuts} cuts, outages {said:.2f} s said / {gaps:.2f} s by the proxy"
                         if not error else f"FAILED: {error}"))
                 if error:
                     tail = SENDER_ERR.read_text(errors="replace")[-1500:]
@@ -287,7 +276,7 @@ def wan_cuts(ctx: Context) -> str:
         shown += code(show(receiver, accel))
         rate = f"{mib / med(s.wall):.1f}" if s.wall else "—"
         rows.append([job, shown, fmt_spread(s.wall), rate, m(o.reconnections, "{:g}"),
-                     m(o.cuts, "{:g}"), m(o.said, "{:g}"), m(o.gaps, "{:.2f}"),
+                     m(o.cuts, "{:g}"), m(o.said, "{:.2f}"), m(o.gaps, "{:.2f}"),
                      m(o.longest, "{:.2f}"), m([x / MIB for x in o.resent]), s.status()])
     goal = "—"
     walls = {j: med(samples[j].wall) for j in jobs if samples[j].wall}
@@ -306,10 +295,9 @@ def wan_cuts(ctx: Context) -> str:
             f"connection {CUT_EVERY_S:g} s after accepting it. {ctx.rounds} rounds, rotating "
             f"order; the figures after MiB/s are medians over the runs that succeeded. "
             f"Reconnections and resent MiB: the sender's --json summary; longest: its "
-            f"`longest_outage_s` (the summary has no total outage). Outages said: the "
-            f"sender's `connected again after H:MM:SS` lines summed, each rounded down to a "
-            f"whole second by accel; by proxy: from each cut to the next connection the "
-            f"proxy accepted.\n\n"
+            f"`longest_outage_s`. Outages said: the sender's own total (`outage_s` in its "
+            f"--json summary: from each drop it noticed to the connection back); by proxy: "
+            f"from each cut to the next connection the proxy accepted.\n\n"
             + md_table(["X", "sender → receiver", "wall s median [min–max]", "MiB/s",
                         "reconnections", "cuts", "outages said s", "outages by proxy s",
                         "longest s", "resent MiB", "status"], rows)
