@@ -583,6 +583,9 @@ struct Ends {
     written: Written,
     host: String,
     args: Vec<String>,
+    /// How long the two may take to end once the sender's input is closed: more with many
+    /// cuts, each of which may cost a second or two.
+    patience: Duration,
 }
 
 /// A sending accel, its stdin fed by a thread piece by piece as the test says.
@@ -675,7 +678,8 @@ impl Ends {
         let mut receiver = Receiver::start(engine, host, &full, wrap);
         let written = Written::collect(receiver.stdout());
         let args = args.iter().map(|arg| arg.to_string()).collect();
-        Ends { engine, dir, key, receiver, written, host: host.to_owned(), args }
+        let patience = GENEROUS;
+        Ends { engine, dir, key, receiver, written, host: host.to_owned(), args, patience }
     }
 
     /// The receiver's address.
@@ -707,20 +711,21 @@ impl Ends {
     /// showing what both said.
     fn end(mut self, mut sending: Sending) -> Ended {
         sending.close_input();
+        let patience = self.patience;
         let hung = |who: &str, sending: &mut Sending, receiver: &mut Receiver| -> ! {
             let _ = sending.child.kill();
             let _ = receiver.child.kill();
             panic!(
-                "the {who} did not exit within {GENEROUS:?}\nsender: {}\nreceiver: {}",
+                "the {who} did not exit within {patience:?}\nsender: {}\nreceiver: {}",
                 sending.said.all(),
                 receiver.said.all()
             )
         };
-        let Some(status) = exited(&mut sending.child) else {
+        let Some(status) = exited(&mut sending.child, self.patience) else {
             hung("sender", &mut sending, &mut self.receiver)
         };
         let sender = End::new(status, String::new(), &self.dir.path("sender.json"));
-        let Some(status) = exited(&mut self.receiver.child) else {
+        let Some(status) = exited(&mut self.receiver.child, self.patience) else {
             hung("receiver", &mut sending, &mut self.receiver)
         };
         let sender = End { said: sending.said.all(), ..sender };
@@ -730,8 +735,8 @@ impl Ends {
 }
 
 /// Waits for `child` to exit, a generous while at most.
-fn exited(child: &mut Child) -> Option<ExitStatus> {
-    let deadline = Instant::now() + GENEROUS;
+fn exited(child: &mut Child, patience: Duration) -> Option<ExitStatus> {
+    let deadline = Instant::now() + patience;
     while Instant::now() < deadline {
         if let Some(status) = child.try_wait().expect("wait") {
             return Some(status);
@@ -745,7 +750,7 @@ fn exited(child: &mut Child) -> Option<ExitStatus> {
 /// said.
 #[track_caller]
 fn exit_of(child: &mut Child, said: &Said, who: &str) -> ExitStatus {
-    exited(child).unwrap_or_else(|| {
+    exited(child, GENEROUS).unwrap_or_else(|| {
         let _ = child.kill();
         let _ = child.wait();
         panic!("the {who} did not exit within {GENEROUS:?}; it said:\n{}", said.all())
@@ -839,7 +844,8 @@ fn through_the_cutter(
     data: &[u8],
     args: &[&str],
 ) -> (Ended, usize, usize) {
-    let ends = Ends::start(engine, test, args, None);
+    let mut ends = Ends::start(engine, test, args, None);
+    ends.patience = GENEROUS + Duration::from_secs(2) * plan.len() as u32;
     let proxy = Cutter::start(ends.address(), delay, plan);
     let sending = ends.sender(&proxy.to(), None);
     for piece in data.chunks(1 << 20) {

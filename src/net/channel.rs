@@ -515,13 +515,13 @@ impl Channel {
     }
 
     /// Tells the sender that the outputs have taken `count` bytes (receiving side), when
-    /// that can be written at once: a later count says as much.
-    pub fn deliver(&mut self, count: u64) -> io::Result<()> {
+    /// that can be written at once (`true`): a later count says as much.
+    pub fn deliver(&mut self, count: u64) -> io::Result<bool> {
         if self.broken || !self.socket.writable_now() {
-            return Ok(());
+            return Ok(false);
         }
         self.seal(Kind::Delivered, count, &[]);
-        self.flush_regardless()
+        self.flush_regardless().map(|()| true)
     }
 
     /// Confirms the end of the stream with the Ack (receiving side), once the outputs have

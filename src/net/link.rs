@@ -25,7 +25,7 @@ use std::fmt;
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::OwnedFd;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
@@ -120,6 +120,8 @@ pub struct Link {
     /// the sender asks; and whether it asked.
     confirmer: OnceLock<thread::Thread>,
     asked: AtomicBool,
+    /// The last count a receiver told its sender, told again in each new session.
+    told: AtomicU64,
 }
 
 impl fmt::Debug for Link {
@@ -182,6 +184,7 @@ impl Link {
             tending: Mutex::new(None),
             confirmer: OnceLock::new(),
             asked: AtomicBool::new(false),
+            told: AtomicU64::new(0),
         })
     }
 
@@ -431,11 +434,15 @@ impl Link {
 
     /// Tells the sender that the outputs have taken `count` bytes (receiving side); also the
     /// receiver's heartbeat. Nothing while the connection is down.
-    pub fn deliver(&self, count: u64) -> io::Result<()> {
-        match self.lock().channel.as_mut() {
-            Some(channel) => channel.deliver(count),
-            None => Ok(()),
+    pub fn deliver(&self, count: u64) -> io::Result<bool> {
+        let told = match self.lock().channel.as_mut() {
+            Some(channel) => channel.deliver(count)?,
+            None => false,
+        };
+        if told {
+            self.told.store(count, Relaxed);
         }
+        Ok(told)
     }
 
     /// Whether this side has sent nothing for a heartbeat.
@@ -749,6 +756,8 @@ impl Link {
             ));
             return;
         }
+        // What the outputs took is said again: the sender heard nothing since the drop.
+        let _ = channel.deliver(self.told.load(Relaxed));
         let peer = channel.socket().peer();
         let outage = session.down.take().map_or(Duration::ZERO, |(since, _)| since.elapsed());
         session.channel = Some(channel);

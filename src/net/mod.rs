@@ -149,7 +149,7 @@ impl Confirming {
                 let Some(taken) = live.map(|reader| reader.delivered()).min() else { return };
                 // A count that could not be written (the connection dropped) is said again
                 // on the next one.
-                if (taken > told || link.quiet()) && link.deliver(taken).is_ok() {
+                if (taken > told || link.quiet()) && matches!(link.deliver(taken), Ok(true)) {
                     told = taken;
                 }
                 // Asked: at the short period until the outputs have taken what has come.
