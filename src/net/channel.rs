@@ -358,7 +358,10 @@ impl Channel {
         listening: bool,
     ) -> io::Result<()> {
         if self.broken {
-            return Err(io::Error::other("the connection failed earlier"));
+            return Err(io::Error::new(
+                io::ErrorKind::NotConnected,
+                "the connection failed earlier",
+            ));
         }
         let (mut at, mut written) = (0, Ok(()));
         while at < self.queued && written.is_ok() {
@@ -534,22 +537,20 @@ impl Channel {
         self.flush_regardless()
     }
 
-    /// After the Ack (receiving side): waits for the sender to close the connection, which
-    /// says it has the Ack; an error when the connection fails or falls silent first.
-    pub fn await_close(&mut self, stop: &Stop) -> io::Result<()> {
+    /// After the Ack (receiving side): whether the sender has closed the connection, which
+    /// says it has the Ack, as far as has arrived (heartbeats may come before); without
+    /// waiting. An error when the connection failed.
+    pub fn closed_now(&mut self) -> io::Result<bool> {
         loop {
             while let Some(frame) = self.open_next(&mut [])? {
                 if !matches!(frame, Frame::Heartbeat) {
                     return Err(unexpected(&frame));
                 }
             }
-            match self.read_sealed(stop, self.silent_at()) {
-                Ok(0) => return Ok(()),
-                Ok(_) => {}
-                Err(e) if e.kind() == io::ErrorKind::TimedOut => {
-                    return Err(self.silence_error("the sender"));
-                }
-                Err(e) => return Err(e),
+            match self.read_sealed_now()? {
+                Some(0) => return Ok(true),
+                Some(_) => {}
+                None => return Ok(false),
             }
         }
     }

@@ -329,8 +329,12 @@ impl Link {
                     let pressing = self.keep.get().is_some_and(Keep::pressing);
                     if session.asked.is_none() && pressing {
                         session.asked = Some(confirmed);
-                        // The bytes went; a failure here shows at the next write.
-                        let _ = session.channel.as_mut().map(|channel| channel.ask(stop));
+                        let asked = session.channel.as_mut().map_or(Ok(()), |c| c.ask(stop));
+                        // The bytes went; the connection's failure is a drop like any other,
+                        // met again at the next write.
+                        if let Err(error) = asked {
+                            self.dropped(&mut session, error)?;
+                        }
                     }
                     return Ok(n);
                 }
@@ -386,27 +390,75 @@ impl Link {
     /// The receiver's last word, once its outputs have taken every byte: the Ack of the End
     /// (see [`Channel::acknowledge_end`]). When the stream resumes dropped connections, until
     /// the sender has closed the connection, which it does once it has the Ack: a connection
-    /// that drops before (the Ack may be lost with it) is waited for, and the Ack said again.
+    /// that drops before (the Ack may be lost with it) is waited for, four heartbeats at
+    /// most, and the Ack said again in the new session. The session is not held while
+    /// waiting, so that the sender can be taken back meanwhile.
     pub fn acknowledge_end(&self, stop: &Stop) -> io::Result<()> {
         if !self.secure {
             return Ok(());
         }
         let mut session = self.lock();
+        // The session the Ack was said in: a new one hears it again.
+        let mut said_in = None;
         loop {
             if let Some(error) = session.failure() {
                 return Err(error);
+            }
+            let generation = session.generation;
+            if session.channel.is_none() && said_in.is_some() {
+                // The Ack was said, then the connection went: a sender that did not get it
+                // comes back within a second or so; one that did has gone for good.
+                let until = Instant::now() + self.resume.silence();
+                while session.channel.is_none() && Instant::now() < until {
+                    stop.check()?;
+                    let step = Duration::from_millis(100);
+                    session = self
+                        .changed
+                        .wait_timeout(session, step)
+                        .map_or_else(|e| e.into_inner().0, |(guard, _)| guard);
+                }
+                if session.channel.is_none() {
+                    return Ok(());
+                }
+                continue;
             }
             let Some(channel) = session.channel.as_mut() else {
                 session = self.await_session(session, stop)?;
                 continue;
             };
-            let acknowledged = channel.acknowledge_end().and_then(|()| match self.resumes() {
-                true => channel.await_close(stop),
-                false => Ok(()),
-            });
-            match acknowledged {
-                Ok(()) => return Ok(()),
-                Err(error) => self.dropped(&mut session, error)?,
+            if said_in != Some(generation) {
+                if let Err(error) = channel.acknowledge_end() {
+                    self.dropped(&mut session, error)?;
+                    continue;
+                }
+                said_in = Some(generation);
+            }
+            if !self.resumes() {
+                return Ok(());
+            }
+            match channel.closed_now() {
+                Ok(true) => return Ok(()),
+                Ok(false) => {}
+                Err(error) => {
+                    self.dropped(&mut session, error)?;
+                    continue;
+                }
+            }
+            // Not holding the session meanwhile: the sender may come back in a new one.
+            let (socket, silent_at) = (Arc::clone(channel.socket()), channel.silent_at());
+            drop(session);
+            let waited = wait_for(socket.fd(), PollFlags::IN, stop, silent_at);
+            session = self.lock();
+            match waited {
+                Err(error) if error.kind() == io::ErrorKind::TimedOut => {
+                    if session.generation == generation {
+                        if let Some(channel) = session.channel.as_ref() {
+                            let silence = channel.silence_error("the sender");
+                            self.dropped(&mut session, silence)?;
+                        }
+                    }
+                }
+                waited => waited?,
             }
         }
     }
@@ -559,9 +611,12 @@ impl Link {
         Ok(())
     }
 
-    /// The run is over: the tending thread ends, and is joined.
+    /// The run is over: the tending thread ends, and is joined (for 5 s at most). Not
+    /// waiting for the session: a thread of the run that never ended may hold it.
     pub fn close(&self) {
-        self.lock().over = true;
+        if let Ok(mut session) = self.session.try_lock() {
+            session.over = true;
+        }
         self.changed.notify_all();
         let tending = self.tending.lock().unwrap_or_else(PoisonError::into_inner).take();
         if let Some((thread, stop)) = tending {
