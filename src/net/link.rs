@@ -272,22 +272,7 @@ impl Link {
             }
             match received {
                 Err(error) if error.kind() == io::ErrorKind::TimedOut => {
-                    let (socket, silent_at) = (Arc::clone(channel.socket()), channel.silent_at());
-                    let generation = session.generation;
-                    drop(session);
-                    let waited = wait_for(socket.fd(), PollFlags::IN, stop, silent_at);
-                    session = self.lock();
-                    match waited {
-                        Err(error) if error.kind() == io::ErrorKind::TimedOut => {
-                            if session.generation == generation {
-                                if let Some(channel) = session.channel.as_ref() {
-                                    let silence = channel.silence_error("the sender");
-                                    self.dropped(&mut session, silence)?;
-                                }
-                            }
-                        }
-                        waited => waited?,
-                    }
+                    session = self.await_sender(session, stop)?;
                 }
                 Ok(n) => {
                     session.ended |= channel.ended();
@@ -444,23 +429,34 @@ impl Link {
                     continue;
                 }
             }
-            // Not holding the session meanwhile: the sender may come back in a new one.
-            let (socket, silent_at) = (Arc::clone(channel.socket()), channel.silent_at());
-            drop(session);
-            let waited = wait_for(socket.fd(), PollFlags::IN, stop, silent_at);
-            session = self.lock();
-            match waited {
-                Err(error) if error.kind() == io::ErrorKind::TimedOut => {
-                    if session.generation == generation {
-                        if let Some(channel) = session.channel.as_ref() {
-                            let silence = channel.silence_error("the sender");
-                            self.dropped(&mut session, silence)?;
-                        }
-                    }
-                }
-                waited => waited?,
-            }
+            session = self.await_sender(session, stop)?;
         }
+    }
+
+    /// Waits until the sender's socket has something to read, not holding the session
+    /// meanwhile (the sender may come back in a new one); the session again. A sender silent
+    /// for four heartbeats is a drop.
+    fn await_sender<'a>(
+        &'a self,
+        session: MutexGuard<'a, Session>,
+        stop: &Stop,
+    ) -> io::Result<MutexGuard<'a, Session>> {
+        let generation = session.generation;
+        let Some(channel) = session.channel.as_ref() else { return Ok(session) };
+        let (socket, silent_at) = (Arc::clone(channel.socket()), channel.silent_at());
+        drop(session);
+        let waited = wait_for(socket.fd(), PollFlags::IN, stop, silent_at);
+        let mut session = self.lock();
+        match waited {
+            Err(error) if error.kind() == io::ErrorKind::TimedOut => {
+                let silence = session.channel.as_ref().map(|c| c.silence_error("the sender"));
+                if let (true, Some(silence)) = (session.generation == generation, silence) {
+                    self.dropped(&mut session, silence)?;
+                }
+            }
+            waited => waited?,
+        }
+        Ok(session)
     }
 
     /// After the run, for a stream that did not end whole: tells the peer it stops here, and
