@@ -274,6 +274,21 @@ def sanity(pair: Pair, ns: Netns, accel: str, builds: dict[str, str]) -> str | N
     return None
 
 
+def sane_samples(pairs: list[Pair], ns: Netns, accel: str, builds: dict[str, str],
+                 label: str) -> tuple[dict[str, Samples], list[str]]:
+    """Samples for each pair, those that fail the 8 MiB sanity check excluded; and notes
+    saying which, and why."""
+    samples = {p.name: Samples() for p in pairs}
+    notes = []
+    for p in pairs:
+        err = sanity(p, ns, accel, builds)
+        if err:
+            samples[p.name] = Samples(dropped=True, excluded=err)
+            notes.append(f"{p.name} excluded: 8 MiB sanity check failed: {err}")
+        note(f"{label} sanity: {p.name}: {err or 'ok'}")
+    return samples, notes
+
+
 # --------------------------------------------------------------------------------------------
 # The measure
 
@@ -300,17 +315,10 @@ def loopback(ctx: Context) -> str:
     count = ctx.stream_mib
     gib = count * MIB / GIB
     dd = ["dd", "if=/dev/zero", "bs=1M", f"count={count}", "status=none"]
-    notes = []
     with Netns("lo") as ns:
         builds = other_builds(ctx)
         pairs = loopback_pairs(ctx.accel, "/dev/null", builds)
-        samples = {p.name: Samples() for p in pairs}
-        for p in pairs:
-            err = sanity(p, ns, ctx.accel, builds)
-            if err:
-                samples[p.name] = Samples(dropped=True, excluded=err)
-                notes.append(f"{p.name} excluded: 8 MiB sanity check failed: {err}")
-            note(f"net sanity: {p.name}: {err or 'ok'}")
+        samples, notes = sane_samples(pairs, ns, ctx.accel, builds, "net")
         for r, p, s in interleaved(pairs, ctx.rounds, samples):
             timed = Pair(p.name, p.receiver, [dd] + p.sender, p.port, p.daemon)
             wall, x_cpu, error = transfer(timed, ns, ns, ctx.timeout)

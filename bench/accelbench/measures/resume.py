@@ -27,7 +27,7 @@ from ..runner import (
     note,
 )
 from .net import (
-    RECEIVER_ERR, SENDER_ERR, Netns, Pair, key_file, loopback_pairs, other_builds, sanity,
+    RECEIVER_ERR, SENDER_ERR, Netns, Pair, key_file, loopback_pairs, other_builds, sane_samples,
     section, show, transfer,
 )
 from .wan import WAN_ONE_WAY_MS, WAN_RECEIVER, start_delay_line
@@ -312,16 +312,9 @@ def loopback(ctx: Context) -> str:
     dd = ["dd", "if=/dev/zero", "bs=1M", f"count={count}", "status=none"]
     builds = other_builds(ctx)
     names = ["accel", *builds]
-    notes = []
     with Netns("lo") as ns:
         pairs = [p for p in loopback_pairs(ctx.accel, "/dev/null", builds) if p.name in names]
-        samples = {p.name: Samples() for p in pairs}
-        for p in pairs:
-            err = sanity(p, ns, ctx.accel, builds)
-            if err:
-                samples[p.name] = Samples(dropped=True, excluded=err)
-                notes.append(f"{p.name} excluded: 8 MiB sanity check failed: {err}")
-            note(f"resume sanity: {p.name}: {err or 'ok'}")
+        samples, notes = sane_samples(pairs, ns, ctx.accel, builds, "resume")
         for r, p, s in interleaved(pairs, ctx.rounds, samples):
             wall, x_cpu, error = transfer(Pair(p.name, p.receiver, [dd] + p.sender, p.port),
                                           ns, ns, ctx.timeout)
