@@ -30,6 +30,8 @@ pub struct Meter {
     input_held: Wait,
     /// A network input's dropped connections (`--from`).
     input_outages: OutageMeter,
+    /// Times the input thread slept in the kernel, told when it ends.
+    input_sleeps: AtomicU64,
     readers: Box<[ReaderMeter]>,
 }
 
@@ -90,6 +92,8 @@ struct ReaderMeter {
     ending_stream: AtomicBool,
     /// A network output's dropped connections.
     outages: OutageMeter,
+    /// Times its thread slept in the kernel, told when it ends.
+    sleeps: AtomicU64,
 }
 
 /// What an output's bytes written mean: delivered, or only sent.
@@ -165,6 +169,45 @@ impl fmt::Display for Tiers {
     }
 }
 
+/// How often each side's thread woke per MiB it moved: what a wakeup costs the pipeline is a
+/// context switch on a CPU the producer and consumer need. Shown by `--debug` at the end.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Wakeups {
+    /// The input thread's, per MiB read.
+    pub input: f64,
+    /// Each reader's thread's (outputs, then hashes), per MiB it took.
+    pub readers: Vec<f64>,
+}
+
+impl Wakeups {
+    /// The wakeups of an ended run's threads; `None` where the platform does not count them.
+    pub fn of(snapshot: &Snapshot) -> Option<Wakeups> {
+        if snapshot.input_sleeps == 0 && snapshot.readers.iter().all(|r| r.sleeps == 0) {
+            return None;
+        }
+        let per_mib = |sleeps: u64, bytes: u64| sleeps as f64 / (bytes.max(1) as f64 / MIB);
+        Some(Wakeups {
+            input: per_mib(snapshot.input_sleeps, snapshot.bytes_in),
+            readers: snapshot.readers.iter().map(|r| per_mib(r.sleeps, r.bytes)).collect(),
+        })
+    }
+}
+
+const MIB: f64 = (1 << 20) as f64;
+
+/// `input 14.2, output 3.1 per MiB`; with several readers, `readers 3.1, 3.0`.
+impl fmt::Display for Wakeups {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "input {:.1}, ", self.input)?;
+        let each: Vec<String> = self.readers.iter().map(|n| format!("{n:.1}")).collect();
+        match each.as_slice() {
+            [one] => write!(f, "output {one}")?,
+            _ => write!(f, "readers {}", each.join(", "))?,
+        }
+        f.write_str(" per MiB")
+    }
+}
+
 /// Time spent in one kind of wait: finished waits added up, plus the one under way.
 #[derive(Debug, Default)]
 struct Wait {
@@ -206,6 +249,9 @@ pub struct Snapshot {
     pub input_outages: Outages,
     /// The rate limits in force (the watcher fills them in; the meter does not know them).
     pub limits: RateLimits,
+    /// Times the input thread slept in the kernel (waits that blocked and were woken), once
+    /// it has ended; 0 where this is not known.
+    pub input_sleeps: u64,
 }
 
 /// Rate limits in bytes per second; 0 for none.
@@ -236,6 +282,9 @@ pub struct ReaderSnapshot {
     pub ending_stream: bool,
     /// A network output's dropped connections.
     pub outages: Outages,
+    /// Times its thread slept in the kernel (waits that blocked and were woken), once it has
+    /// ended; 0 where this is not known.
+    pub sleeps: u64,
 }
 
 impl ReaderSnapshot {
@@ -285,6 +334,7 @@ impl Meter {
             peak_disk: AtomicU64::new(0),
             input_held: Wait::default(),
             input_outages: OutageMeter::default(),
+            input_sleeps: AtomicU64::new(0),
             readers: (0..readers).map(|_| ReaderMeter::default()).collect(),
         }
     }
@@ -339,6 +389,16 @@ impl Meter {
         self.readers[reader].gone.store(true, Relaxed);
     }
 
+    /// Tells how many times the input thread slept in the kernel, as it ends.
+    pub fn input_slept(&self, sleeps: u64) {
+        self.input_sleeps.store(sleeps, Relaxed);
+    }
+
+    /// Tells how many times reader `reader`'s thread slept in the kernel, as it ends.
+    pub fn reader_slept(&self, reader: usize, sleeps: u64) {
+        self.readers[reader].sleeps.store(sleeps, Relaxed);
+    }
+
     /// Marks the start (`true`) or end of a wait of the input for room in the buffer.
     pub fn input_held(&self, waiting: bool) {
         self.input_held.mark(self.now_ns(), waiting);
@@ -381,6 +441,7 @@ impl Meter {
                 confirmed: r.confirmed.load(Relaxed),
                 ending_stream: r.ending_stream.load(Relaxed),
                 outages: r.outages.read(now),
+                sleeps: r.sleeps.load(Relaxed),
             })
             .collect();
         let [through, pipes, memory, disk] = self.tiers.each_ref().map(|t| t.load(Relaxed));
@@ -400,6 +461,7 @@ impl Meter {
             readers,
             input_outages: self.input_outages.read(now),
             limits: RateLimits::default(),
+            input_sleeps: self.input_sleeps.load(Relaxed),
         };
         // The reader still there furthest behind; once none is (the run ended on a failed or
         // stopped output), the one furthest behind of all, so that what was delivered is not
@@ -532,6 +594,26 @@ mod tests {
         meter.reader_gone(2);
         let s = meter.snapshot();
         assert_eq!((s.slowest(), s.bytes_out), (None, 10));
+    }
+
+    #[test]
+    fn wakeups_are_per_mib_each_side_moved() {
+        let meter = Meter::new(1 << 30, 1);
+        assert_eq!(Wakeups::of(&meter.snapshot()), None, "not told: not shown");
+        meter.add_in(4 << 20, 0, Tier::Memory);
+        meter.add_out(0, 4 << 20);
+        meter.input_slept(10);
+        meter.reader_slept(0, 2);
+        let wakeups = Wakeups::of(&meter.snapshot()).unwrap();
+        assert_eq!(wakeups.to_string(), "input 2.5, output 0.5 per MiB");
+        let two = Meter::new(1 << 30, 2);
+        two.add_in(1 << 20, 0, Tier::Memory);
+        for (reader, sleeps) in [(0, 3), (1, 4)] {
+            two.add_out(reader, 1 << 20);
+            two.reader_slept(reader, sleeps);
+        }
+        let wakeups = Wakeups::of(&two.snapshot()).unwrap();
+        assert_eq!(wakeups.to_string(), "input 0.0, readers 3.0, 4.0 per MiB");
     }
 
     #[test]

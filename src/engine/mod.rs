@@ -407,6 +407,7 @@ pub fn run(
     for (index, (output, reader)) in plan.outputs.iter().zip(backlog_readers).enumerate() {
         let (output, route, events) = (output.clone(), Arc::clone(&route), events.clone());
         let (sync, flow, input_end) = (plan.sync, plan.flow.clone(), Arc::clone(&input_end));
+        let meter = Arc::clone(&meter);
         let handle = spawn("accel-output", move || {
             // However the thread ends, it says so: a panic is this output's failure.
             let end = catch_unwind(AssertUnwindSafe(|| {
@@ -422,6 +423,7 @@ pub fn run(
                 // It has everything: its reader need not wait for the others to finish.
                 output.retire();
             }
+            tell_sleeps(|sleeps| meter.reader_slept(index, sleeps));
             let _ = events.send(Event::Output(index, end));
             None
         })?;
@@ -429,11 +431,13 @@ pub fn run(
     }
     for (index, (algorithm, reader)) in plan.hashes.iter().zip(hashes).enumerate() {
         let (algorithm, events) = (*algorithm, events.clone());
-        let stop = Arc::clone(&stop);
+        let (stop, meter) = (Arc::clone(&stop), Arc::clone(&meter));
+        let reader_index = plan.outputs.len() + index;
         let handle = spawn("accel-hash", move || {
             let digest = catch_unwind(AssertUnwindSafe(|| {
                 crate::engine::digest::hash(algorithm, reader, &stop)
             }));
+            tell_sleeps(|sleeps| meter.reader_slept(reader_index, sleeps));
             let (digest, end) = match digest {
                 Ok(digest) => (digest, Ok(())),
                 Err(panic) => (None, Err(panic_message(panic.as_ref()))),
@@ -448,8 +452,10 @@ pub fn run(
     let input_route = Arc::clone(&route);
     let input_events = events.clone();
     let flow = plan.flow.clone();
+    let input_meter = Arc::clone(&meter);
     let handle = spawn("accel-input", move || {
         let end = read_input(input, output, producer, &input_route, &flow);
+        tell_sleeps(|sleeps| input_meter.input_slept(sleeps));
         input_end.tell(end.is_ok());
         let _ = input_events.send(Event::Input(end));
         None
@@ -564,6 +570,14 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
         (Some(text), _) => (*text).to_owned(),
         (_, Some(text)) => text.clone(),
         _ => "it panicked".to_owned(),
+    }
+}
+
+/// Tells `to` how many times the calling thread slept in the kernel (waited and was woken),
+/// where the platform counts it: the wakeups `--debug` shows per MiB.
+fn tell_sleeps(to: impl FnOnce(u64)) {
+    if let Some(sleeps) = sys::thread_sleeps() {
+        to(sleeps);
     }
 }
 

@@ -24,6 +24,7 @@ use crate::engine::Block;
 use crate::engine::digest::Digest;
 use crate::exit::{self, Exit};
 use crate::log::Log;
+use crate::meter::Wakeups;
 use crate::net;
 use crate::net::{Network, SetupError};
 use crate::run::config::{Config, Target};
@@ -259,6 +260,9 @@ fn start(config: &Config, closed: stdio::Closed) -> Result<Exit, Refusal> {
     watch.close();
     let snapshot = meter.snapshot();
     route.note(format_args!("{route}; bytes went {}", snapshot.tiers));
+    if let Some(wakeups) = Wakeups::of(&snapshot) {
+        route.note(format_args!("wakeups: {wakeups}"));
+    }
     // The receiver of each stream that did not end is told why it stops.
     for (end, link) in outcomes.outputs.iter().zip(&output_links) {
         if let (Some(link), Some(why)) = (link, exit::why_stream_stops(&outcomes.input, end)) {

@@ -222,6 +222,16 @@ pub fn data_used() -> Option<u64> {
     status_kib("VmData:").map(|kib| kib << 10)
 }
 
+/// How many times the calling thread has slept in the kernel so far: its voluntary context
+/// switches (`getrusage(RUSAGE_THREAD)`), each a blocking call that waited and was woken.
+pub fn thread_sleeps() -> Option<u64> {
+    // SAFETY: `getrusage` fills the struct it is given, which is plain data.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid `who` and a pointer to a live `rusage`.
+    let done = unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) };
+    (done == 0).then_some(usage.ru_nvcsw as u64)
+}
+
 fn status_kib(field: &str) -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = status.lines().find_map(|line| line.strip_prefix(field))?;

@@ -28,6 +28,8 @@
 //! - [`accept_only_with_data`]: a listening socket's connections are accepted only once
 //!   they have sent something (Linux's `TCP_DEFER_ACCEPT`), so silent ones never crowd out
 //!   the network receiver's sender.
+//! - [`thread_sleeps`]: how often the calling thread has slept in the kernel (Linux), which
+//!   `--debug` shows per MiB moved.
 //! - [`has_aes_instructions`]: whether the CPU has AES instructions (which cipher is faster).
 
 #[cfg(target_os = "linux")]
@@ -49,8 +51,8 @@ use std::os::fd::{AsRawFd, BorrowedFd};
 pub use imp::{
     CAN_SPLICE, PoolPipe, accept_only_with_data, advise_huge_pages, drop_written, enlarge_pipe,
     is_packet_mode, limit_unacknowledged, peer, pipe_target_size, punch_hole, reserve_space,
-    spill_file, splice, splice_from_file, splice_to_file, start_writeback, widen_send_buffer,
-    writeback_error,
+    spill_file, splice, splice_from_file, splice_to_file, start_writeback, thread_sleeps,
+    widen_send_buffer, writeback_error,
 };
 pub use memory::{MemoryLimit, fit_allocator_to_limits, memory_limit, physical_memory};
 

@@ -95,6 +95,11 @@ pub fn data_used() -> Option<u64> {
     None
 }
 
+/// Not known here (no per-thread usage everywhere).
+pub fn thread_sleeps() -> Option<u64> {
+    None
+}
+
 /// Who is at the other end of a Unix socket: its user (`getpeereid`, BSD and macOS); not its
 /// process, which `getpeereid` does not say.
 pub fn peer(socket: &impl std::os::fd::AsFd) -> std::io::Result<super::Peer> {
