@@ -367,6 +367,11 @@ impl Meter {
         self.readers[reader].bytes.fetch_add(n as u64, Relaxed);
     }
 
+    /// Bytes reader `reader` has taken so far.
+    pub fn reader_bytes(&self, reader: usize) -> u64 {
+        self.readers[reader].bytes.load(Relaxed)
+    }
+
     /// Counts `n` zeros reader `reader` added to fill its last block.
     pub fn add_padding(&self, reader: usize, n: usize) {
         self.readers[reader].padded.fetch_add(n as u64, Relaxed);

@@ -233,6 +233,8 @@ struct State {
     producer_waiting: Option<Shortage>,
     /// Readers waiting for data.
     readers_waiting: usize,
+    /// The producer lets input gather ([`Producer::gather`]) until a reader waits for data.
+    producer_gathering: bool,
     /// Bytes held in memory and pool pipes (against `-m`).
     held_memory: usize,
     /// Bytes held in the spill file.
@@ -624,6 +626,35 @@ impl Producer {
         Closer { shared: Arc::clone(&self.shared) }
     }
 
+    /// Bytes ahead of reader `reader` (`None` once it has left).
+    pub fn ahead(&self, reader: usize) -> Option<usize> {
+        let state = self.shared.lock();
+        state.cursors[reader].map(|cursor| (state.produced - cursor) as usize)
+    }
+
+    /// Lets input gather in its pipe for at most `pause`, so that the next read takes many
+    /// pieces at once; the run's end ends the pause, and, `while_readers_have_bytes`, so does a
+    /// reader that runs out (its consumer may soon wait). Whether it paused: not once the run
+    /// is over, nor, `while_readers_have_bytes`, when a reader waits already or nothing is
+    /// held.
+    pub fn gather(&mut self, pause: Duration, while_readers_have_bytes: bool) -> bool {
+        let shared = &self.shared;
+        let state = shared.lock();
+        let waiting = |s: &State| while_readers_have_bytes && s.readers_waiting > 0;
+        let empty = while_readers_have_bytes && Shared::held(&state) == 0;
+        if !state.open() || waiting(&state) || empty {
+            return false;
+        }
+        let mut state = state;
+        state.producer_gathering = while_readers_have_bytes;
+        let (mut state, _) = shared
+            .has_room
+            .wait_timeout_while(state, pause, |s| s.open() && !waiting(s))
+            .unwrap_or_else(PoisonError::into_inner);
+        state.producer_gathering = false;
+        true
+    }
+
     /// Waits until there is room for a read of at least a page; `None` once no reader is left
     /// or the run is over.
     pub fn wait_for_room(&mut self) -> Option<Room> {
@@ -992,6 +1023,10 @@ impl Reader {
             }
             shared.meter.reader_starved(self.index, true);
             state.readers_waiting += 1;
+            if state.producer_gathering {
+                // This reader's consumer may soon wait: the input is read now.
+                shared.has_room.notify_all();
+            }
             // Enough for this reader: a byte, a block, or its start watermark.
             let wanted = if gate_open { min } else { shared.start_at.max(min) };
             let nothing_new = |s: &mut State| {

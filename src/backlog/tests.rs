@@ -389,3 +389,25 @@ fn kept_bytes_are_held_until_released_and_can_be_taken_again() {
     assert!(waiting.join().unwrap().is_none());
     drop(producer);
 }
+
+/// Input gathers only while every reader has bytes to take, and a reader that runs out ends
+/// the gathering at once: its consumer may be waiting (issue 22). Ordering, not a clock: the
+/// pause asked for is far longer than the test's patience.
+#[test]
+fn a_reader_that_runs_out_ends_the_gathering() {
+    let (mut producer, mut reader) = one(1 << 20);
+    assert!(!producer.gather(Duration::from_secs(3600), true), "nothing held: no pause");
+    put(&mut producer, &pattern(page()));
+    let taking = thread::spawn(move || {
+        let got = take(&mut reader).unwrap();
+        // Runs out, and waits for more: the producer's pause ends.
+        (got, take(&mut reader))
+    });
+    // Whether the reader ran out before the pause began (no pause) or during it, the
+    // producer goes on: it does not wait out the hour.
+    producer.gather(Duration::from_secs(3600), true);
+    drop(producer);
+    let (got, rest) = taking.join().unwrap();
+    assert_eq!(got, pattern(page()));
+    assert_eq!(rest, None);
+}

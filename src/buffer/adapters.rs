@@ -445,7 +445,7 @@ impl<R: Read + Send + 'static> ReadAhead<R> {
         let endpoint = Endpoint::stream(stream, "the inner reader", &stop);
         let thread = thread::Builder::new().name("accel-read-ahead".into()).spawn(move || {
             let limits = Limits::default();
-            catch_unwind(AssertUnwindSafe(|| copy::read_input(&endpoint, producer, &limits)))
+            catch_unwind(AssertUnwindSafe(|| copy::read_input(&endpoint, &[], producer, &limits)))
                 .unwrap_or_else(|_| Err(io::Error::other("the inner reader panicked")))
         })?;
         Ok(ReadAhead {

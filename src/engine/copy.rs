@@ -6,6 +6,7 @@
 
 use std::io;
 
+use super::gather::Gather;
 use super::pace::{Limits, Pacer};
 use super::spill;
 use crate::backlog::{Producer, Space};
@@ -13,11 +14,21 @@ use crate::endpoint::Endpoint;
 use crate::words::describe;
 
 /// Reads until end of input, an error, or no reader being left (an `Interrupted` error), at
-/// no more than the input rate limit.
-pub fn read_input(input: &Endpoint, mut producer: Producer, limits: &Limits) -> io::Result<()> {
+/// no more than the input rate limit, for `outputs` (readers 0, 1, ... of the backlog).
+pub fn read_input(
+    input: &Endpoint,
+    outputs: &[Endpoint],
+    mut producer: Producer,
+    limits: &Limits,
+) -> io::Result<()> {
     let mut pacer = Pacer::new(&limits.input);
+    let mut gather = Gather::new(input, outputs);
     while let Some(took) = read_once(input, &mut producer, pacer.quantum())? {
         pacer.moved(took.got, input.stop());
+        // Under an input rate limit, the pacer decides when to read.
+        if let (Some(gather), None) = (&mut gather, pacer.quantum()) {
+            gather.after(took.got, &mut producer);
+        }
     }
     Ok(())
 }

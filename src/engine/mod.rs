@@ -24,6 +24,7 @@
 pub mod copy;
 pub mod digest;
 mod fault;
+mod gather;
 pub mod output;
 pub mod pace;
 pub mod spill;
@@ -448,13 +449,13 @@ pub fn run(
         threads.push(Running { handle, side: Side::Hash(index) });
     }
     let input = plan.input.clone();
-    let output = plan.outputs[0].clone();
+    let outputs = plan.outputs.clone();
     let input_route = Arc::clone(&route);
     let input_events = events.clone();
     let flow = plan.flow.clone();
     let input_meter = Arc::clone(&meter);
     let handle = spawn("accel-input", move || {
-        let end = read_input(input, output, producer, &input_route, &flow);
+        let end = read_input(input, outputs, producer, &input_route, &flow);
         tell_sleeps(|sleeps| input_meter.input_slept(sleeps));
         input_end.tell(end.is_ok());
         let _ = input_events.send(Event::Input(end));
@@ -468,14 +469,16 @@ pub fn run(
 /// Runs the input side along the route until the input ends, fails, or no reader is left.
 fn read_input(
     input: Endpoint,
-    output: Endpoint,
+    mut outputs: Vec<Endpoint>,
     producer: Producer,
     route: &Route,
     flow: &Flow,
 ) -> io::Result<()> {
     let result = catch_unwind(AssertUnwindSafe(|| match route.engine {
-        EngineKind::Copy => copy::read_input(&input, producer, &flow.limits),
-        EngineKind::Splice => splice::Input::new(input, output, producer, route, flow).run(),
+        EngineKind::Copy => copy::read_input(&input, &outputs, producer, &flow.limits),
+        EngineKind::Splice => {
+            splice::Input::new(input, outputs.swap_remove(0), producer, route, flow).run()
+        }
     }));
     result.unwrap_or_else(|_| Err(io::Error::other("the input thread panicked")))
 }

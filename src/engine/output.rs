@@ -4,12 +4,14 @@
 //! Under `-r` each write is a quantum of the rate, paced ([`Pacer`]); under `--block-size`
 //! every write is exactly one block, the last one short or padded with zeros (`--pad`), and
 //! partial data waits for a whole block: the only case where it waits for more. A network
-//! output, having just sent, lets small pieces gather for at most a millisecond ([`GATHER`]).
+//! output, having just sent, lets small pieces gather for at most a millisecond ([`GATHER`]);
+//! a pipe the consumer is slow to drain is refilled when it has drained a while ([`Drain`]).
 
 use std::io;
 use std::time::{Duration, Instant};
 
 use super::fault::test_panic;
+use super::gather::Drain;
 use super::pace::Pacer;
 use super::spill::{self, PassError};
 use super::splice::PipeWriter;
@@ -118,14 +120,19 @@ fn write_as_it_comes(
     // buffer would otherwise wake this thread once each.
     let gathers = output.link().is_some() || output.kind == FdKind::Stream;
     let mut gather_until = None;
+    let mut drain = Drain::new(output);
     let mut taken = 0;
     loop {
-        let most = pacer.quantum();
-        let limit = |len: usize| most.map_or(len, |most| most.min(len));
+        let mut most = pacer.quantum();
         if let (Some(until), None) = (gather_until, most) {
             reader.gather(GATHER_BYTES, until);
         }
         let Some(front) = reader.front() else { return Ok(()) };
+        if let (Some(drain), None) = (&mut drain, most) {
+            most = drain.before(output);
+        }
+        let limit = |len: usize| most.map_or(len, |most| most.min(len));
+        let began = drain.as_ref().map(|_| Instant::now());
         let n = match front {
             Front::Memory(filled) => {
                 let bytes = filled.as_slice();
@@ -142,6 +149,9 @@ fn write_as_it_comes(
                 })?
             }
         };
+        if let (Some(drain), Some(began)) = (&mut drain, began) {
+            drain.after(n, began.elapsed());
+        }
         reader.consume(n);
         taken += n as u64;
         test_panic("output", taken);

@@ -29,6 +29,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use rustix::event::PollFlags;
 use rustix::io::Errno;
 
+use super::gather::Gather;
 use super::pace::Pacer;
 use super::{Flow, Route, copy};
 use crate::backlog::Producer;
@@ -75,6 +76,8 @@ pub struct Input<'a> {
     max_pipes: usize,
     /// What reading has shown of stdin so far.
     stdin: Stream,
+    /// Lets input gather in stdin's pipe while every reader has bytes to take.
+    gather: Option<Gather>,
 }
 
 /// Whether stdin delivers a byte stream, which may be spliced on.
@@ -108,6 +111,7 @@ impl<'a> Input<'a> {
         flow: &'a Flow,
     ) -> Input<'a> {
         let stdin = if input.kind == FdKind::Pipe { Stream::Unknown } else { Stream::Bytes };
+        let gather = Gather::new(&input, std::slice::from_ref(&output));
         Input {
             input,
             output,
@@ -121,6 +125,7 @@ impl<'a> Input<'a> {
             pool_closed: false,
             max_pipes: (POOL_BYTES / pipe_target_size()).max(1),
             stdin,
+            gather,
         }
     }
 
@@ -129,7 +134,13 @@ impl<'a> Input<'a> {
     pub fn run(mut self) -> io::Result<()> {
         loop {
             match self.step()? {
-                Step::Moved(n) => self.pacer.moved(n, self.input.stop()),
+                Step::Moved(n) => {
+                    self.pacer.moved(n, self.input.stop());
+                    // Under an input rate limit, the pacer decides when to read.
+                    if let (Some(gather), None) = (&mut self.gather, self.pacer.quantum()) {
+                        gather.after(n, &mut self.producer);
+                    }
+                }
                 Step::End => return Ok(()),
             }
         }

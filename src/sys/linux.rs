@@ -86,6 +86,12 @@ pub fn enlarge_pipe(fd: BorrowedFd<'_>) -> Option<usize> {
     Some(current)
 }
 
+/// How many bytes the pipe `fd` holds when full of whole pages (`F_GETPIPE_SZ`); `None` for
+/// anything but a pipe.
+pub fn pipe_size(fd: BorrowedFd<'_>) -> Option<usize> {
+    rustix::pipe::fcntl_getpipe_size(fd).ok()
+}
+
 /// `min(PIPE_TARGET_SIZE, pipe-max-size)`: the largest pipe an unprivileged process may have,
 /// up to the size we want.
 pub fn pipe_target_size() -> usize {

@@ -10,7 +10,8 @@
 //! The surface:
 //! - [`CAN_SPLICE`], [`splice`], [`PoolPipe`]: zero-copy moves and accel's own pipes.
 //! - [`enlarge_pipe`], [`pipe_target_size`]: grow a pipe we sit on (best effort), so that each
-//!   wakeup moves more.
+//!   wakeup moves more; [`pipe_size`]: how much a pipe holds (Linux), which sizes how long
+//!   accel lets bytes gather in it.
 //! - [`advise_huge_pages`]: ask for transparent huge pages on a buffer chunk, which makes the
 //!   first touch of a fresh chunk several times cheaper.
 //! - [`is_packet_mode`]: whether a pipe delivers packets (Linux `O_DIRECT` pipes).
@@ -50,9 +51,9 @@ use std::os::fd::{AsRawFd, BorrowedFd};
 
 pub use imp::{
     CAN_SPLICE, PoolPipe, accept_only_with_data, advise_huge_pages, drop_written, enlarge_pipe,
-    is_packet_mode, limit_unacknowledged, peer, pipe_target_size, punch_hole, reserve_space,
-    spill_file, splice, splice_from_file, splice_to_file, start_writeback, thread_sleeps,
-    widen_send_buffer, writeback_error,
+    is_packet_mode, limit_unacknowledged, peer, pipe_size, pipe_target_size, punch_hole,
+    reserve_space, spill_file, splice, splice_from_file, splice_to_file, start_writeback,
+    thread_sleeps, widen_send_buffer, writeback_error,
 };
 pub use memory::{MemoryLimit, fit_allocator_to_limits, memory_limit, physical_memory};
 

@@ -49,6 +49,11 @@ impl PoolPipe {
     }
 }
 
+/// Not known here: a pipe's size is the kernel's business.
+pub fn pipe_size(_fd: BorrowedFd<'_>) -> Option<usize> {
+    None
+}
+
 /// The size we would ask for; pipes cannot be resized here.
 pub fn pipe_target_size() -> usize {
     super::PIPE_TARGET_SIZE
