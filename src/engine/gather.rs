@@ -14,7 +14,8 @@
 //!   reads that did not pause: 100-byte lines gather a quarter of the pipe's slots.
 //! - **Half the time each consumer takes to eat what it has ahead** at the rate it eats:
 //!   the bytes accel holds for it, and, where its output is a pipe, the bytes in that pipe
-//!   (`FIONREAD`). A consumer with nothing ahead (a line's reader, waiting) means no pause.
+//!   (`FIONREAD`). A consumer with little ahead ([`RUNWAY_LEAST`]: a line's reader, about to
+//!   wait again) means no pause.
 //! - [`MOST`]; and a pause shorter than [`LEAST`] is not worth its wakeup (`dd bs=1M` and
 //!   any fast producer never pause, nor pay for a look).
 //!
@@ -46,6 +47,10 @@ const MOST: Duration = Duration::from_millis(8);
 
 /// A pause shorter than this saves less than it costs.
 const LEAST: Duration = Duration::from_micros(500);
+
+/// A consumer with less than this ahead of it is about to wait (a line just written into
+/// its pipe is not yet read): no pause. Twice what `gzip` reads at a time.
+const RUNWAY_LEAST: u64 = 64 << 10;
 
 /// The longest an output sleeps while its consumer drains the pipe.
 const DRAIN_MOST: Duration = Duration::from_millis(16);
@@ -150,7 +155,8 @@ impl Consumer {
         }
         let ahead = producer.ahead(self.reader)? as u64 + queued;
         let rate = self.rate?;
-        if ahead == 0 {
+        if ahead < RUNWAY_LEAST {
+            // A consumer that waited for it takes this at once, and then waits again.
             return None;
         }
         if rate <= 0.0 {
@@ -281,11 +287,14 @@ impl Drain {
         Some((self.size - left.min(self.size)).max(rustix::param::page_size()))
     }
 
-    /// After a write of `n` bytes that took `took`: one that waited measured the consumer.
+    /// After a write of `n` bytes that took `took`: one that waited measured the consumer,
+    /// and, when it is slow enough that a pause could pay, has the next writes look first.
     pub fn after(&mut self, n: usize, took: Duration) {
         if took >= BLOCKED && n > 0 {
-            self.watching = true;
-            self.rate = Some(rise_at_once(self.rate, n as f64 / took.as_secs_f64()));
+            let rate = rise_at_once(self.rate, n as f64 / took.as_secs_f64());
+            self.rate = Some(rate);
+            // `cat` drains a pipe in a fraction of a millisecond: never worth a look.
+            self.watching = self.size as f64 / (3.0 * rate) >= LEAST.as_secs_f64();
         }
     }
 }
@@ -329,6 +338,77 @@ mod tests {
             }
             self.pending
         }
+    }
+
+    /// A pipe's write end as an output, and its read end.
+    fn pipe() -> (Endpoint, std::os::fd::OwnedFd) {
+        let (read, write) = rustix::pipe::pipe().unwrap();
+        let stop = std::sync::Arc::new(crate::stop::Stop::default());
+        (Endpoint::opened(write, "a pipe", &stop).unwrap(), read)
+    }
+
+    /// Fills `output`'s pipe with `n` bytes.
+    fn fill(output: &Endpoint, n: usize) {
+        let mut left = n;
+        while left > 0 {
+            left -= output.write(&vec![0; left]).unwrap();
+        }
+    }
+
+    #[test]
+    fn an_output_looks_only_after_waiting_for_a_slow_consumer() {
+        let (output, _read) = pipe();
+        let mut drain = Drain::new(&output).unwrap();
+        fill(&output, drain.size);
+        assert_eq!(drain.before(&output), None, "no write waited yet");
+        // cat: a 1 MiB write that waited 300 us. Draining a pipe takes it too little time.
+        drain.after(1 << 20, Duration::from_micros(300));
+        assert!(!drain.watching);
+        // A slow consumer that does not read during the pause is waited for in the write.
+        let mut drain = Drain::new(&output).unwrap();
+        drain.after(drain.size / 16, Duration::from_millis(10));
+        assert!(drain.watching);
+        assert_eq!(drain.before(&output), None, "it ate nothing");
+        assert!(!drain.watching);
+    }
+
+    #[test]
+    fn an_output_whose_pipe_holds_little_writes_at_once() {
+        let (output, _read) = pipe();
+        let mut drain = Drain::new(&output).unwrap();
+        drain.after(drain.size / 16, Duration::from_millis(10));
+        fill(&output, drain.size / 4);
+        assert_eq!(drain.before(&output), None);
+        assert!(!drain.watching, "the consumer keeps up");
+    }
+
+    #[test]
+    fn an_output_offers_no_more_than_the_room_its_consumer_made() {
+        use std::io::Read;
+        let (output, read) = pipe();
+        let mut drain = Drain::new(&output).unwrap();
+        let size = drain.size;
+        fill(&output, size);
+        // A slow consumer: a page at a time, a millisecond apart, until the end.
+        let eating = std::thread::spawn(move || {
+            let (mut read, mut page) = (std::fs::File::from(read), vec![0; 4096]);
+            while read.read(&mut page).unwrap() > 0 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        });
+        // Whenever it has eaten during a pause (a loaded machine may not run it for a while),
+        // the room offered goes in at once: a non-blocking write takes all of it.
+        let room = (0..100).find_map(|_| {
+            drain.after(size / 16, Duration::from_millis(10));
+            drain.before(&output)
+        });
+        let room = room.expect("the consumer ate during one of 100 pauses");
+        assert!((4096..=size).contains(&room), "{room} of {size}");
+        let flags = rustix::fs::fcntl_getfl(output.fd()).unwrap();
+        rustix::fs::fcntl_setfl(output.fd(), flags | rustix::fs::OFlags::NONBLOCK).unwrap();
+        assert_eq!(output.write(&vec![0; room]).unwrap(), room);
+        drop(output);
+        eating.join().unwrap();
     }
 
     #[test]
