@@ -23,7 +23,7 @@ pub fn read_input(
 ) -> io::Result<()> {
     let mut pacer = Pacer::new(&limits.input);
     let mut gather = Gather::new(input, outputs);
-    while let Some(took) = read_once(input, &mut producer, pacer.quantum())? {
+    while let Some(took) = read_once(input, &mut producer, pacer.quantum(), None)? {
         pacer.moved(took.got, input.stop());
         // Under an input rate limit, the pacer decides when to read.
         if let (Some(gather), None) = (&mut gather, pacer.quantum()) {
@@ -44,13 +44,18 @@ pub struct Took {
     pub spilled: bool,
 }
 
+/// Passes bytes just read straight on, if it can without waiting; how many it passed.
+pub type PassOn<'a> = &'a mut dyn FnMut(&[u8]) -> usize;
+
 /// One `read` into the backlog, of at most `most` bytes when given; `None` at end of input.
 /// Once no reader is left (or the run is over), an `Interrupted` error: there is nobody to
-/// read for.
+/// read for. With `pass_on`, what was read goes to it first, and only what it did not take
+/// into the backlog.
 pub fn read_once(
     input: &Endpoint,
     producer: &mut Producer,
     most: Option<usize>,
+    pass_on: Option<PassOn<'_>>,
 ) -> io::Result<Option<Took>> {
     let read_block = producer.read_block();
     let mut vacant = match producer.reserve()? {
@@ -69,7 +74,11 @@ pub fn read_once(
     match input.read(room) {
         Ok(0) => Ok(None),
         Ok(got) => {
-            vacant.commit(got);
+            let passed = pass_on.map_or(0, |pass_on| pass_on(&room[..got]));
+            if passed < got {
+                room.copy_within(passed..got, 0);
+                vacant.commit(got - passed);
+            }
             Ok(Some(Took { offered, got, spilled: false }))
         }
         // A tape refuses a read smaller than its block, with ENOMEM.

@@ -34,7 +34,7 @@ use super::pace::Pacer;
 use super::{Flow, Route, copy};
 use crate::backlog::Producer;
 use crate::endpoint::{Endpoint, FdKind};
-use crate::sys::{PoolPipe, pipe_target_size, splice};
+use crate::sys::{self, PoolPipe, pipe_target_size, splice};
 
 /// At most this much of the backlog sits in pool pipes: half of the default buffer, so that
 /// half of a standing 32 MiB backlog moves without a copy, and a quarter of the default
@@ -78,6 +78,8 @@ pub struct Input<'a> {
     stdin: Stream,
     /// Lets input gather in stdin's pipe while every reader has bytes to take.
     gather: Option<Gather>,
+    /// Stdout is a pipe, which may take a write that never waits (`sys::write_nowait`).
+    nowait: bool,
 }
 
 /// Whether stdin delivers a byte stream, which may be spliced on.
@@ -112,6 +114,7 @@ impl<'a> Input<'a> {
     ) -> Input<'a> {
         let stdin = if input.kind == FdKind::Pipe { Stream::Unknown } else { Stream::Bytes };
         let gather = Gather::new(&input, std::slice::from_ref(&output));
+        let nowait = output.kind == FdKind::Pipe && output.as_stream().is_none();
         Input {
             input,
             output,
@@ -126,6 +129,7 @@ impl<'a> Input<'a> {
             max_pipes: (POOL_BYTES / pipe_target_size()).max(1),
             stdin,
             gather,
+            nowait,
         }
     }
 
@@ -156,11 +160,14 @@ impl<'a> Input<'a> {
             }
             let splicing =
                 self.route.input_splice.load(Relaxed) && self.route.output_splice.load(Relaxed);
+            // Bytes read into memory while nothing is queued are passed on at once, from this
+            // thread, where they fit: a line crosses with one wakeup, not two.
+            let direct = room.empty && self.bypasses_output_thread();
             if splicing && self.stdin == Stream::Unknown {
-                return self.read_and_tell();
+                return self.read_and_tell(direct);
             }
             if !splicing || self.stdin == Stream::Packets {
-                return self.queue_in_memory();
+                return self.queue_in_memory(direct);
             }
             // Wait for data before splicing, so that a splice refused with EAGAIN can only mean
             // a full destination: one poll per producer write instead of a failed splice and
@@ -174,18 +181,23 @@ impl<'a> Input<'a> {
             }
             // Only this thread adds to the backlog: there is at least as much room now.
             let Some(room) = self.producer.wait_for_room() else { return Err(copy::nobody_left()) };
-            // Straight through bypasses the output thread, which alone keeps the output rate
-            // and the start watermark.
-            let paced_out = self.flow.limits.output.load(Relaxed) != 0;
-            let gated = self.flow.gates.start_at > 0;
-            if room.empty && self.through && !self.output_full && !paced_out && !gated {
+            if room.empty && self.through && self.bypasses_output_thread() {
                 self.straight_through()
             } else if !self.small_writes && room.free >= rustix::param::page_size() {
                 self.queue_in_pool(room.free)
             } else {
-                self.queue_in_memory()
+                self.queue_in_memory(false)
             }
         }
+    }
+
+    /// Whether bytes may go to the output from this thread, past the output thread, which
+    /// alone keeps the output rate and the start watermark (and only while nothing is queued,
+    /// so that it has nothing under way and order is kept: the caller's part).
+    fn bypasses_output_thread(&self) -> bool {
+        let paced_out = self.flow.limits.output.load(Relaxed) != 0;
+        let gated = self.flow.gates.start_at > 0;
+        !self.output_full && !paced_out && !gated
     }
 
     /// Whether a splice failed because the input, a socket, was reset: the one error a read
@@ -239,7 +251,7 @@ impl<'a> Input<'a> {
                     self.producer.push_pipe(Arc::clone(&pipe));
                     pipe
                 }
-                None => return self.queue_in_memory(),
+                None => return self.queue_in_memory(false),
             },
         };
         let len = self.most(free.min(pipe.size()));
@@ -262,14 +274,14 @@ impl<'a> Input<'a> {
                         "a pool pipe filled with {held} bytes (small writes); copying until \
                          the backlog drains"
                     ));
-                    return self.queue_in_memory();
+                    return self.queue_in_memory(false);
                 }
                 match self.open_pipe() {
                     Some(next) => {
                         self.producer.push_pipe(next);
                         Ok(Step::Moved(0))
                     }
-                    None => self.queue_in_memory(),
+                    None => self.queue_in_memory(false),
                 }
             }
             Err(e) if self.input_reset(e) => Err(e.into()),
@@ -282,25 +294,53 @@ impl<'a> Input<'a> {
         }
     }
 
-    /// Reads into the backlog's memory, as the copy engine does.
-    fn queue_in_memory(&mut self) -> io::Result<Step> {
-        self.output_full = false;
-        let most = self.pacer.quantum();
-        Ok(match copy::read_once(&self.input, &mut self.producer, most)? {
+    /// Reads into the backlog's memory, as the copy engine does; `direct`: nothing is queued,
+    /// and what was read goes straight to the output where it fits without waiting.
+    fn queue_in_memory(&mut self, direct: bool) -> io::Result<Step> {
+        Ok(match self.read_into_memory(direct)? {
             Some(took) => Step::Moved(took.got),
             None => Step::End,
         })
     }
 
-    /// Reads into memory, and tells from what the read returned whether stdin is a byte
-    /// stream or a packet-mode pipe (see [`Stream`]).
-    fn read_and_tell(&mut self) -> io::Result<Step> {
+    /// One read into memory (see [`Input::queue_in_memory`]); `None` at end of input.
+    fn read_into_memory(&mut self, direct: bool) -> io::Result<Option<copy::Took>> {
         self.output_full = false;
+        let most = self.pacer.quantum();
+        let allowed = direct && self.nowait;
+        let (output, nowait, route) = (&self.output, &mut self.nowait, self.route);
+        let mut passed = 0;
+        let mut pass_on = |bytes: &[u8]| {
+            passed = match sys::write_nowait(output.fd(), bytes) {
+                Some(Ok(n)) => n,
+                // The output thread meets the error, and says it.
+                Some(Err(_)) => 0,
+                None => {
+                    *nowait = false;
+                    route.note(format_args!("{} takes no write that never waits", output.name));
+                    0
+                }
+            };
+            passed
+        };
+        let pass_on: Option<copy::PassOn<'_>> = allowed.then_some(&mut pass_on);
+        let took = copy::read_once(&self.input, &mut self.producer, most, pass_on)?;
+        if passed > 0 {
+            // The consumer was fed from here, not by the output thread, which waited.
+            self.producer.meter().reader_starved(0, false);
+            self.producer.meter().add_through(passed);
+        }
+        Ok(took)
+    }
+
+    /// Reads into memory, and tells from what the read returned whether stdin is a byte
+    /// stream or a packet-mode pipe (see [`Stream`]); `direct` as for
+    /// [`Input::queue_in_memory`].
+    fn read_and_tell(&mut self, direct: bool) -> io::Result<Step> {
         // Waiting first lets a write land whole, so that what is queued says more.
         self.input.wait(PollFlags::IN)?;
         let queued = self.input.queued().unwrap_or(0) as usize;
-        let most = self.pacer.quantum();
-        let Some(took) = copy::read_once(&self.input, &mut self.producer, most)? else {
+        let Some(took) = self.read_into_memory(direct)? else {
             return Ok(Step::End);
         };
         // A read into the spill file (spliced, maybe) says nothing about packets.

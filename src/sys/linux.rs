@@ -13,6 +13,19 @@ use super::{PIPE_TARGET_SIZE, PoolError};
 /// splice(2) exists here.
 pub const CAN_SPLICE: bool = true;
 
+/// Writes what of `buf` goes into `to` without waiting (`pwritev2(RWF_NOWAIT)`, which pipes
+/// take since Linux 5.8 or so, leaving the descriptor's flags alone): `Ok(0)` when nothing
+/// fits, `None` when the kernel cannot write this way without waiting.
+pub fn write_nowait(to: BorrowedFd<'_>, buf: &[u8]) -> Option<io::Result<usize>> {
+    let bufs = [std::io::IoSlice::new(buf)];
+    match rustix::io::pwritev2(to, &bufs, u64::MAX, rustix::io::ReadWriteFlags::NOWAIT) {
+        Ok(n) => Some(Ok(n)),
+        Err(Errno::AGAIN) => Some(Ok(0)),
+        Err(Errno::OPNOTSUPP | Errno::NOSYS | Errno::INVAL | Errno::SPIPE) => None,
+        Err(error) => Some(Err(error.into())),
+    }
+}
+
 /// Moves up to `len` bytes from `from` to `to` without copying; one side must be a pipe.
 /// `nonblock` makes the pipe side(s) not wait (`SPLICE_F_NONBLOCK`).
 pub fn splice(

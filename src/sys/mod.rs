@@ -8,7 +8,8 @@
 //! portable data path).
 //!
 //! The surface:
-//! - [`CAN_SPLICE`], [`splice`], [`PoolPipe`]: zero-copy moves and accel's own pipes.
+//! - [`CAN_SPLICE`], [`splice`], [`PoolPipe`]: zero-copy moves and accel's own pipes;
+//!   [`write_nowait`]: a write that never waits, on a descriptor whose flags are not ours.
 //! - [`enlarge_pipe`], [`pipe_target_size`]: grow a pipe we sit on (best effort), so that each
 //!   wakeup moves more; [`pipe_size`]: how much a pipe holds (Linux), which sizes how long
 //!   accel lets bytes gather in it.
@@ -53,7 +54,7 @@ pub use imp::{
     CAN_SPLICE, PoolPipe, accept_only_with_data, advise_huge_pages, drop_written, enlarge_pipe,
     is_packet_mode, limit_unacknowledged, peer, pipe_size, pipe_target_size, punch_hole,
     reserve_space, spill_file, splice, splice_from_file, splice_to_file, start_writeback,
-    thread_sleeps, widen_send_buffer, writeback_error,
+    thread_sleeps, widen_send_buffer, write_nowait, writeback_error,
 };
 pub use memory::{MemoryLimit, fit_allocator_to_limits, memory_limit, physical_memory};
 

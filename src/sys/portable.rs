@@ -13,6 +13,12 @@ use super::PoolError;
 /// No splice(2) here.
 pub const CAN_SPLICE: bool = false;
 
+/// Never: there is no portable way to write without waiting on a descriptor whose flags are
+/// not ours.
+pub fn write_nowait(_to: BorrowedFd<'_>, _buf: &[u8]) -> Option<std::io::Result<usize>> {
+    None
+}
+
 /// Always fails: there is no splice(2) here.
 pub fn splice(
     _from: BorrowedFd<'_>,
