@@ -308,6 +308,10 @@ impl<'a> Input<'a> {
         self.output_full = false;
         let most = self.pacer.quantum();
         let allowed = direct && self.nowait;
+        if allowed {
+            // Nothing is queued: while this thread waits for input, so does the consumer.
+            self.producer.meter().reader_starved(0, true);
+        }
         let (output, nowait, route) = (&self.output, &mut self.nowait, self.route);
         let mut passed = 0;
         let mut pass_on = |bytes: &[u8]| {
@@ -337,6 +341,10 @@ impl<'a> Input<'a> {
     /// stream or a packet-mode pipe (see [`Stream`]); `direct` as for
     /// [`Input::queue_in_memory`].
     fn read_and_tell(&mut self, direct: bool) -> io::Result<Step> {
+        if direct && self.nowait {
+            // Nothing is queued: while this thread waits for input, so does the consumer.
+            self.producer.meter().reader_starved(0, true);
+        }
         // Waiting first lets a write land whole, so that what is queued says more.
         self.input.wait(PollFlags::IN)?;
         let queued = self.input.queued().unwrap_or(0) as usize;
