@@ -187,6 +187,7 @@ class ProcResult:
     maxrss_kib: int
     stderr: str
     end: float = 0.0  # seconds after the run's start at which the process exited
+    vcsw: int = 0  # voluntary context switches: times it slept and was woken
 
 
 @dataclass
@@ -266,7 +267,8 @@ class _Job:
     argv: list[str]
     stderr: object  # a TemporaryFile
     proc: subprocess.Popen | None = None
-    # Once reaped: status, user+sys CPU seconds, ru_maxrss (KiB), seconds after the start.
+    # Once reaped: status, user+sys CPU seconds, ru_maxrss (KiB), seconds after the start,
+    # voluntary context switches.
     end: tuple[int, float, int, float] | None = None
 
 
@@ -416,7 +418,8 @@ def _reap(jobs: list[_Job], n_stages: int, t0: float, kill: _Killer) -> list[int
             end = time.perf_counter() - t0
             with kill.lock:
                 proc.returncode = os.waitstatus_to_exitcode(status)
-                jobs[k].end = (proc.returncode, ru.ru_utime + ru.ru_stime, ru.ru_maxrss, end)
+                cpu = ru.ru_utime + ru.ru_stime
+                jobs[k].end = (proc.returncode, cpu, ru.ru_maxrss, end, ru.ru_nvcsw)
     return late
 
 
@@ -428,9 +431,9 @@ def _results(jobs: list[_Job], late: list[int]) -> tuple[list[ProcResult], list[
     for k, job in enumerate(jobs):
         if job.end is not None:
             job.stderr.seek(0)
-            rc, cpu, maxrss, end = job.end
+            rc, cpu, maxrss, end, vcsw = job.end
             text = job.stderr.read(4096).decode(errors="replace")
-            results.append(ProcResult(job.argv, rc, cpu, maxrss, text, end))
+            results.append(ProcResult(job.argv, rc, cpu, maxrss, text, end, vcsw))
             if k not in late:
                 punctual.append(results[-1])
         job.stderr.close()

@@ -7,6 +7,9 @@ approaches that of the slower stage.
 ratio = median wall / max(median wall of the two stages alone).
 1.00 is the optimum (the slower stage is never kept waiting); the bare-pipe row
 shows how far from it the pipeline starts.  "X CPU s" is user+sys of X itself.
+On a shared machine whose speed drifts, "same-run ratio" is steadier: each run's wall
+over the CPU seconds of its slower stage in that same run (median [min–max]); "X cs" is
+X's voluntary context switches (each a wakeup on a CPU the stages need).
 """
 
 from __future__ import annotations
@@ -18,8 +21,8 @@ from ..runner import (
 )
 
 
-COLUMNS = ["X", "command", "wall s median [min–max]", "ratio", "X CPU s", "all CPU s",
-           "status"]
+COLUMNS = ["X", "command", "wall s median [min–max]", "ratio", "same-run ratio", "X CPU s",
+           "X cs", "all CPU s", "status"]
 
 
 def run(ctx: Context) -> str:
@@ -43,6 +46,9 @@ def seed_rows(ctx: Context, tools: list[Tool], tag: str = "seed") -> tuple[list[
     jobs: list[tuple[str, str, object]] = [("stage", "bzip2", None), ("stage", "gzip", None)]
     jobs += [("x", t.name, t) for t in tools]
     samples = {name: Samples.for_tool(t) for _, name, t in jobs}
+    # Per piped row: wall / max(stage CPU) of each run, and X's voluntary context switches.
+    same_run: dict[str, list[float]] = {name: [] for _, name, _ in jobs}
+    switches: dict[str, list[float]] = {name: [] for _, name, _ in jobs}
     for r, (kind, name, t), s in interleaved(jobs, rounds, samples, key=lambda j: j[1]):
         if kind == "stage" and name == "bzip2":
             rr = run_pipeline([bz], timeout=timeout)
@@ -56,6 +62,12 @@ def seed_rows(ctx: Context, tools: list[Tool], tag: str = "seed") -> tuple[list[
         else:
             rr = run_pipeline([bz, t.argv, gz], timeout=timeout)
             s.add(rr, 1)
+            if rr.ok:
+                switches[name].append(rr.procs[1].vcsw)
+        if kind == "x" and rr.ok:
+            stage_cpu = max(rr.procs[0].cpu, rr.procs[-1].cpu)
+            if stage_cpu > 0:
+                same_run[name].append(rr.wall / stage_cpu)
         note(f"{tag} round {r + 1}/{rounds}: {name:<12} "
              + (f"{rr.wall:7.2f} s" if rr.ok else f"FAILED: {rr.error}"))
     stage_meds = [med(samples[n].wall) for n in ("bzip2", "gzip") if samples[n].wall]
@@ -73,7 +85,10 @@ def seed_rows(ctx: Context, tools: list[Tool], tag: str = "seed") -> tuple[list[
         ratio = f"{med(s.wall) / optimum:.3f}" if optimum and s.wall else "—"
         xcpu = f"{med(s.x_cpu):.2f}" if s.x_cpu else "—"
         acpu = f"{med(s.all_cpu):.2f}" if s.all_cpu else "—"
-        rows.append([label, cmd, fmt_spread(s.wall), ratio, xcpu, acpu, s.status()])
+        same = same_run[name]
+        same = f"{med(same):.3f} [{min(same):.3f}–{max(same):.3f}]" if same else "—"
+        cs = f"{med(switches[name]) / 1000:.1f}k" if switches[name] else "—"
+        rows.append([label, cmd, fmt_spread(s.wall), ratio, same, xcpu, cs, acpu, s.status()])
     corpus = (f"Corpus: {meta['tar_bytes'] / MIB:.0f} MiB tar of {meta['files']} real files "
               f"({', '.join(meta['per_root_bytes'])}), {meta['bz2_bytes'] / MIB:.1f} MiB as "
               f"bzip2 -9.")
