@@ -136,8 +136,10 @@ impl Gather {
 
 impl Consumer {
     /// The longest pause this consumer allows now: half the time it takes to eat what it has
-    /// ahead; `None` when it has nothing ahead or its rate is not known yet.
+    /// ahead; `None` when it has little ahead or its rate is not known yet. One whose output
+    /// is gone (it failed, under `--output-error`) allows any.
     fn allows(&mut self, producer: &Producer, now: Instant) -> Option<Duration> {
+        let Some(in_backlog) = producer.ahead(self.reader) else { return Some(MOST) };
         let written = producer.meter().reader_bytes(self.reader);
         let queued = match &self.pipe {
             Some(pipe) => pipe.queued()?,
@@ -153,7 +155,7 @@ impl Consumer {
             Some(_) => {}
             None => self.window = Some((now, written, queued)),
         }
-        let ahead = producer.ahead(self.reader)? as u64 + queued;
+        let ahead = in_backlog as u64 + queued;
         let rate = self.rate?;
         if ahead < RUNWAY_LEAST {
             // A consumer that waited for it takes this at once, and then waits again.
