@@ -87,19 +87,18 @@ pub struct Input<'a> {
 /// A packet-mode pipe (`pipe2(O_DIRECT)`) marks each write as a packet, and splice carries the
 /// marks on into the consumer's pipe, where a read shorter than a packet discards the rest of
 /// it. Only the writer's end shows the flag, so stdin is read into memory until one read
-/// tells: a read given room for everything queued returns all of it from a stream pipe, but
-/// a single packet (at most a page) from a packet-mode one. Once more than a page is queued,
-/// the first read decides. A producer whose writes are a page or less, and never pile up
-/// because accel keeps up, is never spliced: it costs a copy, at the low rates such a
-/// producer has, rather than risk what the consumer reads.
+/// tells: a read of a packet-mode pipe returns a single packet, at most `PIPE_BUF` (4 KiB)
+/// bytes, so one that returns more than a page comes from a stream. A producer whose writes
+/// are a page or less, and never pile up because accel keeps up, is never spliced: it costs a
+/// copy, at the low rates such a producer has, rather than risk what the consumer reads; and
+/// each read goes straight on (see [`Input::queue_in_memory`]), one wakeup per piece, as
+/// `cat`'s.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Stream {
-    /// Not known yet: read, and watch what a read returns.
+    /// Not known yet (or packets): read, and watch what a read returns.
     Unknown,
     /// A byte stream (or a file): splicing is safe.
     Bytes,
-    /// Packets: never spliced.
-    Packets,
 }
 
 impl<'a> Input<'a> {
@@ -166,7 +165,7 @@ impl<'a> Input<'a> {
             if splicing && self.stdin == Stream::Unknown {
                 return self.read_and_tell(direct);
             }
-            if !splicing || self.stdin == Stream::Packets {
+            if !splicing {
                 return self.queue_in_memory(direct);
             }
             // Wait for data before splicing, so that a splice refused with EAGAIN can only mean
@@ -338,31 +337,18 @@ impl<'a> Input<'a> {
     }
 
     /// Reads into memory, and tells from what the read returned whether stdin is a byte
-    /// stream or a packet-mode pipe (see [`Stream`]); `direct` as for
-    /// [`Input::queue_in_memory`].
+    /// stream (see [`Stream`]); `direct` as for [`Input::queue_in_memory`].
     fn read_and_tell(&mut self, direct: bool) -> io::Result<Step> {
-        if direct && self.nowait {
-            // Nothing is queued: while this thread waits for input, so does the consumer.
-            self.producer.meter().reader_starved(0, true);
-        }
-        // Waiting first lets a write land whole, so that what is queued says more.
-        self.input.wait(PollFlags::IN)?;
-        let queued = self.input.queued().unwrap_or(0) as usize;
         let Some(took) = self.read_into_memory(direct)? else {
             return Ok(Step::End);
         };
         // A read into the spill file (spliced, maybe) says nothing about packets.
-        if !took.spilled && queued > rustix::param::page_size() && took.offered >= queued {
-            if took.got >= queued {
-                self.stdin = Stream::Bytes;
-            } else {
-                self.stdin = Stream::Packets;
-                self.route.note(format_args!(
-                    "stdin is a packet-mode pipe (a read of {queued} queued bytes returned {}); \
-                     reading it, never splicing",
-                    took.got
-                ));
-            }
+        if !took.spilled && took.got > rustix::param::page_size() {
+            self.stdin = Stream::Bytes;
+            self.route.note(format_args!(
+                "stdin is a byte stream (a read returned {} bytes): splicing it",
+                took.got
+            ));
         }
         Ok(Step::Moved(took.got))
     }
