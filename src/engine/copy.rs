@@ -33,11 +33,9 @@ pub fn read_input(
     Ok(())
 }
 
-/// What one read took: `got` bytes, when `offered` could have been.
+/// What one read took.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Took {
-    /// The room the read was given (at least a page).
-    pub offered: usize,
     /// The bytes it returned.
     pub got: usize,
     /// They went to the spill file (maybe spliced), not read into memory.
@@ -63,7 +61,7 @@ pub fn read_once(
         Some(Space::Spill(vacant)) => {
             let offered = most.map_or(vacant.len(), |most| most.min(vacant.len()));
             let got = spill::take_in(input, vacant, offered)?;
-            return Ok((got > 0).then_some(Took { offered, got, spilled: true }));
+            return Ok((got > 0).then_some(Took { got, spilled: true }));
         }
         Some(Space::Memory(vacant)) => vacant,
     };
@@ -79,7 +77,7 @@ pub fn read_once(
                 room.copy_within(passed..got, 0);
                 vacant.commit(got - passed);
             }
-            Ok(Some(Took { offered, got, spilled: false }))
+            Ok(Some(Took { got, spilled: false }))
         }
         // A tape refuses a read smaller than its block, with ENOMEM.
         Err(error) if error.raw_os_error() == Some(libc::ENOMEM) && read_block.is_some() => {
