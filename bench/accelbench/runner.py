@@ -583,6 +583,16 @@ class Samples:
         if x_index is not None:
             self.x_cpu.append(rr.procs[x_index].cpu)
 
+    def add_transfer(self, wall: float, x_cpu: float, error: str | None) -> None:
+        """Counts one timed transfer (the network measures' `transfer`): its wall time and
+        X's CPU, or its error."""
+        self.runs += 1
+        if error:
+            self.failures.append(error)
+        else:
+            self.wall.append(wall)
+            self.x_cpu.append(x_cpu)
+
     def status(self) -> str:
         if self.excluded:
             return excluded_status(self.excluded)

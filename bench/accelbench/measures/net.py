@@ -322,12 +322,7 @@ def loopback(ctx: Context) -> str:
         for r, p, s in interleaved(pairs, ctx.rounds, samples):
             timed = Pair(p.name, p.receiver, [dd] + p.sender, p.port, p.daemon)
             wall, x_cpu, error = transfer(timed, ns, ns, ctx.timeout)
-            s.runs += 1
-            if error:
-                s.failures.append(error)
-            else:
-                s.wall.append(wall)
-                s.x_cpu.append(x_cpu)
+            s.add_transfer(wall, x_cpu, error)
             note(f"net loopback round {r + 1}/{ctx.rounds}: {p.name:<16} "
                  + (f"{gib / wall:6.2f} GiB/s" if not error else f"FAILED: {error}"))
 

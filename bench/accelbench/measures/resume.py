@@ -318,12 +318,7 @@ def loopback(ctx: Context) -> str:
         for r, p, s in interleaved(pairs, ctx.rounds, samples):
             wall, x_cpu, error = transfer(Pair(p.name, p.receiver, [dd] + p.sender, p.port),
                                           ns, ns, ctx.timeout)
-            s.runs += 1
-            if error:
-                s.failures.append(error)
-            else:
-                s.wall.append(wall)
-                s.x_cpu.append(x_cpu)
+            s.add_transfer(wall, x_cpu, error)
             note(f"resume loopback round {r + 1}/{ctx.rounds}: {p.name:<12} "
                  + (f"{gib / wall:6.2f} GiB/s" if not error else f"FAILED: {error}"))
     base = next((n for n in names[1:] if samples[n].wall), None)
