@@ -81,6 +81,11 @@ struct Consumer {
     window: Option<(Instant, u64, u64)>,
     /// Bytes per second it takes, as last measured; `None` before a measure.
     rate: Option<f64>,
+    /// At the last look at its pipe: bytes written to the output, and bytes queued in the
+    /// pipe. The pipe holds no more than that plus what was written since, so a consumer
+    /// that had its pipe nearly empty is not asked again until that could have changed (a
+    /// line's reader is asked once per 64 KiB, not once per line).
+    seen: Option<(u64, u64)>,
 }
 
 /// The producer, as the input side sees it.
@@ -112,6 +117,7 @@ impl Gather {
                 .then(|| output.clone()),
             window: None,
             rate: None,
+            seen: None,
         });
         Some(Gather { input: Producing::of(input)?, consumers: consumers.collect() })
     }
@@ -141,10 +147,17 @@ impl Consumer {
     fn allows(&mut self, producer: &Producer, now: Instant) -> Option<Duration> {
         let Some(in_backlog) = producer.ahead(self.reader) else { return Some(MOST) };
         let written = producer.meter().reader_bytes(self.reader);
+        if let (Some(_), Some((was_written, was_queued))) = (&self.pipe, self.seen) {
+            let at_most = in_backlog as u64 + was_queued + (written - was_written);
+            if at_most < RUNWAY_LEAST {
+                return None;
+            }
+        }
         let queued = match &self.pipe {
             Some(pipe) => pipe.queued()?,
             None => 0,
         };
+        self.seen = Some((written, queued));
         match self.window {
             Some((start, was_written, was_queued)) if now - start >= WINDOW => {
                 let eaten = (written - was_written) as f64 - (queued as f64 - was_queued as f64);
@@ -355,6 +368,37 @@ mod tests {
         while left > 0 {
             left -= output.write(&vec![0; left]).unwrap();
         }
+    }
+
+    #[test]
+    fn a_consumer_whose_pipe_was_nearly_empty_is_not_asked_again_for_a_while() {
+        use crate::backlog::{Gates, backlog};
+        use crate::meter::Meter;
+        use std::sync::Arc;
+        let meter = Arc::new(Meter::new(1 << 20, 1));
+        let log = Arc::new(crate::log::Log::default());
+        let (producer, _readers) = backlog(1 << 20, 1, Gates::default(), None, meter, log).unwrap();
+        let (output, _read) = pipe();
+        let mut consumer = Consumer {
+            reader: 0,
+            pipe: Some(output.clone()),
+            window: None,
+            rate: None,
+            seen: None,
+        };
+        let now = Instant::now();
+        assert_eq!(consumer.allows(&producer, now), None, "no rate measured yet");
+        assert_eq!(consumer.seen, Some((0, 0)), "it looked at the empty pipe");
+        // Someone else fills the pipe: accel wrote nothing since it looked, so it does not
+        // look again (and allows no pause: a conservative bound).
+        fill(&output, 1 << 16);
+        let later = now + WINDOW * 2;
+        assert_eq!(consumer.allows(&producer, later), None);
+        assert_eq!(consumer.seen, Some((0, 0)), "not asked again");
+        // Once accel has written enough for the pipe to hold a runway, it looks again.
+        producer.meter().add_out(0, RUNWAY_LEAST as usize);
+        consumer.allows(&producer, later);
+        assert_eq!(consumer.seen, Some((RUNWAY_LEAST, 1 << 16)));
     }
 
     #[test]
