@@ -88,7 +88,8 @@ pub struct Input<'a> {
 /// marks on into the consumer's pipe, where a read shorter than a packet discards the rest of
 /// it. Only the writer's end shows the flag, so stdin is read into memory until one read
 /// tells: a read of a packet-mode pipe returns a single packet, at most `PIPE_BUF` (4 KiB)
-/// bytes, so one that returns more than a page comes from a stream. A producer whose writes
+/// bytes, so one that returns more than a page comes from a stream. Such reads take four pages
+/// at most, so that a burst already waiting in stdin is spliced once told, not copied. A producer whose writes
 /// are a page or less, and never pile up because accel keeps up, is never spliced: it costs a
 /// copy, at the low rates such a producer has, rather than risk what the consumer reads; and
 /// each read goes straight on (see [`Input::queue_in_memory`]), one wakeup per piece, as
@@ -305,7 +306,13 @@ impl<'a> Input<'a> {
     /// One read into memory (see [`Input::queue_in_memory`]); `None` at end of input.
     fn read_into_memory(&mut self, direct: bool) -> io::Result<Option<copy::Took>> {
         self.output_full = false;
-        let most = self.pacer.quantum();
+        let mut most = self.pacer.quantum();
+        if self.stdin == Stream::Unknown {
+            // Enough to tell a byte stream, and no more: a burst waiting in stdin is spliced
+            // once told, not copied through memory.
+            let telling = 4 * rustix::param::page_size();
+            most = Some(most.map_or(telling, |most| most.min(telling)));
+        }
         let allowed = direct && self.nowait;
         if allowed {
             // Nothing is queued: while this thread waits for input, so does the consumer.
