@@ -346,12 +346,27 @@ impl Meter {
         self.peak_held.fetch_max(fill as u64, Relaxed);
     }
 
-    /// Counts `n` bytes passed straight through to the only reader, in and out at once.
+    /// Counts `n` bytes spliced straight through to the only reader, in and out at once.
     pub fn add_through(&self, n: usize) {
-        self.tiers[Tier::Through as usize].fetch_add(n as u64, Relaxed);
+        self.add_passed_by(n, Tier::Through);
+    }
+
+    /// Counts `n` bytes read into memory and written on to the only reader at once, by the
+    /// input thread, without queueing them.
+    pub fn add_passed(&self, n: usize) {
+        self.add_passed_by(n, Tier::Memory);
+    }
+
+    fn add_passed_by(&self, n: usize, tier: Tier) {
+        self.tiers[tier as usize].fetch_add(n as u64, Relaxed);
         // Out before in would let a snapshot see more out than in; in first.
         self.bytes_in.fetch_add(n as u64, Relaxed);
         self.readers[0].bytes.fetch_add(n as u64, Relaxed);
+    }
+
+    /// How many readers the buffer has: outputs, then hashes.
+    pub fn readers(&self) -> usize {
+        self.readers.len()
     }
 
     /// Says how much the buffer holds now, in memory and in the spill file.

@@ -436,6 +436,7 @@ impl<R: Read + Send + 'static> ReadAhead<R> {
         let capacity = backlog::capacity_for(capacity, &gates);
         let meter = Arc::new(Meter::new(capacity as u64, 1));
         let log = Arc::new(Log::new(true, false));
+        let route = memory_route(Arc::clone(&log));
         let (producer, mut readers) =
             backlog::backlog(capacity, 1, gates, None, Arc::clone(&meter), log)?;
         let reader = readers.pop().expect("one reader");
@@ -444,8 +445,9 @@ impl<R: Read + Send + 'static> ReadAhead<R> {
         let stream = Arc::new(Stream::reader(Box::new(inner)));
         let endpoint = Endpoint::stream(stream, "the inner reader", &stop);
         let thread = thread::Builder::new().name("accel-read-ahead".into()).spawn(move || {
-            let limits = Limits::default();
-            catch_unwind(AssertUnwindSafe(|| copy::read_input(&endpoint, &[], producer, &limits)))
+            let flow = Flow::default();
+            let read = || copy::read_input(&endpoint, &[], producer, &route, &flow);
+            catch_unwind(AssertUnwindSafe(read))
                 .unwrap_or_else(|_| Err(io::Error::other("the inner reader panicked")))
         })?;
         Ok(ReadAhead {

@@ -3,14 +3,18 @@
 //! Two copies per byte (into user memory and out again), which costs about 0.2-0.3 CPU seconds
 //! per GiB; compression pipelines move a few hundred MB/s at most and do not notice. Every read
 //! is committed at once, so partial data (a short line) goes out without waiting for more.
+//! While nothing is queued, what a read got goes on from the input thread itself where it can
+//! ([`Bypass`]).
 
 use std::io;
+use std::sync::atomic::Ordering::Relaxed;
 
 use super::gather::Gather;
-use super::pace::{Limits, Pacer};
-use super::spill;
+use super::pace::Pacer;
+use super::{Flow, Route, spill};
 use crate::backlog::{Producer, Space};
 use crate::endpoint::Endpoint;
+use crate::sys;
 use crate::words::describe;
 
 /// Reads until end of input, an error, or no reader being left (an `Interrupted` error), at
@@ -19,18 +23,103 @@ pub fn read_input(
     input: &Endpoint,
     outputs: &[Endpoint],
     mut producer: Producer,
-    limits: &Limits,
+    route: &Route,
+    flow: &Flow,
 ) -> io::Result<()> {
-    let mut pacer = Pacer::new(&limits.input);
+    let mut pacer = Pacer::new(&flow.limits.input);
     let mut gather = Gather::new(input, outputs);
-    while let Some(took) = read_once(input, &mut producer, pacer.quantum(), None)? {
+    let mut bypass = Bypass::new(outputs, producer.meter().readers(), flow);
+    loop {
+        let mut most = pacer.quantum();
+        let direct = match &mut bypass {
+            Some(bypass) if bypass.allowed(flow) => {
+                let Some(room) = producer.wait_for_room() else { return Err(nobody_left()) };
+                room.empty.then_some((bypass, &outputs[0]))
+            }
+            _ => None,
+        };
+        if direct.is_some() {
+            // A read that goes on at once stays in the cache.
+            most = Some(most.map_or(Bypass::MOST, |most| most.min(Bypass::MOST)));
+        }
+        let Some(took) = read_passing(input, &mut producer, most, direct, route)? else {
+            return Ok(());
+        };
         pacer.moved(took.got, input.stop());
         // Under an input rate limit, the pacer decides when to read.
         if let (Some(gather), None) = (&mut gather, pacer.quantum()) {
             gather.after(took.got, &mut producer);
         }
     }
-    Ok(())
+}
+
+/// Bytes just read while nothing is queued, written on to the one output from the input
+/// thread with a write that never waits ([`sys::write_nowait`]; what does not fit is queued as
+/// usual). With nothing queued the output thread has nothing under way, so order is kept. A
+/// line crosses with one wakeup instead of two, and a copy into an output that keeps up runs
+/// in one thread, as `cat`'s does. Never past what only the output thread keeps (an output
+/// rate, a start watermark, output blocks), into another program's writer or a network link,
+/// or where a hash or a second output reads the same bytes.
+#[derive(Debug)]
+pub struct Bypass {
+    /// The output has not refused a write that never waits.
+    open: bool,
+}
+
+impl Bypass {
+    /// The most read at once to be passed on: a copy that stays in the cache.
+    const MOST: usize = 256 << 10;
+
+    /// A bypass to `outputs[0]`, where it may be used at all.
+    pub fn new(outputs: &[Endpoint], readers: usize, flow: &Flow) -> Option<Bypass> {
+        let [output] = outputs else { return None };
+        let plain = output.as_stream().is_none() && output.link().is_none();
+        let kept = flow.block.is_some() || flow.gates.start_at > 0;
+        (readers == 1 && plain && !kept).then_some(Bypass { open: true })
+    }
+
+    /// Whether bytes may go past the output thread now (the output rate may be set while
+    /// accel runs).
+    pub fn allowed(&self, flow: &Flow) -> bool {
+        self.open && flow.limits.output.load(Relaxed) == 0
+    }
+
+    /// Writes what of `bytes` goes into `output` without waiting; how much did.
+    fn pass(&mut self, output: &Endpoint, route: &Route, bytes: &[u8]) -> usize {
+        match sys::write_nowait(output.fd(), bytes) {
+            Some(Ok(n)) => n,
+            // The output thread meets the error, and says it.
+            Some(Err(_)) => 0,
+            None => {
+                self.open = false;
+                route.note(format_args!("{} takes no write that never waits", output.name));
+                0
+            }
+        }
+    }
+}
+
+/// One read into the backlog ([`read_once`]); with `direct`, nothing is queued and what the
+/// read got goes on through the bypass first. Counts the consumer as waiting meanwhile: the
+/// output thread, which waits too, does not (it is not the one feeding it).
+pub fn read_passing(
+    input: &Endpoint,
+    producer: &mut Producer,
+    most: Option<usize>,
+    direct: Option<(&mut Bypass, &Endpoint)>,
+    route: &Route,
+) -> io::Result<Option<Took>> {
+    let Some((bypass, output)) = direct else { return read_once(input, producer, most, None) };
+    producer.meter().reader_starved(0, true);
+    let mut passed = 0;
+    let mut pass_on = |bytes: &[u8]| {
+        passed = bypass.pass(output, route, bytes);
+        passed
+    };
+    let took = read_once(input, producer, most, Some(&mut pass_on));
+    producer.meter().reader_starved(0, false);
+    producer.meter().add_passed(passed);
+    took
 }
 
 /// What one read took.
@@ -96,4 +185,45 @@ pub fn read_once(
 /// The input side's end when no output is left to deliver to: the run's end, not a failure.
 pub fn nobody_left() -> io::Error {
     io::Error::new(io::ErrorKind::Interrupted, "no output is left")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::backlog::Gates;
+    use crate::endpoint::stream::Stream;
+    use crate::stop::Stop;
+
+    fn pipe(stop: &Arc<Stop>) -> (Endpoint, std::os::fd::OwnedFd) {
+        let (read, write) = rustix::pipe::pipe().unwrap();
+        (Endpoint::opened(write, "a pipe", stop).unwrap(), read)
+    }
+
+    #[test]
+    fn only_a_lone_plain_output_is_bypassed() {
+        let stop = Arc::new(Stop::default());
+        let ((one, _a), (two, _b)) = (pipe(&stop), pipe(&stop));
+        let plain = Flow::default();
+        assert!(Bypass::new(std::slice::from_ref(&one), 1, &plain).is_some());
+        // Two outputs, or a hash reading the same bytes.
+        assert!(Bypass::new(&[one.clone(), two], 2, &plain).is_none());
+        assert!(Bypass::new(std::slice::from_ref(&one), 2, &plain).is_none());
+        // What only the output thread keeps: blocks, a start watermark.
+        let block = Some(super::super::Block { size: 512, pad: false });
+        let blocks = Flow { block, ..Flow::default() };
+        assert!(Bypass::new(std::slice::from_ref(&one), 1, &blocks).is_none());
+        let gates = Gates { start_at: 1 << 20, ..Gates::default() };
+        let gated = Flow { gates, ..Flow::default() };
+        assert!(Bypass::new(std::slice::from_ref(&one), 1, &gated).is_none());
+        // Another program's writer.
+        let writer = Arc::new(Stream::writer(Box::new(io::sink())));
+        let program = Endpoint::stream(writer, "a writer", &stop);
+        assert!(Bypass::new(std::slice::from_ref(&program), 1, &plain).is_none());
+        // An output rate, which may be set while accel runs.
+        let bypass = Bypass::new(std::slice::from_ref(&one), 1, &plain).unwrap();
+        plain.limits.output.store(1 << 20, Relaxed);
+        assert!(!bypass.allowed(&plain));
+    }
 }

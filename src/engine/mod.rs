@@ -475,7 +475,7 @@ fn read_input(
     flow: &Flow,
 ) -> io::Result<()> {
     let result = catch_unwind(AssertUnwindSafe(|| match route.engine {
-        EngineKind::Copy => copy::read_input(&input, &outputs, producer, &flow.limits),
+        EngineKind::Copy => copy::read_input(&input, &outputs, producer, route, flow),
         EngineKind::Splice => {
             splice::Input::new(input, outputs.swap_remove(0), producer, route, flow).run()
         }

@@ -29,12 +29,13 @@ use std::sync::atomic::Ordering::Relaxed;
 use rustix::event::PollFlags;
 use rustix::io::Errno;
 
+use super::copy::{self, Bypass};
 use super::gather::Gather;
 use super::pace::Pacer;
-use super::{Flow, Route, copy};
+use super::{Flow, Route};
 use crate::backlog::Producer;
 use crate::endpoint::{Endpoint, FdKind};
-use crate::sys::{self, PoolPipe, pipe_target_size, splice};
+use crate::sys::{PoolPipe, pipe_target_size, splice};
 
 /// At most this much of the backlog sits in pool pipes: half of the default buffer, so that
 /// half of a standing 32 MiB backlog moves without a copy, and a quarter of the default
@@ -78,8 +79,8 @@ pub struct Input<'a> {
     stdin: Stream,
     /// Lets input gather in stdin's pipe while every reader has bytes to take.
     gather: Option<Gather>,
-    /// Stdout is a pipe, which may take a write that never waits (`sys::write_nowait`).
-    nowait: bool,
+    /// Passes what a read into memory got on to stdout at once, while nothing is queued.
+    bypass: Option<Bypass>,
 }
 
 /// Whether stdin delivers a byte stream, which may be spliced on.
@@ -114,7 +115,7 @@ impl<'a> Input<'a> {
     ) -> Input<'a> {
         let stdin = if input.kind == FdKind::Pipe { Stream::Unknown } else { Stream::Bytes };
         let gather = Gather::new(&input, std::slice::from_ref(&output));
-        let nowait = output.kind == FdKind::Pipe && output.as_stream().is_none();
+        let bypass = Bypass::new(std::slice::from_ref(&output), 1, flow);
         Input {
             input,
             output,
@@ -129,7 +130,7 @@ impl<'a> Input<'a> {
             max_pipes: (POOL_BYTES / pipe_target_size()).max(1),
             stdin,
             gather,
-            nowait,
+            bypass,
         }
     }
 
@@ -313,34 +314,9 @@ impl<'a> Input<'a> {
             let telling = 4 * rustix::param::page_size();
             most = Some(most.map_or(telling, |most| most.min(telling)));
         }
-        let allowed = direct && self.nowait;
-        if allowed {
-            // Nothing is queued: while this thread waits for input, so does the consumer.
-            self.producer.meter().reader_starved(0, true);
-        }
-        let (output, nowait, route) = (&self.output, &mut self.nowait, self.route);
-        let mut passed = 0;
-        let mut pass_on = |bytes: &[u8]| {
-            passed = match sys::write_nowait(output.fd(), bytes) {
-                Some(Ok(n)) => n,
-                // The output thread meets the error, and says it.
-                Some(Err(_)) => 0,
-                None => {
-                    *nowait = false;
-                    route.note(format_args!("{} takes no write that never waits", output.name));
-                    0
-                }
-            };
-            passed
-        };
-        let pass_on: Option<copy::PassOn<'_>> = allowed.then_some(&mut pass_on);
-        let took = copy::read_once(&self.input, &mut self.producer, most, pass_on)?;
-        if passed > 0 {
-            // The consumer was fed from here, not by the output thread, which waited.
-            self.producer.meter().reader_starved(0, false);
-            self.producer.meter().add_through(passed);
-        }
-        Ok(took)
+        let Input { input, output, producer, route, flow, bypass, .. } = self;
+        let direct = bypass.as_mut().filter(|bypass| direct && bypass.allowed(flow));
+        copy::read_passing(input, producer, most, direct.map(|bypass| (bypass, &*output)), route)
     }
 
     /// Reads into memory, and tells from what the read returned whether stdin is a byte
