@@ -89,12 +89,12 @@ pub struct Input<'a> {
 /// marks on into the consumer's pipe, where a read shorter than a packet discards the rest of
 /// it. Only the writer's end shows the flag, so stdin is read into memory until one read
 /// tells: a read of a packet-mode pipe returns a single packet, at most `PIPE_BUF` (4 KiB)
-/// bytes, so one that returns more than a page comes from a stream. Such reads take four pages
-/// at most, so that a burst already waiting in stdin is spliced once told, not copied. A producer whose writes
-/// are a page or less, and never pile up because accel keeps up, is never spliced: it costs a
-/// copy, at the low rates such a producer has, rather than risk what the consumer reads; and
-/// each read goes straight on (see [`Input::queue_in_memory`]), one wakeup per piece, as
-/// `cat`'s.
+/// bytes, so one that returns more than a page comes from a stream. Such reads take four
+/// pages at most, so that a burst already waiting in stdin is spliced once told, not copied. A
+/// producer whose writes are a page or less, and never pile up because accel keeps up, is
+/// never spliced: it costs a copy, at the low rates such a producer has, rather than risk what
+/// the consumer reads; and each read goes straight on (see [`Input::queue_in_memory`]), one
+/// wakeup per piece, as `cat`'s.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Stream {
     /// Not known yet (or packets): read, and watch what a read returns.
