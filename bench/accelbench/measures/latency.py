@@ -2,23 +2,30 @@
 stdin kept open) and a reader thread times its arrival on X's stdout.  Tools
 that hold partial blocks until a block fills or EOF show timeouts (>5000 ms).
 Baseline: the producer writes straight into a pipe read by the reader.
+
+Then, for each X that delivered every line, against ``cat`` as the relay to beat:
+300 lines a round, each written 2 ms after the last one arrived (one process
+writes and reads, so the clock is the same), rounds interleaved; median, p90 and
+p99 over all rounds, and the median over cat's.
 """
 
 from __future__ import annotations
 
 import os
+import select
 import statistics
 import subprocess
 import tempfile
 import threading
 import time
 
-from ..runner import WORK, Context, code, excluded_status, md_table, note, reap
+from ..runner import WORK, Context, code, excluded_status, md_table, note, reap, show
 
 
 def run(ctx: Context) -> str:
     tools, accel = ctx.tools, ctx.accel
     rows = []
+    relays = []  # the tools that passed every line on: against cat below
     for t in tools:
         if t.excluded:
             rows.append([t.name, code(t.display(accel)), "—", "—", "—",
@@ -34,6 +41,8 @@ def run(ctx: Context) -> str:
         label = t.name if t.argv else "direct pipe (no X)"
         rows.append([label, code(t.display(accel)) if t.argv else "—", median_s, max_s,
                      f"{timeouts}/{len(lat)}", status])
+        if t.argv and not timeouts and err is None:
+            relays.append((t.name, t.argv))
         note(f"latency: {label:<18} median {median_s} ms, max {max_s} ms, "
              f"timeouts {timeouts}" + (f", {err}" if err else ""))
     head = ("## Line latency: producer writes a short line into X, reader times its arrival\n\n"
@@ -41,7 +50,86 @@ def run(ctx: Context) -> str:
             "timeout 5 s (counted as >5000 ms). Single run per tool (ms-scale, not "
             "throughput).\n")
     table = md_table(["X", "command", "median ms", "max ms", "timeouts", "status"], rows)
-    return head + "\n" + table + "\n"
+    return head + "\n" + table + "\n\n" + against_cat(relays, ctx.rounds, accel)
+
+
+PING_LINES = 300
+PING_GAP = 0.002
+
+
+def against_cat(relays: list[tuple[str, list[str]]], rounds: int, accel: str) -> str:
+    """The ping-pong table: each relay against cat, interleaved rounds."""
+    jobs = [("cat", ["cat"])] + relays
+    got: dict[str, list[float]] = {name: [] for name, _ in jobs}
+    failed: dict[str, str] = {}
+    for r in range(rounds):
+        for name, argv in jobs[r % len(jobs):] + jobs[:r % len(jobs)]:
+            if name in failed:
+                continue
+            lat, err = ping_pong(argv)
+            if err:
+                failed[name] = err
+            got[name] += lat
+        note(f"latency against cat: round {r + 1}/{rounds} done")
+    base = statistics.median(got["cat"]) if got["cat"] else None
+    rows = []
+    for name, argv in jobs:
+        xs = sorted(got[name])
+        if name in failed or not xs:
+            rows.append([name, code(show(argv, accel)), "—", "—", "—", "—",
+                         f"FAILED: {failed.get(name, 'nothing')}".replace("|", "\\|")])
+            continue
+        pick = lambda f: xs[min(len(xs) - 1, int(f * len(xs)))]  # noqa: E731
+        m = statistics.median(xs)
+        rows.append([name, code(show(argv, accel)), f"{m:.3f}", f"{pick(0.9):.3f}",
+                     f"{pick(0.99):.3f}", f"{m / base:.2f}" if base else "—", "ok"])
+    head = ("## Line latency against cat: one line at a time\n\n"
+            f"{PING_LINES} lines of 20 bytes a round, each written {PING_GAP * 1000:.0f} ms "
+            f"after the last one arrived, {rounds} interleaved rounds; ms over all lines. "
+            "X and the timing process share two CPUs: where the scheduler wakes each moves "
+            "the figures by microseconds, so compare within one run.\n\n")
+    return head + md_table(["X", "command", "median ms", "p90 ms", "p99 ms", "× cat",
+                            "status"], rows) + "\n"
+
+
+def ping_pong(argv: list[str]) -> tuple[list[float], str | None]:
+    """Latencies (ms) of PING_LINES lines through argv, each written once the last arrived."""
+    r_fd, w_fd = os.pipe()
+    errf = tempfile.TemporaryFile(dir=WORK)
+    try:
+        proc = subprocess.Popen(argv, stdin=r_fd, stdout=subprocess.PIPE, stderr=errf)
+    except OSError as e:
+        errf.close()
+        os.close(r_fd)
+        os.close(w_fd)
+        return [], f"cannot start: {e.strerror or e}"
+    os.close(r_fd)
+    out = proc.stdout.fileno()
+    lat: list[float] = []
+    error = None
+    try:
+        for i in range(PING_LINES + 20):
+            line = b"%019d\n" % i
+            began = time.perf_counter()
+            os.write(w_fd, line)
+            got = b""
+            while len(got) < len(line):
+                if not select.select([out], [], [], 5)[0]:
+                    raise TimeoutError(f"line {i} did not arrive within 5 s")
+                chunk = os.read(out, 64)
+                if not chunk:
+                    raise EOFError(f"output ended at line {i}")
+                got += chunk
+            if got != line:
+                raise ValueError(f"line {i} came back as {got!r}")
+            if i >= 20:  # the first lines warm up both sides
+                lat.append((time.perf_counter() - began) * 1000)
+            time.sleep(PING_GAP)
+    except (OSError, TimeoutError, EOFError, ValueError) as e:
+        error = str(e)
+    os.close(w_fd)
+    _, error = reap(proc, errf, error)
+    return lat, error
 
 
 
