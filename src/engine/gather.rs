@@ -113,8 +113,7 @@ impl Gather {
     pub fn new(input: &Endpoint, outputs: &[Endpoint]) -> Option<Gather> {
         let consumers = outputs.iter().enumerate().map(|(reader, output)| Consumer {
             reader,
-            pipe: (output.kind == FdKind::Pipe && output.as_stream().is_none())
-                .then(|| output.clone()),
+            pipe: (output.kind == FdKind::Pipe).then(|| output.clone()),
             window: None,
             rate: None,
             seen: None,
@@ -192,7 +191,7 @@ fn rise_at_once(rate: Option<f64>, measured: f64) -> f64 {
 
 impl Producing {
     fn of(input: &Endpoint) -> Option<Producing> {
-        if input.kind != FdKind::Pipe || input.as_stream().is_some() || input.link().is_some() {
+        if input.kind != FdKind::Pipe {
             return None;
         }
         let pipe_bytes = sys::pipe_size(input.fd())?;
@@ -261,7 +260,7 @@ pub struct Drain {
 impl Drain {
     /// Pauses for `output`, where it is a pipe whose size the kernel tells.
     pub fn new(output: &Endpoint) -> Option<Drain> {
-        if output.kind != FdKind::Pipe || output.as_stream().is_some() || output.link().is_some() {
+        if output.kind != FdKind::Pipe {
             return None;
         }
         Some(Drain { size: sys::pipe_size(output.fd())?, rate: None, watching: false })
