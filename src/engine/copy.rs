@@ -7,7 +7,6 @@
 //! ([`Bypass`]).
 
 use std::io;
-use std::sync::atomic::Ordering::Relaxed;
 
 use super::gather::Gather;
 use super::pace::Pacer;
@@ -28,7 +27,7 @@ pub fn read_input(
 ) -> io::Result<()> {
     let mut pacer = Pacer::new(&flow.limits.input);
     let mut gather = Gather::new(input, outputs);
-    let mut bypass = Bypass::new(outputs, producer.meter().readers(), flow);
+    let mut bypass = Bypass::new(outputs, producer.meter().readers());
     loop {
         let mut most = pacer.quantum();
         let direct = match &mut bypass {
@@ -57,9 +56,9 @@ pub fn read_input(
 /// thread with a write that never waits ([`sys::write_nowait`]; what does not fit is queued as
 /// usual). With nothing queued the output thread has nothing under way, so order is kept. A
 /// line crosses with one wakeup instead of two, and a copy into an output that keeps up runs
-/// in one thread, as `cat`'s does. Never past what only the output thread keeps (an output
-/// rate, a start watermark, output blocks), into another program's writer or a network link,
-/// or where a hash or a second output reads the same bytes.
+/// in one thread, as `cat`'s does. Never past what only the output thread keeps
+/// ([`Flow::output_thread_only`]), into another program's writer or a network link, or where
+/// a hash or a second output reads the same bytes.
 #[derive(Debug)]
 pub struct Bypass {
     /// The output has not refused a write that never waits.
@@ -70,18 +69,17 @@ impl Bypass {
     /// The most read at once to be passed on: a copy that stays in the cache.
     const MOST: usize = 256 << 10;
 
-    /// A bypass to `outputs[0]`, where it may be used at all.
-    pub fn new(outputs: &[Endpoint], readers: usize, flow: &Flow) -> Option<Bypass> {
+    /// A bypass to `outputs[0]`, where it may be used at all: one reader of the backlog, a
+    /// descriptor.
+    pub fn new(outputs: &[Endpoint], readers: usize) -> Option<Bypass> {
         let [output] = outputs else { return None };
         let plain = output.as_stream().is_none() && output.link().is_none();
-        let kept = flow.block.is_some() || flow.gates.start_at > 0;
-        (readers == 1 && plain && !kept).then_some(Bypass { open: true })
+        (readers == 1 && plain).then_some(Bypass { open: true })
     }
 
-    /// Whether bytes may go past the output thread now (the output rate may be set while
-    /// accel runs).
+    /// Whether bytes may go past the output thread now.
     pub fn allowed(&self, flow: &Flow) -> bool {
-        self.open && flow.limits.output.load(Relaxed) == 0
+        self.open && !flow.output_thread_only()
     }
 
     /// Writes what of `bytes` goes into `output` without waiting; how much did.
@@ -190,6 +188,7 @@ pub fn nobody_left() -> io::Error {
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
+    use std::sync::atomic::Ordering::Relaxed;
 
     use super::*;
     use crate::backlog::Gates;
@@ -206,23 +205,23 @@ mod tests {
         let stop = Arc::new(Stop::default());
         let ((one, _a), (two, _b)) = (pipe(&stop), pipe(&stop));
         let plain = Flow::default();
-        assert!(Bypass::new(std::slice::from_ref(&one), 1, &plain).is_some());
+        let bypass = Bypass::new(std::slice::from_ref(&one), 1).unwrap();
+        assert!(bypass.allowed(&plain));
         // Two outputs, or a hash reading the same bytes.
-        assert!(Bypass::new(&[one.clone(), two], 2, &plain).is_none());
-        assert!(Bypass::new(std::slice::from_ref(&one), 2, &plain).is_none());
-        // What only the output thread keeps: blocks, a start watermark.
-        let block = Some(super::super::Block { size: 512, pad: false });
-        let blocks = Flow { block, ..Flow::default() };
-        assert!(Bypass::new(std::slice::from_ref(&one), 1, &blocks).is_none());
-        let gates = Gates { start_at: 1 << 20, ..Gates::default() };
-        let gated = Flow { gates, ..Flow::default() };
-        assert!(Bypass::new(std::slice::from_ref(&one), 1, &gated).is_none());
+        assert!(Bypass::new(&[one.clone(), two], 2).is_none());
+        assert!(Bypass::new(std::slice::from_ref(&one), 2).is_none());
         // Another program's writer.
         let writer = Arc::new(Stream::writer(Box::new(io::sink())));
         let program = Endpoint::stream(writer, "a writer", &stop);
-        assert!(Bypass::new(std::slice::from_ref(&program), 1, &plain).is_none());
+        assert!(Bypass::new(std::slice::from_ref(&program), 1).is_none());
+        // What only the output thread keeps: blocks, a start watermark.
+        let block = Some(super::super::Block { size: 512, pad: false });
+        let blocks = Flow { block, ..Flow::default() };
+        assert!(!bypass.allowed(&blocks));
+        let gates = Gates { start_at: 1 << 20, ..Gates::default() };
+        let gated = Flow { gates, ..Flow::default() };
+        assert!(!bypass.allowed(&gated));
         // An output rate, which may be set while accel runs.
-        let bypass = Bypass::new(std::slice::from_ref(&one), 1, &plain).unwrap();
         plain.limits.output.store(1 << 20, Relaxed);
         assert!(!bypass.allowed(&plain));
     }

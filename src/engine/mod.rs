@@ -114,6 +114,18 @@ pub struct Flow {
     pub block: Option<Block>,
 }
 
+impl Flow {
+    /// Whether only an output's own thread may write to it now: it alone keeps the output
+    /// rate (which the control socket may set while accel runs), the start watermark and
+    /// output blocks. Otherwise the input thread may pass bytes straight on while nothing is
+    /// queued (a splice straight through, [`copy::Bypass`]).
+    pub fn output_thread_only(&self) -> bool {
+        self.block.is_some()
+            || self.gates.start_at > 0
+            || self.limits.output.load(Relaxed) != 0
+    }
+}
+
 /// `--block-size`: the size of every write to an output, as tape drives need.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Block {

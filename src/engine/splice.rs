@@ -115,7 +115,7 @@ impl<'a> Input<'a> {
     ) -> Input<'a> {
         let stdin = if input.kind == FdKind::Pipe { Stream::Unknown } else { Stream::Bytes };
         let gather = Gather::new(&input, std::slice::from_ref(&output));
-        let bypass = Bypass::new(std::slice::from_ref(&output), 1, flow);
+        let bypass = Bypass::new(std::slice::from_ref(&output), 1);
         Input {
             input,
             output,
@@ -192,13 +192,11 @@ impl<'a> Input<'a> {
         }
     }
 
-    /// Whether bytes may go to the output from this thread, past the output thread, which
-    /// alone keeps the output rate and the start watermark (and only while nothing is queued,
-    /// so that it has nothing under way and order is kept: the caller's part).
+    /// Whether bytes may go to the output from this thread, past the output thread (only
+    /// while nothing is queued, so that it has nothing under way and order is kept: the
+    /// caller's part).
     fn bypasses_output_thread(&self) -> bool {
-        let paced_out = self.flow.limits.output.load(Relaxed) != 0;
-        let gated = self.flow.gates.start_at > 0;
-        !self.output_full && !paced_out && !gated
+        !self.output_full && !self.flow.output_thread_only()
     }
 
     /// Whether a splice failed because the input, a socket, was reset: the one error a read
