@@ -441,13 +441,16 @@ mod tests {
                 std::thread::sleep(Duration::from_millis(1));
             }
         });
-        // Whenever it has eaten during a pause (a loaded machine may not run it for a while),
-        // the room offered goes in at once: a non-blocking write takes all of it.
-        let room = (0..100).find_map(|_| {
-            drain.after(size / 16, Duration::from_millis(10));
-            drain.before(&output)
-        });
-        let room = room.expect("the consumer ate during one of 100 pauses");
+        // Whenever it has eaten during a pause (a loaded machine may not run it for a while:
+        // a minute's patience), the room offered goes in at once: a non-blocking write takes
+        // all of it.
+        let patience = Instant::now() + Duration::from_secs(60);
+        let room =
+            std::iter::from_fn(|| (Instant::now() < patience).then_some(())).find_map(|()| {
+                drain.after(size / 16, Duration::from_millis(10));
+                drain.before(&output)
+            });
+        let room = room.expect("the consumer ate during a pause within a minute");
         assert!((4096..=size).contains(&room), "{room} of {size}");
         let flags = rustix::fs::fcntl_getfl(output.fd()).unwrap();
         rustix::fs::fcntl_setfl(output.fd(), flags | rustix::fs::OFlags::NONBLOCK).unwrap();

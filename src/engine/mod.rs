@@ -120,9 +120,7 @@ impl Flow {
     /// output blocks. Otherwise the input thread may pass bytes straight on while nothing is
     /// queued (a splice straight through, [`copy::Bypass`]).
     pub fn output_thread_only(&self) -> bool {
-        self.block.is_some()
-            || self.gates.start_at > 0
-            || self.limits.output.load(Relaxed) != 0
+        self.block.is_some() || self.gates.start_at > 0 || self.limits.output.load(Relaxed) != 0
     }
 }
 
