@@ -439,9 +439,9 @@ impl SpillVacant<'_> {
             Err(error) => {
                 self.producer.shared.spill_failed(&self.file, &SpillFailure::Write(error));
                 let bytes = std::mem::take(&mut self.producer.staging);
-                let put = self.producer.put(&bytes[..n]);
+                let queued = self.producer.queue(&bytes[..n]);
                 self.producer.staging = bytes;
-                put
+                queued
             }
         }
     }
@@ -739,21 +739,28 @@ impl Producer {
         Ok(Some(space))
     }
 
-    /// Adds `bytes` read already to the backlog's memory, waiting for room as a read would;
-    /// dropped only when no reader is left to take them.
-    fn put(&mut self, mut bytes: &[u8]) -> io::Result<()> {
+    /// Adds `bytes` read already to the backlog, waiting for room as a read would; dropped
+    /// only when no reader is left to take them.
+    pub fn queue(&mut self, mut bytes: &[u8]) -> io::Result<()> {
         while !bytes.is_empty() {
-            match self.reserve()? {
+            let n = match self.reserve()? {
                 None => break,
                 Some(Space::Memory(mut vacant)) => {
                     let room = vacant.as_mut_slice();
                     let n = room.len().min(bytes.len());
                     room[..n].copy_from_slice(&bytes[..n]);
                     vacant.commit(n);
-                    bytes = &bytes[n..];
+                    n
                 }
-                Some(Space::Spill(_)) => unreachable!("no spilling after the spill failed"),
-            }
+                Some(Space::Spill(mut vacant)) => {
+                    let room = vacant.staging(bytes.len());
+                    let n = room.len();
+                    room.copy_from_slice(&bytes[..n]);
+                    vacant.commit_staged(n)?;
+                    n
+                }
+            };
+            bytes = &bytes[n..];
         }
         Ok(())
     }

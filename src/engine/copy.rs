@@ -4,9 +4,11 @@
 //! per GiB; compression pipelines move a few hundred MB/s at most and do not notice. Every read
 //! is committed at once, so partial data (a short line) goes out without waiting for more.
 //! While nothing is queued, what a read got goes on from the input thread itself where it can
-//! ([`Bypass`]).
+//! ([`Bypass`]), and while the consumer waits on the input, read after read with nothing else
+//! in between ([`Bypass::relay`]).
 
 use std::io;
+use std::sync::atomic::Ordering::Relaxed;
 
 use super::gather::Gather;
 use super::pace::Pacer;
@@ -33,17 +35,24 @@ pub fn read_input(
         let direct = match &mut bypass {
             Some(bypass) if bypass.allowed(flow) => {
                 let Some(room) = producer.wait_for_room() else { return Err(nobody_left()) };
-                room.empty.then_some((bypass, &outputs[0]))
+                room.empty.then_some((bypass, room.free))
             }
             _ => None,
         };
-        if direct.is_some() {
-            // A read that goes on at once stays in the cache.
-            most = Some(most.map_or(Bypass::MOST, |most| most.min(Bypass::MOST)));
-        }
-        let Some(took) = read_passing(input, &mut producer, most, direct, route)? else {
-            return Ok(());
+        let took = match direct {
+            Some((bypass, free)) if bypass.relays(most, free) => {
+                let most = Bypass::RELAY.min(free);
+                let to = Relay { input, output: &outputs[0], route, flow, most, until: most };
+                bypass.relay(to, &mut producer, gather.as_mut())?
+            }
+            Some((bypass, _)) => {
+                // A read that goes on at once stays in the cache.
+                most = Some(most.map_or(Bypass::MOST, |most| most.min(Bypass::MOST)));
+                read_passing(input, &mut producer, most, Some((bypass, &outputs[0])), route)?
+            }
+            None => read_passing(input, &mut producer, most, None, route)?,
         };
+        let Some(took) = took else { return Ok(()) };
         pacer.moved(took.got, input.stop());
         // Under an input rate limit, the pacer decides when to read.
         if let (Some(gather), None) = (&mut gather, pacer.quantum()) {
@@ -63,18 +72,39 @@ pub fn read_input(
 pub struct Bypass {
     /// The output has not refused a write that never waits.
     open: bool,
+    /// The last read filled what it asked for: the input is ahead, and reads go into the
+    /// backlog, up to [`Bypass::MOST`] at once, rather than through a relay.
+    ahead: bool,
+    /// What a relay reads into; allocated at the first.
+    buffer: Vec<u8>,
+}
+
+/// Where a relay ([`Bypass::relay`]) reads and writes, and how much at once.
+pub struct Relay<'a> {
+    pub input: &'a Endpoint,
+    pub output: &'a Endpoint,
+    pub route: &'a Route,
+    pub flow: &'a Flow,
+    /// The most one read takes.
+    pub most: usize,
+    /// A read of this many bytes ends the relay (as one that fills `most` does).
+    pub until: usize,
 }
 
 impl Bypass {
     /// The most read at once to be passed on: a copy that stays in the cache.
     const MOST: usize = 256 << 10;
 
+    /// The most a relay reads at once. A read that fills it shows the input ahead: the relay
+    /// ends, and reads of up to [`Bypass::MOST`] go into the backlog.
+    pub const RELAY: usize = 16 << 10;
+
     /// A bypass to `outputs[0]`, where it may be used at all: one reader of the backlog, a
     /// descriptor.
     pub fn new(outputs: &[Endpoint], readers: usize) -> Option<Bypass> {
         let [output] = outputs else { return None };
         let plain = output.as_stream().is_none() && output.link().is_none();
-        (readers == 1 && plain).then_some(Bypass { open: true })
+        (readers == 1 && plain).then_some(Bypass { open: true, ahead: false, buffer: Vec::new() })
     }
 
     /// Whether bytes may go past the output thread now.
@@ -82,14 +112,79 @@ impl Bypass {
         self.open && !flow.output_thread_only()
     }
 
-    /// Writes what of `bytes` goes into `output` without waiting; how much did.
-    fn pass(&mut self, output: &Endpoint, route: &Route, bytes: &[u8]) -> usize {
+    /// Whether the next read, with nothing queued and `free` bytes of memory, goes through a
+    /// [relay](Bypass::relay): the input is not ahead, no input rate limit sets the size of
+    /// a read (`most`), and a relay's read fits in memory.
+    pub fn relays(&self, most: Option<usize>, free: usize) -> bool {
+        !self.ahead && most.is_none() && free > 0
+    }
+
+    /// Reads and passes each read on at once, from this thread, for as long as the consumer
+    /// waits on the input: reads come back short (the input is drained), each goes on whole,
+    /// and nothing else may need the input thread between two reads (`gather` has no pause
+    /// to plan, the bypass is still allowed, no input rate is set). A line then costs a read
+    /// and a write and nothing else, as it does `cat`: no clock, no lock (what the input
+    /// thread does between a write and its next read delays the consumer, when the two share
+    /// a CPU). The consumer counts as waiting throughout.
+    ///
+    /// Returns the last read (the caller treats it as any other), `None` at end of input. The
+    /// reads before it are passed on, counted, and told to `gather` ([`Gather::relayed`]);
+    /// what the output did not take of the last is queued.
+    pub fn relay(
+        &mut self,
+        to: Relay<'_>,
+        producer: &mut Producer,
+        mut gather: Option<&mut Gather>,
+    ) -> io::Result<Option<Took>> {
+        let Relay { input, output, route, flow, most, until } = to;
+        if self.buffer.len() < most {
+            self.buffer.resize(most, 0);
+        }
+        producer.meter().reader_starved(0, true);
+        let took = loop {
+            let got = match input.read(&mut self.buffer[..most]) {
+                Ok(0) => break Ok(None),
+                Ok(got) => got,
+                Err(error) => break Err(error),
+            };
+            let bytes = &self.buffer[..got];
+            let took = Took { got, spilled: false };
+            if !self.allowed(flow) {
+                // The output thread alone may write now (an output rate was set meanwhile).
+                break producer.queue(bytes).map(|()| Some(took));
+            }
+            // Whether to read again here, decided before the write: what is done after it
+            // delays the consumer.
+            self.ahead = got == most;
+            let short = got < until && !self.ahead;
+            let quiet = gather.as_deref().is_none_or(|gather| gather.consumers_short(producer));
+            let unpaced = flow.limits.input.load(Relaxed) == 0;
+            let again = short && quiet && unpaced;
+            let passed = Self::pass(&mut self.open, output, route, bytes);
+            producer.meter().add_passed(passed);
+            if passed < got {
+                break producer.queue(&bytes[passed..]).map(|()| Some(took));
+            }
+            if !again {
+                break Ok(Some(took));
+            }
+            if let Some(gather) = gather.as_deref_mut() {
+                gather.relayed(got);
+            }
+        };
+        producer.meter().reader_starved(0, false);
+        took
+    }
+
+    /// Writes what of `bytes` goes into `output` without waiting; how much did. `open` is
+    /// cleared when the output refuses such writes.
+    fn pass(open: &mut bool, output: &Endpoint, route: &Route, bytes: &[u8]) -> usize {
         match sys::write_nowait(output.fd(), bytes) {
             Some(Ok(n)) => n,
             // The output thread meets the error, and says it.
             Some(Err(_)) => 0,
             None => {
-                self.open = false;
+                *open = false;
                 route.note(format_args!("{} takes no write that never waits", output.name));
                 0
             }
@@ -111,12 +206,15 @@ pub fn read_passing(
     producer.meter().reader_starved(0, true);
     let mut passed = 0;
     let mut pass_on = |bytes: &[u8]| {
-        passed = bypass.pass(output, route, bytes);
+        passed = Bypass::pass(&mut bypass.open, output, route, bytes);
         passed
     };
     let took = read_once(input, producer, most, Some(&mut pass_on));
     producer.meter().reader_starved(0, false);
     producer.meter().add_passed(passed);
+    if let Ok(Some(took)) = &took {
+        bypass.ahead = took.got >= Bypass::RELAY;
+    }
     took
 }
 
@@ -190,14 +288,121 @@ mod tests {
     use std::sync::Arc;
     use std::sync::atomic::Ordering::Relaxed;
 
+    use std::os::fd::OwnedFd;
+
     use super::*;
-    use crate::backlog::Gates;
+    use crate::backlog::{Gates, Reader};
     use crate::endpoint::stream::Stream;
     use crate::stop::Stop;
 
-    fn pipe(stop: &Arc<Stop>) -> (Endpoint, std::os::fd::OwnedFd) {
+    fn pipe(stop: &Arc<Stop>) -> (Endpoint, OwnedFd) {
         let (read, write) = rustix::pipe::pipe().unwrap();
         (Endpoint::opened(write, "a pipe", stop).unwrap(), read)
+    }
+
+    /// A backlog of 1 MiB for one reader (kept while the test runs), a route, and a pipe into
+    /// `input` (its write end).
+    fn relay_setup(stop: &Arc<Stop>) -> (Producer, Reader, Route, Endpoint, OwnedFd) {
+        use crate::backlog::backlog;
+        use crate::log::Log;
+        let meter = Arc::new(crate::meter::Meter::new(1 << 20, 1));
+        let log = Arc::new(Log::default());
+        let (producer, mut readers) =
+            backlog(1 << 20, 1, Gates::default(), None, meter, Arc::clone(&log)).unwrap();
+        let route = Route {
+            engine: super::super::EngineKind::Copy,
+            input_splice: false.into(),
+            output_splice: false.into(),
+            log,
+        };
+        let (read, write) = rustix::pipe::pipe().unwrap();
+        let input = Endpoint::opened(read, "stdin", stop).unwrap();
+        (producer, readers.pop().unwrap(), route, input, write)
+    }
+
+    #[test]
+    fn a_relay_passes_short_reads_on_until_one_fills_its_buffer() {
+        use std::io::{Read, Write};
+        let stop = Arc::new(Stop::default());
+        let (mut producer, _reader, route, input, feed) = relay_setup(&stop);
+        let (output, out) = pipe(&stop);
+        let mut bypass = Bypass::new(std::slice::from_ref(&output), 1).unwrap();
+        let most = Bypass::RELAY;
+        let relay = std::thread::spawn(move || {
+            let flow = Flow::default();
+            let to = Relay {
+                input: &input,
+                output: &output,
+                route: &route,
+                flow: &flow,
+                most,
+                until: most,
+            };
+            let took = bypass.relay(to, &mut producer, None);
+            (took.unwrap(), bypass.ahead, producer)
+        });
+        let (mut feed, mut out) = (std::fs::File::from(feed), std::fs::File::from(out));
+        // What arrives at the output within a minute (a relay that stopped early fails here).
+        let mut arrives = |len: usize| {
+            let mut fds = [rustix::event::PollFd::new(&out, rustix::event::PollFlags::IN)];
+            let minute = rustix::event::Timespec { tv_sec: 60, tv_nsec: 0 };
+            assert_eq!(rustix::event::poll(&mut fds, Some(&minute)).unwrap(), 1, "nothing came");
+            let mut got = vec![0; len];
+            out.read_exact(&mut got).unwrap();
+            got
+        };
+        // Each line arrives before the next is written: passed on, one read at a time.
+        for line in [&b"one\n"[..], b"two\n", b"three\n"] {
+            feed.write_all(line).unwrap();
+            assert_eq!(arrives(line.len()), line);
+        }
+        // A read that fills the relay's buffer ends it: the input is ahead. (One that went on
+        // would meet the end of input.)
+        let burst = vec![9u8; 2 * most];
+        feed.write_all(&burst).unwrap();
+        drop(feed);
+        assert_eq!(arrives(most), burst[..most]);
+        let (took, ahead, producer) = relay.join().unwrap();
+        assert_eq!(took, Some(Took { got: most, spilled: false }));
+        assert!(ahead);
+        let meter = producer.meter();
+        assert_eq!(meter.reader_bytes(0), 4 + 4 + 6 + most as u64, "every passed byte counted");
+        assert_eq!(producer.ahead(0), Some(0), "nothing queued");
+    }
+
+    #[test]
+    fn what_a_relay_cannot_pass_is_queued() {
+        use std::io::Write;
+        let stop = Arc::new(Stop::default());
+        let (mut producer, _reader, route, input, feed) = relay_setup(&stop);
+        let (output, _out) = pipe(&stop);
+        // The consumer's pipe is full.
+        while sys::write_nowait(output.fd(), &[0; 4096]).unwrap().unwrap() > 0 {}
+        let mut bypass = Bypass::new(std::slice::from_ref(&output), 1).unwrap();
+        std::fs::File::from(feed).write_all(b"a line\n").unwrap();
+        let flow = Flow::default();
+        let to = Relay {
+            input: &input,
+            output: &output,
+            route: &route,
+            flow: &flow,
+            most: 4096,
+            until: 4096,
+        };
+        let took = bypass.relay(to, &mut producer, None).unwrap();
+        assert_eq!(took, Some(Took { got: 7, spilled: false }));
+        assert_eq!(producer.ahead(0), Some(7), "queued for the output thread");
+        assert_eq!(producer.meter().reader_bytes(0), 0);
+        // The writer closed: the next relay meets the end of input.
+        let to = Relay {
+            input: &input,
+            output: &output,
+            route: &route,
+            flow: &flow,
+            most: 4096,
+            until: 4096,
+        };
+        assert_eq!(bypass.relay(to, &mut producer, None).unwrap(), None);
     }
 
     #[test]

@@ -137,6 +137,29 @@ impl Gather {
             self.input.paused = producer.gather(pause, !pipes_only);
         }
     }
+
+    /// Whether a relay ([`copy::Bypass::relay`](super::copy::Bypass::relay)), which passes
+    /// each read straight on while nothing is queued, may go on without asking this for a
+    /// pause: every consumer is known to have less than a runway ahead (it would allow none).
+    pub fn consumers_short(&self, producer: &Producer) -> bool {
+        self.consumers.iter().all(|consumer| {
+            let written = producer.meter().reader_bytes(consumer.reader);
+            match (&consumer.pipe, consumer.seen) {
+                (Some(_), Some((was_written, was_queued))) => {
+                    was_queued + (written - was_written) < RUNWAY_LEAST
+                }
+                _ => false,
+            }
+        })
+    }
+
+    /// Counts `moved` bytes that a relay passed on in one of many short reads, none of which
+    /// could have paused: in the producer's rate, without a clock read per read.
+    pub fn relayed(&mut self, moved: usize) {
+        if let Some((_, bytes)) = &mut self.input.window {
+            *bytes += moved;
+        }
+    }
 }
 
 impl Consumer {

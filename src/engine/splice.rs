@@ -163,7 +163,7 @@ impl<'a> Input<'a> {
                 self.route.input_splice.load(Relaxed) && self.route.output_splice.load(Relaxed);
             // Bytes read into memory while nothing is queued are passed on at once, from this
             // thread, where they fit: a line crosses with one wakeup, not two.
-            let direct = room.empty && self.bypasses_output_thread();
+            let direct = (room.empty && self.bypasses_output_thread()).then_some(room.free);
             if splicing && self.stdin == Stream::Unknown {
                 return self.read_and_tell(direct);
             }
@@ -187,7 +187,7 @@ impl<'a> Input<'a> {
             } else if !self.small_writes && room.free >= rustix::param::page_size() {
                 self.queue_in_pool(room.free)
             } else {
-                self.queue_in_memory(false)
+                self.queue_in_memory(None)
             }
         }
     }
@@ -250,7 +250,7 @@ impl<'a> Input<'a> {
                     self.producer.push_pipe(Arc::clone(&pipe));
                     pipe
                 }
-                None => return self.queue_in_memory(false),
+                None => return self.queue_in_memory(None),
             },
         };
         let len = self.most(free.min(pipe.size()));
@@ -273,14 +273,14 @@ impl<'a> Input<'a> {
                         "a pool pipe filled with {held} bytes (small writes); copying until \
                          the backlog drains"
                     ));
-                    return self.queue_in_memory(false);
+                    return self.queue_in_memory(None);
                 }
                 match self.open_pipe() {
                     Some(next) => {
                         self.producer.push_pipe(next);
                         Ok(Step::Moved(0))
                     }
-                    None => self.queue_in_memory(false),
+                    None => self.queue_in_memory(None),
                 }
             }
             Err(e) if self.input_reset(e) => Err(e.into()),
@@ -293,33 +293,48 @@ impl<'a> Input<'a> {
         }
     }
 
-    /// Reads into the backlog's memory, as the copy engine does; `direct`: nothing is queued,
-    /// and what was read goes straight to the output where it fits without waiting.
-    fn queue_in_memory(&mut self, direct: bool) -> io::Result<Step> {
+    /// Reads into the backlog's memory, as the copy engine does; `direct`, with the memory
+    /// free: nothing is queued, and what was read goes straight to the output where it fits
+    /// without waiting (through a relay while the consumer waits on stdin).
+    fn queue_in_memory(&mut self, direct: Option<usize>) -> io::Result<Step> {
         Ok(match self.read_into_memory(direct)? {
             Some(took) => Step::Moved(took.got),
             None => Step::End,
         })
     }
 
-    /// One read into memory (see [`Input::queue_in_memory`]); `None` at end of input.
-    fn read_into_memory(&mut self, direct: bool) -> io::Result<Option<copy::Took>> {
+    /// One read into memory, or a relay's reads (see [`Input::queue_in_memory`]); the last
+    /// read, `None` at end of input.
+    fn read_into_memory(&mut self, direct: Option<usize>) -> io::Result<Option<copy::Took>> {
         self.output_full = false;
-        let mut most = self.pacer.quantum();
-        if self.stdin == Stream::Unknown {
-            // Enough to tell a byte stream, and no more: a burst waiting in stdin is spliced
-            // once told, not copied through memory.
-            let telling = 4 * rustix::param::page_size();
-            most = Some(most.map_or(telling, |most| most.min(telling)));
+        let quantum = self.pacer.quantum();
+        // Enough to tell a byte stream, and no more: a burst waiting in stdin is spliced once
+        // told, not copied through memory.
+        let telling = (self.stdin == Stream::Unknown).then(|| 4 * rustix::param::page_size());
+        let most = match (quantum, telling) {
+            (Some(quantum), Some(telling)) => Some(quantum.min(telling)),
+            (quantum, telling) => quantum.or(telling),
+        };
+        let Input { input, output, producer, route, flow, bypass, gather, .. } = self;
+        let bypass = bypass.as_mut().filter(|bypass| direct.is_some() && bypass.allowed(flow));
+        match (bypass, direct) {
+            (Some(bypass), Some(free)) if bypass.relays(quantum, free) => {
+                let most = telling.unwrap_or(copy::Bypass::RELAY).min(free);
+                // While telling, a read of more than a page has told: the relay ends there.
+                let until = telling.map_or(most, |_| rustix::param::page_size() + 1);
+                let to = copy::Relay { input, output, route, flow, most, until };
+                bypass.relay(to, producer, gather.as_mut())
+            }
+            (bypass, _) => {
+                let direct = bypass.map(|bypass| (bypass, &*output));
+                copy::read_passing(input, producer, most, direct, route)
+            }
         }
-        let Input { input, output, producer, route, flow, bypass, .. } = self;
-        let direct = bypass.as_mut().filter(|bypass| direct && bypass.allowed(flow));
-        copy::read_passing(input, producer, most, direct.map(|bypass| (bypass, &*output)), route)
     }
 
     /// Reads into memory, and tells from what the read returned whether stdin is a byte
     /// stream (see [`Stream`]); `direct` as for [`Input::queue_in_memory`].
-    fn read_and_tell(&mut self, direct: bool) -> io::Result<Step> {
+    fn read_and_tell(&mut self, direct: Option<usize>) -> io::Result<Step> {
         let Some(took) = self.read_into_memory(direct)? else {
             return Ok(Step::End);
         };
