@@ -14,7 +14,7 @@ use super::gather::Gather;
 use super::pace::Pacer;
 use super::{Flow, Route, spill};
 use crate::backlog::{Producer, Space};
-use crate::endpoint::Endpoint;
+use crate::endpoint::{Endpoint, FdKind};
 use crate::sys;
 use crate::words::describe;
 
@@ -40,7 +40,7 @@ pub fn read_input(
             _ => None,
         };
         let took = match direct {
-            Some((bypass, free)) if bypass.relays(most, free) => {
+            Some((bypass, free)) if bypass.relays(input, &producer, most, free) => {
                 let most = Bypass::RELAY.min(free);
                 let to = Relay { input, output: &outputs[0], route, flow, most, until: most };
                 bypass.relay(to, &mut producer, gather.as_mut())?
@@ -112,11 +112,20 @@ impl Bypass {
         self.open && !flow.output_thread_only()
     }
 
-    /// Whether the next read, with nothing queued and `free` bytes of memory, goes through a
-    /// [relay](Bypass::relay): the input is not ahead, no input rate limit sets the size of
-    /// a read (`most`), and a relay's read fits in memory.
-    pub fn relays(&self, most: Option<usize>, free: usize) -> bool {
-        !self.ahead && most.is_none() && free > 0
+    /// Whether the next read from `input`, with nothing queued and `free` bytes of memory,
+    /// goes through a [relay](Bypass::relay): the input is a pipe (whose packets, if any, fit
+    /// a relay's read; a datagram socket's might not) and is not ahead, neither an input rate
+    /// limit (its `quantum`) nor `--input-block-size` sets the size of a read, and a relay's
+    /// read fits in memory.
+    pub fn relays(
+        &self,
+        input: &Endpoint,
+        producer: &Producer,
+        quantum: Option<usize>,
+        free: usize,
+    ) -> bool {
+        let sized = quantum.is_some() || producer.read_block().is_some();
+        input.kind == FdKind::Pipe && !self.ahead && !sized && free > 0
     }
 
     /// Reads and passes each read on at once, from this thread, for as long as the consumer
@@ -403,6 +412,28 @@ mod tests {
             until: 4096,
         };
         assert_eq!(bypass.relay(to, &mut producer, None).unwrap(), None);
+    }
+
+    #[test]
+    fn a_relay_is_for_a_pipe_read_at_any_size() {
+        use crate::backlog::backlog;
+        let stop = Arc::new(Stop::default());
+        let (producer, _reader, _route, input, _feed) = relay_setup(&stop);
+        let (output, _out) = pipe(&stop);
+        let bypass = Bypass::new(std::slice::from_ref(&output), 1).unwrap();
+        assert!(bypass.relays(&input, &producer, None, 1 << 20));
+        assert!(!bypass.relays(&input, &producer, Some(1000), 1 << 20), "an input rate");
+        assert!(!bypass.relays(&input, &producer, None, 0), "no memory free");
+        // A datagram longer than a relay's read would be cut.
+        let (datagrams, _other) = std::os::unix::net::UnixDatagram::pair().unwrap();
+        let socket = Endpoint::opened(OwnedFd::from(datagrams), "a socket", &stop).unwrap();
+        assert!(!bypass.relays(&socket, &producer, None, 1 << 20));
+        // --input-block-size: every read is one block.
+        let gates = Gates { read_block: Some(512), ..Gates::default() };
+        let meter = Arc::new(crate::meter::Meter::new(1 << 20, 1));
+        let log = Arc::new(crate::log::Log::default());
+        let (blocks, _readers) = backlog(1 << 20, 1, gates, None, meter, log).unwrap();
+        assert!(!bypass.relays(&input, &blocks, None, 1 << 20));
     }
 
     #[test]

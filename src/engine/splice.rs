@@ -318,7 +318,7 @@ impl<'a> Input<'a> {
         let Input { input, output, producer, route, flow, bypass, gather, .. } = self;
         let bypass = bypass.as_mut().filter(|bypass| direct.is_some() && bypass.allowed(flow));
         match (bypass, direct) {
-            (Some(bypass), Some(free)) if bypass.relays(quantum, free) => {
+            (Some(bypass), Some(free)) if bypass.relays(input, producer, quantum, free) => {
                 let most = telling.unwrap_or(copy::Bypass::RELAY).min(free);
                 // While telling, a read of more than a page has told: the relay ends there.
                 let until = telling.map_or(most, |_| rustix::param::page_size() + 1);
