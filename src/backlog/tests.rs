@@ -411,3 +411,37 @@ fn a_reader_that_runs_out_ends_the_gathering() {
     assert_eq!(got, pattern(page()));
     assert_eq!(rest, None);
 }
+
+/// Bytes already read that the producer queues ([`Producer::queue`]) go to the spill once
+/// memory is full, as a read's would, and come out in order.
+#[test]
+fn queued_bytes_spill_when_memory_is_full() {
+    let dir = tempfile::tempdir().unwrap();
+    let spill = Arc::new(spill::SpillFile::create(dir.path(), None).unwrap());
+    let capacity = 16 * page();
+    let meter = Arc::new(Meter::new(capacity as u64, 1));
+    let log = Arc::new(Log::default());
+    let (mut producer, mut readers) =
+        backlog(capacity, 1, Gates::default(), Some(spill), meter, log).unwrap();
+    let mut reader = readers.pop().unwrap();
+    let data = pattern(64 * page() + 123);
+    producer.queue(&data).unwrap();
+    drop(producer);
+    let (mut got, mut spilled) = (Vec::new(), 0);
+    while let Some(front) = reader.front() {
+        let bytes = match front {
+            Front::Memory(filled) => filled.as_slice().to_vec(),
+            Front::Spill(range) => {
+                let mut bytes = vec![0; range.len()];
+                assert_eq!(range.read(&mut bytes).unwrap(), bytes.len());
+                spilled += bytes.len();
+                bytes
+            }
+            Front::Pipe(..) => panic!("no pipe was put in"),
+        };
+        reader.consume(bytes.len());
+        got.extend_from_slice(&bytes);
+    }
+    assert!(got == data, "{} bytes out of {}, in order", got.len(), data.len());
+    assert!(spilled >= data.len() - capacity, "only {spilled} bytes went to the spill");
+}
