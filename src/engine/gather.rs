@@ -142,15 +142,8 @@ impl Gather {
     /// each read straight on while nothing is queued, may go on without asking this for a
     /// pause: every consumer is known to have less than a runway ahead (it would allow none).
     pub fn consumers_short(&self, producer: &Producer) -> bool {
-        self.consumers.iter().all(|consumer| {
-            let written = producer.meter().reader_bytes(consumer.reader);
-            match (&consumer.pipe, consumer.seen) {
-                (Some(_), Some((was_written, was_queued))) => {
-                    was_queued + (written - was_written) < RUNWAY_LEAST
-                }
-                _ => false,
-            }
-        })
+        // A relay runs with nothing queued.
+        self.consumers.iter().all(|consumer| consumer.surely_short(0, producer))
     }
 
     /// Counts `moved` bytes that a relay passed on in one of many short reads, none of which
@@ -163,18 +156,28 @@ impl Gather {
 }
 
 impl Consumer {
+    /// Whether this consumer surely has less than a runway ahead, without a look at its pipe:
+    /// it holds no more than it held at the last look plus what was written since, and
+    /// `in_backlog` waits for it in accel.
+    fn surely_short(&self, in_backlog: usize, producer: &Producer) -> bool {
+        let written = producer.meter().reader_bytes(self.reader);
+        match (&self.pipe, self.seen) {
+            (Some(_), Some((was_written, was_queued))) => {
+                in_backlog as u64 + was_queued + (written - was_written) < RUNWAY_LEAST
+            }
+            _ => false,
+        }
+    }
+
     /// The longest pause this consumer allows now: half the time it takes to eat what it has
     /// ahead; `None` when it has little ahead or its rate is not known yet. One whose output
     /// is gone (it failed, under `--output-error`) allows any.
     fn allows(&mut self, producer: &Producer, now: Instant) -> Option<Duration> {
         let Some(in_backlog) = producer.ahead(self.reader) else { return Some(MOST) };
-        let written = producer.meter().reader_bytes(self.reader);
-        if let (Some(_), Some((was_written, was_queued))) = (&self.pipe, self.seen) {
-            let at_most = in_backlog as u64 + was_queued + (written - was_written);
-            if at_most < RUNWAY_LEAST {
-                return None;
-            }
+        if self.surely_short(in_backlog, producer) {
+            return None;
         }
+        let written = producer.meter().reader_bytes(self.reader);
         let queued = match &self.pipe {
             Some(pipe) => pipe.queued()?,
             None => 0,
