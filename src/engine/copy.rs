@@ -312,21 +312,25 @@ mod tests {
     /// A backlog of 1 MiB for one reader (kept while the test runs), a route, and a pipe into
     /// `input` (its write end).
     fn relay_setup(stop: &Arc<Stop>) -> (Producer, Reader, Route, Endpoint, OwnedFd) {
-        use crate::backlog::backlog;
-        use crate::log::Log;
-        let meter = Arc::new(crate::meter::Meter::new(1 << 20, 1));
-        let log = Arc::new(Log::default());
-        let (producer, mut readers) =
-            backlog(1 << 20, 1, Gates::default(), None, meter, Arc::clone(&log)).unwrap();
+        let (producer, reader) = backlog_of(Gates::default());
         let route = Route {
             engine: super::super::EngineKind::Copy,
             input_splice: false.into(),
             output_splice: false.into(),
-            log,
+            log: Arc::new(crate::log::Log::default()),
         };
         let (read, write) = rustix::pipe::pipe().unwrap();
         let input = Endpoint::opened(read, "stdin", stop).unwrap();
-        (producer, readers.pop().unwrap(), route, input, write)
+        (producer, reader, route, input, write)
+    }
+
+    /// A backlog of 1 MiB for one reader, gated by `gates`.
+    fn backlog_of(gates: Gates) -> (Producer, Reader) {
+        let meter = Arc::new(crate::meter::Meter::new(1 << 20, 1));
+        let log = Arc::new(crate::log::Log::default());
+        let (producer, mut readers) =
+            crate::backlog::backlog(1 << 20, 1, gates, None, meter, log).unwrap();
+        (producer, readers.pop().unwrap())
     }
 
     #[test]
@@ -390,7 +394,7 @@ mod tests {
         let mut bypass = Bypass::new(std::slice::from_ref(&output), 1).unwrap();
         std::fs::File::from(feed).write_all(b"a line\n").unwrap();
         let flow = Flow::default();
-        let to = Relay {
+        let to = || Relay {
             input: &input,
             output: &output,
             route: &route,
@@ -398,25 +402,16 @@ mod tests {
             most: 4096,
             until: 4096,
         };
-        let took = bypass.relay(to, &mut producer, None).unwrap();
+        let took = bypass.relay(to(), &mut producer, None).unwrap();
         assert_eq!(took, Some(Took { got: 7, spilled: false }));
         assert_eq!(producer.ahead(0), Some(7), "queued for the output thread");
         assert_eq!(producer.meter().reader_bytes(0), 0);
         // The writer closed: the next relay meets the end of input.
-        let to = Relay {
-            input: &input,
-            output: &output,
-            route: &route,
-            flow: &flow,
-            most: 4096,
-            until: 4096,
-        };
-        assert_eq!(bypass.relay(to, &mut producer, None).unwrap(), None);
+        assert_eq!(bypass.relay(to(), &mut producer, None).unwrap(), None);
     }
 
     #[test]
     fn a_relay_is_for_a_pipe_read_at_any_size() {
-        use crate::backlog::backlog;
         let stop = Arc::new(Stop::default());
         let (producer, _reader, _route, input, _feed) = relay_setup(&stop);
         let (output, _out) = pipe(&stop);
@@ -429,10 +424,7 @@ mod tests {
         let socket = Endpoint::opened(OwnedFd::from(datagrams), "a socket", &stop).unwrap();
         assert!(!bypass.relays(&socket, &producer, None, 1 << 20));
         // --input-block-size: every read is one block.
-        let gates = Gates { read_block: Some(512), ..Gates::default() };
-        let meter = Arc::new(crate::meter::Meter::new(1 << 20, 1));
-        let log = Arc::new(crate::log::Log::default());
-        let (blocks, _readers) = backlog(1 << 20, 1, gates, None, meter, log).unwrap();
+        let (blocks, _reader) = backlog_of(Gates { read_block: Some(512), ..Gates::default() });
         assert!(!bypass.relays(&input, &blocks, None, 1 << 20));
     }
 
