@@ -70,6 +70,12 @@ def main() -> int:
     ap.add_argument("--variants", metavar="SPEC", default=DEFAULT_VARIANTS,
                     help=f"NAME=COMMAND,... ('accel' is replaced by the binary); "
                          f"default {DEFAULT_VARIANTS!r}")
+    ap.add_argument("--peers", metavar="LIST",
+                    help="comma-separated subset of the peers to run: mbuffer,pv -B,buffer "
+                         "(default: every one installed; 'none' for none)")
+    ap.add_argument("--gzip", metavar="LEVELS", default="6",
+                    help="seed: the levels of its gzip stage, a table each (default 6; "
+                         "e.g. 6,9: with -9 gzip is the slower stage, with -6 bzip2 is)")
     ap.add_argument("--corpus-mb", type=int, metavar="MIB",
                     help="corpus tar size in MiB (default 300, --quick 20)")
     ap.add_argument("--timeout", type=float, metavar="S",
@@ -87,6 +93,17 @@ def main() -> int:
     if bad or not only:
         ap.error(f"--only: unknown section(s) {', '.join(bad) or '(none)'}; "
                  f"choose from {','.join(ORDER)}")
+    try:
+        levels = tuple(int(x) for x in args.gzip.split(","))
+    except ValueError:
+        levels = ()
+    if not levels or any(not 1 <= n <= 9 for n in levels):
+        ap.error(f"--gzip {args.gzip}: want levels 1 to 9, comma-separated")
+    peers = None if args.peers is None else [
+        p.strip() for p in args.peers.split(",") if p.strip() and p.strip() != "none"]
+    unknown = [p for p in peers or [] if p not in ("mbuffer", "pv -B", "buffer")]
+    if unknown:
+        ap.error(f"--peers: unknown peer(s) {', '.join(unknown)}; choose from mbuffer,pv -B,buffer")
     sizes = {
         "corpus": (args.corpus_mb or (20 if args.quick else 300)) * MIB,
         "count": 512 if args.quick else 8192,
@@ -124,7 +141,7 @@ def main() -> int:
 
     notes: list[str] = []
     variants = parse_variants(args.variants, accel)
-    tools = [Tool("bare", None, "bare")] + variants + peer_tools(notes)
+    tools = [Tool("bare", None, "bare")] + variants + peer_tools(notes, peers)
     for t in tools:
         if t.argv is None:
             continue
@@ -141,7 +158,7 @@ def main() -> int:
     print(machine_header(accel, accel_origin, args, sizes))
     sys.stdout.flush()
     ctx = Context(tools, accel, args.rounds, sizes["corpus"], sizes["count"], timeout,
-                  args.quick, args.drop_caches)
+                  levels, args.quick, args.drop_caches)
     for name, measure in MEASURES.items():
         if name not in only:
             continue

@@ -112,7 +112,8 @@ def parse_variants(spec: str, accel: str) -> list[Tool]:
     return tools
 
 
-def peer_tools(notes: list[str]) -> list[Tool]:
+def peer_tools(notes: list[str], chosen: list[str] | None = None) -> list[Tool]:
+    """The installed peers (of `chosen` by name, if given), and a note for each one missing."""
     peers = [
         Tool("mbuffer", ["mbuffer", "-q", "-m", "32M"], "peer", ["mbuffer", "-q", "-m", "1G"]),
         Tool("pv -B", ["pv", "-q", "-B", "32M"], "peer", ["pv", "-q", "-B", "1G"]),
@@ -123,6 +124,8 @@ def peer_tools(notes: list[str]) -> list[Tool]:
     ]
     out = []
     for t in peers:
+        if chosen is not None and t.name not in chosen:
+            continue
         if shutil.which(t.argv[0]) is None:
             notes.append(f"{t.name}: `{t.argv[0]}` is not installed; skipped.")
             continue
@@ -171,6 +174,7 @@ class Context:
     corpus_bytes: int  # target size of the seed corpus
     stream_mib: int  # MiB of the dd stream in throughput (cpu streams a quarter of it)
     timeout: float  # seconds before a pipeline run is killed
+    gzip_levels: tuple[int, ...] = (6,)  # the seed pipeline's `gzip -N`, one table each
     quick: bool = False  # --quick: measures choose their own small sizes (tens of MiB)
     drop_caches: bool = False  # --drop-caches: files and spill read from the disk, not cache
 
@@ -197,6 +201,7 @@ class RunResult:
     error: str | None = None  # None = every process exited 0
     timed_out: bool = False
     t0: float = 0.0  # time.perf_counter() at the start (CLOCK_MONOTONIC, as in a child)
+    steal: float = 0.0  # CPU seconds the host took from this machine's CPUs meanwhile
 
     @property
     def ok(self) -> bool:
@@ -236,6 +241,18 @@ def proc_status(pid: int) -> dict[str, int]:
     except (OSError, ValueError):
         pass
     return out
+
+
+def stolen() -> float:
+    """CPU seconds so far that this machine's CPUs wanted and the hypervisor gave to something
+    else (the "steal" of /proc/stat, all CPUs; 0 where there is none). A stage's CPU time
+    leaves it out and the wall clock does not, so it lifts a wall / CPU ratio."""
+    try:
+        with open("/proc/stat") as f:
+            fields = f.readline().split()
+        return int(fields[8]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
 
 
 def pipe_queued(fd: int) -> int:
@@ -317,6 +334,7 @@ def run_pipeline(stages: list[list[str]], stdin_path: str | None = None,
     jobs += [_Job(argv, tempfile.TemporaryFile(dir=WORK)) for argv, _ in readers or []]
     kill = _Killer()
     kill.jobs = jobs
+    steal0 = stolen()
     t0 = time.perf_counter()
     spawn_error = _start(jobs, len(stages), stdin_path, pipe_sizes or {},
                          [path for _, path in readers or []], kill)
@@ -335,7 +353,7 @@ def run_pipeline(stages: list[list[str]], stdin_path: str | None = None,
         cleanup_shm({job.proc.pid for job in jobs if job.proc is not None})
     if error is None:
         error = _failure(punctual, [jobs[k].argv for k in late])
-    return RunResult(t1 - t0, results, error, kill.fired.is_set(), t0)
+    return RunResult(t1 - t0, results, error, kill.fired.is_set(), t0, stolen() - steal0)
 
 
 def _start(jobs: list[_Job], n_stages: int, stdin_path: str | None,

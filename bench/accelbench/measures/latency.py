@@ -6,7 +6,7 @@ Baseline: the producer writes straight into a pipe read by the reader.
 Then, for each X that delivered every line, against ``cat`` as the relay to beat:
 300 lines a round, each written 2 ms after the last one arrived (one process
 writes and reads, so the clock is the same), rounds interleaved; median, p90 and
-p99 over all rounds, and the median over cat's.
+p99 over all rounds, and the median over cat's; cat a second time as a control.
 """
 
 from __future__ import annotations
@@ -19,7 +19,9 @@ import tempfile
 import threading
 import time
 
-from ..runner import WORK, Context, code, excluded_status, md_table, note, reap, show
+from ..runner import (
+    WORK, Context, code, excluded_status, fmt_spread, md_table, note, reap, show,
+)
 
 
 def run(ctx: Context) -> str:
@@ -55,41 +57,53 @@ def run(ctx: Context) -> str:
 
 PING_LINES = 300
 PING_GAP = 0.002
+CAT_AGAIN = "cat again"
 
 
 def against_cat(relays: list[tuple[str, list[str]]], rounds: int, accel: str) -> str:
-    """The ping-pong table: each relay against cat, interleaved rounds."""
-    jobs = [("cat", ["cat"])] + relays
+    """The ping-pong table: each relay against cat, interleaved rounds; cat runs twice, the
+    second time as a relay like the others, so its row shows how far two runs of one program
+    differ here (the resolution of every other row)."""
+    jobs = [("cat", ["cat"]), (CAT_AGAIN, ["cat"])] + relays
     got: dict[str, list[float]] = {name: [] for name, _ in jobs}
+    per_round: dict[str, list[float | None]] = {name: [] for name, _ in jobs}  # medians
     failed: dict[str, str] = {}
     for r in range(rounds):
         for name, argv in jobs[r % len(jobs):] + jobs[:r % len(jobs)]:
             if name in failed:
+                per_round[name].append(None)
                 continue
             lat, err = ping_pong(argv)
             if err:
                 failed[name] = err
             got[name] += lat
+            per_round[name].append(statistics.median(lat) if lat and not err else None)
         note(f"latency against cat: round {r + 1}/{rounds} done")
     base = statistics.median(got["cat"]) if got["cat"] else None
     rows = []
     for name, argv in jobs:
         xs = sorted(got[name])
         if name in failed or not xs:
-            rows.append([name, code(show(argv, accel)), "—", "—", "—", "—",
+            rows.append([name, code(show(argv, accel)), "—", "—", "—", "—", "—",
                          f"FAILED: {failed.get(name, 'nothing')}".replace("|", "\\|")])
             continue
         pick = lambda f: xs[min(len(xs) - 1, int(f * len(xs)))]  # noqa: E731
         m = statistics.median(xs)
+        ratios = [x / c for x, c in zip(per_round[name], per_round["cat"]) if x and c]
         rows.append([name, code(show(argv, accel)), f"{m:.3f}", f"{pick(0.9):.3f}",
-                     f"{pick(0.99):.3f}", f"{m / base:.2f}" if base else "—", "ok"])
+                     f"{pick(0.99):.3f}", f"{m / base:.2f}" if base else "—",
+                     fmt_spread(ratios) if ratios else "—", "ok"])
     head = ("## Line latency against cat: one line at a time\n\n"
             f"{PING_LINES} lines of 20 bytes a round, each written {PING_GAP * 1000:.0f} ms "
             f"after the last one arrived, {rounds} interleaved rounds; ms over all lines. "
             "X and the timing process share two CPUs: where the scheduler wakes each moves "
-            "the figures by microseconds, so compare within one run.\n\n")
+            "the figures by microseconds, so compare within one run. \"× cat\" is the median "
+            "over all lines against cat's; \"per round\" is each round's median against cat's "
+            f"in the same round (median [min–max]). `{CAT_AGAIN}` is cat timed as one more "
+            "relay: what separates it from 1.00 is noise, and a row no further from 1.00 "
+            "is as fast as cat as far as this run can tell.\n\n")
     return head + md_table(["X", "command", "median ms", "p90 ms", "p99 ms", "× cat",
-                            "status"], rows) + "\n"
+                            "× cat per round", "status"], rows) + "\n"
 
 
 def ping_pong(argv: list[str]) -> tuple[list[float], str | None]:
