@@ -15,6 +15,10 @@ host gave to someone else (/proc/stat): it lifts the wall clock and not the stag
 time. Part of it is other guests (noise that drifts between rounds), part the pipeline's
 own doing: a CPU left idle at each wait is handed back to the host and may have to wait to
 be given it again.
+The "side by side" row runs the two stages at once, unpiped (bzip2 -dc > /dev/null beside
+gzip < corpus.tar): two CPU-bound processes that never wait for each other. Its same-run
+ratio is what this machine gives away with nothing coupling them (the host, the kernel's
+own threads, the bench): the floor a buffer can come down to, not below.
 --gzip 6,9 runs one table per level: with -6 bzip2 is the slower stage (the buffer must
 never keep it waiting), with -9 gzip is (it must never find its input empty).
 """
@@ -22,11 +26,12 @@ never keep it waiting), with -9 gzip is (it must never find its input empty).
 from __future__ import annotations
 
 import os
+import threading
 
 from ..corpus import build_corpus, warm_cache
 from ..runner import (
-    MIB, Context, Samples, Tool, code, fmt_spread, interleaved, md_table, med, note,
-    run_pipeline,
+    MIB, Context, RunResult, Samples, Tool, code, fmt_spread, interleaved, md_table, med, note,
+    run_pipeline, stolen,
 )
 
 
@@ -46,18 +51,24 @@ def run(ctx: Context) -> str:
     return "\n".join(tables)
 
 
-def seed_rows(ctx: Context, tools: list[Tool], tag: str = "seed",
-              level: int = 6) -> tuple[list[list[str]], str]:
+SIDE = "side by side"
+
+
+def seed_rows(ctx: Context, tools: list[Tool], tag: str = "seed", level: int = 6,
+              floor: bool = True) -> tuple[list[list[str]], str]:
     """Times the two stages alone and ``bzip2 -dc | X | gzip -level`` for each of `tools`
     (the bare pipe for a tool without argv), in interleaved rounds; returns the rows of a
     COLUMNS table, the stages first, and a sentence saying what the corpus is. `tag` starts
-    the progress lines. (The hash measure runs it with accel with and without a hash.)"""
+    the progress lines; `floor` adds the stages side by side, unpiped. (The hash measure
+    runs it with accel with and without a hash.)"""
     accel, rounds, timeout = ctx.accel, ctx.rounds, ctx.timeout
     tar_path, bz_path, meta = build_corpus(ctx.corpus_bytes)
     warm_cache(tar_path, bz_path)
     bz = ["bzip2", "-dc", str(bz_path)]
     gz = ["gzip", f"-{level}"]
     jobs: list[tuple[str, str, object]] = [("stage", "bzip2", None), ("stage", "gzip", None)]
+    if floor:
+        jobs.append(("side", SIDE, None))
     jobs += [("x", t.name, t) for t in tools]
     samples = {name: Samples.for_tool(t) for _, name, t in jobs}
     # Per piped row: wall / max(stage CPU) of each run, and X's voluntary context switches.
@@ -72,6 +83,9 @@ def seed_rows(ctx: Context, tools: list[Tool], tag: str = "seed",
         elif kind == "stage":
             rr = run_pipeline([gz], stdin_path=str(tar_path), timeout=timeout)
             s.add(rr, None)
+        elif kind == "side":
+            rr = side_by_side(bz, gz, str(tar_path), timeout)
+            s.add(rr, None)
         elif t.argv is None:
             rr = run_pipeline([bz, gz], timeout=timeout)
             s.add(rr, None)
@@ -82,7 +96,7 @@ def seed_rows(ctx: Context, tools: list[Tool], tag: str = "seed",
                 switches[name].append(rr.procs[1].vcsw)
         if rr.ok and rr.wall > 0:
             steal[name].append(100 * rr.steal / (rr.wall * cpus))
-        if kind == "x" and rr.ok:
+        if kind in ("x", "side") and rr.ok:
             stage_cpu = max(rr.procs[0].cpu, rr.procs[-1].cpu)
             if stage_cpu > 0:
                 same_run[name].append(rr.wall / stage_cpu)
@@ -97,6 +111,8 @@ def seed_rows(ctx: Context, tools: list[Tool], tag: str = "seed",
         s = samples[name]
         if kind == "stage":
             label, cmd = labels[name], "—"
+        elif kind == "side":
+            label, cmd = f"{SIDE} (the two alone, at once, unpiped)", "—"
         else:
             label = name if t.argv else "bare pipe"
             cmd = code(t.display(accel)) if t.argv else "—"
@@ -113,3 +129,21 @@ def seed_rows(ctx: Context, tools: list[Tool], tag: str = "seed",
               f"({', '.join(meta['per_root_bytes'])}), {meta['bz2_bytes'] / MIB:.1f} MiB as "
               f"bzip2 -9.")
     return rows, corpus
+
+
+def side_by_side(bz: list[str], gz: list[str], tar_path: str, timeout: float) -> RunResult:
+    """Runs ``bz > /dev/null`` and ``gz < tar_path > /dev/null`` at the same time, each on a
+    thread of its own; one result: the later wall, both processes, the first error."""
+    got: list[RunResult] = []
+    steal0 = stolen()
+    threads = [threading.Thread(target=lambda: got.append(run_pipeline([bz], timeout=timeout))),
+               threading.Thread(target=lambda: got.append(
+                   run_pipeline([gz], stdin_path=tar_path, timeout=timeout)))]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    error = next((rr.error for rr in got if rr.error), None)
+    return RunResult(max(rr.wall for rr in got), [p for rr in got for p in rr.procs], error,
+                     any(rr.timed_out for rr in got), min(rr.t0 for rr in got),
+                     stolen() - steal0)
