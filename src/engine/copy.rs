@@ -62,8 +62,9 @@ pub fn read_input(
 }
 
 /// Bytes just read while nothing is queued, written on to the one output from the input
-/// thread with a write that never waits ([`sys::write_nowait`]; what does not fit is queued as
-/// usual). With nothing queued the output thread has nothing under way, so order is kept. A
+/// thread with a write that never waits (to a pipe, a plain write on a description of the
+/// pipe of accel's own, [`sys::PrivateWriter`]; else [`sys::write_nowait`]; what does not fit
+/// is queued as usual). With nothing queued the output thread has nothing under way, so order is kept. A
 /// line crosses with one wakeup instead of two, and a copy into an output that keeps up runs
 /// in one thread, as `cat`'s does. Never past what only the output thread keeps
 /// ([`Flow::output_thread_only`]), into another program's writer or a network link, or where
@@ -77,6 +78,9 @@ pub struct Bypass {
     ahead: bool,
     /// What a relay reads into; allocated at the first.
     buffer: Vec<u8>,
+    /// The output pipe's own non-blocking description, where one could be had: closed with
+    /// the bypass, before the input's end is told (the output's reader waits for every writer).
+    writer: Option<sys::PrivateWriter>,
 }
 
 /// Where a relay ([`Bypass::relay`]) reads and writes, and how much at once.
@@ -104,7 +108,11 @@ impl Bypass {
     pub fn new(outputs: &[Endpoint], readers: usize) -> Option<Bypass> {
         let [output] = outputs else { return None };
         let plain = output.as_stream().is_none() && output.link().is_none();
-        (readers == 1 && plain).then_some(Bypass { open: true, ahead: false, buffer: Vec::new() })
+        if readers != 1 || !plain {
+            return None;
+        }
+        let writer = (output.kind == FdKind::Pipe).then(|| sys::PrivateWriter::open(output.fd()));
+        Some(Bypass { open: true, ahead: false, buffer: Vec::new(), writer: writer.flatten() })
     }
 
     /// Whether bytes may go past the output thread now.
@@ -169,7 +177,7 @@ impl Bypass {
             let quiet = gather.as_deref().is_none_or(|gather| gather.consumers_short(producer));
             let unpaced = flow.limits.input.load(Relaxed) == 0;
             let again = short && quiet && unpaced;
-            let passed = Self::pass(&mut self.open, output, route, bytes);
+            let passed = Self::pass(&mut self.open, self.writer.as_ref(), output, route, bytes);
             producer.meter().add_passed(passed);
             if passed < got {
                 break producer.queue(&bytes[passed..]).map(|()| Some(took));
@@ -185,10 +193,20 @@ impl Bypass {
         took
     }
 
-    /// Writes what of `bytes` goes into `output` without waiting; how much did. `open` is
-    /// cleared when the output refuses such writes.
-    fn pass(open: &mut bool, output: &Endpoint, route: &Route, bytes: &[u8]) -> usize {
-        match sys::write_nowait(output.fd(), bytes) {
+    /// Writes what of `bytes` goes into `output` without waiting, through `writer` where
+    /// there is one; how much did. `open` is cleared when the output refuses such writes.
+    fn pass(
+        open: &mut bool,
+        writer: Option<&sys::PrivateWriter>,
+        output: &Endpoint,
+        route: &Route,
+        bytes: &[u8],
+    ) -> usize {
+        let wrote = match writer {
+            Some(writer) => Some(writer.write(bytes)),
+            None => sys::write_nowait(output.fd(), bytes),
+        };
+        match wrote {
             Some(Ok(n)) => n,
             // The output thread meets the error, and says it.
             Some(Err(_)) => 0,
@@ -215,7 +233,7 @@ pub fn read_passing(
     producer.meter().reader_starved(0, true);
     let mut passed = 0;
     let mut pass_on = |bytes: &[u8]| {
-        passed = Bypass::pass(&mut bypass.open, output, route, bytes);
+        passed = Bypass::pass(&mut bypass.open, bypass.writer.as_ref(), output, route, bytes);
         passed
     };
     let took = read_once(input, producer, most, Some(&mut pass_on));
@@ -408,6 +426,40 @@ mod tests {
         assert_eq!(producer.meter().reader_bytes(0), 0);
         // The writer closed: the next relay meets the end of input.
         assert_eq!(bypass.relay(to(), &mut producer, None).unwrap(), None);
+    }
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn a_relay_passes_into_a_pipe_that_was_spliced_into() {
+        use std::io::{Read, Write};
+        use std::os::fd::AsFd;
+        let stop = Arc::new(Stop::default());
+        let (mut producer, _reader, route, input, feed) = relay_setup(&stop);
+        let (output, out) = pipe(&stop);
+        // A splice into the consumer's pipe, as the splice engine's output thread makes: the
+        // kernel then refuses writes that never wait (`RWF_NOWAIT`) on that description.
+        let (from, into) = rustix::pipe::pipe().unwrap();
+        rustix::io::write(&into, b"spliced\n").unwrap();
+        assert_eq!(sys::splice(from.as_fd(), output.fd(), 8, false), Ok(8));
+        let mut bypass = Bypass::new(std::slice::from_ref(&output), 1).unwrap();
+        std::fs::File::from(feed).write_all(b"a line\n").unwrap();
+        let flow = Flow::default();
+        let to = Relay {
+            input: &input,
+            output: &output,
+            route: &route,
+            flow: &flow,
+            most: 4096,
+            until: 4096,
+        };
+        // The line is passed on, then the relay meets the end of input.
+        assert_eq!(bypass.relay(to, &mut producer, None).unwrap(), None);
+        assert!(bypass.open, "the output still takes writes that never wait");
+        assert_eq!(producer.ahead(0), Some(0), "nothing queued");
+        drop((bypass, output));
+        let mut got = String::new();
+        std::fs::File::from(out).read_to_string(&mut got).unwrap();
+        assert_eq!(got, "spliced\na line\n");
     }
 
     #[test]

@@ -61,6 +61,10 @@ enum Step {
 pub struct Input<'a> {
     input: Endpoint,
     output: Endpoint,
+    /// Passes what a read into memory got on to stdout at once, while nothing is queued.
+    /// Before `producer`, which tells the end of input when dropped: fields drop in order, and
+    /// stdout's reader sees the end only once the bypass's own writer is closed too.
+    bypass: Option<Bypass>,
     producer: Producer,
     route: &'a Route,
     flow: &'a Flow,
@@ -79,8 +83,6 @@ pub struct Input<'a> {
     stdin: Stream,
     /// Lets input gather in stdin's pipe while every reader has bytes to take.
     gather: Option<Gather>,
-    /// Passes what a read into memory got on to stdout at once, while nothing is queued.
-    bypass: Option<Bypass>,
 }
 
 /// Whether stdin delivers a byte stream, which may be spliced on.

@@ -1,7 +1,7 @@
 //! Linux: splice and accel's own pipes, pipe sizes, huge pages, packet-mode pipes, cgroups.
 
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::Path;
 use std::sync::OnceLock;
 
@@ -24,6 +24,24 @@ pub fn write_nowait(to: BorrowedFd<'_>, buf: &[u8]) -> Option<io::Result<usize>>
         Err(Errno::OPNOTSUPP | Errno::NOSYS | Errno::INVAL | Errno::SPIPE) => None,
         Err(error) => Some(Err(error.into())),
     }
+}
+
+/// A description of the pipe or FIFO `fd` all this process's own, opened anew through
+/// `/proc/self/fd` with `O_NONBLOCK`: a plain `write` to it never waits, and the flag stays off
+/// the description `fd` shares with other processes. `None` where there is no `/proc`, `fd`
+/// is not a pipe or FIFO, or it is a FIFO with no reader left. While it is open the pipe has
+/// one more writer: its reader sees the end only once this is closed too.
+pub fn private_writer(fd: BorrowedFd<'_>) -> Option<OwnedFd> {
+    use rustix::fs::{FileType, Mode, OFlags};
+    let shared = rustix::fs::fstat(fd).ok()?;
+    if FileType::from_raw_mode(shared.st_mode) != FileType::Fifo {
+        return None;
+    }
+    let path = format!("/proc/self/fd/{}", fd.as_raw_fd());
+    let flags = OFlags::WRONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
+    let own = rustix::fs::open(path, flags, Mode::empty()).ok()?;
+    let reopened = rustix::fs::fstat(&own).ok()?;
+    (reopened.st_dev == shared.st_dev && reopened.st_ino == shared.st_ino).then_some(own)
 }
 
 /// Moves up to `len` bytes from `from` to `to` without copying; one side must be a pipe.
@@ -131,7 +149,6 @@ pub fn limit_unacknowledged(fd: BorrowedFd<'_>, limit: std::time::Duration) {
 /// nothing is then never accepted, so a flood of them cannot crowd out a sender whose first
 /// message is already there when it is.
 pub fn accept_only_with_data(fd: BorrowedFd<'_>, patience: std::time::Duration) {
-    use std::os::fd::AsRawFd;
     let seconds = libc::c_int::try_from(patience.as_secs()).unwrap_or(libc::c_int::MAX);
     // SAFETY: setsockopt on a valid descriptor with an int option of the right size.
     let _ = unsafe {
@@ -342,7 +359,6 @@ pub fn writeback_error(fd: BorrowedFd<'_>) -> io::Result<()> {
 
 /// `sync_file_range`, again when a signal interrupts it (an interrupted wait is no failure).
 fn sync_range(fd: BorrowedFd<'_>, offset: u64, len: u64, flags: libc::c_uint) -> io::Result<()> {
-    use std::os::fd::AsRawFd;
     loop {
         // SAFETY: sync_file_range on a valid descriptor.
         let done =

@@ -48,7 +48,7 @@ use portable as imp;
 mod memory;
 
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 
 pub use imp::{
     CAN_SPLICE, PoolPipe, accept_only_with_data, advise_huge_pages, drop_written, enlarge_pipe,
@@ -90,6 +90,29 @@ pub enum PoolError {
     Unsupported,
 }
 
+/// A pipe's description of this process's own, on which a plain `write` never waits
+/// ([`private_writer`](imp::private_writer)): the output's, for the input thread's writes
+/// that must not wait, where `pwritev2(RWF_NOWAIT)` costs more per write and stops working
+/// once the pipe has been spliced into. One more writer of the pipe while it is open.
+#[derive(Debug)]
+pub struct PrivateWriter(OwnedFd);
+
+impl PrivateWriter {
+    /// The private description of the pipe or FIFO `fd`, where the system can make one.
+    pub fn open(fd: BorrowedFd<'_>) -> Option<PrivateWriter> {
+        imp::private_writer(fd).map(PrivateWriter)
+    }
+
+    /// Writes what of `buf` fits now: `Ok(0)` when nothing does.
+    pub fn write(&self, buf: &[u8]) -> io::Result<usize> {
+        match rustix::io::write(&self.0, buf) {
+            Ok(n) => Ok(n),
+            Err(rustix::io::Errno::AGAIN) => Ok(0),
+            Err(error) => Err(error.into()),
+        }
+    }
+}
+
 /// Closes what `fd` refers to (the reader at its far end sees end of file now) while keeping
 /// its number taken by `/dev/null`, so that nothing opened later lands on it: a finished
 /// output's descriptor may be stdout, and copies of it may still be held.
@@ -119,5 +142,55 @@ pub fn has_aes_instructions() -> bool {
     #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
     {
         false
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use std::io::Read;
+    use std::os::fd::AsFd;
+
+    use rustix::event::{PollFd, PollFlags, poll};
+    use rustix::fs::OFlags;
+
+    use super::PrivateWriter;
+
+    #[test]
+    fn a_private_writer_never_waits_and_leaves_the_shared_description_alone() {
+        let (read, write) = rustix::pipe::pipe().unwrap();
+        let own = PrivateWriter::open(write.as_fd()).expect("a pipe reopens through /proc");
+        // Filled: the last write takes what fits, the next none (a blocking one would hang).
+        let mut total = 0;
+        loop {
+            match own.write(&[7; 4096]).unwrap() {
+                0 => break,
+                n => total += n,
+            }
+        }
+        assert!(total >= 4096);
+        let flags = rustix::fs::fcntl_getfl(&write).unwrap();
+        assert!(!flags.contains(OFlags::NONBLOCK), "the shared description is not touched");
+        // One more writer of the pipe: its reader sees the end once both are closed.
+        drop(write);
+        let mut read = std::fs::File::from(read);
+        let mut all = vec![0; total];
+        read.read_exact(&mut all).unwrap();
+        let hung_up = |read: &std::fs::File| {
+            let mut fds = [PollFd::new(read, PollFlags::IN)];
+            poll(&mut fds, Some(&rustix::event::Timespec { tv_sec: 0, tv_nsec: 0 })).unwrap();
+            fds[0].revents().contains(PollFlags::HUP)
+        };
+        assert!(!hung_up(&read), "the private writer is still open");
+        drop(own);
+        assert!(hung_up(&read));
+        assert_eq!(read.read(&mut all).unwrap(), 0);
+    }
+
+    #[test]
+    fn only_a_pipe_has_a_private_writer() {
+        let null = std::fs::File::options().write(true).open("/dev/null").unwrap();
+        assert!(PrivateWriter::open(null.as_fd()).is_none());
+        let (socket, _other) = std::os::unix::net::UnixStream::pair().unwrap();
+        assert!(PrivateWriter::open(socket.as_fd()).is_none());
     }
 }

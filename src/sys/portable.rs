@@ -19,6 +19,12 @@ pub fn write_nowait(_to: BorrowedFd<'_>, _buf: &[u8]) -> Option<std::io::Result<
     None
 }
 
+/// Never: `/dev/fd/N` duplicates the descriptor here rather than opening the pipe anew, so
+/// there is no description of one's own to make non-blocking.
+pub fn private_writer(_fd: BorrowedFd<'_>) -> Option<std::os::fd::OwnedFd> {
+    None
+}
+
 /// Always fails: there is no splice(2) here.
 pub fn splice(
     _from: BorrowedFd<'_>,
