@@ -64,8 +64,8 @@ pub fn read_input(
 /// Bytes just read while nothing is queued, written on to the one output from the input
 /// thread with a write that never waits (to a pipe, a plain write on a description of the
 /// pipe of accel's own, [`sys::PrivateWriter`]; else [`sys::write_nowait`]; what does not fit
-/// is queued as usual). With nothing queued the output thread has nothing under way, so order is kept. A
-/// line crosses with one wakeup instead of two, and a copy into an output that keeps up runs
+/// is queued as usual). With nothing queued the output thread has nothing under way, so order
+/// is kept. A line crosses with one wakeup instead of two, and a copy into an output that keeps up runs
 /// in one thread, as `cat`'s does. Never past what only the output thread keeps
 /// ([`Flow::output_thread_only`]), into another program's writer or a network link, or where
 /// a hash or a second output reads the same bytes.
@@ -111,7 +111,9 @@ impl Bypass {
         if readers != 1 || !plain {
             return None;
         }
-        let writer = (output.kind == FdKind::Pipe).then(|| sys::PrivateWriter::open(output.fd()));
+        // Not for a packet-mode pipe: a description of one's own would not make packets.
+        let pipe = output.kind == FdKind::Pipe && !output.packets;
+        let writer = pipe.then(|| sys::PrivateWriter::open(output.fd()));
         Some(Bypass { open: true, ahead: false, buffer: Vec::new(), writer: writer.flatten() })
     }
 
@@ -460,6 +462,20 @@ mod tests {
         let mut got = String::new();
         std::fs::File::from(out).read_to_string(&mut got).unwrap();
         assert_eq!(got, "spliced\na line\n");
+    }
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn a_packet_mode_output_keeps_the_shared_description() {
+        let stop = Arc::new(Stop::default());
+        let (plain, _a) = pipe(&stop);
+        assert!(Bypass::new(std::slice::from_ref(&plain), 1).unwrap().writer.is_some());
+        // Each write into a packet-mode pipe is a packet, through the description that has
+        // O_DIRECT: a description of accel's own would write a byte stream.
+        let (_b, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::DIRECT).unwrap();
+        let packets = Endpoint::opened(write, "a packet-mode pipe", &stop).unwrap();
+        assert!(packets.packets);
+        assert!(Bypass::new(std::slice::from_ref(&packets), 1).unwrap().writer.is_none());
     }
 
     #[test]
