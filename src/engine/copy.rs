@@ -344,6 +344,18 @@ mod tests {
         (producer, reader, route, input, write)
     }
 
+    /// A relay from `input` to `output` reading up to `most` bytes at once, ended by a read
+    /// that fills them.
+    fn relay_of<'a>(
+        input: &'a Endpoint,
+        output: &'a Endpoint,
+        route: &'a Route,
+        flow: &'a Flow,
+        most: usize,
+    ) -> Relay<'a> {
+        Relay { input, output, route, flow, most, until: most }
+    }
+
     /// A backlog of 1 MiB for one reader, gated by `gates`.
     fn backlog_of(gates: Gates) -> (Producer, Reader) {
         let meter = Arc::new(crate::meter::Meter::new(1 << 20, 1));
@@ -363,15 +375,8 @@ mod tests {
         let most = Bypass::RELAY;
         let relay = std::thread::spawn(move || {
             let flow = Flow::default();
-            let to = Relay {
-                input: &input,
-                output: &output,
-                route: &route,
-                flow: &flow,
-                most,
-                until: most,
-            };
-            let took = bypass.relay(to, &mut producer, None);
+            let took =
+                bypass.relay(relay_of(&input, &output, &route, &flow, most), &mut producer, None);
             (took.unwrap(), bypass.ahead, producer)
         });
         let (mut feed, mut out) = (std::fs::File::from(feed), std::fs::File::from(out));
@@ -414,14 +419,7 @@ mod tests {
         let mut bypass = Bypass::new(std::slice::from_ref(&output), 1).unwrap();
         std::fs::File::from(feed).write_all(b"a line\n").unwrap();
         let flow = Flow::default();
-        let to = || Relay {
-            input: &input,
-            output: &output,
-            route: &route,
-            flow: &flow,
-            most: 4096,
-            until: 4096,
-        };
+        let to = || relay_of(&input, &output, &route, &flow, 4096);
         let took = bypass.relay(to(), &mut producer, None).unwrap();
         assert_eq!(took, Some(Took { got: 7, spilled: false }));
         assert_eq!(producer.ahead(0), Some(7), "queued for the output thread");
@@ -446,14 +444,7 @@ mod tests {
         let mut bypass = Bypass::new(std::slice::from_ref(&output), 1).unwrap();
         std::fs::File::from(feed).write_all(b"a line\n").unwrap();
         let flow = Flow::default();
-        let to = Relay {
-            input: &input,
-            output: &output,
-            route: &route,
-            flow: &flow,
-            most: 4096,
-            until: 4096,
-        };
+        let to = relay_of(&input, &output, &route, &flow, 4096);
         // The line is passed on, then the relay meets the end of input.
         assert_eq!(bypass.relay(to, &mut producer, None).unwrap(), None);
         assert!(bypass.open, "the output still takes writes that never wait");
