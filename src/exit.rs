@@ -208,7 +208,7 @@ pub fn decide(
                     dir.display(),
                     describe(error)
                 );
-                exit = Exit::SpillFailed;
+                exit = exit.at_least(Exit::SpillFailed);
             }
             Outcome::Failed(Failure::Panic(error)) => {
                 eprintln!(
@@ -312,6 +312,42 @@ mod tests {
             "700 bytes sent (not confirmed: --insecure has no confirmations), 300 bytes read but \
              not sent"
         );
+    }
+
+    /// Issue 32, item 11: the statuses rank as the README orders them, whatever order the
+    /// outputs failed in: a panicked output (8) outweighs one whose spill failed (7), which
+    /// outweighs a failed write (3).
+    #[test]
+    fn the_gravest_output_failure_decides_the_status_in_any_order() {
+        use std::io;
+        let failure = |kind: &str| match kind {
+            "panic" => Outcome::Failed(Failure::Panic(io::Error::other("a bug"))),
+            "spill" => Outcome::Failed(Failure::Spill {
+                dir: "/spill".into(),
+                error: io::Error::from_raw_os_error(libc::EIO),
+            }),
+            _ => Outcome::Failed(Failure::Io(io::Error::from_raw_os_error(libc::ENOSPC))),
+        };
+        let status = |first: &str, second: &str| {
+            let outcomes = Outcomes {
+                input: Outcome::Complete,
+                outputs: vec![failure(first), failure(second)],
+                digests: Vec::new(),
+                hashes_failed: Vec::new(),
+                stalled: None,
+            };
+            let names = ["a".to_owned(), "b".to_owned()];
+            let snapshot = Snapshot { bytes_in: 10, ..Snapshot::default() };
+            decide(&outcomes, &snapshot, "stdin", &names, OutputErrors::Warn, false, true)
+        };
+        for (first, second, gravest) in [
+            ("panic", "spill", Exit::Bug),
+            ("spill", "panic", Exit::Bug),
+            ("spill", "write", Exit::SpillFailed),
+            ("write", "spill", Exit::SpillFailed),
+        ] {
+            assert_eq!(status(first, second), gravest, "{first} then {second}");
+        }
     }
 
     #[test]
