@@ -4,8 +4,13 @@
 //! that reads nothing, cannot see a flag. So a stop is a flag plus a signal: the flag says the
 //! run is over, and a do-nothing handler for [`INTERRUPT`], installed without `SA_RESTART`,
 //! makes the blocked call return `EINTR`, after which the I/O loops look at the flag
-//! ([`Stop::check`]). The signal can land just before a thread enters its call, so the one
-//! stopping the run sends it again until the thread has ended ([`Stop::join`]).
+//! ([`Stop::check`]). The signal can land just before a thread enters its call (between its
+//! last look at the flag and the call), where it interrupts nothing; so the one stopping the
+//! run ([`Stop::join_all`]) gives the threads a moment to end on their own, interrupts each
+//! one still running once, and once more a little later should it still run; then it only
+//! waits. Never more: a thread still running then is in a call the signal does not end (a
+//! program's own code that retries it, a handler installed with `SA_RESTART`, a disk that
+//! does not answer), and a program that handles the signal itself sees every one of them.
 //!
 //! The same loops cope with a descriptor someone else made `O_NONBLOCK` (or accel's own
 //! sockets): [`blocking`] makes a call behave as on a blocking descriptor, retrying on `EINTR`
@@ -15,6 +20,7 @@ use std::ffi::c_int;
 use std::io;
 use std::os::fd::BorrowedFd;
 use std::os::unix::thread::JoinHandleExt;
+use std::sync::Once;
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
@@ -26,8 +32,18 @@ use rustix::io::Errno;
 /// and which only sockets with out-of-band data send, so no one else relies on it here.
 pub const INTERRUPT: c_int = libc::SIGURG;
 
-/// How often a thread that has not ended yet is interrupted again.
-const AGAIN: Duration = Duration::from_millis(5);
+/// How often the one stopping a run looks whether its threads have ended; also how long a
+/// thread is given to end on its own (it saw the flag, or a closed backlog woke it) before it
+/// is interrupted.
+const LOOK: Duration = Duration::from_millis(5);
+
+/// How long after the first interrupt a thread still running is interrupted the second, and
+/// last, time: the first may have landed just before it entered its call. Long enough for a
+/// thread the first reached to have ended on a loaded machine; short against the patience.
+const REMINDER: Duration = Duration::from_millis(100);
+
+/// The most times a thread is interrupted when its run is stopped.
+pub const INTERRUPTS: u32 = 2;
 
 /// The run is over: whoever sees this stops.
 #[derive(Debug, Default)]
@@ -50,6 +66,24 @@ impl Stop {
             }
         }
         Ok(())
+    }
+
+    /// Installs [`INTERRUPT`]'s do-nothing handler once in the process, unless the signal's
+    /// action was set already: a program that uses the library and handles it itself keeps
+    /// its own handler (see the library's `Buffer` for what that handler sees).
+    pub fn install_unless_set() {
+        static ONCE: Once = Once::new();
+        ONCE.call_once(|| {
+            // SAFETY: reads the signal's current action into a zeroed, well-formed struct.
+            let default = unsafe {
+                let mut current: libc::sigaction = std::mem::zeroed();
+                libc::sigaction(INTERRUPT, std::ptr::null(), &mut current) == 0
+                    && current.sa_sigaction == libc::SIG_DFL
+            };
+            if default {
+                let _ = Stop::install();
+            }
+        });
     }
 
     /// Whether the run is over.
@@ -85,22 +119,52 @@ impl Stop {
         }
     }
 
-    /// Waits for `thread` to end, interrupting whatever call it blocks in while the run is
-    /// over; gives up after `patience` (a thread stuck where signals cannot reach, such as
-    /// a write to a hung NFS server, is left to the process's exit).
+    /// Waits for `thread` to end, as [`join_all`](Stop::join_all) does.
     pub fn join<T>(&self, thread: JoinHandle<T>, patience: Duration) -> Option<T> {
-        let deadline = Instant::now() + patience;
-        while !thread.is_finished() {
-            if Instant::now() > deadline {
-                return None;
+        self.join_all(vec![thread], patience).pop().flatten()
+    }
+
+    /// Waits for `threads` to end, all within one `patience`, and says what each returned
+    /// (`None` for one that panicked or was given up on). While the run is over, a thread
+    /// still running after a moment ([`LOOK`]) is interrupted, and once more after
+    /// [`REMINDER`] should it still run: [`INTERRUPTS`] at most. A thread still running at
+    /// the end of the patience is stuck where the signal does not reach (a program's code
+    /// that retries an interrupted call, a write to a hung NFS server), and is left to end
+    /// on its own, or with the process.
+    pub fn join_all<T>(&self, threads: Vec<JoinHandle<T>>, patience: Duration) -> Vec<Option<T>> {
+        let start = Instant::now();
+        let mut waiting: Vec<(JoinHandle<T>, u32)> =
+            threads.into_iter().map(|thread| (thread, 0)).collect();
+        loop {
+            let elapsed = start.elapsed();
+            let mut running = false;
+            for (thread, interrupts) in &mut waiting {
+                if thread.is_finished() {
+                    continue;
+                }
+                running = true;
+                let due = match *interrupts {
+                    0 => LOOK,
+                    1 => LOOK + REMINDER,
+                    _ => continue,
+                };
+                if self.requested() && elapsed >= due {
+                    // SAFETY: the thread has not been joined, so its pthread_t is valid.
+                    unsafe {
+                        libc::pthread_kill(thread.as_pthread_t() as libc::pthread_t, INTERRUPT)
+                    };
+                    *interrupts += 1;
+                }
             }
-            if self.requested() {
-                // SAFETY: the thread has not been joined, so its pthread_t is valid.
-                unsafe { libc::pthread_kill(thread.as_pthread_t() as libc::pthread_t, INTERRUPT) };
+            if !running || elapsed > patience {
+                break;
             }
-            thread::sleep(AGAIN);
+            thread::sleep(LOOK);
         }
-        thread.join().ok()
+        waiting
+            .into_iter()
+            .map(|(thread, _)| thread.is_finished().then(|| thread.join().ok()).flatten())
+            .collect()
     }
 }
 
@@ -149,5 +213,41 @@ pub fn blocking<T>(
             Err(Errno::AGAIN) => wait_for(fd, events, stop, deadline)?,
             Err(error) => return Err(error.into()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsFd;
+    use std::sync::{Arc, mpsc};
+
+    /// Every thread of a stopped run is interrupted at once, not once the ones before it have
+    /// ended or been given up on: here the first waits (where no signal reaches) for the
+    /// second, which a signal ends, so the first ends only if the second is interrupted
+    /// while the first is still waited for.
+    #[test]
+    fn join_all_interrupts_every_thread_without_waiting_for_the_others() {
+        // Not `install`: the library's tests put a handler of their own in its place.
+        Stop::install_unless_set();
+        let stop = Arc::new(Stop::default());
+        let (freed, waits) = mpsc::channel();
+        let first = thread::spawn(move || waits.recv_timeout(Duration::from_secs(60)).is_ok());
+        let (silent, _producer) = rustix::pipe::pipe().unwrap();
+        let (reading, read) = mpsc::channel();
+        let own = Arc::clone(&stop);
+        let second = thread::spawn(move || {
+            reading.send(()).unwrap();
+            let mut buf = [0; 1];
+            let read = blocking(silent.as_fd(), PollFlags::IN, &own, None, || {
+                rustix::io::read(&silent, &mut buf)
+            });
+            freed.send(()).unwrap();
+            read.is_err_and(|error| error.kind() == io::ErrorKind::Interrupted)
+        });
+        read.recv().unwrap();
+        stop.request();
+        let ended = stop.join_all(vec![first, second], Duration::from_secs(2));
+        assert_eq!(ended, [Some(true), Some(true)], "[freed by the second, interrupted]");
     }
 }

@@ -1,5 +1,6 @@
-//! Things put in words for people: an OS error as `strerror` says it, a span of time, a count
-//! of bytes, a name made safe to draw on a terminal. Used in every room; uses only `size`.
+//! Things put in words for people: an OS error as `strerror` says it, what a panic said, a
+//! span of time, a count of bytes, a name made safe to draw on a terminal. Used in every
+//! room; uses only `size`.
 
 use std::io;
 use std::time::Duration;
@@ -13,6 +14,15 @@ pub fn describe(error: &io::Error) -> String {
     match error.raw_os_error() {
         Some(code) => text.trim_end_matches(&format!(" (os error {code})")).to_owned(),
         None => text,
+    }
+}
+
+/// What a panic said: its message, when it has one.
+pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    match (panic.downcast_ref::<&str>(), panic.downcast_ref::<String>()) {
+        (Some(text), _) => (*text).to_owned(),
+        (_, Some(text)) => text.clone(),
+        _ => "it panicked".to_owned(),
     }
 }
 

@@ -26,7 +26,7 @@ use std::fmt;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, Once, mpsc};
+use std::sync::{Arc, Mutex, mpsc};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
@@ -57,6 +57,27 @@ pub const DEFAULT_SIZE: usize = 32 << 20;
 /// A configured buffer: how much it holds, where it spills, how fast and in what pieces
 /// bytes move, and how long nothing may move; [`run`](Buffer::run) moves an input through it
 /// to its outputs.
+///
+/// # A run that ends early, and `SIGURG`
+///
+/// A run ends early when an output fails under [`OnOutputError::EndRun`] or every output
+/// has failed, or when nothing moved for the [`stall_timeout`](Buffer::stall_timeout). Its
+/// threads stop at their next step; one blocked in a call (a read of a silent pipe, a
+/// write to a consumer that reads nothing) is interrupted by `SIGURG`, which makes the
+/// call return: once if it has not ended a moment (5 ms) after the end, and once more
+/// 0.1 s later should it still run, since the first can land just before it enters its
+/// call; never more. The run returns once every thread has ended, or after 2 s at most: a
+/// thread still in a call then (the program's own reader waiting on something no signal
+/// ends) is left to return on its own, and drops the reader or writer it holds when it
+/// does.
+///
+/// The first run installs a handler for `SIGURG` that does nothing, unless the program
+/// has set the signal's action itself. A program's own handler is called on those threads:
+/// at most twice on each thread still blocked when a run ends early; accel sends `SIGURG`
+/// at no other time. Installed without `SA_RESTART`, it lets the interrupts end blocked
+/// calls as the run's own handler does; with `SA_RESTART` (or with `SIGURG` ignored), a
+/// blocking read or write of a descriptor goes on after it, and a run ended early waits
+/// the 2 s for a thread blocked in one.
 ///
 /// ```
 /// use accel_buffer::{Buffer, Input, Output};
@@ -510,7 +531,9 @@ impl Started {
     /// Runs the transfer on this thread, and reports.
     fn finish(self) -> Result<Report, Error> {
         let Started { parts, stop, stall_timeout, progress } = self;
-        interrupts();
+        // Without a handler, a run ended early would wait up to two seconds for a thread
+        // blocked in a call before going on without it.
+        Stop::install_unless_set();
         let meter = Arc::clone(&parts.meter);
         let input = parts.plan.input.name.clone();
         let names: Vec<String> = parts.plan.outputs.iter().map(|o| o.name.clone()).collect();
@@ -795,23 +818,4 @@ impl Output {
             }
         }
     }
-}
-
-/// Makes sure a stopped run can interrupt its threads' blocking calls: installs the engine's
-/// do-nothing handler for [`INTERRUPT`](crate::stop::INTERRUPT) (SIGURG), once, unless the
-/// program handles that signal itself. Without it, a run ended early waits up to two seconds
-/// for a thread blocked in a call before going on without it.
-fn interrupts() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        // SAFETY: reads the signal's current action into a zeroed, well-formed struct.
-        let default = unsafe {
-            let mut current: libc::sigaction = std::mem::zeroed();
-            libc::sigaction(crate::stop::INTERRUPT, std::ptr::null(), &mut current) == 0
-                && current.sa_sigaction == libc::SIG_DFL
-        };
-        if default {
-            let _ = Stop::install();
-        }
-    });
 }

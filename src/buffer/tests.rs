@@ -216,6 +216,79 @@ fn a_reader_error_comes_after_the_bytes_before_it() {
     assert_eq!(got.bytes(), b"abc");
 }
 
+/// Issue 32, item 9: a program that handles SIGURG itself sees it twice at most, not hundreds
+/// of times, on a thread that a run ended early leaves blocked in a call no signal ends (here
+/// the program's own reader, in a channel's wait).
+#[test]
+fn a_program_s_own_sigurg_handler_sees_a_blocked_thread_interrupted_twice_at_most() {
+    use std::sync::atomic::AtomicUsize;
+    /// The thread whose interrupts are counted (other tests' runs signal theirs).
+    static BLOCKED: AtomicUsize = AtomicUsize::new(0);
+    static SEEN: AtomicUsize = AtomicUsize::new(0);
+    extern "C" fn count(_: libc::c_int) {
+        // SAFETY: pthread_self is async-signal-safe.
+        if unsafe { libc::pthread_self() } as usize == BLOCKED.load(SeqCst) {
+            SEEN.fetch_add(1, SeqCst);
+        }
+    }
+    /// Gives three bytes, then blocks until released, saying so.
+    struct Stuck {
+        gave: bool,
+        blocked: mpsc::Sender<()>,
+        release: mpsc::Receiver<()>,
+    }
+    impl Read for Stuck {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            if !std::mem::replace(&mut self.gave, true) {
+                buf[..3].copy_from_slice(b"abc");
+                return Ok(3);
+            }
+            // SAFETY: pthread_self has no preconditions.
+            BLOCKED.store(unsafe { libc::pthread_self() } as usize, SeqCst);
+            let _ = self.blocked.send(());
+            let _ = self.release.recv();
+            Ok(0)
+        }
+    }
+    /// Fails once the reader is blocked: the run ends with its input thread in the reader.
+    struct FailsOnceBlocked(mpsc::Receiver<()>);
+    impl Write for FailsOnceBlocked {
+        fn write(&mut self, _: &[u8]) -> io::Result<usize> {
+            let _ = self.0.recv_timeout(GENEROUS);
+            Err(io::Error::from_raw_os_error(libc::EIO))
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+    // The program's handler, as a program would install it: no SA_RESTART, as the run's own
+    // (installed first, so that other tests' runs are not left without it afterwards).
+    crate::stop::Stop::install_unless_set();
+    // SAFETY: a handler that only touches atomics is async-signal-safe; the action is well
+    // formed, and the previous one is put back.
+    let previous = unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = count as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        libc::sigemptyset(&mut action.sa_mask);
+        let mut previous: libc::sigaction = std::mem::zeroed();
+        assert_eq!(libc::sigaction(libc::SIGURG, &action, &mut previous), 0);
+        previous
+    };
+    let (blocked, is_blocked) = mpsc::channel();
+    let (release, released) = mpsc::channel();
+    let input = Input::reader(Stuck { gave: false, blocked, release: released });
+    let output = Output::writer(FailsOnceBlocked(is_blocked));
+    let error = within("run", move || Buffer::new().run(input, vec![output])).expect_err("failed");
+    let seen = SEEN.load(SeqCst);
+    drop(release);
+    // SAFETY: puts back the action read above.
+    unsafe { libc::sigaction(libc::SIGURG, &previous, std::ptr::null_mut()) };
+    let report = error.report().expect("a report");
+    assert!(matches!(report.input, Outcome::CutShort), "{report:?}");
+    // Once, and once more in case the first landed before the call (stop.rs): not ~400.
+    assert_eq!(seen, crate::stop::INTERRUPTS as usize, "interrupts the program's handler saw");
+}
+
 #[test]
 fn a_stall_ends_the_run_and_says_which_side() {
     struct Silent(mpsc::Receiver<()>);
