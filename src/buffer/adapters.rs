@@ -21,14 +21,24 @@ use crate::engine::{EngineKind, Failure, Flow, InputEnd, Route, copy, output};
 use crate::log::Log;
 use crate::meter::Meter;
 use crate::stop::Stop;
+use crate::words::panic_message;
 
 /// A `Write` whose writes return as soon as the bytes are in the buffer, while a thread of
 /// its own writes them to the inner writer: a slow writer no longer holds up the code that
 /// produces its bytes, up to the buffer's size.
 ///
 /// A failure of the inner writer is returned by the next [`write`](Write::write),
-/// [`flush`](Write::flush) or [`finish`](WriteBehind::finish); `finish` also says how many
-/// bytes the inner writer took, and hands it back.
+/// [`flush`](Write::flush) or [`finish`](WriteBehind::finish), and again by every `write`
+/// and `flush` after (the same OS error, or the same kind and words); `finish` also says
+/// how many bytes the inner writer took, and hands it back.
+///
+/// The inner writer is called as a blocking descriptor is. An interrupted write is retried
+/// at once; `WouldBlock` says a non-blocking writer has no room yet, and since a `Write`
+/// cannot say when it will have, it is tried again after a pause, of 1 ms at first,
+/// doubling up to 50 ms while it goes on: neither is a failure. A panic of the inner writer
+/// is one, `the inner writer panicked (its message)`, after which it is not called again,
+/// not even flushed (as [`BufWriter`](std::io::BufWriter) does not flush a writer that
+/// panicked).
 ///
 /// Dropping a `WriteBehind` without `finish` waits until the inner writer has taken every
 /// byte buffered (or has failed), flushes it, ignoring any error as
@@ -96,16 +106,18 @@ impl<W: Write + Send + 'static> WriteBehind<W> {
             backlog::backlog(capacity, 1, gates, None, Arc::clone(&meter), Arc::clone(&log))?;
         let reader = readers.pop().expect("one reader");
         let stop = Arc::new(Stop::default());
-        let stream = Arc::new(Stream::writer(Box::new(inner)));
+        let stream = Arc::new(Stream::writer(Box::new(inner), "the inner writer"));
         let endpoint = Endpoint::stream(Arc::clone(&stream), "the inner writer", &stop);
         let route = memory_route(log);
         let flow = Flow { limits: Arc::new(Limits::default()), ..Flow::default() };
         let writer = Arc::clone(&stream);
         let thread = thread::Builder::new().name("accel-write-behind".into()).spawn(move || {
+            // The inner writer's own panic is its error (the stream says so); one caught
+            // here is accel's.
             let end = catch_unwind(AssertUnwindSafe(|| {
                 output::write_all(&endpoint, reader, &route, &flow, false, &InputEnd::default())
             }))
-            .unwrap_or_else(|_| Err(Failure::Panic(io::Error::other("the inner writer panicked"))));
+            .unwrap_or_else(|panic| Err(Failure::Panic(accel_bug("write-behind", panic))));
             writer.as_writer().expect("a writer").done();
             end
         })?;
@@ -177,9 +189,9 @@ impl<W: Write + Send + 'static> WriteBehind<W> {
     /// inner writer, or the input has ended.
     fn join(&mut self) {
         if let Some(thread) = self.thread.take() {
-            let end = thread.join().unwrap_or_else(|_| {
-                Err(Failure::Panic(io::Error::other("the writing thread panicked")))
-            });
+            let end = thread
+                .join()
+                .unwrap_or_else(|panic| Err(Failure::Panic(accel_bug("write-behind", panic))));
             if let Err(failure) = end {
                 self.failure = Some(match failure {
                     Failure::Io(error)
@@ -194,7 +206,7 @@ impl<W: Write + Send + 'static> WriteBehind<W> {
     /// The inner writer's failure, as an error of its own (the original is kept for
     /// `finish`).
     fn failed(&self) -> Option<io::Error> {
-        self.failure.as_ref().map(|error| io::Error::new(error.kind(), error.to_string()))
+        self.failure.as_ref().map(again)
     }
 
     fn delivered(&self) -> u64 {
@@ -379,9 +391,22 @@ impl<W> From<Incomplete<W>> for io::Error {
 }
 
 /// A `Read` that a thread of its own keeps ahead of: it reads the inner reader into the
-/// buffer while the caller works on what it read before, up to the buffer's size.
+/// buffer while the caller works on what it read before, up to the buffer's size. Its
+/// `read` waits while the buffer is empty, whatever the inner reader is.
 ///
-/// An error of the inner reader is returned once the bytes read before it have been.
+/// What the caller sees of the inner reader:
+///
+/// - its bytes, in order; then `Ok(0)` at its end, and on every read after;
+/// - its failure, once the bytes read before it have been read; and that failure again on
+///   every later read (the same OS error, or the same kind and words), never `Ok(0)`: a
+///   caller that logs an error and reads on does not take it for a clean end. A panic of
+///   the inner reader is such a failure, `the inner reader panicked (its message)`;
+/// - never `Interrupted` or `WouldBlock`, which end nothing. An interrupted read is retried
+///   at once, as [`Read::read_to_end`] retries it. `WouldBlock` says a non-blocking reader
+///   has nothing yet: since a `Read` cannot say when it will have, it is read again after a
+///   pause, of 1 ms at first, doubling up to 50 ms while it goes on having nothing. A
+///   blocking reader's bytes are taken as they come.
+///
 /// Dropping a `ReadAhead` stops the thread at its next step; a read of the inner reader
 /// under way then is not waited for (it may block for as long as the reader does), and the
 /// inner reader is dropped by the thread when that read returns.
@@ -397,8 +422,11 @@ impl<W> From<Incomplete<W>> for io::Error {
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub struct ReadAhead<R: Read + Send + 'static> {
+    /// The buffer's reader; `None` once the thread has ended and said how.
     reader: Option<backlog::Reader>,
     thread: Option<JoinHandle<io::Result<()>>>,
+    /// The inner reader's failure, once returned: said again on every later read.
+    failure: Option<io::Error>,
     closer: Closer,
     stop: Arc<Stop>,
     meter: Arc<Meter>,
@@ -442,17 +470,20 @@ impl<R: Read + Send + 'static> ReadAhead<R> {
         let reader = readers.pop().expect("one reader");
         let closer = producer.closer();
         let stop = Arc::new(Stop::default());
-        let stream = Arc::new(Stream::reader(Box::new(inner)));
+        let stream = Arc::new(Stream::reader(Box::new(inner), "the inner reader"));
         let endpoint = Endpoint::stream(stream, "the inner reader", &stop);
         let thread = thread::Builder::new().name("accel-read-ahead".into()).spawn(move || {
             let flow = Flow::default();
+            // The inner reader's own panic is its error (the stream says so); one caught
+            // here is accel's.
             let read = || copy::read_input(&endpoint, &[], producer, &route, &flow);
             catch_unwind(AssertUnwindSafe(read))
-                .unwrap_or_else(|_| Err(io::Error::other("the inner reader panicked")))
+                .unwrap_or_else(|panic| Err(accel_bug("read-ahead", panic)))
         })?;
         Ok(ReadAhead {
             reader: Some(reader),
             thread: Some(thread),
+            failure: None,
             closer,
             stop,
             meter,
@@ -478,12 +509,15 @@ impl<R: Read + Send + 'static> ReadAhead<R> {
 
 impl<R: Read + Send + 'static> Read for ReadAhead<R> {
     /// Copies what the buffer holds, up to `buf.len()`, waiting only when it is empty; 0 at
-    /// the inner reader's end; its error once the bytes before it were read.
+    /// the inner reader's end; its failure once the bytes before it were read, and on every
+    /// read after.
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         if buf.is_empty() {
             return Ok(0);
         }
-        let Some(reader) = self.reader.as_mut() else { return Ok(0) };
+        let Some(reader) = self.reader.as_mut() else {
+            return self.failure.as_ref().map_or(Ok(0), |failure| Err(again(failure)));
+        };
         let n = match reader.front() {
             Some(Front::Memory(filled)) => {
                 let bytes = filled.as_slice();
@@ -495,11 +529,12 @@ impl<R: Read + Send + 'static> Read for ReadAhead<R> {
                 unreachable!("a read-ahead buffer holds bytes in memory only")
             }
             None => {
-                // The end: the inner reader's, or its failure.
+                // The end: the inner reader's, or its failure, kept to be said again.
                 self.reader = None;
                 let end = self.thread.take().map_or(Ok(()), |thread| {
-                    thread.join().unwrap_or_else(|_| Err(io::Error::other("the thread panicked")))
+                    thread.join().unwrap_or_else(|panic| Err(accel_bug("read-ahead", panic)))
                 });
+                self.failure = end.as_ref().err().map(again);
                 return end.map(|()| 0);
             }
         };
@@ -519,6 +554,22 @@ impl<R: Read + Send + 'static> Drop for ReadAhead<R> {
             }
         }
     }
+}
+
+/// The same failure once more (an `io::Error` is not `Clone`): the same OS error, or the
+/// same kind and words.
+fn again(error: &io::Error) -> io::Error {
+    match error.raw_os_error() {
+        Some(code) => io::Error::from_raw_os_error(code),
+        None => io::Error::new(error.kind(), error.to_string()),
+    }
+}
+
+/// A panic of an adapter's own thread outside the inner reader or writer: accel's bug, said
+/// as the engine says its own.
+fn accel_bug(adapter: &str, panic: Box<dyn Any + Send>) -> io::Error {
+    let said = panic_message(panic.as_ref());
+    io::Error::other(format!("the {adapter} thread failed, a bug in accel ({said})"))
 }
 
 /// The route of an adapter: through memory, both ways.

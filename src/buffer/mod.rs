@@ -664,7 +664,12 @@ impl fmt::Debug for Input {
 }
 
 impl Input {
-    /// Reads from `reader` on the run's input thread.
+    /// Reads from `reader` on the run's input thread, calling it as a blocking descriptor is
+    /// called: an interrupted read is retried at once; `WouldBlock` (a non-blocking reader
+    /// with nothing yet) is read again after a pause, of 1 ms at first, doubling up to
+    /// 50 ms while it goes on, since a `Read` cannot say when it will have something. A
+    /// panic in it fails the input, `the program's reader panicked (its message)`, and it is
+    /// not called again.
     ///
     /// ```
     /// let input = accel_buffer::Input::reader(std::io::Cursor::new(vec![1, 2, 3]));
@@ -718,9 +723,11 @@ impl Input {
         let name = self.name.unwrap_or_else(|| "input".to_owned());
         match self.source {
             Source::Fd(fd) => Endpoint::opened(fd, &name, stop),
-            Source::Reader(reader) => {
-                Ok(Endpoint::stream(Arc::new(Stream::reader(reader)), &name, stop))
-            }
+            Source::Reader(reader) => Ok(Endpoint::stream(
+                Arc::new(Stream::reader(reader, "the program's reader")),
+                &name,
+                stop,
+            )),
         }
     }
 }
@@ -761,7 +768,12 @@ impl fmt::Debug for Output {
 
 impl Output {
     /// Writes to `writer` on an output thread of its own, and flushes it once it has every
-    /// byte; it is dropped at the end of the run.
+    /// byte; it is dropped at the end of the run. It is called as a blocking descriptor is:
+    /// an interrupted write is retried at once; `WouldBlock` (a non-blocking writer with no
+    /// room yet) is tried again after a pause, of 1 ms at first, doubling up to 50 ms while
+    /// it goes on. A panic in it fails this output like any error of it, `the program's
+    /// writer panicked (its message)` ([`Buffer::on_output_error`] says whether the others
+    /// go on), and it is not called again, not even flushed.
     ///
     /// ```
     /// let output = accel_buffer::Output::writer(std::io::sink());
@@ -813,9 +825,11 @@ impl Output {
         let name = self.name.unwrap_or_else(|| format!("output {}", index + 1));
         match self.sink {
             Target::Fd(fd) => Endpoint::opened(fd, &name, stop),
-            Target::Writer(writer) => {
-                Ok(Endpoint::stream(Arc::new(Stream::writer(writer)), &name, stop))
-            }
+            Target::Writer(writer) => Ok(Endpoint::stream(
+                Arc::new(Stream::writer(writer, "the program's writer")),
+                &name,
+                stop,
+            )),
         }
     }
 }

@@ -107,7 +107,10 @@ pub enum Outcome {
     /// The input reached its end; an output got every byte read (and, for a writer, was
     /// flushed).
     Complete,
-    /// Reading the input, or writing (or flushing) an output, failed with this error.
+    /// Reading the input, or writing (or flushing) an output, failed with this error. A
+    /// panic in the program's reader or writer is such a failure, `the program's writer
+    /// panicked (its message)`; one in accel's own code says `its thread failed, a bug in
+    /// accel (its message)`.
     Failed(io::Error),
     /// An output: reading spilled bytes back from the spill file failed (the disk).
     SpillFailed(io::Error),

@@ -2,17 +2,35 @@
 //! bytes reach it only through `read` and `write`, never by splice, as with a terminal.
 //!
 //! The engine's threads call it as they call a descriptor: one thread reads an input, one
-//! writes each output. A call interrupted (`ErrorKind::Interrupted`) is retried, as
-//! `std::io` has it, unless the run is over. A writer counts what it has taken, so that
-//! whoever waits for the bytes to be delivered (`flush` of the library's write adapter) is
-//! woken as they go, and when the writer's thread is done with it.
+//! writes each output. Its calls are made to behave as a blocking descriptor's do, the
+//! data path's rule for `EINTR` and `EAGAIN` ([`Program::call`]): a call interrupted
+//! (`ErrorKind::Interrupted`) is retried, as `std::io` has it, unless the run is over; a call
+//! that would block (`WouldBlock`: the program gave a non-blocking reader or writer) is
+//! tried again after a pause, since a `Read` or `Write`, unlike a descriptor, cannot be
+//! polled. A panic in the program's code is an error of this endpoint that says whose code
+//! it was (`the program's writer panicked (...)`), not a failure of accel's thread, and the
+//! reader or writer is not called again, as `BufWriter` does not flush a writer that
+//! panicked. A writer counts what it has taken, so that whoever waits for the bytes to be
+//! delivered (`flush` of the library's write adapter) is woken as they go, and when the
+//! writer's thread is done with it.
 
 use std::any::Any;
 use std::fmt;
 use std::io::{self, Read, Write};
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 
 use crate::stop::Stop;
+use crate::words::panic_message;
+
+/// The first pause after a call that would block; it doubles while the calls go on saying
+/// so, up to [`LONGEST_PAUSE`].
+const FIRST_PAUSE: Duration = Duration::from_millis(1);
+
+/// The longest pause between calls that would block: how late bytes may be seen that a
+/// non-blocking reader got meanwhile, against 20 wakeups a second while it has none.
+const LONGEST_PAUSE: Duration = Duration::from_millis(50);
 
 /// A writer the library may hand back to its owner once the run is over.
 pub trait Sink: Write + Send {
@@ -29,7 +47,7 @@ impl<W: Write + Send + 'static> Sink for W {
 /// A program's reader or writer, shared by the endpoints that refer to it.
 pub enum Stream {
     /// An input.
-    Reader(Mutex<Box<dyn Read + Send>>),
+    Reader(Mutex<Program<Box<dyn Read + Send>>>),
     /// An output.
     Writer(Writer),
 }
@@ -43,6 +61,15 @@ impl fmt::Debug for Stream {
     }
 }
 
+/// The program's reader or writer, called as [`Program::call`] says.
+pub struct Program<T> {
+    code: T,
+    /// What it is called in an error: `the program's reader`, `the inner writer`.
+    called: &'static str,
+    /// What it said when it panicked, after which it is not called again.
+    panicked: Option<String>,
+}
+
 /// An output writer, what it has taken, and whether its thread is done with it.
 pub struct Writer {
     state: Mutex<WriterState>,
@@ -51,7 +78,7 @@ pub struct Writer {
 
 struct WriterState {
     /// The writer; `None` once taken back.
-    sink: Option<Box<dyn Sink>>,
+    sink: Option<Program<Box<dyn Sink>>>,
     /// Bytes it has taken.
     written: u64,
     /// The thread writing to it has ended.
@@ -59,15 +86,16 @@ struct WriterState {
 }
 
 impl Stream {
-    /// An input read from `reader`.
-    pub fn reader(reader: Box<dyn Read + Send>) -> Stream {
-        Stream::Reader(Mutex::new(reader))
+    /// An input read from `reader`, `called` so in errors (`the program's reader`).
+    pub fn reader(reader: Box<dyn Read + Send>, called: &'static str) -> Stream {
+        Stream::Reader(Mutex::new(Program::new(reader, called)))
     }
 
-    /// An output written to `sink`.
-    pub fn writer(sink: Box<dyn Sink>) -> Stream {
+    /// An output written to `sink`, `called` so in errors (`the program's writer`).
+    pub fn writer(sink: Box<dyn Sink>, called: &'static str) -> Stream {
+        let sink = Some(Program::new(sink, called));
         Stream::Writer(Writer {
-            state: Mutex::new(WriterState { sink: Some(sink), written: 0, done: false }),
+            state: Mutex::new(WriterState { sink, written: 0, done: false }),
             moved: Condvar::new(),
         })
     }
@@ -86,7 +114,7 @@ impl Stream {
             return Err(io::Error::other("an output stream cannot be read"));
         };
         let mut reader = reader.lock().unwrap_or_else(PoisonError::into_inner);
-        retried(stop, || reader.read(buf))
+        reader.call(stop, |reader| reader.read(buf))
     }
 
     /// Writes some of `buf` (at least a byte) to the writer.
@@ -96,7 +124,7 @@ impl Stream {
         };
         let mut state = writer.lock();
         let sink = state.sink.as_mut().ok_or_else(taken)?;
-        let n = match retried(stop, || sink.write(buf))? {
+        let n = match sink.call(stop, |sink| sink.write(buf))? {
             0 if !buf.is_empty() => return Err(io::ErrorKind::WriteZero.into()),
             n => n,
         };
@@ -112,7 +140,40 @@ impl Stream {
             Stream::Writer(writer) => {
                 let mut state = writer.lock();
                 let sink = state.sink.as_mut().ok_or_else(taken)?;
-                retried(stop, || sink.flush())
+                sink.call(stop, |sink| sink.flush())
+            }
+        }
+    }
+}
+
+impl<T> Program<T> {
+    fn new(code: T, called: &'static str) -> Program<T> {
+        Program { code, called, panicked: None }
+    }
+
+    /// Calls the program's code as a blocking descriptor is called: `Interrupted` is retried
+    /// unless the run is over (then it is returned); `WouldBlock` is retried after a pause
+    /// that doubles from [`FIRST_PAUSE`] to [`LONGEST_PAUSE`] while it goes on, cut short
+    /// when the run is over (`Interrupted`). A panic is an error naming the code that
+    /// panicked, and every later call says it again without calling.
+    fn call<R>(
+        &mut self,
+        stop: &Stop,
+        mut call: impl FnMut(&mut T) -> io::Result<R>,
+    ) -> io::Result<R> {
+        let mut pause = FIRST_PAUSE;
+        loop {
+            if let Some(said) = &self.panicked {
+                return Err(io::Error::other(format!("{} panicked ({said})", self.called)));
+            }
+            match catch_unwind(AssertUnwindSafe(|| call(&mut self.code))) {
+                Ok(Err(error)) if error.kind() == io::ErrorKind::Interrupted => stop.check()?,
+                Ok(Err(error)) if error.kind() == io::ErrorKind::WouldBlock => {
+                    stop.sleep(pause)?;
+                    pause = (pause * 2).min(LONGEST_PAUSE);
+                }
+                Ok(result) => return result,
+                Err(panic) => self.panicked = Some(panic_message(panic.as_ref())),
             }
         }
     }
@@ -146,17 +207,7 @@ impl Writer {
 
     /// The writer, taken back; `None` if it was taken already.
     pub fn take(&self) -> Option<Box<dyn Sink>> {
-        self.lock().sink.take()
-    }
-}
-
-/// Runs `call` until it is not interrupted, unless the run is over.
-fn retried<T>(stop: &Stop, mut call: impl FnMut() -> io::Result<T>) -> io::Result<T> {
-    loop {
-        match call() {
-            Err(error) if error.kind() == io::ErrorKind::Interrupted => stop.check()?,
-            result => return result,
-        }
+        self.lock().sink.take().map(|sink| sink.code)
     }
 }
 

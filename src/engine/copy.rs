@@ -498,7 +498,7 @@ mod tests {
         assert!(Bypass::new(&[one.clone(), two], 2).is_none());
         assert!(Bypass::new(std::slice::from_ref(&one), 2).is_none());
         // Another program's writer.
-        let writer = Arc::new(Stream::writer(Box::new(io::sink())));
+        let writer = Arc::new(Stream::writer(Box::new(io::sink()), "the program's writer"));
         let program = Endpoint::stream(writer, "a writer", &stop);
         assert!(Bypass::new(std::slice::from_ref(&program), 1).is_none());
         // What only the output thread keeps: blocks, a start watermark.
