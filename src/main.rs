@@ -38,7 +38,7 @@ extern "C" fn main(argc: c_int, argv: *const *const c_char) -> c_int {
         }
     };
     if let Some(what) = cli.generate {
-        return match what.run(cli.generate_into.as_deref()) {
+        return match what.run(cli.files.first().map(std::path::PathBuf::as_path)) {
             Ok(()) => 0,
             Err((exit, why)) => {
                 eprintln!("accel: {why}");

@@ -39,16 +39,7 @@ impl Link {
 
     /// Runs `mbuffer ARGS` with `data` on stdin: its status, stdout and stderr.
     fn run<S: AsRef<OsStr>>(&self, args: &[S], data: &[u8]) -> (ExitStatus, Vec<u8>, String) {
-        let mut child = self.spawn(args);
-        let said = Said::collect(&mut child);
-        let stdin = child.stdin.take().unwrap();
-        let data = data.to_vec();
-        let writer = thread::spawn(move || feed(stdin, &data, 1 << 16));
-        let stdout = child.stdout.take().unwrap();
-        let reader = thread::spawn(move || drain(stdout));
-        let status = wait_within(&mut child, GENEROUS);
-        let _ = writer.join().unwrap();
-        (status, reader.join().unwrap(), said.all())
+        run_fed(self.spawn(args), data)
     }
 }
 

@@ -193,6 +193,8 @@ impl Config {
         };
         Ok(Config {
             input,
+            files: cli.files,
+            stop_after: None,
             outputs,
             existing,
             sync: cli.sync,

@@ -198,7 +198,8 @@ pub const FROM_PV_AND_MBUFFER: &[[&str; 4]] = &[
         "`--to host:9090 --key-file K` (`--insecure` to send to a real mbuffer)",
     ],
     ["beyond memory, onto disk", "", "`-T FILE` (the whole buffer on disk)", "`--spill DIR`"],
-    ["read or write files", "`pv FILE`", "`-i FILE`, `-o FILE`", "`-i FILE`, `-o FILE`"],
+    ["read files", "`pv FILE...`", "`-i FILE`", "`FILE...`, `-i FILE`"],
+    ["write files", "`-o FILE`", "`-o FILE`", "`-o FILE`"],
     ["write several outputs", "", "`-o A -o B`", "`-o A -o B`"],
     ["hash the stream", "", "`-H` (MD5)", "`--hash md5` (or sha256, blake3, ...)"],
     ["name it in the display", "`-N NAME`", "", "`-N NAME`"],
@@ -325,7 +326,7 @@ pub fn write(command: clap::Command, out: &mut dyn Write) -> io::Result<()> {
 fn synopsis(command: &clap::Command, out: &mut dyn Write) -> io::Result<()> {
     writeln!(out, ".SH SYNOPSIS")?;
     for form in [
-        "accel [OPTIONS] [-i FILE] [-o FILE]...",
+        "accel [OPTIONS] [-o FILE]... [FILE]...",
         "accel --to HOST:PORT --key-file FILE [OPTIONS]",
         "accel --from [ADDR:]PORT --key-file FILE [OPTIONS]",
         "accel -R PID [-r RATE] [--input-rate RATE]",

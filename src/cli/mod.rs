@@ -17,9 +17,9 @@ use crate::exit::Exit;
 
 /// Short help: what accel is for, in a few lines.
 const ABOUT: &str = "\
-A pipeline buffer: reads stdin (or -i FILE) as fast as the producer writes and writes stdout
-(or each -o FILE) as fast as its consumer reads, holding up to --size bytes in between, so
-neither side waits on the other.";
+A pipeline buffer: reads stdin (or each FILE in turn, as cat) as fast as the producer writes
+and writes stdout (or each -o FILE) as fast as its consumer reads, holding up to --size bytes
+in between, so neither side waits on the other.";
 
 const AFTER_HELP: &str = "\
 Examples:
@@ -46,7 +46,7 @@ command line, for syncoid, znapzend, btrbk and zfs_autobackup; `mbuffer -h` says
 #[command(name = "accel", version, about = ABOUT, after_help = AFTER_HELP, args_override_self = true)]
 #[command(group(ArgGroup::new("peer").args(["to", "from"]).multiple(true)))]
 pub struct Cli {
-    /// Read FILE instead of stdin (`-` is stdin).
+    /// Read FILE instead of stdin (`-` is stdin); as a FILE operand.
     #[arg(short = 'i', long, value_name = "FILE", help_heading = "Input and output")]
     pub input: Option<PathBuf>,
 
@@ -373,10 +373,19 @@ pub struct Cli {
     #[arg(long, value_enum, value_name = "WHAT", help_heading = "Setup")]
     pub generate: Option<Generate>,
 
-    /// `--generate key FILE`: the new key file. Hidden: accel takes no other operand (and
-    /// `usage::parse` refuses this one without --generate, as it refuses any other).
-    #[arg(value_name = "FILE", hide = true)]
-    pub generate_into: Option<PathBuf>,
+    /// Read each FILE in turn instead of stdin (`-` is stdin), as cat and pv do.
+    ///
+    /// Every FILE is checked before a byte is read: one that does not exist, is a directory or
+    /// cannot be read is refused (status 2), as `-i FILE` is; one that has gone when it is
+    /// reached fails the input there (status 1). When all are regular files, their total size
+    /// is expected, for percent done and ETA. With `--generate key`, the one FILE is the key
+    /// file to write.
+    #[arg(
+        value_name = "FILE",
+        conflicts_with_all = ["input", "from"],
+        help_heading = "Input and output"
+    )]
+    pub files: Vec<PathBuf>,
 }
 
 /// `--engine` values.

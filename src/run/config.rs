@@ -18,8 +18,12 @@ pub const DEFAULT_SIZE: u64 = 32 << 20;
 /// Everything a run needs to know.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
-    /// Where bytes come from: `-i FILE`, or stdin (`None`).
+    /// Where bytes come from: `-i FILE`, or stdin (`None`)...
     pub input: Option<PathBuf>,
+    /// ...or FILE operands, read in turn (`-` is stdin).
+    pub files: Vec<PathBuf>,
+    /// Stop reading after this many bytes, as if the input ended there (pv's `-S`).
+    pub stop_after: Option<u64>,
     /// Where they go, in order; stdout alone when no `-o` was given.
     pub outputs: Vec<Target>,
     /// What `-o` does to an existing regular file.
@@ -139,6 +143,8 @@ impl Default for Config {
     fn default() -> Config {
         Config {
             input: None,
+            files: Vec::new(),
+            stop_after: None,
             outputs: vec![Target::Stdout],
             existing: Existing::Refuse,
             sync: false,
