@@ -195,6 +195,8 @@ impl Config {
             input,
             files: cli.files,
             stop_after: None,
+            lines: None,
+            look: Default::default(),
             outputs,
             existing,
             sync: cli.sync,

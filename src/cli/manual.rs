@@ -76,6 +76,12 @@ pub const JSON_FIELDS: &[[&str; 3]] = &[
     ["`peak_memory_bytes`, `peak_disk_bytes`", "summary", "the most held at once in each"],
     ["`expected_bytes`", "summary", "the `--expect` size or stdin's size, when known"],
     [
+        "`lines`, `expected_lines`",
+        "progress, summary; summary",
+        "where lines are counted (accel run as `pv -l`): the lines taken in, and the `-s` size, \
+         in lines",
+    ],
+    [
         "`exit`, `signal`",
         "summary",
         "the exit status as the shell sees it (141 for SIGPIPE); the signal's name when accel \
@@ -272,6 +278,16 @@ const AS_MBUFFER: &str = "Started under the name `mbuffer` (`ln -s \"$(command -
      where it can be seen (a tape or other character device, a packet-mode pipe); into pipes, \
      files and sockets accel forwards partial data at once.";
 
+/// Running as `pv`; then [`pv::DIFFERENCES`](crate::cli::pv::DIFFERENCES), one by one.
+const AS_PV: &str = "Started under the name `pv` (`ln -s \"$(command -v accel)\" \
+     /usr/local/bin/pv`), accel reads pv's command line instead of its own: its display \
+     switches (`-p -t -e -r -a -b -T`, `-F FORMAT`) choose the parts of accel's line, `-n` \
+     writes numbers for `dialog --gauge`, `-s SIZE`, `-L RATE`, `-B SIZE`, `-N NAME`, `-W`, \
+     `-D SEC`, `-i SEC`, `-l`, `-f`, `-S`, `-R PID` do what pv's do, and FILE operands are \
+     read in turn; `pv -h` lists every option of pv's with what accel does for it (some with \
+     a difference said once at the start), or why it is refused (`-E`, `-U`, `-d`, `-P`). It \
+     differs from pv on purpose:";
+
 /// Writes the whole man page for `command` (accel's clap definition) to `out`.
 pub fn write(command: clap::Command, out: &mut dyn Write) -> io::Result<()> {
     let man = clap_mangen::Man::new(command.clone());
@@ -314,6 +330,11 @@ pub fn write(command: clap::Command, out: &mut dyn Write) -> io::Result<()> {
     }
     section(out, "AS MBUFFER")?;
     writeln!(out, ".PP\n{}", roff(AS_MBUFFER))?;
+    section(out, "AS PV")?;
+    writeln!(out, ".PP\n{}", roff(AS_PV))?;
+    for difference in crate::cli::pv::DIFFERENCES {
+        writeln!(out, ".IP \\(bu 2\n{}", roff(difference))?;
+    }
     section(out, "FILES")?;
     table(out, FILES)?;
     section(out, "SEE ALSO")?;
@@ -453,6 +474,18 @@ mod tests {
 
     fn rows<const N: usize>(table: &[[&str; N]]) -> Vec<Vec<String>> {
         table.iter().map(|row| row.iter().map(|cell| cell.to_string()).collect()).collect()
+    }
+
+    /// The README lists the deliberate differences of accel run as pv, as `pv -h` and the
+    /// page do.
+    #[test]
+    fn the_readme_lists_the_differences_from_pv() {
+        let readme =
+            include_str!("../../README.md").split_whitespace().collect::<Vec<_>>().join(" ");
+        for difference in crate::cli::pv::DIFFERENCES {
+            let bullet = format!("- {difference}");
+            assert!(readme.contains(&bullet), "the README lacks: {bullet}");
+        }
     }
 
     /// The README says what the man page says.

@@ -7,6 +7,7 @@
 pub mod config;
 pub mod manual;
 pub mod mbuffer;
+pub mod pv;
 pub mod usage;
 
 use std::path::{Path, PathBuf};
@@ -14,6 +15,22 @@ use std::path::{Path, PathBuf};
 use clap::{ArgGroup, Parser, ValueEnum};
 
 use crate::exit::Exit;
+
+/// Whether `argv0`, the name accel was started by, is `name` (its last component): how
+/// accel knows it runs as `mbuffer` or `pv`, through a link.
+pub fn started_as(argv0: Option<&std::ffi::OsString>, name: &str) -> bool {
+    argv0.and_then(|arg| Path::new(arg).file_name()).is_some_and(|base| base == name)
+}
+
+/// Writes `text` (a help or a version) to stdout; the status for `main`: 0, or 1 when stdout
+/// would not take it.
+pub fn print(text: &str) -> i32 {
+    use std::io::Write;
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
+        Ok(()) => 0,
+        Err(_) => 1,
+    }
+}
 
 /// Short help: what accel is for, in a few lines.
 const ABOUT: &str = "\
@@ -39,7 +56,9 @@ delivered. SIGUSR1 prints the report so far. `man accel` (see --generate) has th
 the signals and the statuses in full.
 
 Run as mbuffer (ln -s \"$(command -v accel)\" /usr/local/bin/mbuffer), accel reads mbuffer's
-command line, for syncoid, znapzend, btrbk and zfs_autobackup; `mbuffer -h` says how.";
+command line, for syncoid, znapzend, btrbk and zfs_autobackup; `mbuffer -h` says how. Run as
+pv (ln -s \"$(command -v accel)\" /usr/local/bin/pv), it reads pv's: `pv -pterb FILE`, syncoid's
+`pv -p -t -e -r -b -s SIZE`; `pv -h` lists what it takes and how it differs from pv.";
 
 /// The raw command line.
 #[derive(Debug, Parser)]

@@ -88,6 +88,9 @@ pub struct Endpoint {
     /// An input's allowance: the bytes it may still read before it ends, when it stops at a
     /// size (pv's `-S`); shared by the endpoint's clones.
     left: Option<Arc<AtomicU64>>,
+    /// An input's lines, counted as they are read (pv's `-l`): the byte that ends a line,
+    /// and the count, which the watcher shows.
+    lines: Option<(u8, Arc<AtomicU64>)>,
     /// The run's stop: an interrupted call gives up once it is requested.
     stop: Arc<Stop>,
 }
@@ -125,46 +128,34 @@ impl Endpoint {
     /// A network peer, known to the user as `name` (the address given); its socket comes when
     /// the link is established, before the run starts.
     pub fn network(link: Arc<Link>, name: &str, stop: &Arc<Stop>) -> Endpoint {
-        Endpoint {
-            fd: Descriptor::Network(link),
-            name: name.to_owned(),
-            kind: FdKind::Socket,
-            file_size: None,
-            file_id: None,
-            append: false,
-            packets: false,
-            left: None,
-            stop: Arc::clone(stop),
-        }
+        Endpoint::of(Descriptor::Network(link), name.to_owned(), FdKind::Socket, stop)
     }
 
     /// A program's reader or writer, known as `name`: read and written, never spliced.
     pub fn stream(stream: Arc<Stream>, name: &str, stop: &Arc<Stop>) -> Endpoint {
-        Endpoint {
-            fd: Descriptor::Stream(stream),
-            name: name.to_owned(),
-            kind: FdKind::Stream,
-            file_size: None,
-            file_id: None,
-            append: false,
-            packets: false,
-            left: None,
-            stop: Arc::clone(stop),
-        }
+        Endpoint::of(Descriptor::Stream(stream), name.to_owned(), FdKind::Stream, stop)
     }
 
     /// FILE operands read in turn, known by their names; `shape` says what they are
     /// together.
     pub fn files(files: Files, shape: Shape, stop: &Arc<Stop>) -> Endpoint {
+        let name = files.name();
+        let files = Endpoint::of(Descriptor::Files(Arc::new(files)), name, shape.kind, stop);
+        Endpoint { file_size: shape.size, ..files }
+    }
+
+    /// An endpoint that is no regular file and has no flags to look at.
+    fn of(fd: Descriptor, name: String, kind: FdKind, stop: &Arc<Stop>) -> Endpoint {
         Endpoint {
-            name: files.name(),
-            fd: Descriptor::Files(Arc::new(files)),
-            kind: shape.kind,
-            file_size: shape.size,
+            fd,
+            name,
+            kind,
+            file_size: None,
             file_id: None,
             append: false,
             packets: false,
             left: None,
+            lines: None,
             stop: Arc::clone(stop),
         }
     }
@@ -172,6 +163,14 @@ impl Endpoint {
     /// This input, ending once it has read `bytes` (pv's `-S`), unless its end comes first.
     pub fn stopping_after(mut self, bytes: u64) -> Endpoint {
         self.left = Some(Arc::new(AtomicU64::new(bytes)));
+        self
+    }
+
+    /// This input, counting the lines it reads into `count`: the bytes `end` (`\n`, or `\0`
+    /// with pv's `-0`). A counted input is read, never spliced: the bytes must pass through
+    /// memory to be counted.
+    pub fn counting_lines(mut self, end: u8, count: Arc<AtomicU64>) -> Endpoint {
+        self.lines = Some((end, count));
         self
     }
 
@@ -217,6 +216,7 @@ impl Endpoint {
             append,
             packets,
             left: None,
+            lines: None,
             stop: Arc::clone(stop),
         })
     }
@@ -289,9 +289,13 @@ impl Endpoint {
     /// terminal or an inherited socket: splicing from those holds the destination pipe's lock
     /// while waiting for data, which would freeze whoever uses that pipe (linux-io.md, §7).
     /// Never a packet-mode pipe either (when it shows): splice would carry the packet marks on
-    /// into the consumer's pipe, where a short read then discards the rest of a packet.
-    /// accel's own plain socket (`--insecure`) is O_NONBLOCK, and may be spliced.
+    /// into the consumer's pipe, where a short read then discards the rest of a packet. Nor
+    /// an input whose lines are counted. accel's own plain socket (`--insecure`) is
+    /// O_NONBLOCK, and may be spliced.
     pub fn can_splice_from(&self) -> bool {
+        if self.lines.is_some() {
+            return false;
+        }
         matches!(self.kind, FdKind::Pipe | FdKind::File) && !self.packets || self.plain_socket()
     }
 
@@ -339,6 +343,10 @@ impl Endpoint {
                 })?
             };
             self.took(n);
+            if let Some((end, count)) = &self.lines {
+                let lines = buf[..n].iter().filter(|&&byte| byte == *end).count();
+                count.fetch_add(lines as u64, Relaxed);
+            }
             if n > 0 || wanted == 0 || self.ended()? {
                 return Ok(n);
             }

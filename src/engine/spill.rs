@@ -35,7 +35,7 @@ pub enum PassError {
 /// anything else is read into the backlog's staging memory, which the backlog writes into the
 /// file, or into memory when the file fails: nothing read is lost.
 pub fn take_in(input: &Endpoint, mut vacant: SpillVacant<'_>, most: usize) -> io::Result<usize> {
-    if input.kind == FdKind::Pipe && sys::CAN_SPLICE {
+    if input.kind == FdKind::Pipe && input.can_splice_from() && sys::CAN_SPLICE {
         let room = vacant.room();
         let (mut at, len) = (room.offset, most.min(room.len));
         let spliced = stop::blocking(input.fd(), PollFlags::IN, input.stop(), None, || {

@@ -10,7 +10,7 @@ use crate::endpoint::open::Existing;
 use crate::engine::digest::Algorithm;
 use crate::engine::{OutputErrors, Preference};
 use crate::net::{self, address::Address};
-use crate::watch::{JsonTarget, Progress};
+use crate::watch::{JsonTarget, Look, Progress};
 
 /// The default buffer size, as `--help` shows it.
 pub const DEFAULT_SIZE: u64 = 32 << 20;
@@ -24,6 +24,10 @@ pub struct Config {
     pub files: Vec<PathBuf>,
     /// Stop reading after this many bytes, as if the input ended there (pv's `-S`).
     pub stop_after: Option<u64>,
+    /// Count lines ending in this byte, and show them (pv's `-l`, `-0`).
+    pub lines: Option<u8>,
+    /// How progress looks, where pv's switches chose (accel run as pv).
+    pub look: Look,
     /// Where they go, in order; stdout alone when no `-o` was given.
     pub outputs: Vec<Target>,
     /// What `-o` does to an existing regular file.
@@ -145,6 +149,8 @@ impl Default for Config {
             input: None,
             files: Vec::new(),
             stop_after: None,
+            lines: None,
+            look: Look::default(),
             outputs: vec![Target::Stdout],
             existing: Existing::Refuse,
             sync: false,

@@ -13,6 +13,7 @@ pub mod stdio;
 use std::fs::File;
 use std::io::Write;
 use std::os::fd::BorrowedFd;
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, mpsc};
 use std::time::Instant;
 
@@ -164,6 +165,11 @@ fn start(config: &Config, closed: stdio::Closed) -> Result<Exit, Refusal> {
         Some(bytes) => input.stopping_after(bytes),
         None => input,
     };
+    let lines = config.lines.map(|end| (end, Arc::new(AtomicU64::new(0))));
+    let input = match &lines {
+        Some((end, count)) => input.counting_lines(*end, Arc::clone(count)),
+        None => input,
+    };
     let outputs = open_outputs(config, closed, &stop, network.as_ref())?;
     for output in &outputs {
         if let Some(name) = input.feeds(output) {
@@ -201,7 +207,8 @@ fn start(config: &Config, closed: stdio::Closed) -> Result<Exit, Refusal> {
         outputs: outputs.iter().map(|o| o.name.clone()).collect(),
         hashes: config.hashes.clone(),
     };
-    let expected = config.expect.or_else(|| input.remaining());
+    // What a file holds is bytes: no size expected where lines are counted, unless given.
+    let expected = config.expect.or_else(|| input.remaining().filter(|_| config.lines.is_none()));
     // The plan is the library's, as for any program that runs a buffer.
     let (start_at, resume_at) = (config.flow.start_at, config.flow.resume_at);
     let settings = buffer::Settings {
@@ -228,7 +235,8 @@ fn start(config: &Config, closed: stdio::Closed) -> Result<Exit, Refusal> {
         link.report_input_to(&meter);
     }
     let limits = Arc::clone(&parts.limits);
-    let sides = watch::Sides { names, engine: route.engine.to_string(), limits };
+    let lines = lines.map(|(_, count)| count);
+    let sides = watch::Sides { names, engine: route.engine.to_string(), limits, lines };
     let settings = watch_settings(config);
     let watch = Watch::new(settings, Arc::clone(&meter), sides, expected).map_err(|error| {
         let Some(JsonTarget::File(path)) = &config.json else { unreachable!("a file") };
@@ -355,6 +363,7 @@ fn watch_settings(config: &Config) -> watch::Settings {
         stats: config.stats,
         quiet: config.quiet,
         stall_timeout: config.stall_timeout,
+        look: config.look,
     }
 }
 
