@@ -120,14 +120,16 @@ pub const EXIT_STATUSES: &[[&str; 2]] = &[
     ["0", "Input ended and every byte read was written."],
     [
         "1",
-        "Reading stdin failed (or stdin was closed), or a `--from` sender's connection ended \
+        "Reading the input failed (stdin, or a FILE operand, which may also have gone since \
+         the start; or stdin was closed), or a `--from` sender's connection ended \
          before its end-of-stream mark (or its input failed); every byte read before the error \
          was written. For `-R PID`: that accel could not be reached, or what answers there is \
          not to be trusted (a directory or socket of another user, a process other than PID).",
     ],
     [
         "2",
-        "Usage error (bad option or value, a file `-i` or `-o` cannot open or `-o` would clobber, \
+        "Usage error (bad option or value, a file `-i`, a FILE operand or `-o` cannot open or \
+         `-o` would clobber, \
          input and an output the same file, a key file missing, malformed, readable by others or \
          another user's, a key not written where others could read it); nothing was read.",
     ],
@@ -220,7 +222,7 @@ const PROGRESS: &[&str] = &[
     "On a terminal, in the foreground (or anywhere with `-p`), one line is redrawn twice a \
      second: the input (bytes, rate), the buffer's fill (`buf 42%`), the output (bytes, rate; \
      with several outputs, the one furthest behind, named), the time so far, and, when the \
-     size is known (`--expect`, or a regular file as stdin), a bar, the percent done and the ETA, \
+     size is known (`--expect`, or regular files as input), a bar, the percent done and the ETA, \
      as in `[====>     ]  39% ETA 0:00:01`. When the terminal is narrow, the percent done (or \
      the bytes out) are kept longest, then what is unusual: bytes spilled to disk, rate caps.",
     "At the end the last line is left standing, with the final counts and average rates, and \

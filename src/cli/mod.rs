@@ -231,9 +231,9 @@ pub struct Cli {
 
     /// Bytes to expect, for percent done and ETA (pv's -s).
     ///
-    /// Default: what is left of stdin when it is a regular file. There is no -s: pv's means
-    /// this, mbuffer's a block size (--block-size here), and neither may be taken silently
-    /// for the other.
+    /// Default: what is left of stdin (or of the FILEs) when it is a regular file (they all
+    /// are). There is no -s: pv's means this, mbuffer's a block size (--block-size here), and
+    /// neither may be taken silently for the other.
     #[arg(long, value_name = "SIZE", help_heading = "Display")]
     pub expect: Option<String>,
 
@@ -288,7 +288,7 @@ pub struct Cli {
 
     /// Progress as numbers, for scripts: one line per interval, as pv -n.
     ///
-    /// The percent done when the size is known (--expect, or stdin a regular file), as `dialog
+    /// The percent done when the size is known (--expect, or regular files read), as `dialog
     /// --gauge` reads it; otherwise the bytes delivered so far. Instead of the progress line,
     /// on stderr (or --progress-fd) whether or not it is a terminal; the last line is the
     /// final figure. For every counter, use --json.
