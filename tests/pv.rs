@@ -265,6 +265,9 @@ fn numeric_output_for_dialog() {
     assert_eq!(said, "50\n");
     let (_, _, said) = link.run(&["-n", "-0", "-b", "-i", "60"], b"a\0b\0c");
     assert_eq!(said, "2\n");
+    // What accel does differently is not said into what reads the numbers.
+    let (_, _, said) = link.run(&["-n", "-K", "-i", "60"], b"12345");
+    assert_eq!(said, "5\n");
     let (_, _, said) = link.run(&["-n", "-t", "-b", "-i", "60"], b"12345");
     let (seconds, count) = said.trim_end().split_once(' ').expect(&said);
     assert!(seconds.parse::<f64>().is_ok() && seconds.contains('.'), "{said}");

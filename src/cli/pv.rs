@@ -44,7 +44,8 @@ pub fn invoked_as(argv0: Option<&OsString>) -> bool {
 pub enum Does {
     /// Taken, doing what the text says.
     Maps(&'static str),
-    /// Taken, with a difference from pv that accel says once, at the start (not with `-q`).
+    /// Taken, with a difference from pv that accel says once, at the start (not with `-q`,
+    /// nor with `-n`, whose numbers a program reads).
     Differs(&'static str),
     /// Taken, with nothing to do: what it asks for, accel does anyway.
     Accepted(&'static str),
@@ -818,7 +819,8 @@ pub fn main(args: &[OsString], closed: crate::run::stdio::Closed) -> i32 {
     if let Some(why) = request.refusal() {
         return refuse(&why);
     }
-    if !request.quiet {
+    // Not into what reads -n's numbers (dialog would take a sentence for a figure).
+    if !request.quiet && !request.numeric {
         for said in request.said() {
             eprintln!("accel: pv {said}");
         }
