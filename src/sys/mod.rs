@@ -131,9 +131,7 @@ pub fn retire(fd: BorrowedFd<'_>) -> io::Result<()> {
 /// Makes the descriptor `onto` refer to what `from` refers to, in one step (`dup2`), closing
 /// what it referred to before; `onto` stays closed on exec. Its number stays open throughout,
 /// so a thread about to use it uses one or the other, and nothing opened meanwhile can land
-/// on it: the next of several input files, read at the same number ([`Files`]).
-///
-/// [`Files`]: crate::endpoint::files::Files
+/// on it: the next of several input files, read at the same number (FILE operands).
 pub fn replace(from: BorrowedFd<'_>, onto: BorrowedFd<'_>) -> io::Result<()> {
     // SAFETY: both descriptors are open for the whole call, and `onto` is owned by the caller.
     if unsafe { libc::dup2(from.as_raw_fd(), onto.as_raw_fd()) } < 0 {
