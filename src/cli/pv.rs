@@ -305,6 +305,8 @@ pub const DIFFERENCES: &[&str] = &[
     "a line per interval when stderr is not a terminal (-f), not pv's carriage returns; and \
      under the last line, a line of verdict naming the bottleneck (-q: nothing)",
     "-L caps what is written; with -l, it is still bytes per second",
+    "-W holds the line back until the first byte, but its time counts from the start; with -l \
+     and no -s, no size is expected (pv 1.10 counts the lines of the files first)",
 ];
 
 /// What pv's command line asks for.
