@@ -26,6 +26,9 @@ extern "C" fn main(argc: c_int, argv: *const *const c_char) -> c_int {
     if accel::cli::mbuffer::invoked_as(args.first()) {
         return accel::cli::mbuffer::main(&args, closed);
     }
+    if accel::cli::pv::invoked_as(args.first()) {
+        return accel::cli::pv::main(&args, closed);
+    }
     let cli = match accel::cli::usage::parse(&args) {
         Ok(cli) => cli,
         Err(Refusal::Shown(help)) => {
@@ -38,7 +41,7 @@ extern "C" fn main(argc: c_int, argv: *const *const c_char) -> c_int {
         }
     };
     if let Some(what) = cli.generate {
-        return match what.run(cli.generate_into.as_deref()) {
+        return match what.run(cli.files.first().map(std::path::PathBuf::as_path)) {
             Ok(()) => 0,
             Err((exit, why)) => {
                 eprintln!("accel: {why}");

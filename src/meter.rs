@@ -249,6 +249,8 @@ pub struct Snapshot {
     pub input_outages: Outages,
     /// The rate limits in force (the watcher fills them in; the meter does not know them).
     pub limits: RateLimits,
+    /// Lines taken in, where they are counted (accel as `pv -l`; the watcher fills it in).
+    pub lines: Option<u64>,
     /// Times the input thread slept in the kernel (waits that blocked and were woken), once
     /// it has ended; 0 where this is not known.
     pub input_sleeps: u64,
@@ -481,6 +483,7 @@ impl Meter {
             readers,
             input_outages: self.input_outages.read(now),
             limits: RateLimits::default(),
+            lines: None,
             input_sleeps: self.input_sleeps.load(Relaxed),
         };
         // The reader still there furthest behind; once none is (the run ended on a failed or

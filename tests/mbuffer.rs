@@ -39,16 +39,7 @@ impl Link {
 
     /// Runs `mbuffer ARGS` with `data` on stdin: its status, stdout and stderr.
     fn run<S: AsRef<OsStr>>(&self, args: &[S], data: &[u8]) -> (ExitStatus, Vec<u8>, String) {
-        let mut child = self.spawn(args);
-        let said = Said::collect(&mut child);
-        let stdin = child.stdin.take().unwrap();
-        let data = data.to_vec();
-        let writer = thread::spawn(move || feed(stdin, &data, 1 << 16));
-        let stdout = child.stdout.take().unwrap();
-        let reader = thread::spawn(move || drain(stdout));
-        let status = wait_within(&mut child, GENEROUS);
-        let _ = writer.join().unwrap();
-        (status, reader.join().unwrap(), said.all())
+        run_fed(self.spawn(args), data)
     }
 }
 
@@ -613,15 +604,16 @@ case "$1 $2" in
 esac
 "#;
 
-/// syncoid's `mbuffer`: says how it was called, runs accel through a link named `mbuffer`,
-/// and says what accel said and how it ended (syncoid sends mbuffer's stderr to /dev/null, and
-/// the pipeline's status is `zfs receive`'s).
-const MBUFFER_WRAPPER: &str = r#"#!/bin/bash
+/// syncoid's `mbuffer` (or `pv`, for TOOL): says how it was called, runs accel through a link
+/// named TOOL, and says what accel said and how it ended (syncoid sends mbuffer's stderr to
+/// /dev/null, and the pipeline's status is `zfs receive`'s).
+const WRAPPER: &str = r#"#!/bin/bash
 here="$(dirname "$0")/.."
-echo "$*" >> "$here/mbuffer-args"
-"$here/accel/mbuffer" "$@" 2>> "$here/mbuffer-said"
+echo "$*" >> "$here/TOOL-args"
+"$here/accel/TOOL" -V >> "$here/TOOL-version"
+"$here/accel/TOOL" "$@" 2>> "$here/TOOL-said"
 status=$?
-echo "$status" >> "$here/mbuffer-status"
+echo "$status" >> "$here/TOOL-status"
 exit "$status"
 "#;
 
@@ -636,10 +628,11 @@ fn find_program(program: &str) -> Option<PathBuf> {
 }
 
 /// syncoid itself (sanoid's), local to local, with a stand-in `zfs`: it finds accel as its
-/// `mbuffer` with `command -v`, runs `zfs send | mbuffer -q -s 128k -m 16M | pv | zfs receive`,
-/// and every byte of the stream arrives; accel, not the real mbuffer, ran, quietly, status 0.
+/// `mbuffer` and its `pv` with `command -v`, runs `zfs send | mbuffer -q -s 128k -m 16M | pv
+/// -p -t -e -r -b -s SIZE | zfs receive`, and every byte of the stream arrives; accel, not the
+/// real mbuffer or pv, ran as each, quietly, status 0.
 #[test]
-fn syncoid_replicates_through_accel_as_its_mbuffer() {
+fn syncoid_replicates_through_accel_as_its_mbuffer_and_pv() {
     let syncoid = find_program("syncoid");
     if !require("syncoid (apt-get install sanoid)", syncoid.is_some()) {
         return;
@@ -661,8 +654,10 @@ fn syncoid_replicates_through_accel_as_its_mbuffer() {
     executable(bin.join("zfs"), &format!("#!/bin/bash\nsrc={src}\ndst={dst}{ZFS_STANDIN}"));
     // zpool get -o value -H feature@extensible_dataset POOL: resumable streams are there.
     executable(bin.join("zpool"), "#!/bin/sh\necho active\n");
-    executable(bin.join("mbuffer"), MBUFFER_WRAPPER);
-    std::os::unix::fs::symlink(ACCEL, accel.join("mbuffer")).unwrap();
+    for tool in ["mbuffer", "pv"] {
+        executable(bin.join(tool), &WRAPPER.replace("TOOL", tool));
+        std::os::unix::fs::symlink(ACCEL, accel.join(tool)).unwrap();
+    }
     // Not a multiple of syncoid's 128k blocks, and more than its 16M buffer.
     let data = pattern((20 << 20) + 12345, 27);
     std::fs::write(state.join("sent"), &data).unwrap();
@@ -672,11 +667,16 @@ fn syncoid_replicates_through_accel_as_its_mbuffer() {
     )
     .unwrap();
 
-    // The check syncoid makes (`command -v mbuffer`, in sh) finds the wrapper, before
-    // /usr/bin/mbuffer.
-    let found = Command::new("sh").args(["-c", "command -v mbuffer"]).env("PATH", &path).output();
-    let found = String::from_utf8(found.unwrap().stdout).unwrap();
-    assert_eq!(found.trim_end(), bin.join("mbuffer").to_str().unwrap());
+    // The checks syncoid makes (`command -v mbuffer`, `command -v pv`, in sh) find the
+    // wrappers, before /usr/bin's.
+    for tool in ["mbuffer", "pv"] {
+        let found = Command::new("sh")
+            .args(["-c", &format!("command -v {tool}")])
+            .env("PATH", &path)
+            .output();
+        let found = String::from_utf8(found.unwrap().stdout).unwrap();
+        assert_eq!(found.trim_end(), bin.join(tool).to_str().unwrap());
+    }
 
     let mut child = Command::new(syncoid.unwrap())
         .args(["--debug", "--no-privilege-elevation", &src, &dst])
@@ -697,10 +697,12 @@ fn syncoid_replicates_through_accel_as_its_mbuffer() {
     let context = format!("syncoid {status}\nstdout:\n{printed}\nstderr:\n{said}\nzfs:\n{calls}");
     assert_eq!(status.code(), Some(0), "{context}");
     assert!(!calls.contains("unexpected"), "{context}");
-    assert!(!printed.contains("mbuffer not available"), "{context}");
+    assert!(!printed.contains("not available"), "{context}");
     let pipeline =
         printed.lines().find(|line| line.contains("zfs send") && line.contains("zfs receive"));
-    assert!(pipeline.is_some_and(|line| line.contains("| mbuffer ")), "{context}");
+    let size = data.len();
+    let pv = format!("| pv -p -t -e -r -b -s {size} |");
+    assert!(pipeline.is_some_and(|l| l.contains("| mbuffer ") && l.contains(&pv)), "{context}");
 
     let received = std::fs::read(state.join("received")).unwrap_or_default();
     assert_same(
@@ -708,13 +710,23 @@ fn syncoid_replicates_through_accel_as_its_mbuffer() {
         &data,
         &format!("zfs send | syncoid's mbuffer | zfs receive\n{context}"),
     );
-    // accel ran as syncoid's mbuffer, once, with syncoid's options: status 0, nothing said.
-    assert_eq!(
-        std::fs::canonicalize(accel.join("mbuffer")).unwrap(),
-        std::fs::canonicalize(ACCEL).unwrap()
-    );
+    // accel ran as syncoid's mbuffer and pv, once each, with syncoid's options: status 0,
+    // nothing said (pv's stderr is not a terminal here: no line).
     let here = |name: &str| std::fs::read_to_string(scratch.path(name)).unwrap_or_default();
-    assert_eq!(here("mbuffer-args"), "-q -s 128k -m 16M\n", "{context}");
-    assert_eq!(here("mbuffer-status"), "0\n", "{context}");
-    assert_eq!(here("mbuffer-said"), "", "{context}");
+    for (tool, args) in
+        [("mbuffer", "-q -s 128k -m 16M".to_owned()), ("pv", format!("-p -t -e -r -b -s {size}"))]
+    {
+        assert_eq!(
+            std::fs::canonicalize(accel.join(tool)).unwrap(),
+            std::fs::canonicalize(ACCEL).unwrap()
+        );
+        let version = here(&format!("{tool}-version"));
+        assert!(
+            version.starts_with(&format!("accel {}, running as {tool}", env!("CARGO_PKG_VERSION"))),
+            "{version}"
+        );
+        assert_eq!(here(&format!("{tool}-args")), format!("{args}\n"), "{context}");
+        assert_eq!(here(&format!("{tool}-status")), "0\n", "{context}");
+        assert_eq!(here(&format!("{tool}-said")), "", "{context}");
+    }
 }

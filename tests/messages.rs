@@ -26,7 +26,7 @@ fn run(args: &[&str]) -> (Option<i32>, usize, String) {
 
 #[test]
 fn each_refusal_is_one_line_with_status_2() {
-    let cases: [(&[&str], &str); 9] = [
+    let cases: [(&[&str], &str); 13] = [
         (&["--bogus"], "--bogus: unknown option; accel --help lists the options"),
         (&["--engine", "foo"], "--engine foo: not a value it takes: expected auto, splice or copy"),
         (&["--json="], "--json=: no value after '='"),
@@ -46,11 +46,18 @@ fn each_refusal_is_one_line_with_status_2() {
             &["--hash-file", "sums"],
             "--hash-file sums: no --hash was given: name the hash to write, e.g. --hash sha256",
         ),
+        // A FILE operand is read, as cat reads it; one that is not there is said at once.
+        (&["backup.tar"], "backup.tar: No such file or directory"),
+        // pv's habits, pointed to accel's nearest option (issue 37).
         (
-            &["backup.tar"],
-            "backup.tar: unexpected operand: accel reads stdin (or -i FILE) and writes stdout \
-             (or -o FILE)",
+            &["-pterb"],
+            "-pterb: pv's display switches; accel's progress line shows the time, the rates and \
+             bytes, the buffer's fill, and with a size the bar, percent done and ETA, without \
+             them; or run accel as pv (see accel --help) to choose",
         ),
+        (&["-L", "1m"], "-L: unknown option; for pv's -L (rate limit) use -r 1m"),
+        (&["-C"], "-C: unknown option; for pv's -C use --engine copy"),
+        (&["-i", "0.5"], "-i 0.5: No such file or directory; pv's -i SEC is --interval here"),
     ];
     for (args, why) in cases {
         let (status, written, stderr) = run(args);

@@ -22,6 +22,7 @@ mod messages;
 mod net;
 mod ordering;
 mod outputs;
+mod pv;
 mod random;
 mod resume;
 mod signals;

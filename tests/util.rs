@@ -126,6 +126,20 @@ pub fn piped(command: &mut Command) -> Child {
         .expect("spawn accel")
 }
 
+/// Feeds `data` to `child` (piped), reading its stdout and stderr meanwhile, and waits for it:
+/// its status, what it wrote, what it said.
+pub fn run_fed(mut child: Child, data: &[u8]) -> (ExitStatus, Vec<u8>, String) {
+    let said = Said::collect(&mut child);
+    let stdin = child.stdin.take().unwrap();
+    let data = data.to_vec();
+    let writer = thread::spawn(move || feed(stdin, &data, 1 << 16));
+    let stdout = child.stdout.take().unwrap();
+    let reader = thread::spawn(move || drain(stdout));
+    let status = wait_within(&mut child, GENEROUS);
+    let _ = writer.join().unwrap();
+    (status, reader.join().unwrap(), said.all())
+}
+
 /// Sends a line through `child` (piped) and reads it back, so that accel is known to be up and
 /// moving data; returns its stdin and stdout.
 pub fn line_through(child: &mut Child) -> (ChildStdin, ChildStdout) {

@@ -411,7 +411,7 @@ fn tmux(socket: &str, args: &[&str]) -> (String, bool) {
 }
 
 /// The screens of an 80x20 terminal running `script`, sampled until `DONE` appears.
-fn screens_of(session: &str, script: &str) -> Vec<String> {
+pub fn screens_of(session: &str, script: &str) -> Vec<String> {
     // A server of its own: a shared one exits when its last session is killed, and a session
     // started meanwhile would be lost with it.
     let socket = format!("accel-tests-{}-{session}", std::process::id());
@@ -443,16 +443,16 @@ fn is_progress_line(line: &str) -> bool {
     line.contains("buf ") && line.contains('%') && line.contains("out ")
 }
 
-fn is_verdict(line: &str) -> bool {
+pub fn is_verdict(line: &str) -> bool {
     line.starts_with("bottleneck: ") || line.starts_with("no bottleneck: ")
 }
 
-fn has_tmux() -> bool {
+pub fn has_tmux() -> bool {
     require("tmux (.ci/run installs it)", Command::new("tmux").arg("-V").output().is_ok())
 }
 
 /// A producer that takes a few seconds: 24 bursts of 300000 bytes, 0.1 s apart.
-const PRODUCER: &str = "for i in $(seq 24); do head -c 300000 /dev/urandom; sleep 0.1; done";
+pub const PRODUCER: &str = "for i in $(seq 24); do head -c 300000 /dev/urandom; sleep 0.1; done";
 
 /// Issue 11, item 3: on a terminal, in the foreground, the line appears, changes, and is left
 /// standing at the end with one line of verdict under it, not the report; `-v` adds the

@@ -378,10 +378,10 @@ impl Buffer {
             .collect::<io::Result<Vec<_>>>()
             .map_err(Error::Setup)?;
         for output in &outputs {
-            if input.feeds(output) {
+            if let Some(name) = input.feeds(output) {
                 return Err(Error::Settings(format!(
-                    "{} and {} are the same file: input file is output file",
-                    input.name, output.name
+                    "{name} and {} are the same file: input file is output file",
+                    output.name
                 )));
             }
         }

@@ -193,6 +193,10 @@ impl Config {
         };
         Ok(Config {
             input,
+            files: cli.files,
+            stop_after: None,
+            lines: None,
+            look: Default::default(),
             outputs,
             existing,
             sync: cli.sync,

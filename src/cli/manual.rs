@@ -76,6 +76,12 @@ pub const JSON_FIELDS: &[[&str; 3]] = &[
     ["`peak_memory_bytes`, `peak_disk_bytes`", "summary", "the most held at once in each"],
     ["`expected_bytes`", "summary", "the `--expect` size or stdin's size, when known"],
     [
+        "`lines`, `expected_lines`",
+        "progress, summary; summary",
+        "where lines are counted (accel run as `pv -l`): the lines taken in, and the `-s` size, \
+         in lines",
+    ],
+    [
         "`exit`, `signal`",
         "summary",
         "the exit status as the shell sees it (141 for SIGPIPE); the signal's name when accel \
@@ -114,14 +120,16 @@ pub const EXIT_STATUSES: &[[&str; 2]] = &[
     ["0", "Input ended and every byte read was written."],
     [
         "1",
-        "Reading stdin failed (or stdin was closed), or a `--from` sender's connection ended \
+        "Reading the input failed (stdin, or a FILE operand, which may also have gone since \
+         the start; or stdin was closed), or a `--from` sender's connection ended \
          before its end-of-stream mark (or its input failed); every byte read before the error \
          was written. For `-R PID`: that accel could not be reached, or what answers there is \
          not to be trusted (a directory or socket of another user, a process other than PID).",
     ],
     [
         "2",
-        "Usage error (bad option or value, a file `-i` or `-o` cannot open or `-o` would clobber, \
+        "Usage error (bad option or value, a file `-i`, a FILE operand or `-o` cannot open or \
+         `-o` would clobber, \
          input and an output the same file, a key file missing, malformed, readable by others or \
          another user's, a key not written where others could read it); nothing was read.",
     ],
@@ -198,7 +206,8 @@ pub const FROM_PV_AND_MBUFFER: &[[&str; 4]] = &[
         "`--to host:9090 --key-file K` (`--insecure` to send to a real mbuffer)",
     ],
     ["beyond memory, onto disk", "", "`-T FILE` (the whole buffer on disk)", "`--spill DIR`"],
-    ["read or write files", "`pv FILE`", "`-i FILE`, `-o FILE`", "`-i FILE`, `-o FILE`"],
+    ["read files", "`pv FILE...`", "`-i FILE`", "`FILE...`, `-i FILE`"],
+    ["write files", "`-o FILE`", "`-o FILE`", "`-o FILE`"],
     ["write several outputs", "", "`-o A -o B`", "`-o A -o B`"],
     ["hash the stream", "", "`-H` (MD5)", "`--hash md5` (or sha256, blake3, ...)"],
     ["name it in the display", "`-N NAME`", "", "`-N NAME`"],
@@ -213,7 +222,7 @@ const PROGRESS: &[&str] = &[
     "On a terminal, in the foreground (or anywhere with `-p`), one line is redrawn twice a \
      second: the input (bytes, rate), the buffer's fill (`buf 42%`), the output (bytes, rate; \
      with several outputs, the one furthest behind, named), the time so far, and, when the \
-     size is known (`--expect`, or a regular file as stdin), a bar, the percent done and the ETA, \
+     size is known (`--expect`, or regular files as input), a bar, the percent done and the ETA, \
      as in `[====>     ]  39% ETA 0:00:01`. When the terminal is narrow, the percent done (or \
      the bytes out) are kept longest, then what is unusual: bytes spilled to disk, rate caps.",
     "At the end the last line is left standing, with the final counts and average rates, and \
@@ -271,6 +280,16 @@ const AS_MBUFFER: &str = "Started under the name `mbuffer` (`ln -s \"$(command -
      where it can be seen (a tape or other character device, a packet-mode pipe); into pipes, \
      files and sockets accel forwards partial data at once.";
 
+/// Running as `pv`; then [`pv::DIFFERENCES`](crate::cli::pv::DIFFERENCES), one by one.
+const AS_PV: &str = "Started under the name `pv` (`ln -s \"$(command -v accel)\" \
+     /usr/local/bin/pv`), accel reads pv's command line instead of its own: its display \
+     switches (`-p -t -e -r -a -b -T`, `-F FORMAT`) choose the parts of accel's line, `-n` \
+     writes numbers for `dialog --gauge`, `-s SIZE`, `-L RATE`, `-B SIZE`, `-N NAME`, `-W`, \
+     `-D SEC`, `-i SEC`, `-l`, `-f`, `-S`, `-R PID` do what pv's do, and FILE operands are \
+     read in turn; `pv -h` lists every option of pv's with what accel does for it (some with \
+     a difference said once at the start), or why it is refused (`-E`, `-U`, `-d`, `-P`). It \
+     differs from pv on purpose:";
+
 /// Writes the whole man page for `command` (accel's clap definition) to `out`.
 pub fn write(command: clap::Command, out: &mut dyn Write) -> io::Result<()> {
     let man = clap_mangen::Man::new(command.clone());
@@ -313,6 +332,11 @@ pub fn write(command: clap::Command, out: &mut dyn Write) -> io::Result<()> {
     }
     section(out, "AS MBUFFER")?;
     writeln!(out, ".PP\n{}", roff(AS_MBUFFER))?;
+    section(out, "AS PV")?;
+    writeln!(out, ".PP\n{}", roff(AS_PV))?;
+    for difference in crate::cli::pv::DIFFERENCES {
+        writeln!(out, ".IP \\(bu 2\n{}", roff(difference))?;
+    }
     section(out, "FILES")?;
     table(out, FILES)?;
     section(out, "SEE ALSO")?;
@@ -325,7 +349,7 @@ pub fn write(command: clap::Command, out: &mut dyn Write) -> io::Result<()> {
 fn synopsis(command: &clap::Command, out: &mut dyn Write) -> io::Result<()> {
     writeln!(out, ".SH SYNOPSIS")?;
     for form in [
-        "accel [OPTIONS] [-i FILE] [-o FILE]...",
+        "accel [OPTIONS] [-o FILE]... [FILE]...",
         "accel --to HOST:PORT --key-file FILE [OPTIONS]",
         "accel --from [ADDR:]PORT --key-file FILE [OPTIONS]",
         "accel -R PID [-r RATE] [--input-rate RATE]",
@@ -452,6 +476,18 @@ mod tests {
 
     fn rows<const N: usize>(table: &[[&str; N]]) -> Vec<Vec<String>> {
         table.iter().map(|row| row.iter().map(|cell| cell.to_string()).collect()).collect()
+    }
+
+    /// The README lists the deliberate differences of accel run as pv, as `pv -h` and the
+    /// page do.
+    #[test]
+    fn the_readme_lists_the_differences_from_pv() {
+        let readme =
+            include_str!("../../README.md").split_whitespace().collect::<Vec<_>>().join(" ");
+        for difference in crate::cli::pv::DIFFERENCES {
+            let bullet = format!("- {difference}");
+            assert!(readme.contains(&bullet), "the README lacks: {bullet}");
+        }
     }
 
     /// The README says what the man page says.

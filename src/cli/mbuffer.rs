@@ -36,7 +36,7 @@ pub const NAME: &str = "mbuffer";
 
 /// Whether accel was started as `mbuffer` (argv\[0\]'s last component).
 pub fn invoked_as(argv0: Option<&OsString>) -> bool {
-    argv0.and_then(|arg| Path::new(arg).file_name()).is_some_and(|name| name == NAME)
+    crate::cli::started_as(argv0, NAME)
 }
 
 /// What accel does with one of mbuffer's options.
@@ -715,9 +715,9 @@ pub fn help() -> String {
 pub fn main(args: &[OsString], closed: crate::run::stdio::Closed) -> i32 {
     let request = match parse(args, defaults()) {
         Ok(Parsed::Run(request)) => *request,
-        Ok(Parsed::Help) => return print(&help()),
+        Ok(Parsed::Help) => return crate::cli::print(&help()),
         Ok(Parsed::Version) => {
-            return print(&format!(
+            return crate::cli::print(&format!(
                 "accel {}, running as mbuffer (it reads mbuffer's command line; mbuffer -h \
                  says how)\n",
                 env!("CARGO_PKG_VERSION")
@@ -783,15 +783,6 @@ pub fn main(args: &[OsString], closed: crate::run::stdio::Closed) -> i32 {
     // mbuffer's statuses: 0, or 1 for any failure. (INT, TERM and HUP never get here: the
     // signal thread ends accel by the signal, as in accel's own mode.)
     if exit == Exit::Success { 0 } else { 1 }
-}
-
-/// Writes `text` to stdout; the status for `main`.
-fn print(text: &str) -> i32 {
-    use std::io::Write;
-    match std::io::stdout().lock().write_all(text.as_bytes()) {
-        Ok(()) => 0,
-        Err(_) => 1,
-    }
 }
 
 /// `-l FILE`: stderr goes to FILE from here on (created, or truncated, as mbuffer does).

@@ -7,6 +7,7 @@
 pub mod config;
 pub mod manual;
 pub mod mbuffer;
+pub mod pv;
 pub mod usage;
 
 use std::path::{Path, PathBuf};
@@ -15,11 +16,27 @@ use clap::{ArgGroup, Parser, ValueEnum};
 
 use crate::exit::Exit;
 
+/// Whether `argv0`, the name accel was started by, is `name` (its last component): how
+/// accel knows it runs as `mbuffer` or `pv`, through a link.
+pub fn started_as(argv0: Option<&std::ffi::OsString>, name: &str) -> bool {
+    argv0.and_then(|arg| Path::new(arg).file_name()).is_some_and(|base| base == name)
+}
+
+/// Writes `text` (a help or a version) to stdout; the status for `main`: 0, or 1 when stdout
+/// would not take it.
+pub fn print(text: &str) -> i32 {
+    use std::io::Write;
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
+        Ok(()) => 0,
+        Err(_) => 1,
+    }
+}
+
 /// Short help: what accel is for, in a few lines.
 const ABOUT: &str = "\
-A pipeline buffer: reads stdin (or -i FILE) as fast as the producer writes and writes stdout
-(or each -o FILE) as fast as its consumer reads, holding up to --size bytes in between, so
-neither side waits on the other.";
+A pipeline buffer: reads stdin (or each FILE in turn, as cat) as fast as the producer writes
+and writes stdout (or each -o FILE) as fast as its consumer reads, holding up to --size bytes
+in between, so neither side waits on the other.";
 
 const AFTER_HELP: &str = "\
 Examples:
@@ -39,14 +56,16 @@ delivered. SIGUSR1 prints the report so far. `man accel` (see --generate) has th
 the signals and the statuses in full.
 
 Run as mbuffer (ln -s \"$(command -v accel)\" /usr/local/bin/mbuffer), accel reads mbuffer's
-command line, for syncoid, znapzend, btrbk and zfs_autobackup; `mbuffer -h` says how.";
+command line, for syncoid, znapzend, btrbk and zfs_autobackup; `mbuffer -h` says how. Run as
+pv (ln -s \"$(command -v accel)\" /usr/local/bin/pv), it reads pv's: `pv -pterb FILE`, syncoid's
+`pv -p -t -e -r -b -s SIZE`; `pv -h` lists what it takes and how it differs from pv.";
 
 /// The raw command line.
 #[derive(Debug, Parser)]
 #[command(name = "accel", version, about = ABOUT, after_help = AFTER_HELP, args_override_self = true)]
 #[command(group(ArgGroup::new("peer").args(["to", "from"]).multiple(true)))]
 pub struct Cli {
-    /// Read FILE instead of stdin (`-` is stdin).
+    /// Read FILE instead of stdin (`-` is stdin); as a FILE operand.
     #[arg(short = 'i', long, value_name = "FILE", help_heading = "Input and output")]
     pub input: Option<PathBuf>,
 
@@ -212,9 +231,9 @@ pub struct Cli {
 
     /// Bytes to expect, for percent done and ETA (pv's -s).
     ///
-    /// Default: what is left of stdin when it is a regular file. There is no -s: pv's means
-    /// this, mbuffer's a block size (--block-size here), and neither may be taken silently
-    /// for the other.
+    /// Default: what is left of stdin (or of the FILEs) when it is a regular file (they all
+    /// are). There is no -s: pv's means this, mbuffer's a block size (--block-size here), and
+    /// neither may be taken silently for the other.
     #[arg(long, value_name = "SIZE", help_heading = "Display")]
     pub expect: Option<String>,
 
@@ -269,7 +288,7 @@ pub struct Cli {
 
     /// Progress as numbers, for scripts: one line per interval, as pv -n.
     ///
-    /// The percent done when the size is known (--expect, or stdin a regular file), as `dialog
+    /// The percent done when the size is known (--expect, or regular files read), as `dialog
     /// --gauge` reads it; otherwise the bytes delivered so far. Instead of the progress line,
     /// on stderr (or --progress-fd) whether or not it is a terminal; the last line is the
     /// final figure. For every counter, use --json.
@@ -373,10 +392,19 @@ pub struct Cli {
     #[arg(long, value_enum, value_name = "WHAT", help_heading = "Setup")]
     pub generate: Option<Generate>,
 
-    /// `--generate key FILE`: the new key file. Hidden: accel takes no other operand (and
-    /// `usage::parse` refuses this one without --generate, as it refuses any other).
-    #[arg(value_name = "FILE", hide = true)]
-    pub generate_into: Option<PathBuf>,
+    /// Read each FILE in turn instead of stdin (`-` is stdin), as cat and pv do.
+    ///
+    /// Every FILE is checked before a byte is read: one that does not exist, is a directory or
+    /// cannot be read is refused (status 2), as `-i FILE` is; one that has gone when it is
+    /// reached fails the input there (status 1). When all are regular files, their total size
+    /// is expected, for percent done and ETA. With `--generate key`, the one FILE is the key
+    /// file to write.
+    #[arg(
+        value_name = "FILE",
+        conflicts_with_all = ["input", "from"],
+        help_heading = "Input and output"
+    )]
+    pub files: Vec<PathBuf>,
 }
 
 /// `--engine` values.

@@ -47,13 +47,85 @@ pub fn parse(args: &[OsString]) -> Result<Cli, Refusal> {
         Err(error) => return Err(refused(error, &command)),
     };
     let cli = Cli::from_arg_matches(&matches).map_err(|error| refused(error, &command))?;
-    if let (None, Some(operand)) = (&cli.generate, &cli.generate_into) {
-        // The one operand, `--generate key FILE`'s, is as unexpected as any other without it.
-        let typed: Vec<String> =
-            args.iter().skip(1).map(|arg| arg.to_string_lossy().into_owned()).collect();
-        return Err(Refusal::Usage(unknown(&operand.to_string_lossy(), None, &command, &typed)));
+    if let (Some(_), [_, more, ..]) = (&cli.generate, cli.files.as_slice()) {
+        return Err(Refusal::Usage(format!(
+            "{}: unexpected operand: --generate key writes one FILE",
+            more.display()
+        )));
+    }
+    // A FILE operand that is the value a peer's option would take, or that an option of
+    // accel's takes only after `=`, is refused with the habit named, not read as a file.
+    let typed = typed_with_name(args);
+    for (at, after_option) in operands(&typed, &command) {
+        let why = after_option.then(|| value_habit(&typed[at], &typed[at - 1], &command));
+        if let Some(why) = why.flatten() {
+            return Err(Refusal::Usage(why));
+        }
     }
     Ok(cli)
+}
+
+/// Where the operands are among `typed` (the program's name first), read as getopt reads
+/// them: an option's value is the rest of its word or the next word, and `--` ends the
+/// options (the operands after it are files whatever they look like: none is returned). With
+/// each, whether the word before it is an option (not an option's value, nor an operand).
+fn operands(typed: &[String], command: &Command) -> Vec<(usize, bool)> {
+    let takes_value = |arg: &Arg| arg.get_action().takes_values() && !arg.is_require_equals_set();
+    let mut found = Vec::new();
+    let mut after_option = false;
+    let mut at = 1;
+    while at < typed.len() {
+        let word = typed[at].as_str();
+        if word == "--" {
+            break;
+        }
+        // Whether the next word is this option's value, and whether this word holds one.
+        let (value_follows, holds_value) = if let Some(long) = word.strip_prefix("--") {
+            let takes = find(command, long_of(word)).is_some_and(takes_value);
+            (takes && !long.contains('='), long.contains('='))
+        } else if let Some(shorts) = word.strip_prefix('-').filter(|rest| !rest.is_empty()) {
+            // The first letter that takes a value takes the rest of the word, or the next.
+            let mut letters = shorts.char_indices();
+            loop {
+                let Some((i, letter)) = letters.next() else { break (false, false) };
+                let arg = command.get_arguments().find(|arg| arg.get_short() == Some(letter));
+                if arg.is_some_and(takes_value) {
+                    let last = i + letter.len_utf8() == shorts.len();
+                    break (last, !last);
+                }
+            }
+        } else {
+            found.push((at, after_option));
+            after_option = false;
+            at += 1;
+            continue;
+        };
+        after_option = !value_follows && !holds_value;
+        at += if value_follows { 2 } else { 1 };
+    }
+    found
+}
+
+/// Why the operand `word`, right after `before`, is refused rather than read as a file:
+/// `before` is an option of accel's whose value goes after `=` (`--json out.json`), or a
+/// flag that takes no value here but does in pv or mbuffer (`-n 2`), with no file `word`.
+fn value_habit(word: &str, before: &str, command: &Command) -> Option<String> {
+    let arg = if before.starts_with("--") { find(command, long_of(before)) } else { None };
+    if let Some(arg) = arg.filter(|arg| arg.is_require_equals_set()) {
+        return Some(format!(
+            "{before} {word}: the value of {before} goes after '=': {before}={word}{}",
+            if arg.get_num_args().is_some_and(|n| n.min_values() == 0) {
+                format!(" ({before} alone takes none)")
+            } else {
+                String::new()
+            }
+        ));
+    }
+    let short = before.strip_prefix('-').filter(|rest| !rest.starts_with('-'))?.chars().last()?;
+    let arg = command.get_arguments().find(|arg| arg.get_short() == Some(short))?;
+    let habit = peer_value_habit(short)?;
+    (!arg.get_action().takes_values() && std::fs::symlink_metadata(word).is_err())
+        .then(|| format!("-{short} {word}: -{short} takes no value ({habit})"))
 }
 
 /// One line, `<what>: <why>`, for one of clap's refusals of `args`.
@@ -69,7 +141,7 @@ fn explain(error: &clap::Error, command: &Command, args: &[OsString]) -> String 
     match error.kind() {
         ErrorKind::UnknownArgument => {
             let word = text(ContextKind::InvalidArg).unwrap_or_default();
-            unknown(&word, text(ContextKind::SuggestedArg), command, &typed)
+            unknown(&word, text(ContextKind::SuggestedArg), &typed)
         }
         ErrorKind::ValueValidation
             if text(ContextKind::InvalidArg).is_some_and(|spec| long_of(&spec) == "--remote") =>
@@ -102,11 +174,29 @@ fn explain(error: &clap::Error, command: &Command, args: &[OsString]) -> String 
                 format!("{option}: a {name} must follow it{valid}")
             }
         }
-        ErrorKind::ArgumentConflict => format!(
-            "{}: cannot be used with {}",
-            option(ContextKind::InvalidArg).unwrap_or_default(),
-            option(ContextKind::PriorArg).unwrap_or_else(|| "the options given".into())
-        ),
+        ErrorKind::ArgumentConflict => {
+            let files = |kind| text(kind).is_some_and(|spec| spec.starts_with("[FILE]"));
+            let other = if files(ContextKind::InvalidArg) {
+                ContextKind::PriorArg
+            } else if files(ContextKind::PriorArg) {
+                ContextKind::InvalidArg
+            } else {
+                return format!(
+                    "{}: cannot be used with {}",
+                    option(ContextKind::InvalidArg).unwrap_or_default(),
+                    option(ContextKind::PriorArg).unwrap_or_else(|| "the options given".into())
+                );
+            };
+            let operand = operands(&typed_with_name(args), command)
+                .first()
+                .map(|&(at, _)| args[at].to_string_lossy().into_owned())
+                .unwrap_or_default();
+            format!(
+                "{operand}: a FILE operand cannot be used with {}: accel reads one input, the \
+                 files or {0}",
+                option(other).unwrap_or_default()
+            )
+        }
         ErrorKind::TooManyValues => format!(
             "{}={}: {0} takes no value",
             option(ContextKind::InvalidArg).unwrap_or_default(),
@@ -129,50 +219,46 @@ fn explain(error: &clap::Error, command: &Command, args: &[OsString]) -> String 
     }
 }
 
-/// An argument clap did not expect: an unknown option, or a word no option takes.
-fn unknown(word: &str, suggested: Option<String>, command: &Command, typed: &[String]) -> String {
-    if word.starts_with('-') && word.len() > 1 {
-        let value = typed.iter().position(|arg| arg == word).and_then(|at| typed.get(at + 1));
-        let hint = match (suggested, peer_habit(word, value.map(String::as_str))) {
-            (Some(suggested), _) => format!("did you mean {suggested}?"),
-            (None, Some(habit)) => habit,
-            (None, None) => "accel --help lists the options".to_owned(),
-        };
-        return format!("{word}: unknown option; {hint}");
-    }
-    // The word follows an option: one whose value goes after `=`, or one that takes none.
-    let before = typed.iter().position(|arg| arg == word).and_then(|at| at.checked_sub(1));
-    if let Some(option) = before.map(|at| typed[at].as_str()) {
-        let arg = if option.starts_with("--") { find(command, option) } else { None };
-        if let Some(arg) = arg.filter(|arg| arg.is_require_equals_set()) {
-            return format!(
-                "{option} {word}: the value of {option} goes after '=': {option}={word}{}",
-                if arg.get_num_args().is_some_and(|n| n.min_values() == 0) {
-                    format!(" ({option} alone takes none)")
-                } else {
-                    String::new()
-                }
-            );
-        }
-        let flag = option.strip_prefix('-').filter(|rest| !rest.starts_with('-'));
-        if let Some(arg) = flag
-            .and_then(|rest| rest.chars().last())
-            .and_then(|short| command.get_arguments().find(|arg| arg.get_short() == Some(short)))
-        {
-            if !arg.get_action().takes_values() {
-                let short = arg.get_short().unwrap_or_default();
-                let habit = peer_value_habit(short).map(|habit| format!(" ({habit})"));
-                return format!(
-                    "-{short} {word}: -{short} takes no value{}",
-                    habit.unwrap_or_default()
-                );
-            }
-        }
-    }
-    format!(
-        "{word}: unexpected operand: accel reads stdin (or -i FILE) and writes stdout (or -o FILE)"
-    )
+/// `args` as text, the program's name first.
+fn typed_with_name(args: &[OsString]) -> Vec<String> {
+    args.iter().map(|arg| arg.to_string_lossy().into_owned()).collect()
 }
+
+/// An argument clap did not expect: an unknown option, or a word no option takes.
+fn unknown(word: &str, suggested: Option<String>, typed: &[String]) -> String {
+    if !(word.starts_with('-') && word.len() > 1) {
+        // Operands are files to read; clap names an unexpected word only where none is taken.
+        return format!("{word}: unexpected operand");
+    }
+    // pv's display switches come bundled (`-pterb`): the bundle is what was typed.
+    let letter = word.strip_prefix('-').filter(|rest| rest.chars().count() == 1);
+    let bundle = letter.and_then(|letter| {
+        typed.iter().find(|arg| {
+            arg.len() > 2 && arg.starts_with('-') && !arg.starts_with("--") && arg.contains(letter)
+        })
+    });
+    if let Some(bundle) =
+        bundle.filter(|bundle| bundle[1..].chars().all(|c| PV_DISPLAY.contains(c)))
+    {
+        return format!("{bundle}: pv's display switches; {DISPLAY_HINT}");
+    }
+    let value = typed.iter().position(|arg| arg == word).and_then(|at| typed.get(at + 1));
+    let hint = match (peer_habit(word, value.map(String::as_str)), suggested) {
+        (Some(habit), _) => habit,
+        (None, Some(suggested)) => format!("did you mean {suggested}?"),
+        (None, None) => "accel --help lists the options".to_owned(),
+    };
+    format!("{word}: unknown option; {hint}")
+}
+
+/// The letters of pv's display switches, and of the flags that go with them, which come
+/// bundled (`-pterb`, `-ptebar`, `-qL`).
+const PV_DISPLAY: &str = "pteIrab8kTnqfcWgv";
+
+/// What accel says of pv's display switches, which it has no need of.
+const DISPLAY_HINT: &str = "accel's progress line shows the time, the rates and bytes, the \
+     buffer's fill, and with a size the bar, percent done and ETA, without them; or run accel \
+     as pv (see accel --help) to choose";
 
 /// What an option of pv or mbuffer that accel lacks is called here; `value` is the word
 /// after it.
@@ -185,31 +271,72 @@ fn peer_habit(option: &str, value: Option<&str>) -> Option<String> {
             value.unwrap_or(placeholder)
         )
     };
-    Some(
-        match option {
-            "-I" => return Some(network("--from", "[ADDR:]PORT")),
-            "-O" => return Some(network("--to", "HOST:PORT")),
-            "-L" => {
-                return Some(format!(
-                    "for pv's -L (rate limit) use -r {}",
-                    value.unwrap_or("RATE")
-                ));
-            }
-            "-c" => {
-                "for mbuffer's -c (synchronous writes) use --sync; accels on one terminal \
-                 share it without pv's -c"
-            }
-            "-B" => "the buffer size is -m (pv's -B)",
-            "-s" => {
-                "for pv's -s (expected size) use --expect; for mbuffer's -s (block size) use \
-                 --block-size"
-            }
-            "-W" => "for mbuffer's -W (watchdog) use --stall-timeout",
-            "-H" | "--md5" => "for mbuffer's --md5 use --hash md5",
-            _ => return None,
+    let as_pv = "run accel as pv (see accel --help)";
+    Some(match option {
+        "-I" => network("--from", "[ADDR:]PORT"),
+        "-O" => network("--to", "HOST:PORT"),
+        "-L" | "--rate-limit" => {
+            format!("for pv's {option} (rate limit) use -r {}", value.unwrap_or("RATE"))
         }
-        .to_owned(),
-    )
+        "-B" | "--buffer-size" => {
+            format!("the buffer size is -m {} (pv's {option})", value.unwrap_or("SIZE"))
+        }
+        "-c" => "for mbuffer's -c (synchronous writes) use --sync; accels on one terminal \
+                 share it without pv's -c"
+            .into(),
+        "--cursor" => {
+            "accels on one terminal share it, each on a row of its own, without it".into()
+        }
+        "-s" => "for pv's -s (expected size) use --expect; for mbuffer's -s (block size) use \
+                 --block-size"
+            .into(),
+        "-W" => format!(
+            "for mbuffer's -W (watchdog) use --stall-timeout; for pv's -W (no display before the \
+             first byte), {as_pv}"
+        ),
+        "--wait" | "-D" | "--delay-start" => format!("for pv's {option}, {as_pv}"),
+        "-H" => "for mbuffer's -H use --hash md5; pv's -H (the terminal's height) is not \
+                 needed: accel fits its line to the terminal"
+            .into(),
+        "--md5" => "for mbuffer's --md5 use --hash md5".into(),
+        "-w" | "--width" | "--height" => {
+            format!("pv's {option} is not needed: accel fits its line to the terminal")
+        }
+        "-t" | "--timer" | "-e" | "--eta" | "--fineta" | "--average-rate" | "-b" | "--bytes"
+        | "-8" | "--bits" | "-k" | "--si" | "-T" | "--buffer-percent" | "-A" | "--last-written"
+        | "-F" | "--format" | "-g" | "--gauge" | "-x" | "--extra-display" | "-u"
+        | "--bar-style" => format!("pv's {option} chooses what its display shows; {DISPLAY_HINT}"),
+        "-l" | "--line-mode" | "-0" | "--null" => {
+            format!("accel counts bytes; to count lines, as pv's {option}, {as_pv}")
+        }
+        "-E" | "--skip-errors" | "-Z" | "--error-skip-block" => format!(
+            "accel does not skip what cannot be read (pv's {option}): a read error ends the \
+             run, status 1, what was read delivered; dd conv=noerror,sync or ddrescue do that"
+        ),
+        "-S" | "--stop-at-size" => format!(
+            "to stop after SIZE bytes, as pv's {option}, put head -c SIZE before accel, or {as_pv}"
+        ),
+        "-C" | "--no-splice" => "for pv's -C use --engine copy".into(),
+        "-Y" => "for pv's -Y use --sync (once, at the end)".into(),
+        "-K" | "--direct-io" => "accel does not use O_DIRECT (pv's -K)".into(),
+        "-X" | "--discard" => "to discard the stream, as pv's -X, use -o /dev/null".into(),
+        "-U" | "--store-and-forward" => {
+            "accel does not store a stream before it forwards it (pv's -U); --spill DIR takes \
+             beyond memory what the consumer has not taken yet"
+                .into()
+        }
+        "-d" | "--watchfd" => {
+            "accel moves the data itself: it cannot watch another process's descriptor (pv's -d)"
+                .into()
+        }
+        "-P" | "--pidfile" => {
+            "accel writes no PID file (pv's -P): accel -R PID reaches a running accel by the \
+             PID the shell gives ($!)"
+                .into()
+        }
+        "-Q" | "--query" => "for pv's -Q PID use -R PID: the report so far".into(),
+        _ => return None,
+    })
 }
 
 /// What a flag of accel that takes no value means where mbuffer's takes one.
@@ -282,7 +409,7 @@ mod tests {
         let cases = [
             (&["--bogus"][..], "--bogus: unknown option; accel --help lists the options"),
             (&["--debg"], "--debg: unknown option; did you mean --debug?"),
-            (&["-x"], "-x: unknown option; accel --help lists the options"),
+            (&["-j"], "-j: unknown option; accel --help lists the options"),
             (
                 &["-c"],
                 "-c: unknown option; for mbuffer's -c (synchronous writes) use --sync; \
@@ -330,10 +457,27 @@ mod tests {
             (&["-f", "-a"], "-f: cannot be used with -a"),
             (&["--append", "--force"], "--append: cannot be used with --force"),
             (&["--sync=yes"], "--sync=yes: --sync takes no value"),
+            (&["file.tar", "-"], "ok"),
+            (&["-N", "-n", "2"], "ok"),
             (
-                &["file.tar"],
-                "file.tar: unexpected operand: accel reads stdin (or -i FILE) and \
-                             writes stdout (or -o FILE)",
+                &["-i", "a", "b"],
+                "b: a FILE operand cannot be used with -i: accel reads one input, the files or -i",
+            ),
+            (
+                &["-pterb"],
+                "-pterb: pv's display switches; accel's progress line shows the time, the rates \
+                 and bytes, the buffer's fill, and with a size the bar, percent done and ETA, \
+                 without them; or run accel as pv (see accel --help) to choose",
+            ),
+            (
+                &["--rate-limit", "1m"],
+                "--rate-limit: unknown option; for pv's --rate-limit (rate limit) use -r 1m",
+            ),
+            (&["-B", "1G"], "-B: unknown option; the buffer size is -m 1G (pv's -B)"),
+            (&["-C"], "-C: unknown option; for pv's -C use --engine copy"),
+            (
+                &["--generate", "key", "a", "b"],
+                "b: unexpected operand: --generate key writes one FILE",
             ),
             (
                 &["-n", "2"],

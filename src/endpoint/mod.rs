@@ -12,6 +12,7 @@
 //! (`--insecure`) is read and written like any descriptor, and spliced; an encrypted one reads
 //! and writes through its secure channel, and so through memory.
 
+pub mod files;
 pub mod open;
 pub mod stream;
 
@@ -19,13 +20,16 @@ use std::fmt;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use rustix::event::PollFlags;
 use rustix::fs::{FileType, OFlags};
+use rustix::io::Errno;
 
 use crate::net::Link;
 use crate::stop::{self, Stop};
 use crate::sys;
+use files::{Files, Shape};
 use stream::Stream;
 
 /// What kind of file a descriptor is; decides which data paths are safe and fast.
@@ -62,7 +66,8 @@ impl fmt::Display for FdKind {
     }
 }
 
-/// One end of accel: its input (stdin, or `-i FILE`) or one of its outputs (stdout, `-o`).
+/// One end of accel: its input (stdin, `-i FILE`, FILE operands) or one of its outputs
+/// (stdout, `-o`).
 #[derive(Debug, Clone)]
 pub struct Endpoint {
     fd: Descriptor,
@@ -80,6 +85,12 @@ pub struct Endpoint {
     /// up to a page and a read shorter than a packet discards the rest of it. Only the write
     /// end shows the flag: a packet-mode stdin is found by reading (see the splice engine).
     pub packets: bool,
+    /// An input's allowance: the bytes it may still read before it ends, when it stops at a
+    /// size (pv's `-S`); shared by the endpoint's clones.
+    left: Option<Arc<AtomicU64>>,
+    /// An input's lines, counted as they are read (pv's `-l`): the byte that ends a line,
+    /// and the count, which the watcher shows.
+    lines: Option<(u8, Arc<AtomicU64>)>,
     /// The run's stop: an interrupted call gives up once it is requested.
     stop: Arc<Stop>,
 }
@@ -94,6 +105,8 @@ enum Descriptor {
     Network(Arc<Link>),
     /// A program's reader or writer (the library).
     Stream(Arc<Stream>),
+    /// FILE operands read in turn: the current one's descriptor.
+    Files(Arc<Files>),
 }
 
 impl Endpoint {
@@ -115,30 +128,50 @@ impl Endpoint {
     /// A network peer, known to the user as `name` (the address given); its socket comes when
     /// the link is established, before the run starts.
     pub fn network(link: Arc<Link>, name: &str, stop: &Arc<Stop>) -> Endpoint {
-        Endpoint {
-            fd: Descriptor::Network(link),
-            name: name.to_owned(),
-            kind: FdKind::Socket,
-            file_size: None,
-            file_id: None,
-            append: false,
-            packets: false,
-            stop: Arc::clone(stop),
-        }
+        Endpoint::of(Descriptor::Network(link), name.to_owned(), FdKind::Socket, stop)
     }
 
     /// A program's reader or writer, known as `name`: read and written, never spliced.
     pub fn stream(stream: Arc<Stream>, name: &str, stop: &Arc<Stop>) -> Endpoint {
+        Endpoint::of(Descriptor::Stream(stream), name.to_owned(), FdKind::Stream, stop)
+    }
+
+    /// FILE operands read in turn, known by their names; `shape` says what they are
+    /// together.
+    pub fn files(files: Files, shape: Shape, stop: &Arc<Stop>) -> Endpoint {
+        let name = files.name();
+        let files = Endpoint::of(Descriptor::Files(Arc::new(files)), name, shape.kind, stop);
+        Endpoint { file_size: shape.size, ..files }
+    }
+
+    /// An endpoint that is no regular file and has no flags to look at.
+    fn of(fd: Descriptor, name: String, kind: FdKind, stop: &Arc<Stop>) -> Endpoint {
         Endpoint {
-            fd: Descriptor::Stream(stream),
-            name: name.to_owned(),
-            kind: FdKind::Stream,
+            fd,
+            name,
+            kind,
             file_size: None,
             file_id: None,
             append: false,
             packets: false,
+            left: None,
+            lines: None,
             stop: Arc::clone(stop),
         }
+    }
+
+    /// This input, ending once it has read `bytes` (pv's `-S`), unless its end comes first.
+    pub fn stopping_after(mut self, bytes: u64) -> Endpoint {
+        self.left = Some(Arc::new(AtomicU64::new(bytes)));
+        self
+    }
+
+    /// This input, counting the lines it reads into `count`: the bytes `end` (`\n`, or `\0`
+    /// with pv's `-0`). A counted input is read, never spliced: the bytes must pass through
+    /// memory to be counted.
+    pub fn counting_lines(mut self, end: u8, count: Arc<AtomicU64>) -> Endpoint {
+        self.lines = Some((end, count));
+        self
     }
 
     /// The reader or writer, when this is a program's stream.
@@ -182,6 +215,8 @@ impl Endpoint {
             file_id,
             append,
             packets,
+            left: None,
+            lines: None,
             stop: Arc::clone(stop),
         })
     }
@@ -227,8 +262,12 @@ impl Endpoint {
         }
     }
 
-    /// For a regular file, the bytes from the current offset to its end: what there is to read.
+    /// For a regular file, the bytes from the current offset to its end: what there is to read
+    /// (for FILE operands, in all of them that are left, when all are regular files).
     pub fn remaining(&self) -> Option<u64> {
+        if let Descriptor::Files(files) = &self.fd {
+            return files.remaining();
+        }
         let size = self.file_size?;
         let offset = rustix::fs::seek(self.fd(), rustix::fs::SeekFrom::Current(0)).ok()?;
         Some(size.saturating_sub(offset))
@@ -236,9 +275,12 @@ impl Endpoint {
 
     /// Whether `self`, read from here on, would read what is written to `output`: the same
     /// regular file with bytes still ahead (`accel < f >> f` would grow `f` without end, so
-    /// `cat` refuses it too).
-    pub fn feeds(&self, output: &Endpoint) -> bool {
-        self.same_file(output) && self.remaining() != Some(0)
+    /// `cat` refuses it too). Its name if so: this input's, or the FILE operand's.
+    pub fn feeds(&self, output: &Endpoint) -> Option<String> {
+        if let (Descriptor::Files(files), Some(id)) = (&self.fd, output.file_id) {
+            return files.holds(id);
+        }
+        (self.same_file(output) && self.remaining() != Some(0)).then(|| self.name.clone())
     }
 
     /// Whether bytes may be spliced out of this descriptor without risk.
@@ -247,9 +289,13 @@ impl Endpoint {
     /// terminal or an inherited socket: splicing from those holds the destination pipe's lock
     /// while waiting for data, which would freeze whoever uses that pipe (linux-io.md, §7).
     /// Never a packet-mode pipe either (when it shows): splice would carry the packet marks on
-    /// into the consumer's pipe, where a short read then discards the rest of a packet.
-    /// accel's own plain socket (`--insecure`) is O_NONBLOCK, and may be spliced.
+    /// into the consumer's pipe, where a short read then discards the rest of a packet. Nor
+    /// an input whose lines are counted. accel's own plain socket (`--insecure`) is
+    /// O_NONBLOCK, and may be spliced.
     pub fn can_splice_from(&self) -> bool {
+        if self.lines.is_some() {
+            return false;
+        }
         matches!(self.kind, FdKind::Pipe | FdKind::File) && !self.packets || self.plain_socket()
     }
 
@@ -276,20 +322,99 @@ impl Endpoint {
         self.link().is_some_and(|link| !link.is_secure())
     }
 
-    /// Reads what is available, up to `buf.len()`; 0 means end of input.
+    /// Reads what is available, up to `buf.len()`; 0 means end of input (of the last FILE
+    /// operand, or of the bytes it may read).
     ///
     /// Blocks until at least one byte has arrived, like `read(2)` on a blocking descriptor,
     /// whatever the descriptor's flags.
     pub fn read(&self, buf: &mut [u8]) -> io::Result<usize> {
-        if let Some(link) = self.link() {
-            return link.read(buf, &self.stop);
+        let wanted = buf.len();
+        let buf = &mut buf[..self.allowance(wanted)];
+        loop {
+            let n = if buf.is_empty() {
+                0
+            } else if let Some(link) = self.link() {
+                link.read(buf, &self.stop)?
+            } else if let Some(stream) = self.as_stream() {
+                stream.read(buf, &self.stop)?
+            } else {
+                stop::blocking(self.fd(), PollFlags::IN, &self.stop, None, || {
+                    rustix::io::read(self.fd(), &mut *buf)
+                })?
+            };
+            self.took(n);
+            if let Some((end, count)) = &self.lines {
+                let lines = buf[..n].iter().filter(|&&byte| byte == *end).count();
+                count.fetch_add(lines as u64, Relaxed);
+            }
+            if n > 0 || wanted == 0 || self.ended()? {
+                return Ok(n);
+            }
         }
-        if let Some(stream) = self.as_stream() {
-            return stream.read(buf, &self.stop);
+    }
+
+    /// Splices up to `len` bytes of this input into `to` (a pipe): as [`sys::splice`], within
+    /// the input's allowance. 0 is the end of the current file: [`Endpoint::ended`] says
+    /// whether it is the input's.
+    pub fn splice_to(
+        &self,
+        to: BorrowedFd<'_>,
+        len: usize,
+        nonblock: bool,
+    ) -> Result<usize, Errno> {
+        let len = self.allowance(len);
+        let n = if len == 0 { 0 } else { sys::splice(self.fd(), to, len, nonblock)? };
+        self.took(n);
+        Ok(n)
+    }
+
+    /// Splices up to `len` bytes of this input (a pipe) into the file `to` at `*at`: as
+    /// [`sys::splice_to_file`], within the input's allowance.
+    pub fn splice_to_file(
+        &self,
+        to: BorrowedFd<'_>,
+        at: &mut u64,
+        len: usize,
+    ) -> Result<usize, Errno> {
+        let len = self.allowance(len);
+        let n = if len == 0 { 0 } else { sys::splice_to_file(self.fd(), to, at, len)? };
+        self.took(n);
+        Ok(n)
+    }
+
+    /// A read or splice of this input returned 0: whether that is the end of the input. For
+    /// FILE operands, the end of one that is not the last makes the next current (`false`:
+    /// read on); one that can no longer be opened fails the input. An input stopping at a
+    /// size (pv's `-S`) has ended once it has read that much.
+    pub fn ended(&self) -> io::Result<bool> {
+        if self.exhausted() {
+            return Ok(true);
         }
-        stop::blocking(self.fd(), PollFlags::IN, &self.stop, None, || {
-            rustix::io::read(self.fd(), &mut *buf)
-        })
+        match &self.fd {
+            Descriptor::Files(files) => files.next(&self.stop).map(|next| !next),
+            _ => Ok(true),
+        }
+    }
+
+    /// Whether the input has read all it may (pv's `-S`): it has ended, whatever is left of it.
+    pub fn exhausted(&self) -> bool {
+        self.left.as_ref().is_some_and(|left| left.load(Relaxed) == 0)
+    }
+
+    /// How much of `len` one read or splice may take: all of it, or what is left of the
+    /// input's allowance.
+    fn allowance(&self, len: usize) -> usize {
+        match &self.left {
+            Some(left) => len.min(usize::try_from(left.load(Relaxed)).unwrap_or(usize::MAX)),
+            None => len,
+        }
+    }
+
+    /// Counts `n` bytes read against the allowance. Only the input thread reads.
+    fn took(&self, n: usize) {
+        if let Some(left) = &self.left {
+            left.fetch_sub(n as u64, Relaxed);
+        }
     }
 
     /// Writes some of `buf` (at least one byte), blocking while the consumer is not reading.
@@ -337,6 +462,7 @@ impl AsFd for Descriptor {
             Descriptor::Opened(fd) => fd.as_fd(),
             Descriptor::Network(link) => link.socket().fd(),
             Descriptor::Stream(_) => panic!("a program's reader or writer has no descriptor"),
+            Descriptor::Files(files) => files.fd(),
         }
     }
 }

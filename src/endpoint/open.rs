@@ -1,4 +1,4 @@
-//! Opening what `-i` and `-o` name, before anything is read: the input file; output files
+//! Opening what `-i`, FILE operands and `-o` name, before anything is read: the input files; output files
 //! without clobbering one that exists (unless `-f` or `-a`); devices, FIFOs and sockets as
 //! they are.
 //!
@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use rustix::fs::{OFlags, fcntl_getfl, fcntl_setfl};
 
 use crate::endpoint::Endpoint;
+use crate::endpoint::files::Files;
 use crate::stop::Stop;
 use crate::words::describe;
 
@@ -35,15 +36,27 @@ pub enum Existing {
     Append,
 }
 
-/// Why a path could not be opened; shown as `accel: -o PATH: <why>`.
-#[derive(Debug, thiserror::Error)]
-#[error("{option} {}: {why}", path.display())]
+/// Why a path could not be opened; shown as `accel: -o PATH: <why>` (`accel: PATH: <why>` for
+/// a FILE operand).
+#[derive(Debug)]
 pub struct OpenError {
+    /// `-i`, `-o`, or empty for a FILE operand.
     option: &'static str,
     path: PathBuf,
     why: String,
     stalled: bool,
 }
+
+impl std::fmt::Display for OpenError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if !self.option.is_empty() {
+            write!(f, "{} ", self.option)?;
+        }
+        write!(f, "{}: {}", self.path.display(), self.why)
+    }
+}
+
+impl std::error::Error for OpenError {}
 
 impl OpenError {
     fn new(option: &'static str, path: &Path, why: impl Into<String>) -> OpenError {
@@ -62,8 +75,38 @@ const FIFO_RETRY: Duration = Duration::from_millis(20);
 
 /// Opens `path` for `-i`: a file to read, not a directory.
 pub fn input(path: &Path, stop: &Arc<Stop>) -> Result<Endpoint, OpenError> {
-    let fail = |why: String| OpenError::new("-i", path, why);
-    let file = File::open(path).map_err(|e| fail(describe(&e)))?;
+    opened_input("-i", path, stop)
+}
+
+/// Opens the FILE operands `paths` (`-` is stdin) to read in turn: one as `-i` opens it, or
+/// several, each checked now ([`Files`]).
+pub fn files(paths: &[PathBuf], stop: &Arc<Stop>) -> Result<Endpoint, OpenError> {
+    match paths {
+        [one] if one.as_os_str() == "-" => {
+            Endpoint::stdin(stop).map_err(|e| OpenError::new("", one, describe(&e)))
+        }
+        [one] => opened_input("", one, stop),
+        several => {
+            let (files, shape) =
+                Files::open(several, stop).map_err(|(path, why)| OpenError::new("", &path, why))?;
+            Ok(Endpoint::files(files, shape, stop))
+        }
+    }
+}
+
+/// Opens `path` to read, named by `option` (`-i`, or none for a FILE operand) in a refusal.
+fn opened_input(
+    option: &'static str,
+    path: &Path,
+    stop: &Arc<Stop>,
+) -> Result<Endpoint, OpenError> {
+    let fail = |why: String| OpenError::new(option, path, why);
+    let file = File::open(path).map_err(|e| {
+        // `pv -i 0.5` is an interval: say so where the number was taken for a file.
+        let seconds = path.to_str().is_some_and(|text| text.parse::<f64>().is_ok());
+        let habit = if option == "-i" && seconds { "; pv's -i SEC is --interval here" } else { "" };
+        fail(format!("{}{habit}", describe(&e)))
+    })?;
     if file.metadata().map_err(|e| fail(describe(&e)))?.is_dir() {
         return Err(fail("is a directory".into()));
     }

@@ -35,15 +35,20 @@ pub enum PassError {
 /// anything else is read into the backlog's staging memory, which the backlog writes into the
 /// file, or into memory when the file fails: nothing read is lost.
 pub fn take_in(input: &Endpoint, mut vacant: SpillVacant<'_>, most: usize) -> io::Result<usize> {
-    if input.kind == FdKind::Pipe && sys::CAN_SPLICE {
+    if input.kind == FdKind::Pipe && input.can_splice_from() && sys::CAN_SPLICE {
         let room = vacant.room();
         let (mut at, len) = (room.offset, most.min(room.len));
         let spliced = stop::blocking(input.fd(), PollFlags::IN, input.stop(), None, || {
-            unless_refused(sys::splice_to_file(input.fd(), room.fd, &mut at, len))
+            unless_refused(input.splice_to_file(room.fd, &mut at, len))
         })?;
-        if let Some(n) = spliced {
-            vacant.commit(n);
-            return Ok(n);
+        match spliced {
+            // The end of one FILE operand of several: the read below goes on with the next.
+            Some(0) if !input.ended()? => {}
+            Some(n) => {
+                vacant.commit(n);
+                return Ok(n);
+            }
+            None => {}
         }
     }
     let n = input.read(vacant.staging(most))?;

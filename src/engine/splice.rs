@@ -155,6 +155,10 @@ impl<'a> Input<'a> {
 
     /// One move by the cheapest way open now.
     fn step(&mut self) -> io::Result<Step> {
+        if self.input.exhausted() {
+            // Not a wait for input that is not wanted.
+            return Ok(Step::End);
+        }
         {
             let Some(room) = self.producer.wait_for_room() else { return Err(copy::nobody_left()) };
             if room.empty {
@@ -201,6 +205,12 @@ impl<'a> Input<'a> {
         !self.output_full && !self.flow.output_thread_only()
     }
 
+    /// A splice from the input moved nothing: the end of the input, or only of one of its
+    /// FILE operands (then the next is current, and the run goes on).
+    fn at_end(&self) -> io::Result<Step> {
+        Ok(if self.input.ended()? { Step::End } else { Step::Moved(0) })
+    }
+
     /// Whether a splice failed because the input, a socket, was reset: the one error a read
     /// after it would not meet again (a socket reports a reset once; the read finds an end of
     /// stream, which would pass a cut stream off as whole).
@@ -219,8 +229,8 @@ impl<'a> Input<'a> {
         // The consumer is fed from here now, not by the output thread, which waits for queued
         // data meanwhile and must not count that as the consumer starving.
         self.producer.meter().reader_starved(0, false);
-        match splice(self.input.fd(), self.output.fd(), self.most(THROUGH_MAX), true) {
-            Ok(0) => Ok(Step::End),
+        match self.input.splice_to(self.output.fd(), self.most(THROUGH_MAX), true) {
+            Ok(0) => self.at_end(),
             Ok(n) => {
                 self.producer.meter().add_through(n);
                 Ok(Step::Moved(n))
@@ -256,8 +266,8 @@ impl<'a> Input<'a> {
             },
         };
         let len = self.most(free.min(pipe.size()));
-        match splice(self.input.fd(), pipe.write_end(), len, true) {
-            Ok(0) => Ok(Step::End),
+        match self.input.splice_to(pipe.write_end(), len, true) {
+            Ok(0) => self.at_end(),
             Ok(n) => {
                 self.producer.commit_pipe(n);
                 self.output_full = false;

@@ -10,7 +10,7 @@ use crate::endpoint::open::Existing;
 use crate::engine::digest::Algorithm;
 use crate::engine::{OutputErrors, Preference};
 use crate::net::{self, address::Address};
-use crate::watch::{JsonTarget, Progress};
+use crate::watch::{JsonTarget, Look, Progress};
 
 /// The default buffer size, as `--help` shows it.
 pub const DEFAULT_SIZE: u64 = 32 << 20;
@@ -18,8 +18,16 @@ pub const DEFAULT_SIZE: u64 = 32 << 20;
 /// Everything a run needs to know.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
-    /// Where bytes come from: `-i FILE`, or stdin (`None`).
+    /// Where bytes come from: `-i FILE`, or stdin (`None`)...
     pub input: Option<PathBuf>,
+    /// ...or FILE operands, read in turn (`-` is stdin).
+    pub files: Vec<PathBuf>,
+    /// Stop reading after this many bytes, as if the input ended there (pv's `-S`).
+    pub stop_after: Option<u64>,
+    /// Count lines ending in this byte, and show them (pv's `-l`, `-0`).
+    pub lines: Option<u8>,
+    /// How progress looks, where pv's switches chose (accel run as pv).
+    pub look: Look,
     /// Where they go, in order; stdout alone when no `-o` was given.
     pub outputs: Vec<Target>,
     /// What `-o` does to an existing regular file.
@@ -139,6 +147,10 @@ impl Default for Config {
     fn default() -> Config {
         Config {
             input: None,
+            files: Vec::new(),
+            stop_after: None,
+            lines: None,
+            look: Look::default(),
             outputs: vec![Target::Stdout],
             existing: Existing::Refuse,
             sync: false,

@@ -13,6 +13,7 @@ pub mod stdio;
 use std::fs::File;
 use std::io::Write;
 use std::os::fd::BorrowedFd;
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, mpsc};
 use std::time::Instant;
 
@@ -142,6 +143,15 @@ fn start(config: &Config, closed: stdio::Closed) -> Result<Exit, Refusal> {
             let name = config.net.from.as_ref().expect("--from").to_string();
             Endpoint::network(link, &name, &stop)
         }
+        (None, None) if !config.files.is_empty() => {
+            if closed.stdin && config.files.iter().any(|path| path.as_os_str() == "-") {
+                return Err(Refusal::Closed(
+                    Exit::InputFailed,
+                    "stdin is closed: there is nothing to read",
+                ));
+            }
+            open::files(&config.files, &stop).map_err(usage)?
+        }
         (None, None) if closed.stdin => {
             return Err(Refusal::Closed(
                 Exit::InputFailed,
@@ -151,12 +161,21 @@ fn start(config: &Config, closed: stdio::Closed) -> Result<Exit, Refusal> {
         (None, None) => Endpoint::stdin(&stop).map_err(setup("inspect stdin"))?,
         (Some(path), None) => open::input(path, &stop).map_err(usage)?,
     };
+    let input = match config.stop_after {
+        Some(bytes) => input.stopping_after(bytes),
+        None => input,
+    };
+    let lines = config.lines.map(|end| (end, Arc::new(AtomicU64::new(0))));
+    let input = match &lines {
+        Some((end, count)) => input.counting_lines(*end, Arc::clone(count)),
+        None => input,
+    };
     let outputs = open_outputs(config, closed, &stop, network.as_ref())?;
     for output in &outputs {
-        if input.feeds(output) {
+        if let Some(name) = input.feeds(output) {
             return Err(usage(format!(
-                "{} and {} are the same file: input file is output file",
-                input.name, output.name
+                "{name} and {} are the same file: input file is output file",
+                output.name
             )));
         }
     }
@@ -188,7 +207,8 @@ fn start(config: &Config, closed: stdio::Closed) -> Result<Exit, Refusal> {
         outputs: outputs.iter().map(|o| o.name.clone()).collect(),
         hashes: config.hashes.clone(),
     };
-    let expected = config.expect.or_else(|| input.remaining());
+    // What a file holds is bytes: no size expected where lines are counted, unless given.
+    let expected = config.expect.or_else(|| input.remaining().filter(|_| config.lines.is_none()));
     // The plan is the library's, as for any program that runs a buffer.
     let (start_at, resume_at) = (config.flow.start_at, config.flow.resume_at);
     let settings = buffer::Settings {
@@ -215,7 +235,8 @@ fn start(config: &Config, closed: stdio::Closed) -> Result<Exit, Refusal> {
         link.report_input_to(&meter);
     }
     let limits = Arc::clone(&parts.limits);
-    let sides = watch::Sides { names, engine: route.engine.to_string(), limits };
+    let lines = lines.map(|(_, count)| count);
+    let sides = watch::Sides { names, engine: route.engine.to_string(), limits, lines };
     let settings = watch_settings(config);
     let watch = Watch::new(settings, Arc::clone(&meter), sides, expected).map_err(|error| {
         let Some(JsonTarget::File(path)) = &config.json else { unreachable!("a file") };
@@ -293,7 +314,7 @@ fn start(config: &Config, closed: stdio::Closed) -> Result<Exit, Refusal> {
         network.close();
     }
     let digests: Vec<Digest> = outcomes.digests.iter().flatten().cloned().collect();
-    let lines = digest_lines(&digests, config);
+    let lines = digest_lines(&digests, config, &input_name);
     // To a file, before the summary, which must say if that failed; to stderr, after the
     // report, where they are easy to copy.
     if let (Some(file), Some(path)) = (hash_file.as_mut(), &config.hash_file) {
@@ -313,7 +334,11 @@ fn start(config: &Config, closed: stdio::Closed) -> Result<Exit, Refusal> {
 /// not carry the data: one opened later (by `-o`) would otherwise take its number.
 fn check_progress_fd(config: &Config) -> Result<(), String> {
     let Some(fd) = config.progress_fd else { return Ok(()) };
-    let why = if fd == libc::STDIN_FILENO && config.input.is_none() {
+    let stdin_read = match config.files.as_slice() {
+        [] => config.input.is_none(),
+        files => files.iter().any(|path| path.as_os_str() == "-"),
+    };
+    let why = if fd == libc::STDIN_FILENO && stdin_read {
         Some("stdin carries the data".to_owned())
     } else if fd == libc::STDOUT_FILENO && config.outputs.contains(&Target::Stdout) {
         Some("stdout carries the data; with -o FILE it may carry the progress".to_owned())
@@ -338,6 +363,7 @@ fn watch_settings(config: &Config) -> watch::Settings {
         stats: config.stats,
         quiet: config.quiet,
         stall_timeout: config.stall_timeout,
+        look: config.look,
     }
 }
 
@@ -401,12 +427,14 @@ fn open_outputs(
 }
 
 /// Each digest as `sha256sum` prints it: `<hex>  <name>`, the input's name: `-` for stdin, a
-/// `--from` receiver's address as given.
-fn digest_lines(digests: &[Digest], config: &Config) -> String {
-    let name = match (&config.input, &config.net.from) {
-        (Some(path), _) => path.to_string_lossy().into_owned(),
-        (None, Some(from)) => from.to_string(),
-        (None, None) => "-".to_owned(),
+/// `--from` receiver's address as given, several FILE operands as the input is called
+/// (`input`), since the hash is of them all.
+fn digest_lines(digests: &[Digest], config: &Config, input: &str) -> String {
+    let name = match (&config.input, config.files.as_slice(), &config.net.from) {
+        (Some(path), _, _) | (None, [path], _) => path.to_string_lossy().into_owned(),
+        (None, [_, _, ..], _) => input.to_owned(),
+        (None, [], Some(from)) => from.to_string(),
+        (None, [], None) => "-".to_owned(),
     };
     digests.iter().map(|d| format!("{}  {name}\n", d.hex)).collect()
 }

@@ -22,7 +22,8 @@
 //! - [`spill_file`], [`reserve_space`], [`punch_hole`], [`start_writeback`],
 //!   [`drop_written`], [`writeback_error`], [`splice_to_file`], [`splice_from_file`]: the
 //!   spill file (`O_TMPFILE`, `fallocate`, `sync_file_range`, `posix_fadvise`).
-//! - [`retire`]: close a finished output early, keeping its descriptor's number taken.
+//! - [`retire`]: close a finished output early, keeping its descriptor's number taken;
+//!   [`replace`]: put another file at a descriptor's number (the next FILE operand).
 //! - [`limit_unacknowledged`]: give up a TCP connection whose sent data stays unacknowledged
 //!   (Linux's `TCP_USER_TIMEOUT`), so that a peer that vanished mid-transfer is noticed.
 //! - [`widen_send_buffer`]: a sending socket's buffer as large as may be set, where that
@@ -124,6 +125,21 @@ pub fn retire(fd: BorrowedFd<'_>) -> io::Result<()> {
     if unsafe { libc::dup2(null.as_raw_fd(), fd.as_raw_fd()) } < 0 {
         return Err(io::Error::last_os_error());
     }
+    Ok(())
+}
+
+/// Makes the descriptor `onto` refer to what `from` refers to, in one step (`dup2`), closing
+/// what it referred to before; `onto` stays closed on exec. Its number stays open throughout,
+/// so a thread about to use it uses one or the other, and nothing opened meanwhile can land
+/// on it: the next of several input files, read at the same number (FILE operands).
+pub fn replace(from: BorrowedFd<'_>, onto: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: both descriptors are open for the whole call, and `onto` is owned by the caller.
+    if unsafe { libc::dup2(from.as_raw_fd(), onto.as_raw_fd()) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // dup2 clears close-on-exec on `onto`; accel runs no other program, but the flag is set
+    // anyway, as on every descriptor of its own.
+    rustix::io::fcntl_setfd(onto, rustix::io::FdFlags::CLOEXEC)?;
     Ok(())
 }
 

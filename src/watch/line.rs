@@ -51,9 +51,11 @@ pub struct Rates {
     last_elapsed: Duration,
     last_in: u64,
     last_out: u64,
+    last_lines: u64,
     /// Exponentially weighted sums of the interval rates, started from zero.
     input: f64,
     output: f64,
+    lines: f64,
     /// The weight those sums have gathered so far, `1 - e^(-t/MEMORY_S)`; dividing by it undoes
     /// the start from zero, which would otherwise show a rate creeping up for seconds.
     weight: f64,
@@ -104,14 +106,18 @@ impl Rates {
         let seconds = (snapshot.elapsed - self.last_elapsed).as_secs_f64();
         let input = snapshot.bytes_in.saturating_sub(self.last_in) as f64 / seconds;
         let output = snapshot.bytes_out.saturating_sub(self.last_out) as f64 / seconds;
+        let counted = snapshot.lines.unwrap_or_default();
+        let lines = counted.saturating_sub(self.last_lines) as f64 / seconds;
         // The share of memory this interval takes over: an interval of MEMORY_S replaces 63 %.
         let share = 1.0 - exp_of_negative(seconds / MEMORY_S);
         self.input += share * (input - self.input);
         self.output += share * (output - self.output);
+        self.lines += share * (lines - self.lines);
         self.weight += share * (1.0 - self.weight);
         self.last_elapsed = snapshot.elapsed;
         self.last_in = snapshot.bytes_in;
         self.last_out = snapshot.bytes_out;
+        self.last_lines = counted;
     }
 
     /// Bytes per second read from the producer, lately.
@@ -124,11 +130,17 @@ impl Rates {
         self.unbiased(self.output)
     }
 
+    /// Lines per second taken in, lately (where lines are counted).
+    pub fn lines(&self) -> f64 {
+        self.unbiased(self.lines)
+    }
+
     /// The averages over the whole run, as rates: what the final line shows, as pv's does.
     pub fn over_the_run(snapshot: &Snapshot) -> Rates {
         Rates {
             input: average_input(snapshot),
             output: average_output(snapshot),
+            lines: per_second(snapshot.lines.unwrap_or_default(), snapshot.elapsed),
             weight: 1.0,
             ..Rates::default()
         }
@@ -165,10 +177,63 @@ pub fn rate(bytes_per_s: f64) -> String {
 pub struct Subject<'a> {
     /// The sides' names, and this accel's own (`-N`).
     pub names: &'a Names,
-    /// The total the user said is coming (or stdin's size): percent done, a bar, an ETA.
+    /// The total the user said is coming (or stdin's size): percent done, a bar, an ETA. In
+    /// lines, where lines are counted.
     pub expected: Option<u64>,
     /// The run is over: the final line, which has no ETA.
     pub ended: bool,
+    /// Which parts are shown.
+    pub parts: Parts,
+}
+
+/// The parts of the line shown: accel's line has all but the average rate; accel run as pv
+/// shows the parts pv's display switches name (`-b -r -a -T -t -p -e`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Parts {
+    /// Bytes (or lines) in and out (`-b`).
+    pub counts: bool,
+    /// Rates in and out, and the caps on them (`-r`).
+    pub rates: bool,
+    /// The output's average rate over the run (`-a`).
+    pub average: bool,
+    /// The buffer's fill, and the bytes spilled to disk (`-T`).
+    pub fill: bool,
+    /// The time so far (`-t`).
+    pub elapsed: bool,
+    /// The bar and the percent done, with a size (`-p`).
+    pub bar: bool,
+    /// The ETA, with a size (`-e`).
+    pub eta: bool,
+}
+
+impl Parts {
+    /// accel's own line.
+    pub const ACCEL: Parts = Parts {
+        counts: true,
+        rates: true,
+        average: false,
+        fill: true,
+        elapsed: true,
+        bar: true,
+        eta: true,
+    };
+
+    /// None at all, for pv's switches to add to.
+    pub const NONE: Parts = Parts {
+        counts: false,
+        rates: false,
+        average: false,
+        fill: false,
+        elapsed: false,
+        bar: false,
+        eta: false,
+    };
+}
+
+impl Default for Parts {
+    fn default() -> Parts {
+        Parts::ACCEL
+    }
 }
 
 /// One progress line of at most `width` characters, without newline or escape codes.
@@ -186,15 +251,16 @@ pub struct Subject<'a> {
 /// always stays; everything is cut short only below a dozen columns.
 pub fn render(snapshot: &Snapshot, rates: &Rates, subject: &Subject, width: usize) -> String {
     let fields = fields(snapshot, rates, subject);
+    let out = out_label(snapshot, subject.names);
     // Adding a field only lengthens the line, so the first fit from the fullest down is best.
     for shown in (1..=fields.len()).rev() {
-        let (line, elastic) = compose(&fields, shown, 0);
+        let (line, elastic) = compose(&fields, &out, shown, 0);
         if line.chars().count() <= width {
             let room = width - line.chars().count();
-            return if elastic { compose(&fields, shown, room).0 } else { line };
+            return if elastic { compose(&fields, &out, shown, room).0 } else { line };
         }
     }
-    compose(&fields, 1, 0).0.chars().take(width).collect()
+    compose(&fields, &out, 1, 0).0.chars().take(width).collect()
 }
 
 /// Where a field sits on the line: fields of a group are separated by one space, groups by two.
@@ -229,26 +295,21 @@ const BAR_MIN: usize = 10;
 
 /// The fields of the line in layout order, ranked by importance.
 fn fields(snapshot: &Snapshot, rates: &Rates, subject: &Subject) -> Vec<Field> {
-    let names = subject.names;
+    let (names, parts) = (subject.names, subject.parts);
     let output_rate = rates.output();
-    let mut out_label = String::from("out");
-    if names.readers() > 1 {
-        if let Some(slowest) = snapshot.slowest() {
-            out_label = format!("out {}", names.short(slowest));
-        }
-    }
     // (group, text, importance with and without a total expected; lower is more important)
-    let mut parts: Vec<(Group, Text, usize, usize)> = Vec::new();
+    let mut parts_shown: Vec<(Group, Text, usize, usize)> = Vec::new();
     if let Some(name) = &names.name {
-        parts.push((Group::Name, Text::Fixed(format!("{name}:")), 0, 0));
+        parts_shown.push((Group::Name, Text::Fixed(format!("{name}:")), 0, 0));
     }
     let counted = |bytes: u64| format!("{:>BYTES_WIDTH$}", Bytes(bytes).to_string());
     let per_second = |rate_: f64| format!("{:>RATE_WIDTH$}", rate(rate_));
     // A rate limit follows the rate it caps, and bytes waiting on disk follow the fill; each
     // goes with the part it qualifies.
-    let limit =
-        |limit: u64| (limit > 0).then(|| Text::Fixed(format!("max {}", rate(limit as f64))));
-    let disk = (snapshot.held_disk > 0)
+    let limit = |limit: u64| {
+        (parts.rates && limit > 0).then(|| Text::Fixed(format!("max {}", rate(limit as f64))))
+    };
+    let disk = (parts.fill && snapshot.held_disk > 0)
         .then(|| Text::Fixed(format!("+ {} on disk", Bytes(snapshot.held_disk))));
     // What is unusual about this run (bytes on disk, a rate cap) outranks the routine: right
     // after the figure a person looks for first (bytes out, or percent done), it stays when
@@ -256,26 +317,60 @@ fn fields(snapshot: &Snapshot, rates: &Rates, subject: &Subject) -> Vec<Field> {
     // qualify it.
     let unusual = |at: usize| (10 + at, 10 + at);
     let spilling = disk.is_some();
-    parts.extend([
-        (Group::Input, Text::Fixed(counted(snapshot.bytes_in)), 90, 50),
-        (Group::Input, Text::Fixed(per_second(rates.input())), 80, 40),
-    ]);
+    // Where lines are counted (pv's -l), the input's side counts lines taken in: what percent
+    // done and the ETA then go by. The output's side stays in bytes, what was delivered.
+    let lines = snapshot.lines;
+    let (done, done_rate) = match lines {
+        Some(lines) => (lines, rates.lines()),
+        None => (snapshot.bytes_out, output_rate),
+    };
+    let in_count = match lines {
+        Some(lines) => format!("{:>COUNT_WIDTH$} lines", count(lines)),
+        None => counted(snapshot.bytes_in),
+    };
+    let in_rate = match lines {
+        Some(_) => format!("{:>COUNT_WIDTH$} lines/s", count(rates.lines() as u64)),
+        None => per_second(rates.input()),
+    };
+    // The figure a person looks for first without a total: the lines, or the bytes out.
+    let (in_rank, out_rank) = if lines.is_some() { (0, 50) } else { (50, 0) };
+    if parts.counts {
+        parts_shown.push((Group::Input, Text::Fixed(in_count), 90, in_rank));
+    }
+    if parts.rates {
+        parts_shown.push((Group::Input, Text::Fixed(in_rate), 80, 40));
+    }
     let (known, unknown) = unusual(4);
-    parts.extend(limit(snapshot.limits.input).map(|text| (Group::Input, text, known, unknown)));
+    parts_shown
+        .extend(limit(snapshot.limits.input).map(|text| (Group::Input, text, known, unknown)));
     let (known, unknown) = if spilling { unusual(1) } else { (60, 30) };
-    parts.push((Group::Buffer, Text::Fixed(fill(snapshot)), known, unknown));
+    if parts.fill {
+        parts_shown.push((Group::Buffer, Text::Fixed(fill(snapshot)), known, unknown));
+    }
     let (known, unknown) = unusual(2);
-    parts.extend(disk.map(|text| (Group::Buffer, text, known, unknown)));
-    parts.extend([
-        (Group::Output, Text::Fixed(format!("{out_label} {}", counted(snapshot.bytes_out))), 40, 0),
-        (Group::Output, Text::Fixed(per_second(output_rate)), 50, 20),
-    ]);
+    parts_shown.extend(disk.map(|text| (Group::Buffer, text, known, unknown)));
+    if parts.counts {
+        parts_shown.push((Group::Output, Text::Fixed(counted(snapshot.bytes_out)), 40, out_rank));
+    }
+    if parts.rates {
+        parts_shown.push((Group::Output, Text::Fixed(per_second(output_rate)), 50, 20));
+    }
+    if parts.average {
+        let average = match lines {
+            Some(lines) => {
+                format!("avg {} lines/s", count(self::per_second(lines, snapshot.elapsed) as u64))
+            }
+            None => format!("avg {}", rate(average_output(snapshot))),
+        };
+        parts_shown.push((Group::Output, Text::Fixed(average), 55, 25));
+    }
     let (known, unknown) = unusual(3);
-    parts.extend(limit(snapshot.limits.output).map(|text| (Group::Output, text, known, unknown)));
+    parts_shown
+        .extend(limit(snapshot.limits.output).map(|text| (Group::Output, text, known, unknown)));
     // A connection down outranks everything but the name: it is why nothing moves.
     if let Some((_, lasted)) = snapshot.input_outages.down {
         let text = format!("waiting for the sender ({})", duration(lasted));
-        parts.push((Group::Input, Text::Fixed(text), 1, 1));
+        parts_shown.push((Group::Input, Text::Fixed(text), 1, 1));
     }
     let down = snapshot.readers.iter().filter_map(|reader| reader.outages.down).next();
     if let Some((tries, lasted)) = down {
@@ -283,51 +378,64 @@ fn fields(snapshot: &Snapshot, rates: &Rates, subject: &Subject) -> Vec<Field> {
             0 => format!("reconnecting ({})", duration(lasted)),
             _ => format!("reconnecting ({} try, {})", ordinal(tries), duration(lasted)),
         };
-        parts.push((Group::Output, Text::Fixed(text), 1, 1));
+        parts_shown.push((Group::Output, Text::Fixed(text), 1, 1));
     }
-    parts.extend([(
-        Group::Elapsed,
-        Text::Fixed(format!("{:>DURATION_WIDTH$}", duration(snapshot.elapsed))),
-        70,
-        60,
-    )]);
-    if let Some(total) = subject.expected {
-        let done = fraction(snapshot.bytes_out, total);
-        parts.push((Group::Done, Text::Bar(done), 30, 0));
-        parts.push((
-            Group::Done,
-            Text::Fixed(format!("{:>3}%", percent(snapshot.bytes_out, total))),
-            0,
-            0,
+    if parts.elapsed {
+        parts_shown.push((
+            Group::Elapsed,
+            Text::Fixed(format!("{:>DURATION_WIDTH$}", duration(snapshot.elapsed))),
+            70,
+            60,
         ));
-        let remaining = total.saturating_sub(snapshot.bytes_out);
-        if remaining > 0 && !subject.ended {
+    }
+    if let Some(total) = subject.expected {
+        if parts.bar {
+            parts_shown.push((Group::Done, Text::Bar(fraction(done, total)), 30, 0));
+            parts_shown.push((
+                Group::Done,
+                Text::Fixed(format!("{:>3}%", percent(done, total))),
+                0,
+                0,
+            ));
+        }
+        let remaining = total.saturating_sub(done);
+        if parts.eta && remaining > 0 && !subject.ended {
             // While the output stands still there is no estimate, but the place is kept, so
             // that the bar does not jump.
-            let eta = (output_rate >= STOPPED)
-                .then(|| Duration::try_from_secs_f64(remaining as f64 / output_rate).ok())
+            let eta = (done_rate >= STOPPED)
+                .then(|| Duration::try_from_secs_f64(remaining as f64 / done_rate).ok())
                 .flatten()
                 .map_or_else(|| "-:--:--".to_owned(), duration);
-            parts.push((Group::Done, Text::Fixed(format!("ETA {eta}")), 20, 0));
+            parts_shown.push((Group::Done, Text::Fixed(format!("ETA {eta}")), 20, 0));
         }
     }
     let known = subject.expected.is_some();
-    let mut order: Vec<usize> = (0..parts.len()).collect();
-    order.sort_by_key(|&at| if known { parts[at].2 } else { parts[at].3 });
-    let mut ranks = vec![0; parts.len()];
+    let mut order: Vec<usize> = (0..parts_shown.len()).collect();
+    order.sort_by_key(|&at| if known { parts_shown[at].2 } else { parts_shown[at].3 });
+    let mut ranks = vec![0; parts_shown.len()];
     for (rank, at) in order.into_iter().enumerate() {
         ranks[at] = rank;
     }
-    parts
+    parts_shown
         .into_iter()
         .zip(ranks)
         .map(|((group, text, _, _), rank)| Field { group, rank, text })
         .collect()
 }
 
+/// What the output's side is called on the line: `out`, or with several outputs, `out` and
+/// the one furthest behind.
+fn out_label(snapshot: &Snapshot, names: &Names) -> String {
+    match snapshot.slowest() {
+        Some(slowest) if names.readers() > 1 => format!("out {}", names.short(slowest)),
+        _ => "out".to_owned(),
+    }
+}
+
 /// The line with the `shown` most important fields, the bar `room` cells wider than its
-/// least; and whether it has a bar, which could take more room.
-fn compose(fields: &[Field], shown: usize, room: usize) -> (String, bool) {
+/// least, the output's side called `out`; and whether it has a bar, which could take more
+/// room.
+fn compose(fields: &[Field], out: &str, shown: usize, room: usize) -> (String, bool) {
     let mut line = String::new();
     let mut last: Option<Group> = None;
     let mut elastic = false;
@@ -344,9 +452,13 @@ fn compose(fields: &[Field], shown: usize, room: usize) -> (String, bool) {
             Some(group) if group == field.group || group == Group::Name => line.push(' '),
             Some(_) => line.push_str("  "),
         }
+        // Whichever of a side's fields comes first carries its label.
         if field.group == Group::Input && last != Some(Group::Input) {
-            // Whichever of the input's fields comes first carries the label.
             line += "in ";
+        }
+        if field.group == Group::Output && last != Some(Group::Output) {
+            line += out;
+            line.push(' ');
         }
         line += &text;
         last = Some(field.group);
@@ -382,6 +494,29 @@ fn bar(done: f64, cells: usize) -> String {
 /// producer is held back.
 fn fill(snapshot: &Snapshot) -> String {
     format!("buf {:>3}%", percent(snapshot.held(), snapshot.capacity))
+}
+
+/// The widest a [`count`] prints (`999k`, `1.00M`).
+const COUNT_WIDTH: usize = 5;
+
+/// A count of lines as pv shows one: as it is up to 999, then to three figures with k, M,
+/// G, T (powers of 1000): `12.3k`.
+fn count(n: u64) -> String {
+    if n < 1000 {
+        return n.to_string();
+    }
+    let mut value = n as f64;
+    for unit in ["k", "M", "G", "T", "P"] {
+        value /= 1000.0;
+        if value < 999.5 || unit == "P" {
+            return match value {
+                v if v < 9.995 => format!("{v:.2}{unit}"),
+                v if v < 99.95 => format!("{v:.1}{unit}"),
+                v => format!("{v:.0}{unit}"),
+            };
+        }
+    }
+    unreachable!("the last unit takes any value")
 }
 
 /// `part` as a fraction of `whole`, at most 1; an empty whole counts as all done.
@@ -564,7 +699,12 @@ mod tests {
     /// The line of a run to stdout, still going.
     fn line(snapshot: &Snapshot, rates: &Rates, expected: Option<u64>, width: usize) -> String {
         let names = stdout();
-        render(snapshot, rates, &Subject { names: &names, expected, ended: false }, width)
+        render(
+            snapshot,
+            rates,
+            &Subject { names: &names, expected, ended: false, parts: Parts::ACCEL },
+            width,
+        )
     }
 
     #[test]
@@ -618,7 +758,8 @@ mod tests {
     fn the_final_line_has_no_eta() {
         let names = stdout();
         let snapshot = at(5.0, 10 * MIB, 5 * MIB);
-        let subject = Subject { names: &names, expected: Some(10 * MIB), ended: true };
+        let subject =
+            Subject { names: &names, expected: Some(10 * MIB), ended: true, parts: Parts::ACCEL };
         let rates = Rates::over_the_run(&snapshot);
         let last = render(&snapshot, &rates, &subject, 100);
         assert!(last.ends_with("]  50%") && !last.contains("ETA"), "{last}");
@@ -706,6 +847,61 @@ mod tests {
         );
     }
 
+    /// The line with only `parts` (pv's display switches).
+    fn parts_of(snapshot: &Snapshot, rates: &Rates, expected: Option<u64>, parts: Parts) -> String {
+        let names = stdout();
+        render(snapshot, rates, &Subject { names: &names, expected, ended: false, parts }, 120)
+    }
+
+    /// pv's switches choose the parts, in accel's layout: `-t` the time alone, `-b` the bytes
+    /// on both sides, `-pterb` all but the fill, `-a` the output's average over the run.
+    #[test]
+    fn pv_switches_choose_the_parts() {
+        let (snapshot, rates) = busy();
+        let expected = Some(2772 * MIB);
+        let only = |parts: Parts| parts_of(&snapshot, &rates, expected, parts);
+        assert_eq!(only(Parts { elapsed: true, ..Parts::NONE }), "0:00:13");
+        assert_eq!(only(Parts { counts: true, ..Parts::NONE }), "in 1.52 GiB  out 1.22 GiB");
+        assert_eq!(only(Parts { rates: true, ..Parts::NONE }), "in  120 MiB/s  out   96 MiB/s");
+        assert_eq!(only(Parts { fill: true, eta: true, ..Parts::NONE }), "buf  30%  ETA 0:00:15");
+        assert_eq!(
+            only(Parts { average: true, ..Parts::NONE }),
+            format!("out avg {}", rate(1248.0 * MIB as f64 / 13.0))
+        );
+        let pterb = Parts { fill: false, ..Parts::ACCEL };
+        let line = only(pterb);
+        assert!(line.starts_with("in 1.52 GiB  120 MiB/s  out 1.22 GiB"), "{line}");
+        assert!(line.ends_with("]  45% ETA 0:00:15") && !line.contains("buf"), "{line}");
+        // Without a size, -p and -e have nothing to show.
+        let bar = Parts { bar: true, eta: true, ..Parts::NONE };
+        assert_eq!(parts_of(&snapshot, &rates, None, bar), "");
+    }
+
+    /// Where lines are counted (pv's -l), the input's side counts them, and percent done and
+    /// the ETA go by them; the output's side stays in bytes.
+    #[test]
+    fn counted_lines_show_on_the_input_side() {
+        let mut rates = Rates::new();
+        let at_lines = |seconds: f64, lines: u64| Snapshot {
+            lines: Some(lines),
+            ..at(seconds, lines * 100, lines * 100)
+        };
+        for step in 1..=20u64 {
+            rates.update(&at_lines(step as f64 / 2.0, step * 500));
+        }
+        let snapshot = at_lines(10.0, 10_000);
+        let line = parts_of(&snapshot, &rates, Some(40_000), Parts::ACCEL);
+        assert!(line.starts_with("in 10.0k lines 1.00k lines/s  buf   0%  out  977 KiB"), "{line}");
+        assert!(line.ends_with("]  25% ETA 0:00:30"), "{line}");
+        assert_eq!(count(0), "0");
+        assert_eq!(count(999), "999");
+        assert_eq!(count(1000), "1.00k");
+        assert_eq!(count(12_345), "12.3k");
+        assert_eq!(count(999_499), "999k");
+        assert_eq!(count(999_500), "1.00M");
+        assert_eq!(count(u64::MAX), "18447P");
+    }
+
     /// Issue 11, item 1: at 80 columns, with the size known, percent done and ETA show, after a
     /// pv-like bar; the fill is a number that cannot be read as progress.
     #[test]
@@ -758,7 +954,7 @@ mod tests {
     fn the_name_comes_first_and_stays() {
         let (snapshot, rates) = busy();
         let names = Names { name: Some("gz".into()), ..stdout() };
-        let subject = Subject { names: &names, expected: None, ended: false };
+        let subject = Subject { names: &names, expected: None, ended: false, parts: Parts::ACCEL };
         assert_eq!(render(&snapshot, &rates, &subject, 30), "gz: out 1.22 GiB   96 MiB/s");
         let subject = Subject { expected: Some(2772 * MIB), ..subject };
         assert_eq!(render(&snapshot, &rates, &subject, 20), "gz:  45% ETA 0:00:15");
@@ -778,7 +974,7 @@ mod tests {
             readers: vec![reader(1560 * MIB), reader(1248 * MIB), reader(1500 * MIB)],
             ..snapshot
         };
-        let subject = Subject { names: &names, expected: None, ended: false };
+        let subject = Subject { names: &names, expected: None, ended: false, parts: Parts::ACCEL };
         let line = render(&snapshot, &rates, &subject, 200);
         assert!(line.contains("  out a-rather-long-file-~ 1.22 GiB "), "{line}");
         let snapshot = Snapshot {
@@ -867,7 +1063,8 @@ mod tests {
         let named = Names { name: Some("backup".into()), ..stdout() };
         for expected in [None, Some(2048 * MIB)] {
             for width in [60, 79] {
-                let subject = Subject { names: &named, expected, ended: false };
+                let subject =
+                    Subject { names: &named, expected, ended: false, parts: Parts::ACCEL };
                 let line = render(&spilling, &rates, &subject, width);
                 assert!(line.contains("buf 100% + 959 MiB on disk"), "{width}: {line}");
                 let line = render(&capped, &rates, &subject, width);

@@ -20,7 +20,7 @@ use std::fs::File;
 use std::io::{self, Write};
 use std::os::fd::{BorrowedFd, RawFd};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -95,6 +95,51 @@ pub struct Settings {
     pub quiet: bool,
     /// The run has stalled once nothing has moved for this long (`--stall-timeout`).
     pub stall_timeout: Option<Duration>,
+    /// How progress looks, where pv's switches chose (accel run as pv).
+    pub look: Look,
+}
+
+/// How progress looks where pv's switches chose it (accel run as pv); accel's own by default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Look {
+    /// The parts of the line shown (`-p -t -e -r -a -b -T`).
+    pub parts: line::Parts,
+    /// What each `-n` line holds besides its figure (`-n` with `-t`, `-b`, `-r`).
+    pub figures: Figures,
+    /// Nothing is shown before this (`-W`, `-D`).
+    pub hold: Hold,
+    /// The width of a line, instead of the terminal's (`-w`).
+    pub width: Option<usize>,
+}
+
+/// What each `-n` line holds, as pv writes it: by default only the percent done (or, with
+/// no size, the count).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Figures {
+    /// The seconds so far first, to four decimals (pv's `-n -t`).
+    pub elapsed: bool,
+    /// The count (bytes, or lines) even with a size (pv's `-n -b`).
+    pub count: bool,
+    /// The rate after it, per second (pv's `-n -r`).
+    pub rate: bool,
+}
+
+/// When progress is first shown: nothing before the first byte (pv's `-W`), or before so
+/// long into the run (pv's `-D`), so that a short run shows nothing at all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Hold {
+    /// Until the first byte has come.
+    pub first_byte: bool,
+    /// Until this long into the run.
+    pub delay: Option<Duration>,
+}
+
+impl Hold {
+    /// Whether what `snapshot` says lets progress be shown.
+    fn over(&self, snapshot: &Snapshot) -> bool {
+        (!self.first_byte || snapshot.bytes_in > 0)
+            && self.delay.is_none_or(|delay| snapshot.elapsed >= delay)
+    }
 }
 
 /// What the sides of a run are called, for the line, the report and JSON.
@@ -218,6 +263,8 @@ pub struct Sides {
     pub engine: String,
     /// The rate limits, shown, and changed through the control socket.
     pub limits: Arc<Limits>,
+    /// The lines taken in, where they are counted (accel as `pv -l`).
+    pub lines: Option<Arc<AtomicU64>>,
 }
 
 /// The watcher of one run.
@@ -227,6 +274,8 @@ pub struct Watch {
     /// The engine, for the summary.
     engine: String,
     limits: Arc<Limits>,
+    lines: Option<Arc<AtomicU64>>,
+    look: Look,
     /// The control socket (`-R`), once the run listens ([`Watch::serve`]): looked at at each
     /// tick, served on a thread of its own from the first client on.
     control: OnceLock<Control>,
@@ -253,6 +302,8 @@ struct State {
     drawn: bool,
     /// Progress was shown at some point: the final line is left standing at the end.
     shown: bool,
+    /// The hold is over (`-W`, `-D`): progress may be shown.
+    released: bool,
     /// The final line stands, and the verdict may follow it.
     standing: bool,
     /// The terminal shared with other accels, once this one has drawn.
@@ -287,7 +338,7 @@ impl Watch {
         sides: Sides,
         expected: Option<u64>,
     ) -> io::Result<Arc<Watch>> {
-        let Sides { names, engine, limits } = sides;
+        let Sides { names, engine, limits, lines } = sides;
         let json: Option<Box<dyn Write + Send>> = match &settings.json {
             None => None,
             Some(JsonTarget::Stderr) => Some(Box::new(io::stderr())),
@@ -315,6 +366,8 @@ impl Watch {
             names,
             engine,
             limits,
+            lines,
+            look: settings.look,
             control: OnceLock::new(),
             events: Mutex::new(None),
             progress: settings.progress,
@@ -331,6 +384,7 @@ impl Watch {
                 rates: Rates::new(),
                 drawn: false,
                 shown: false,
+                released: false,
                 standing: false,
                 board: None,
                 board_tried: false,
@@ -411,7 +465,8 @@ impl Watch {
             return false;
         }
         if due(&mut state.json_due, self.json_every, now) {
-            let event = self.progress_event(&snapshot, &state.rates);
+            let mut event = self.progress_event(&snapshot, &state.rates);
+            with_lines(&mut event, &snapshot);
             write_json(&mut state, &event);
         }
         if due(&mut state.line_due, self.line_every, now) {
@@ -505,6 +560,10 @@ impl Watch {
 
     /// Shows the progress as it is now: redraws the line, or writes a line or a number.
     fn show(&self, state: &mut State, snapshot: &Snapshot) {
+        state.released = state.released || self.look.hold.over(snapshot);
+        if !state.released {
+            return;
+        }
         match self.mode {
             Mode::Off => {}
             Mode::Redrawn if !self.ours() => {
@@ -513,6 +572,7 @@ impl Watch {
             }
             Mode::Redrawn => {
                 let (width, height) = terminal_size(self.sink.fd());
+                let width = self.look.width.unwrap_or(width);
                 let text = self.line(snapshot, &state.rates, width, false);
                 if !state.board_tried {
                     state.board_tried = true;
@@ -531,12 +591,12 @@ impl Watch {
                 state.shown = true;
             }
             Mode::Lines => {
-                self.sink
-                    .put(&format!("{}\n", self.line(snapshot, &state.rates, LOG_WIDTH, false)));
+                let width = self.look.width.unwrap_or(LOG_WIDTH);
+                self.sink.put(&format!("{}\n", self.line(snapshot, &state.rates, width, false)));
                 state.shown = true;
             }
             Mode::Numeric => {
-                self.sink.put(&format!("{}\n", self.figure(snapshot)));
+                self.sink.put(&format!("{}\n", self.figure(snapshot, &state.rates)));
                 state.shown = true;
             }
         }
@@ -544,16 +604,36 @@ impl Watch {
 
     /// The progress line for `width` columns.
     fn line(&self, snapshot: &Snapshot, rates: &Rates, width: usize, ended: bool) -> String {
-        let subject = line::Subject { names: &self.names, expected: self.expected, ended };
+        let subject = line::Subject {
+            names: &self.names,
+            expected: self.expected,
+            ended,
+            parts: self.look.parts,
+        };
         line::render(snapshot, rates, &subject, width)
     }
 
-    /// `-n`'s figure: the percent done when a total is expected, else the bytes delivered.
-    fn figure(&self, snapshot: &Snapshot) -> u64 {
-        match self.expected {
-            Some(total) => line::percent(snapshot.bytes_out, total),
-            None => snapshot.bytes_out,
+    /// `-n`'s line: the percent done when a total is expected, else the bytes delivered (the
+    /// lines taken in, where lines are counted); as pv's switches ask, the count whatever
+    /// is expected, the seconds so far before it, the rate after it.
+    fn figure(&self, snapshot: &Snapshot, rates: &Rates) -> String {
+        let figures = self.look.figures;
+        let (count, rate) = match snapshot.lines {
+            Some(lines) => (lines, rates.lines()),
+            None => (snapshot.bytes_out, rates.output()),
+        };
+        let mut text = String::new();
+        if figures.elapsed {
+            text += &format!("{:.4} ", snapshot.elapsed.as_secs_f64());
         }
+        text += &match self.expected {
+            Some(total) if !figures.count => line::percent(count, total).to_string(),
+            _ => count.to_string(),
+        };
+        if figures.rate {
+            text += &format!(" {}", rate.round() as u64);
+        }
+        text
     }
 
     fn clear(&self, state: &mut State) {
@@ -579,12 +659,16 @@ impl Watch {
         state.closed = true;
         let snapshot = self.snapshot();
         let rates = Rates::over_the_run(&snapshot);
+        state.released = state.released || self.look.hold.over(&snapshot);
         match self.mode {
             Mode::Off => {}
             // A line that was never drawn (a run shorter than a redraw) does not appear now.
             Mode::Redrawn if !state.shown || !self.ours() => self.clear(state),
+            // Nor does one held back all along (`-W`, `-D`).
+            Mode::Lines | Mode::Numeric if !state.released => {}
             Mode::Redrawn => {
                 let (width, _) = terminal_size(self.sink.fd());
+                let width = self.look.width.unwrap_or(width);
                 let last = self.line(&snapshot, &rates, width, true);
                 let board = state.board.take();
                 let left = board.map(|board| self.sink.with(|out| board.leave(out, &last)));
@@ -595,10 +679,11 @@ impl Watch {
                 state.standing = true;
             }
             Mode::Lines => {
-                self.sink.put(&format!("{}\n", self.line(&snapshot, &rates, LOG_WIDTH, true)));
+                let width = self.look.width.unwrap_or(LOG_WIDTH);
+                self.sink.put(&format!("{}\n", self.line(&snapshot, &rates, width, true)));
                 state.standing = true;
             }
-            Mode::Numeric => self.sink.put(&format!("{}\n", self.figure(&snapshot))),
+            Mode::Numeric => self.sink.put(&format!("{}\n", self.figure(&snapshot, &rates))),
         }
     }
 
@@ -644,8 +729,11 @@ impl Watch {
             }
         }
         let mut event = self.summary_event(&snapshot, exit, digests);
+        with_lines(&mut event, &snapshot);
         if let (Some(total), Some(map)) = (self.expected, event.as_object_mut()) {
-            map.insert("expected_bytes".into(), total.into());
+            // In lines, where lines are counted: what the size was given in.
+            let field = if snapshot.lines.is_some() { "expected_lines" } else { "expected_bytes" };
+            map.insert(field.into(), total.into());
         }
         write_json(&mut state, &event);
     }
@@ -806,13 +894,14 @@ impl Watch {
         event
     }
 
-    /// The counters now, with the rate limits in force.
+    /// The counters now, with the rate limits in force and the lines counted.
     fn snapshot(&self) -> Snapshot {
         let mut snapshot = self.meter.snapshot();
         snapshot.limits = RateLimits {
             output: self.limits.output.load(Relaxed),
             input: self.limits.input.load(Relaxed),
         };
+        snapshot.lines = self.lines.as_ref().map(|lines| lines.load(Relaxed));
         snapshot
     }
 
@@ -834,6 +923,13 @@ fn due(due: &mut Instant, every: Duration, now: Instant) -> bool {
 /// `SIGTERM`, as the summary and the messages call a signal.
 fn signal_name(signal: i32) -> &'static str {
     signal_hook::low_level::signal_name(signal).unwrap_or("an unknown signal")
+}
+
+/// Adds the lines counted to a JSON event, where they are counted (accel as `pv -l`).
+fn with_lines(event: &mut serde_json::Value, snapshot: &Snapshot) {
+    if let (Some(lines), Some(map)) = (snapshot.lines, event.as_object_mut()) {
+        map.insert("lines".into(), lines.into());
+    }
 }
 
 fn write_json(state: &mut State, event: &serde_json::Value) {
