@@ -614,6 +614,38 @@ mod tests {
         );
     }
 
+    /// Issue 32, item 7: once a side has moved nothing for the rates' memory, its rate is 0
+    /// (not a rate that decays for minutes, with an ETA of years), and once neither has,
+    /// the line says for how long nothing has moved. A pause shorter than that is no stall,
+    /// a side that moves keeps its rate, and the next byte ends the stall.
+    #[test]
+    fn a_stall_shows_zero_and_how_long_nothing_has_moved() {
+        let total = Some(50 * MIB);
+        // 2 MiB/s for 5 s, then nothing for 15 s, sampled every half second.
+        let mut rates = steady_rates(MIB);
+        rates.update(&at(5.5, 10 * MIB, 10 * MIB));
+        let paused = line(&at(5.5, 10 * MIB, 10 * MIB), &rates, total, 200);
+        assert!(!paused.contains("stalled") && !paused.contains(" 0 B/s"), "{paused}");
+        for step in 12..=40u64 {
+            rates.update(&at(step as f64 / 2.0, 10 * MIB, 10 * MIB));
+        }
+        assert_eq!((rates.input(), rates.output()), (0.0, 0.0));
+        let stalled = line(&at(20.0, 10 * MIB, 10 * MIB), &rates, total, 200);
+        assert_eq!(
+            stalled,
+            "in   10 MiB     0 B/s  buf   0%  out   10 MiB     0 B/s  stalled 0:00:15  0:00:20  \
+             [=====>                  ]  20% ETA -:--:--"
+        );
+        let narrow = line(&at(20.0, 10 * MIB, 10 * MIB), &rates, None, 30);
+        assert!(narrow.contains("stalled 0:00:15"), "{narrow}");
+        // The input moves again, the output not yet: the input's rate, no stall.
+        let moving = at(20.5, 11 * MIB, 10 * MIB);
+        rates.update(&moving);
+        let shown = line(&moving, &rates, total, 200);
+        assert!(rates.input() > 0.0 && rates.output() == 0.0, "{shown}");
+        assert!(!shown.contains("stalled"), "{shown}");
+    }
+
     #[test]
     fn the_final_line_has_no_eta() {
         let names = stdout();
