@@ -766,16 +766,14 @@ impl Incoming<'_> {
     }
 }
 
-/// The receiver's word that it stops (its run failed): the stream cannot go on.
+/// The receiver's word that it stops (its run failed): the stream cannot go on, so not an
+/// error of a kind that counts as a drop ([`super::is_drop`]).
 fn receiver_stopped(sent: u64, why: &str) -> io::Error {
-    io::Error::new(
-        io::ErrorKind::ConnectionAborted,
-        format!(
-            "the receiver stopped after {} were sent: {}",
-            byte_count(sent),
-            crate::words::printable(why)
-        ),
-    )
+    io::Error::other(format!(
+        "the receiver stopped after {} were sent: {}",
+        byte_count(sent),
+        crate::words::printable(why)
+    ))
 }
 
 fn unexpected(frame: &Frame) -> io::Error {

@@ -38,7 +38,7 @@ use super::handshake::{self, Opening};
 use super::key::Key;
 use super::socket::{self, Socket};
 use super::wire::Hello;
-use super::{CONNECT_PATIENCE, closed_by_peer};
+use super::{CONNECT_PATIENCE, closed_by_peer, is_drop};
 use crate::backlog::Keep;
 use crate::log::Log;
 use crate::meter::{Delivery, Meter, Peer};
@@ -503,18 +503,7 @@ impl Link {
     /// cannot come back (plain TCP, `--reconnect-for 0`, or a failure that is no drop: data
     /// altered, the receiver stopped).
     fn dropped(&self, session: &mut Session, error: io::Error) -> io::Result<()> {
-        let drop = matches!(
-            error.kind(),
-            io::ErrorKind::ConnectionReset
-                | io::ErrorKind::BrokenPipe
-                | io::ErrorKind::UnexpectedEof
-                | io::ErrorKind::TimedOut
-                | io::ErrorKind::NotConnected
-                | io::ErrorKind::HostUnreachable
-                | io::ErrorKind::NetworkUnreachable
-                | io::ErrorKind::NetworkDown
-        ) || matches!(error.raw_os_error(), Some(libc::ETIMEDOUT | libc::EHOSTUNREACH));
-        if !self.resumes() || !drop || session.over {
+        if !self.resumes() || !is_drop(&error) || session.over {
             return Err(error);
         }
         let Some(mut channel) = session.channel.take() else { return Ok(()) };

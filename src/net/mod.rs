@@ -173,6 +173,41 @@ impl Confirming {
     }
 }
 
+/// Whether `error`, met on a connection, is a drop, which a resumed stream outlives: a reset
+/// or an abort however the system says it (ECONNRESET, ECONNABORTED, which `ss -K` gives
+/// the end whose socket it kills, ENETRESET, EPIPE), a connection that ended without the
+/// end of its stream or fell silent, a path or host gone. Not a failure that no new
+/// connection mends: data altered, the peer's word that it stopped.
+pub fn is_drop(error: &io::Error) -> bool {
+    use io::ErrorKind::*;
+    matches!(
+        error.kind(),
+        ConnectionReset
+            | ConnectionAborted
+            | BrokenPipe
+            | UnexpectedEof
+            | TimedOut
+            | NotConnected
+            | HostUnreachable
+            | NetworkUnreachable
+            | NetworkDown
+    ) || matches!(
+        error.raw_os_error(),
+        Some(
+            libc::ECONNRESET
+                | libc::ECONNABORTED
+                | libc::ENETRESET
+                | libc::EPIPE
+                | libc::ENOTCONN
+                | libc::ETIMEDOUT
+                | libc::EHOSTUNREACH
+                | libc::EHOSTDOWN
+                | libc::ENETUNREACH
+                | libc::ENETDOWN
+        )
+    )
+}
+
 /// A peer's going away, said as such: `EPIPE` and `ECONNRESET` on a socket mean that `who`
 /// (the receiver) closed the connection, which is a failure to report, not the quiet
 /// SIGPIPE a pipeline's consumer exiting early gets.
