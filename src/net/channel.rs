@@ -99,6 +99,9 @@ pub struct Channel {
     next_look: Instant,
     /// Sending side: the receiver closed its side; nothing more will come from it.
     peer_closed: bool,
+    /// Sending side: the receiver's Ack, heard before this session's End was sent: in a
+    /// session that took over from one dropped after the End, the receiver says it first.
+    acked: Option<u64>,
     /// The stream's name, from the sender's Hello.
     stream: [u8; 16],
     /// When the peer was last heard from, and when this side last sent.
@@ -146,6 +149,7 @@ impl Channel {
             reached: 0,
             next_look: Instant::now(),
             peer_closed: false,
+            acked: None,
             stream: [0; 16],
             last_heard: Instant::now(),
             last_sent: Instant::now(),
@@ -409,6 +413,8 @@ impl Channel {
                         self.asked &= count <= self.confirmed;
                         self.confirmed = self.confirmed.max(count);
                     }
+                    // Taken up by the End (end_stream), which checks its count.
+                    Frame::Ack(count) => self.acked = Some(count),
                     Frame::Abort(why) => return Err(receiver_stopped(self.offset, &why)),
                     other => return Err(unexpected(&other)),
                 }
@@ -471,13 +477,21 @@ impl Channel {
     /// of that count, telling `heard` each confirmation (the count, and whether the Ack is
     /// still awaited) as it comes. The wait has no deadline of its own: the run's stop (a
     /// stall, a signal) ends it.
+    ///
+    /// The connection is not half-closed after the End: the receiver takes the sender's
+    /// close as its word that it has the Ack ([`Channel::closed_now`]), and leaves. A close
+    /// before the Ack would let the receiver go while the Ack, lost to a drop, has still to
+    /// be said again.
     pub fn end_stream(&mut self, stop: &Stop, heard: &mut dyn FnMut(u64, bool)) -> io::Result<()> {
         self.seal(Kind::End, self.offset, &[]);
         self.write_out(stop, None, true)?;
-        self.socket.shut_down_sending();
         heard(self.confirmed, true);
         loop {
-            match self.open_next(&mut [])? {
+            let frame = match self.acked.take() {
+                Some(count) => Some(Frame::Ack(count)),
+                None => self.open_next(&mut [])?,
+            };
+            match frame {
                 Some(Frame::Ack(count)) if count == self.offset => {
                     self.confirmed = count;
                     heard(count, false);
@@ -534,17 +548,23 @@ impl Channel {
             return Err(io::Error::other("the stream has not ended"));
         }
         self.seal(Kind::Ack, self.offset, &[]);
+        // The sender answers the Ack by closing the connection: its silence counts from here,
+        // not from the End, which the outputs may have taken long to write (--sync).
+        self.last_heard = Instant::now();
         self.flush_regardless()
     }
 
     /// After the Ack (receiving side): whether the sender has closed the connection, which
-    /// says it has the Ack, as far as has arrived (heartbeats may come before); without
-    /// waiting. An error when the connection failed.
+    /// says it has the Ack, as far as has arrived (heartbeats may come before, and in a
+    /// session that took a dropped one over, the End said again); without waiting. An error
+    /// when the connection failed.
     pub fn closed_now(&mut self) -> io::Result<bool> {
         loop {
             while let Some(frame) = self.open_next(&mut [])? {
-                if !matches!(frame, Frame::Heartbeat) {
-                    return Err(unexpected(&frame));
+                match frame {
+                    Frame::Heartbeat => {}
+                    Frame::End(count) => self.end_at(count)?,
+                    other => return Err(unexpected(&other)),
                 }
             }
             match self.read_sealed_now()? {

@@ -188,6 +188,11 @@ impl Link {
         })
     }
 
+    /// The peer's address, as the user gave it.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
     /// Whether bytes go through the secure channel (not `--insecure`).
     pub fn is_secure(&self) -> bool {
         self.secure
@@ -374,10 +379,11 @@ impl Link {
 
     /// The receiver's last word, once its outputs have taken every byte: the Ack of the End
     /// (see [`Channel::acknowledge_end`]). When the stream resumes dropped connections, until
-    /// the sender has closed the connection, which it does once it has the Ack: a connection
-    /// that drops before (the Ack may be lost with it) is waited for, four heartbeats at
-    /// most, and the Ack said again in the new session. The session is not held while
-    /// waiting, so that the sender can be taken back meanwhile.
+    /// the sender has closed the connection, which it does once it has the Ack, and not
+    /// before: a connection that drops first (the Ack may be lost with it) is a drop like
+    /// any other, waited for as long, and the Ack is said again in the new session. The
+    /// session is not held while waiting, so that the sender can be taken back meanwhile.
+    /// An error when the sender did not come back: it may not know that every byte arrived.
     pub fn acknowledge_end(&self, stop: &Stop) -> io::Result<()> {
         if !self.secure {
             return Ok(());
@@ -390,23 +396,6 @@ impl Link {
                 return Err(error);
             }
             let generation = session.generation;
-            if session.channel.is_none() && said_in.is_some() {
-                // The Ack was said, then the connection went: a sender that did not get it
-                // comes back within a second or so; one that did has gone for good.
-                let until = Instant::now() + self.resume.silence();
-                while session.channel.is_none() && Instant::now() < until {
-                    stop.check()?;
-                    let step = Duration::from_millis(100);
-                    session = self
-                        .changed
-                        .wait_timeout(session, step)
-                        .map_or_else(|e| e.into_inner().0, |(guard, _)| guard);
-                }
-                if session.channel.is_none() {
-                    return Ok(());
-                }
-                continue;
-            }
             let Some(channel) = session.channel.as_mut() else {
                 session = self.await_session(session, stop)?;
                 continue;
