@@ -1320,8 +1320,8 @@ fn a_senders_abort_reason_is_printed_without_its_escapes() {
     let hello = accel::net::wire::Hello { stream: [7; 16], offset: 0, resuming: false };
     let opening = handshake::Opening::new(&key, hello);
     let log = accel::log::Log::new(true, false);
-    let mut channel =
-        handshake::initiate(opening, connected, &stop, deadline, "receiver", &log).unwrap();
+    let hint = Some(("receiver", &log));
+    let mut channel = handshake::initiate(opening, connected, &stop, deadline, hint).unwrap();
     channel.abort("\x1b]0;owned\x07\x1b[2J\rgone\nfor good");
     let (status, said) = receiver.end();
     assert_eq!(status.code(), Some(1), "{said}");

@@ -341,6 +341,16 @@ pub struct Cli {
     #[arg(long, value_name = "DURATION", requires = "from", help_heading = "Network")]
     pub accept_timeout: Option<String>,
 
+    /// With --to: while the receiver refuses the connection (it is not listening yet), try
+    /// again for up to DURATION, then give up (status 6); 0: at once. [default: 10s]
+    ///
+    /// For a receiver started a moment after its sender, as a cron job that starts the
+    /// receiver through ssh, then the sender. A first connection that drops once the receiver
+    /// answered, before the stream began, is tried again too. Any other failure (no answer,
+    /// no route, the wrong key) is said at once.
+    #[arg(long, value_name = "DURATION", requires = "to", help_heading = "Network")]
+    pub connect_for: Option<String>,
+
     /// When a connection drops, connect again (--to) or wait for the sender (--from) for up
     /// to DURATION, then go on at the exact byte; 0: fail at once. [default: 10m]
     ///

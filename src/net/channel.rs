@@ -104,6 +104,9 @@ pub struct Channel {
     acked: Option<u64>,
     /// The stream's name, from the sender's Hello.
     stream: [u8; 16],
+    /// Receiving side: the sender's Hello goes on with its stream (a reconnection), so the
+    /// sender waits for a Resume frame.
+    goes_on: bool,
     /// When the peer was last heard from, and when this side last sent.
     last_heard: Instant,
     last_sent: Instant,
@@ -151,6 +154,7 @@ impl Channel {
             peer_closed: false,
             acked: None,
             stream: [0; 16],
+            goes_on: false,
             last_heard: Instant::now(),
             last_sent: Instant::now(),
             silence: Duration::MAX,
@@ -171,6 +175,18 @@ impl Channel {
     /// The stream this session carries.
     pub fn stream(&self) -> [u8; 16] {
         self.stream
+    }
+
+    /// Takes the sender's Hello (receiving side): the stream, and whether it goes on.
+    pub fn opened_by(&mut self, hello: &super::wire::Hello) {
+        self.stream = hello.stream;
+        self.goes_on = hello.resuming;
+    }
+
+    /// Whether the sender goes on with its stream, and waits for a Resume frame (receiving
+    /// side).
+    pub fn goes_on(&self) -> bool {
+        self.goes_on
     }
 
     /// How long the peer may say nothing (it sends a heartbeat when it has nothing else to

@@ -34,11 +34,11 @@ use rustix::event::PollFlags;
 
 use super::address::Address;
 use super::channel::Channel;
-use super::handshake::{self, Opening};
+use super::handshake::{self, Failure, Opening};
 use super::key::Key;
 use super::socket::{self, Socket};
 use super::wire::Hello;
-use super::{CONNECT_PATIENCE, closed_by_peer, is_drop};
+use super::{closed_by_peer, is_drop, seconds};
 use crate::backlog::Keep;
 use crate::log::Log;
 use crate::meter::{Delivery, Meter, Peer};
@@ -50,10 +50,13 @@ pub const SILENT_BEATS: u32 = 4;
 
 /// The pause before the first attempt to connect again: a reset on a path that is still up
 /// (the common case: a NAT or a firewall dropped its state) is over at once. Then pauses of
-/// 1 s, doubling to the longest.
+/// 1 s, doubling to the longest; each counts from the start of the try before.
 const FIRST_PAUSE: Duration = Duration::from_millis(200);
 const SECOND_PAUSE: Duration = Duration::from_secs(1);
 const LONGEST_PAUSE: Duration = Duration::from_secs(30);
+
+/// The least a try to connect again waits for its answer (see [`Resume::try_patience`]).
+const LEAST_TRY: Duration = Duration::from_secs(1);
 
 /// How a stream outlives its connections (`--reconnect-for`, `--heartbeat`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,6 +77,23 @@ impl Resume {
     /// How long a peer may say nothing before the path counts as dead.
     pub fn silence(&self) -> Duration {
         self.heartbeat * SILENT_BEATS
+    }
+
+    /// How long one try to connect again may take, its handshake and the receiver's word of
+    /// where to go on: a heartbeat, at least a second. The receiver answered well within a
+    /// heartbeat before the drop; a try that waits longer waits on a path still dead (a
+    /// tunnel whose far side is gone takes the connection at once, and answers never),
+    /// where a new try would find it back.
+    pub fn try_patience(&self) -> Duration {
+        self.heartbeat.max(LEAST_TRY)
+    }
+
+    /// How long a receiver waits for its sender to come back: `--reconnect-for`, and as
+    /// long again as the sender may see the drop after it (the peer's silence) and as its
+    /// last try may take: so that the sender's last try, at the end of its own
+    /// `--reconnect-for`, finds the receiver there.
+    pub fn receiver_waits(&self) -> Duration {
+        self.within + self.silence() + self.try_patience()
     }
 }
 
@@ -509,11 +529,14 @@ impl Link {
             format!("{} received", byte_count(session.resume_at))
         };
         let why = describe(&error);
-        let next = if sending { "connecting again" } else { "waiting for the sender to come back" };
+        let (next, waits) = match sending {
+            true => ("connecting again", self.resume.within),
+            false => ("waiting for the sender to come back", self.resume.receiver_waits()),
+        };
         self.log.warn(format_args!(
             "{}: connection dropped ({why}) after {place}; {next} for up to {}",
             self.name,
-            duration(self.resume.within)
+            duration(waits)
         ));
         session.down = Some((Instant::now(), why));
         session.tries = 0;
@@ -535,7 +558,7 @@ impl Link {
             let Some((since, why)) = session.down.clone() else {
                 return Err(io::Error::other("the link was never established"));
             };
-            let deadline = since + self.resume.within;
+            let deadline = since + self.resume.receiver_waits();
             let now = Instant::now();
             if now >= deadline && self.keep.get().is_none() {
                 session.failed = Some((
@@ -543,7 +566,7 @@ impl Link {
                     format!(
                         "the sender did not come back within {} after the connection dropped \
                          ({why})",
-                        duration(self.resume.within)
+                        duration(self.resume.receiver_waits())
                     ),
                 ));
                 break;
@@ -660,36 +683,33 @@ impl Link {
         self.lock().failure()
     }
 
-    /// Connects again, at once, then with pauses that double from 1 s to 30 s (with jitter),
-    /// until the
-    /// connection is back (`true`), or `--reconnect-for` is over or the run is (`false`).
+    /// Connects again, 0.2 s after the drop, then with pauses that double from 1 s to 30 s
+    /// (with jitter), each counted from the start of the try before (a try that waited for
+    /// its answer is followed at once); a try given up on after [`Resume::try_patience`];
+    /// the last try at the end of `--reconnect-for`. Until the connection is back (`true`),
+    /// or `--reconnect-for` is over or the run is (`false`).
     fn restore(&self, dialer: &Dialer, stop: &Stop) -> bool {
-        let (since, mut why) = self.lock().down.clone().expect("down");
+        let (since, _) = self.lock().down.clone().expect("down");
         let deadline = since + self.resume.within;
         let mut pause = FIRST_PAUSE;
+        let mut next = since + jittered(pause);
         loop {
             let now = Instant::now();
-            if now >= deadline {
-                let why = format!(
-                    "the connection could not be restored within {} ({why})",
-                    duration(self.resume.within)
-                );
-                self.give_up(&mut self.lock(), io::ErrorKind::TimedOut, why);
-                return false;
-            }
-            let pause_now = jittered(pause).min(deadline - now);
-            if stop.sleep(pause_now).is_err() || self.lock().over {
+            if stop.sleep(next.min(deadline).saturating_duration_since(now)).is_err()
+                || self.lock().over
+            {
                 return false;
             }
             pause =
                 if pause < SECOND_PAUSE { SECOND_PAUSE } else { (pause * 2).min(LONGEST_PAUSE) };
+            next = Instant::now() + jittered(pause);
             let (kept, reached, tries) = {
                 let mut session = self.lock();
                 session.tries += 1;
                 (session.confirmed, session.reached, session.tries)
             };
             self.publish(|meter, peer| meter.reconnecting(peer, tries));
-            match dialer.dial(kept, reached, self.resume.silence(), stop, deadline) {
+            match dialer.dial(kept, reached, &self.resume, stop) {
                 Ok((channel, at)) => {
                     let mut session = self.lock();
                     // The output goes on there at its next look for data, even if it waits
@@ -719,9 +739,17 @@ impl Link {
                     self.give_up(&mut self.lock(), io::ErrorKind::ConnectionRefused, reason);
                     return false;
                 }
-                Err(Dial::Again(reason)) => {
-                    self.log.debug(format_args!("{}: try {tries}: {reason}", self.name));
-                    why = reason;
+                Err(Dial::Again(why)) => {
+                    self.log.debug(format_args!("{}: try {tries}: {why}", self.name));
+                    // The try that ended at or past the deadline was the last: it says why.
+                    if Instant::now() >= deadline {
+                        let why = format!(
+                            "the connection could not be restored within {} ({why})",
+                            duration(self.resume.within)
+                        );
+                        self.give_up(&mut self.lock(), io::ErrorKind::TimedOut, why);
+                        return false;
+                    }
                 }
             }
         }
@@ -815,7 +843,6 @@ pub(super) struct Dialer {
     pub address: Address,
     pub key: Arc<Key>,
     pub stream: [u8; 16],
-    pub log: Arc<Log>,
 }
 
 /// What a receiver needs to take its sender back: the listening sockets, and the key.
@@ -835,43 +862,49 @@ enum Dial {
 
 impl Dialer {
     /// One attempt: connects to each of the receiver's addresses in turn, handshakes, and
-    /// hears where the stream goes on (between `kept` and `reached`).
+    /// hears where the stream goes on (between `kept` and `reached`); each address within
+    /// `resume`'s [`Resume::try_patience`].
     fn dial(
         &self,
         kept: u64,
         reached: u64,
-        silence: Duration,
+        resume: &Resume,
         stop: &Stop,
-        until: Instant,
     ) -> Result<(Channel, u64), Dial> {
         let addresses: Vec<SocketAddr> =
             self.address.resolve().map_err(|e| Dial::Again(describe(&e)))?;
-        let deadline = (Instant::now() + CONNECT_PATIENCE).min(until);
+        let patience = resume.try_patience();
         let mut failures = Vec::new();
         for address in addresses {
+            let deadline = Instant::now() + patience;
             let hello = Hello { stream: self.stream, offset: kept, resuming: true };
             let opening = Opening::new(&self.key, hello);
             let socket = match socket::connect(address, stop, deadline) {
                 Ok(socket) => socket,
+                Err(error) if error.kind() == io::ErrorKind::TimedOut => {
+                    failures.push(format!("{address}: no answer within {}", seconds(patience)));
+                    continue;
+                }
                 Err(error) => {
                     failures.push(format!("{address}: {}", describe(&error)));
                     continue;
                 }
             };
-            let name = self.address.to_string();
-            let mut channel =
-                match handshake::initiate(opening, socket, stop, deadline, &name, &self.log) {
-                    Ok(channel) => channel,
-                    Err(why) if why.contains("another stream") || why.contains("does not have") => {
-                        return Err(Dial::Fatal(why));
-                    }
-                    Err(why) if why == handshake::WRONG_KEY => return Err(Dial::Fatal(why)),
-                    Err(why) => {
-                        failures.push(format!("{address}: {why}"));
-                        continue;
-                    }
-                };
-            channel.set_silence(silence);
+            // The receiver answered before: no word of a listener that never answers.
+            let mut channel = match handshake::initiate(opening, socket, stop, deadline, None) {
+                Ok(channel) => channel,
+                Err(failure) if failure.is_final() => return Err(Dial::Fatal(failure.to_string())),
+                Err(Failure::NoAnswer) => {
+                    let why = format!("no answer to the handshake within {}", seconds(patience));
+                    failures.push(format!("{address}: {why}"));
+                    continue;
+                }
+                Err(failure) => {
+                    failures.push(format!("{address}: {failure}"));
+                    continue;
+                }
+            };
+            channel.set_silence(resume.silence());
             match channel.await_resume(kept, reached, stop, deadline) {
                 Ok(at) => return Ok((channel, at)),
                 Err(error) if error.kind() == io::ErrorKind::InvalidData => {
