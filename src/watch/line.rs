@@ -29,6 +29,12 @@ const MEMORY_S: f64 = 2.0;
 /// estimate would be years long and meaningless.
 const STOPPED: f64 = 1.0;
 
+/// How long a side must have moved nothing for its rate to be 0, and, both sides, for the
+/// line to say that nothing moves: the rates' memory. Shorter pauses are a bursty producer's
+/// or consumer's, which the smoothing is there to hide; past it, a rate that decays for
+/// minutes (`1.21 KiB/s`, an ETA of years) would hide a link that stands still.
+const STILL: Duration = Duration::from_secs(2);
+
 /// The widest a [`Bytes`] can print (`1023 KiB`, or `1024 KiB` once rounded), so that counts
 /// are padded to it and the line keeps its shape while they change.
 const BYTES_WIDTH: usize = 8;
@@ -57,6 +63,9 @@ pub struct Rates {
     /// The weight those sums have gathered so far, `1 - e^(-t/MEMORY_S)`; dividing by it undoes
     /// the start from zero, which would otherwise show a rate creeping up for seconds.
     weight: f64,
+    /// The elapsed time of the last snapshot in which each side had moved.
+    input_moved: Duration,
+    output_moved: Duration,
 }
 
 /// `e^-x` for `x >= 0`, to within a few parts in 10^13: `e^(-x/2^m)` by its series, where
@@ -109,19 +118,38 @@ impl Rates {
         self.input += share * (input - self.input);
         self.output += share * (output - self.output);
         self.weight += share * (1.0 - self.weight);
+        if snapshot.bytes_in > self.last_in {
+            self.input_moved = snapshot.elapsed;
+        }
+        if snapshot.bytes_out > self.last_out {
+            self.output_moved = snapshot.elapsed;
+        }
         self.last_elapsed = snapshot.elapsed;
         self.last_in = snapshot.bytes_in;
         self.last_out = snapshot.bytes_out;
     }
 
-    /// Bytes per second read from the producer, lately.
+    /// Bytes per second read from the producer, lately: 0 once it has read nothing for
+    /// [`STILL`].
     pub fn input(&self) -> f64 {
-        self.unbiased(self.input)
+        if self.still_since(self.input_moved).is_some() { 0.0 } else { self.unbiased(self.input) }
     }
 
-    /// Bytes per second written to the consumer, lately.
+    /// Bytes per second written to the consumer, lately: 0 once nothing was written for
+    /// [`STILL`].
     pub fn output(&self) -> f64 {
-        self.unbiased(self.output)
+        if self.still_since(self.output_moved).is_some() { 0.0 } else { self.unbiased(self.output) }
+    }
+
+    /// How long nothing has moved, either side, as of the last snapshot: once that is
+    /// [`STILL`] at least.
+    pub fn still_for(&self) -> Option<Duration> {
+        self.still_since(self.input_moved.max(self.output_moved))
+    }
+
+    /// How long since `moved`, when that is [`STILL`] at least.
+    fn still_since(&self, moved: Duration) -> Option<Duration> {
+        Some(self.last_elapsed.saturating_sub(moved)).filter(|still| *still >= STILL)
     }
 
     /// The averages over the whole run, as rates: what the final line shows, as pv's does.
@@ -204,6 +232,7 @@ enum Group {
     Input,
     Buffer,
     Output,
+    Stalled,
     Elapsed,
     Done,
 }
@@ -284,6 +313,11 @@ fn fields(snapshot: &Snapshot, rates: &Rates, subject: &Subject) -> Vec<Field> {
             _ => format!("reconnecting ({} try, {})", ordinal(tries), duration(lasted)),
         };
         parts.push((Group::Output, Text::Fixed(text), 1, 1));
+    }
+    // Nothing moves: for how long, as important as a connection down, which says why instead.
+    let outage = snapshot.input_outages.down.is_some() || down.is_some();
+    if let Some(still) = rates.still_for().filter(|_| !subject.ended && !outage) {
+        parts.push((Group::Stalled, Text::Fixed(format!("stalled {}", duration(still))), 1, 1));
     }
     parts.extend([(
         Group::Elapsed,
@@ -457,21 +491,26 @@ mod tests {
     }
 
     #[test]
-    fn a_stall_decays_toward_zero() {
+    fn a_stall_decays_then_shows_zero() {
         let mut rates = Rates::new();
         for step in 1..=20u64 {
             rates.update(&at(step as f64 / 2.0, step * MIB, step * MIB));
         }
         let before = rates.output();
         let mut previous = before;
-        // Nothing moves for ten seconds.
+        // Nothing moves for ten seconds: the rate falls, and is 0 once it has been still for
+        // the rates' memory.
         for step in 21..=40u64 {
             rates.update(&at(step as f64 / 2.0, 20 * MIB, 20 * MIB));
-            assert!(rates.output() < previous, "a stalled rate must keep falling");
+            let still = Duration::from_millis(500 * (step - 20));
+            if still < STILL {
+                assert!(rates.output() < previous, "a stalled rate must keep falling");
+                assert!(rates.output() > 0.0, "{still:?}: still moving, lately");
+            } else {
+                assert_eq!((rates.input(), rates.output()), (0.0, 0.0), "{still:?}");
+            }
             previous = rates.output();
         }
-        assert!(rates.output() < before * 0.01, "{} after ten stalled seconds", rates.output());
-        assert!(rates.input() < before * 0.01);
     }
 
     #[test]
@@ -630,11 +669,11 @@ mod tests {
             rates.update(&at(step as f64 / 2.0, 10 * MIB, 10 * MIB));
         }
         assert_eq!((rates.input(), rates.output()), (0.0, 0.0));
-        let stalled = line(&at(20.0, 10 * MIB, 10 * MIB), &rates, total, 200);
+        let stalled = line(&at(20.0, 10 * MIB, 10 * MIB), &rates, total, 120);
         assert_eq!(
             stalled,
-            "in   10 MiB     0 B/s  buf   0%  out   10 MiB     0 B/s  stalled 0:00:15  0:00:20  \
-             [=====>                  ]  20% ETA -:--:--"
+            "in   10 MiB      0 B/s  buf   0%  out   10 MiB      0 B/s  stalled 0:00:15  0:00:20  \
+             [===>            ]  20% ETA -:--:--"
         );
         let narrow = line(&at(20.0, 10 * MIB, 10 * MIB), &rates, None, 30);
         assert!(narrow.contains("stalled 0:00:15"), "{narrow}");
