@@ -8,11 +8,13 @@
 //! - A sender's takes in the receiver's confirmations while the output has nothing to send
 //!   (so that the backlog lets go of what was confirmed), says it is there when it has sent
 //!   nothing for a heartbeat, and notices a receiver silent for [`SILENT_BEATS`] of them.
-//!   When the connection drops, it connects again at once, then 1 s after, doubling to
-//!   30 s, with jitter, until `--reconnect-for` is over; the output then goes on from where
+//!   When the connection drops, it connects again 0.2 s later, then 1 s after, doubling to
+//!   30 s, with jitter, and a last time at the end of `--reconnect-for`, each try waiting a
+//!   heartbeat for its answer ([`Resume::try_patience`]); the output then goes on from where
 //!   the receiver's Resume frame says ([`Resumed`]): the backlog kept every byte not
 //!   confirmed, and the output is sent back there even while it waits for data.
-//! - A receiver's waits for a sender that connects again, and takes it back once it has
+//! - A receiver's waits for a sender that connects again (longer than the sender tries:
+//!   [`Resume::receiver_waits`]), and takes it back once it has
 //!   proved, in a session of its own, that it holds the key and names the same stream: a
 //!   stranger, or a recorded handshake replayed, never gets that far, so it cannot take a
 //!   stream over or push a healthy connection out. The input then goes on from the first

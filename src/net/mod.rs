@@ -425,10 +425,10 @@ impl Network {
         let until = Instant::now() + self.connect_for;
         let mut said = false;
         loop {
-            let why = match self.try_connect(output, stream, patience, log, stop) {
+            let again = match self.try_connect(output, stream, patience, log, stop) {
                 Ok(connected) => return Ok(connected),
                 Err(First::Final(why)) => return Err(fail(why)),
-                Err(First::Again(why)) => why,
+                Err(again) => again,
             };
             let left = until.saturating_duration_since(Instant::now());
             if left.is_zero() {
@@ -437,14 +437,14 @@ impl Network {
                 } else {
                     String::new()
                 };
-                return Err(fail(format!("{why}{tried}")));
+                return Err(fail(format!("{}{tried}", again.words(false))));
             }
             if !said {
                 said = true;
-                let why = why.replacen("cannot connect", "cannot connect yet", 1);
                 log.warn(format_args!(
-                    "{}: {why}; trying again for up to {} (--connect-for)",
+                    "{}: {}; trying again for up to {} (--connect-for)",
                     output.address,
+                    again.words(true),
                     duration(self.connect_for)
                 ));
             }
@@ -476,7 +476,7 @@ impl Network {
                     return match handshake::initiate(opening, socket, stop, deadline, hint) {
                         Ok(channel) => Ok((Arc::clone(channel.socket()), Some(channel))),
                         Err(cut @ handshake::Failure::CutAfterAnswer(_)) => {
-                            Err(First::Again(cut.to_string()))
+                            Err(First::Cut(cut.to_string()))
                         }
                         Err(handshake::Failure::NoAnswer) => Err(First::Final(format!(
                             "{} (a receiver with --insecure does not answer)",
@@ -500,16 +500,32 @@ impl Network {
                 }
             }
         }
-        let why = format!("cannot connect: {}", failures.join("; "));
-        Err(if refused { First::Again(why) } else { First::Final(why) })
+        let failures = failures.join("; ");
+        Err(if refused {
+            First::Refused(failures)
+        } else {
+            First::Final(format!("cannot connect: {failures}"))
+        })
     }
 }
 
-/// Why a try of a first connection failed: worth another (while `--connect-for` lasts), or
-/// not.
+/// Why a try of a first connection failed: worth another while `--connect-for` lasts (the
+/// receiver refused, or the connection dropped after its answer), or not.
 enum First {
-    Again(String),
+    Refused(String),
+    Cut(String),
     Final(String),
+}
+
+impl First {
+    /// What a try worth another met, in words; `yet` while there will be another.
+    fn words(&self, yet: bool) -> String {
+        match self {
+            First::Refused(why) if yet => format!("cannot connect yet: {why}"),
+            First::Refused(why) => format!("cannot connect: {why}"),
+            First::Cut(why) | First::Final(why) => why.clone(),
+        }
+    }
 }
 
 impl Drop for Network {
