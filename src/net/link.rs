@@ -879,12 +879,14 @@ impl Dialer {
         let mut failures = Vec::new();
         for address in addresses {
             let deadline = Instant::now() + patience;
+            // Whether it connects, handshakes or says where to go on, the same words.
+            let no_answer = || format!("{address}: no answer within {}", seconds(patience));
             let hello = Hello { stream: self.stream, offset: kept, resuming: true };
             let opening = Opening::new(&self.key, hello);
             let socket = match socket::connect(address, stop, deadline) {
                 Ok(socket) => socket,
                 Err(error) if error.kind() == io::ErrorKind::TimedOut => {
-                    failures.push(format!("{address}: no answer within {}", seconds(patience)));
+                    failures.push(no_answer());
                     continue;
                 }
                 Err(error) => {
@@ -897,8 +899,7 @@ impl Dialer {
                 Ok(channel) => channel,
                 Err(failure) if failure.is_final() => return Err(Dial::Fatal(failure.to_string())),
                 Err(Failure::NoAnswer) => {
-                    let why = format!("no answer to the handshake within {}", seconds(patience));
-                    failures.push(format!("{address}: {why}"));
+                    failures.push(no_answer());
                     continue;
                 }
                 Err(failure) => {
@@ -912,6 +913,7 @@ impl Dialer {
                 Err(error) if error.kind() == io::ErrorKind::InvalidData => {
                     return Err(Dial::Fatal(describe(&error)));
                 }
+                Err(error) if error.kind() == io::ErrorKind::TimedOut => failures.push(no_answer()),
                 Err(error) => failures.push(format!("{address}: {}", describe(&error))),
             }
         }
