@@ -218,19 +218,9 @@ pub fn is_drop(error: &io::Error) -> bool {
             | NetworkUnreachable
             | NetworkDown
     ) || matches!(
+        // The two that std gives no kind of their own.
         error.raw_os_error(),
-        Some(
-            libc::ECONNRESET
-                | libc::ECONNABORTED
-                | libc::ENETRESET
-                | libc::EPIPE
-                | libc::ENOTCONN
-                | libc::ETIMEDOUT
-                | libc::EHOSTUNREACH
-                | libc::EHOSTDOWN
-                | libc::ENETUNREACH
-                | libc::ENETDOWN
-        )
+        Some(libc::ENETRESET | libc::EHOSTDOWN)
     )
 }
 
@@ -568,4 +558,35 @@ fn bind(address: &Address, log: &Log) -> Result<Vec<OwnedFd>, SetupError> {
 /// `30 s`.
 fn seconds(duration: Duration) -> String {
     format!("{} s", duration.as_secs_f64())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 32, item 5: every error a reset or an abort surfaces as is a drop; a failure
+    /// that a new connection does not mend is not.
+    #[test]
+    fn drops_are_told_from_failures() {
+        for errno in [
+            libc::ECONNRESET,
+            libc::ECONNABORTED,
+            libc::ENETRESET,
+            libc::EPIPE,
+            libc::ENOTCONN,
+            libc::ETIMEDOUT,
+            libc::EHOSTUNREACH,
+            libc::EHOSTDOWN,
+            libc::ENETUNREACH,
+            libc::ENETDOWN,
+        ] {
+            assert!(is_drop(&io::Error::from_raw_os_error(errno)), "errno {errno}");
+        }
+        let ended = io::Error::new(io::ErrorKind::UnexpectedEof, "ended before the end mark");
+        assert!(is_drop(&ended));
+        let altered = io::Error::new(io::ErrorKind::InvalidData, "failed authentication");
+        assert!(!is_drop(&altered));
+        assert!(!is_drop(&io::Error::other("the receiver stopped after 0 bytes were sent")));
+        assert!(!is_drop(&io::Error::from_raw_os_error(libc::ENOSPC)));
+    }
 }
