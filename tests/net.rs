@@ -58,8 +58,12 @@ impl Receiver {
     /// `accel --engine ENGINE --from HOST:0 ARGS...` (the system picks the port, accel says
     /// which). `command` wraps it (`ip netns exec`), when given.
     pub(crate) fn start(engine: &str, host: &str, args: &[&str], wrap: Option<&Netns>) -> Receiver {
-        let from = format!("{host}:0");
-        let mut full = vec!["--engine", engine, "--from", &from];
+        Receiver::at(engine, &format!("{host}:0"), args, wrap)
+    }
+
+    /// `accel --engine ENGINE --from FROM ARGS...`, once it says where it listens.
+    pub(crate) fn at(engine: &str, from: &str, args: &[&str], wrap: Option<&Netns>) -> Receiver {
+        let mut full = vec!["--engine", engine, "--from", from];
         full.extend_from_slice(args);
         let mut child = command(wrap, ACCEL, &full)
             .stdin(Stdio::null())
@@ -912,20 +916,12 @@ fn a_sender_started_before_its_receiver_waits_for_it() {
              0:00:10 (--connect-for)"
         )
     );
-    let mut receiver = Command::new(ACCEL)
-        .args(["--from", &address, "--key-file", &key])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let output = thread::spawn({
-        let stdout = receiver.stdout.take().unwrap();
-        move || drain(stdout)
-    });
+    let mut receiver = Receiver::at("auto", &address, &["--key-file", &key], None);
+    let output = receiver.output();
     let status = wait_within(&mut sending, GENEROUS);
     assert!(status.success(), "sender: {status}: {}", said.all());
-    assert!(wait_within(&mut receiver, GENEROUS).success());
+    let (status, said) = receiver.end();
+    assert!(status.success(), "receiver: {status}: {said}");
     assert_same(&output.join().unwrap(), &data, "sent before the receiver listened");
 }
 

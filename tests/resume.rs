@@ -903,6 +903,25 @@ fn through_the_cutter(
     (ended, proxy.accepted(), proxy.cuts())
 }
 
+/// A receiver with `args` (`test` names its files), a sender to it through a [`Cutter`] of
+/// its own, and the stream it is given: `size` bytes from `seed`, of which the first `first`
+/// have been sent and written; the rest is the test's to send.
+fn delivered_through_a_proxy(
+    test: &str,
+    args: &[&str],
+    size: usize,
+    seed: u64,
+    first: usize,
+) -> (Ends, Cutter, Sending, Vec<u8>) {
+    let ends = Ends::start("auto", test, args, None);
+    let proxy = Cutter::start(ends.address(), Duration::ZERO, &[]);
+    let sending = ends.sender(&proxy.to(), None);
+    let data = pattern(size, seed);
+    sending.send(&data[..first]);
+    ends.written.at_least(first);
+    (ends, proxy, sending, data)
+}
+
 /// Each offset at which the stream resumed lies no further than the bytes the connection
 /// before carried (`cuts`, the count where each was cut, handshakes and framing included).
 #[track_caller]
@@ -1010,12 +1029,8 @@ fn a_reset_in_the_first_frame_is_resumed() {
 #[test]
 fn an_outage_shorter_than_reconnect_for_is_survived() {
     let args = ["--reconnect-for", "10s"];
-    let ends = Ends::start("auto", "short-outage", &args, None);
-    let proxy = Cutter::start(ends.address(), Duration::ZERO, &[]);
-    let sending = ends.sender(&proxy.to(), None);
-    let data = pattern(2 << 20, 212);
-    sending.send(&data[..1 << 20]);
-    ends.written.at_least(1 << 20);
+    let (ends, proxy, sending, data) =
+        delivered_through_a_proxy("short-outage", &args, 2 << 20, 212, 1 << 20);
     proxy.refuse();
     proxy.reset_now();
     let cut = Instant::now();
@@ -1042,12 +1057,8 @@ fn an_outage_shorter_than_reconnect_for_is_survived() {
 #[test]
 fn a_black_hole_is_left_soon_after_it_ends() {
     let args = ["--heartbeat", "1s"];
-    let ends = Ends::start("auto", "black-hole", &args, None);
-    let proxy = Cutter::start(ends.address(), Duration::ZERO, &[]);
-    let sending = ends.sender(&proxy.to(), None);
-    let data = pattern(2 << 20, 213);
-    sending.send(&data[..1 << 20]);
-    ends.written.at_least(1 << 20);
+    let (ends, proxy, sending, data) =
+        delivered_through_a_proxy("black-hole", &args, 2 << 20, 213, 1 << 20);
     proxy.black_hole();
     let hole = Instant::now();
     sending.said.line_with("connection dropped");
@@ -1113,12 +1124,8 @@ fn an_aborted_connection_is_a_drop_at_either_end() {
 #[test]
 fn a_freeze_longer_than_four_heartbeats() {
     let args = ["--heartbeat", "250ms"];
-    let ends = Ends::start("auto", "freeze", &args, None);
-    let proxy = Cutter::start(ends.address(), Duration::ZERO, &[]);
-    let sending = ends.sender(&proxy.to(), None);
-    let data = pattern(8 << 20, 202);
-    sending.send(&data[..4 << 20]);
-    ends.written.at_least(4 << 20);
+    let (ends, proxy, sending, data) =
+        delivered_through_a_proxy("freeze", &args, 8 << 20, 202, 4 << 20);
     proxy.freeze();
     sending.said.line_with("connection dropped");
     ends.receiver.said.line_with("connection dropped");
@@ -1178,12 +1185,8 @@ fn resets_with_a_small_buffer() {
 #[test]
 fn an_outage_longer_than_reconnect_for_fails_both_sides() {
     let args = ["--reconnect-for", "2s", "--heartbeat", "1s"];
-    let ends = Ends::start("auto", "outage", &args, None);
-    let proxy = Cutter::start(ends.address(), Duration::ZERO, &[]);
-    let sending = ends.sender(&proxy.to(), None);
-    let data = pattern(1 << 20, 204);
-    sending.send(&data);
-    ends.written.at_least(1 << 20);
+    let (ends, proxy, sending, data) =
+        delivered_through_a_proxy("outage", &args, 1 << 20, 204, 1 << 20);
     proxy.refuse();
     let cut = Instant::now();
     proxy.reset_now();
@@ -1230,12 +1233,8 @@ fn an_outage_longer_than_reconnect_for_fails_both_sides() {
 /// resumes where it was, whole, one reconnection.
 #[test]
 fn a_stranger_during_an_outage_changes_nothing() {
-    let ends = Ends::start("auto", "stranger", &[], None);
-    let proxy = Cutter::start(ends.address(), Duration::ZERO, &[]);
-    let sending = ends.sender(&proxy.to(), None);
-    let data = pattern(4 << 20, 205);
-    sending.send(&data[..1 << 20]);
-    ends.written.at_least(1 << 20);
+    let (ends, proxy, sending, data) =
+        delivered_through_a_proxy("stranger", &[], 4 << 20, 205, 1 << 20);
     proxy.refuse();
     proxy.reset_now();
     ends.receiver.said.line_with("connection dropped");
