@@ -58,8 +58,12 @@ impl Receiver {
     /// `accel --engine ENGINE --from HOST:0 ARGS...` (the system picks the port, accel says
     /// which). `command` wraps it (`ip netns exec`), when given.
     pub(crate) fn start(engine: &str, host: &str, args: &[&str], wrap: Option<&Netns>) -> Receiver {
-        let from = format!("{host}:0");
-        let mut full = vec!["--engine", engine, "--from", &from];
+        Receiver::at(engine, &format!("{host}:0"), args, wrap)
+    }
+
+    /// `accel --engine ENGINE --from FROM ARGS...`, once it says where it listens.
+    pub(crate) fn at(engine: &str, from: &str, args: &[&str], wrap: Option<&Netns>) -> Receiver {
+        let mut full = vec!["--engine", engine, "--from", from];
         full.extend_from_slice(args);
         let mut child = command(wrap, ACCEL, &full)
             .stdin(Stdio::null())
@@ -856,18 +860,69 @@ per_engine!(
 
 // ----- setup failures and binding: the engine plays no part -----
 
-/// Nobody listening: "Connection refused", status 6, promptly, nothing read.
+/// Nobody listening: "Connection refused", status 6, nothing read: at once with
+/// `--connect-for 0`; after trying for `--connect-for 1s`, having said so.
 #[test]
 fn connection_refused() {
     let keys = Scratch::new("net-refused");
     let key = make_key(&keys, "k");
     let to = format!("127.0.0.1:{}", free_port());
-    let (status, said) = ended(send("auto", &to, &["--key-file", &key], pattern(1000, 11), None));
-    assert_eq!(status.code(), Some(6), "{said}");
+    let refused = |args: &[&str]| {
+        let args = [&["--key-file", key.as_str()], args].concat();
+        let began = Instant::now();
+        let (status, said) = ended(send("auto", &to, &args, pattern(1000, 11), None));
+        assert_eq!(status.code(), Some(6), "{said}");
+        (said, began.elapsed())
+    };
+    let (said, _) = refused(&["--connect-for", "0"]);
     assert_eq!(
         said,
         format!("accel: {to}: cannot connect: Connection refused; nothing was sent\n")
     );
+    let (said, took) = refused(&["--connect-for", "1s"]);
+    assert_eq!(
+        said,
+        format!(
+            "accel: {to}: cannot connect yet: Connection refused; trying again for up to 0:00:01 \
+             (--connect-for)\naccel: {to}: cannot connect: Connection refused (tried for 0:00:01); \
+             nothing was sent\n"
+        )
+    );
+    assert!(took >= Duration::from_secs(1), "gave up after {took:?}");
+}
+
+/// Issue 32, item 6: a sender started a moment before its receiver listens (a cron job that
+/// starts the receiver through ssh, then the sender) is refused at first; it says so once,
+/// tries again, and sends the stream once the receiver listens on that port.
+#[test]
+fn a_sender_started_before_its_receiver_waits_for_it() {
+    let keys = Scratch::new("net-early");
+    let key = make_key(&keys, "k");
+    let address = format!("127.0.0.1:{}", free_port());
+    let data = pattern(1 << 20, 12);
+    let mut sending = send("auto", &address, &["--key-file", &key], data.clone(), None);
+    let said = Said::collect(&mut sending);
+    // Until it says it tries again, or ends, showing what it said.
+    let mut line = None;
+    eventually(GENEROUS, "the sender says it tries again, or ends", || {
+        line = said.text().lines().find(|l| l.contains("trying again")).map(str::to_owned);
+        line.is_some() || sending.try_wait().unwrap().is_some()
+    });
+    let line = line.unwrap_or_else(|| panic!("the sender ended: {}", said.all()));
+    assert_eq!(
+        line,
+        format!(
+            "accel: {address}: cannot connect yet: Connection refused; trying again for up to \
+             0:00:10 (--connect-for)"
+        )
+    );
+    let mut receiver = Receiver::at("auto", &address, &["--key-file", &key], None);
+    let output = receiver.output();
+    let status = wait_within(&mut sending, GENEROUS);
+    assert!(status.success(), "sender: {status}: {}", said.all());
+    let (status, said) = receiver.end();
+    assert!(status.success(), "receiver: {status}: {said}");
+    assert_same(&output.join().unwrap(), &data, "sent before the receiver listened");
 }
 
 /// The port is taken: status 6, "Address already in use".
@@ -946,6 +1001,26 @@ fn a_receiver_says_where_it_listens() {
     });
     assert!(wait_within(&mut quiet, GENEROUS).success());
     assert_eq!(said.all(), "", "-q");
+}
+
+/// Issue 32, item 7: a receiver says which sender it took, in one line (and nothing under
+/// `-q`: [`a_receiver_says_where_it_listens`]).
+#[test]
+fn a_receiver_says_which_sender_it_took() {
+    let (_keys, key, mut receiver) = keyed_receiver("auto", "which", &[]);
+    let output = receiver.output();
+    let to = format!("127.0.0.1:{}", receiver.port);
+    let (status, said) = ended(send("auto", &to, &["--key-file", &key], b"x\n".to_vec(), None));
+    assert!(status.success(), "{said}");
+    assert_eq!(output.join().unwrap(), b"x\n");
+    let (status, said) = receiver.end();
+    assert!(status.success(), "{said}");
+    let lines: Vec<&str> = said.lines().filter(|line| line.contains("the sender is")).collect();
+    assert_eq!(lines.len(), 1, "{said}");
+    let prefix = "accel: 127.0.0.1:0: the sender is ";
+    let peer = lines[0].strip_prefix(prefix).unwrap_or_else(|| panic!("{said}"));
+    let peer: SocketAddr = peer.parse().unwrap_or_else(|_| panic!("{said}"));
+    assert!(peer.ip().is_loopback(), "{said}");
 }
 
 /// An encrypted sender aimed at a listener that only reads (a plain `mbuffer -I`) does not
@@ -1241,8 +1316,8 @@ fn a_senders_abort_reason_is_printed_without_its_escapes() {
     let hello = accel::net::wire::Hello { stream: [7; 16], offset: 0, resuming: false };
     let opening = handshake::Opening::new(&key, hello);
     let log = accel::log::Log::new(true, false);
-    let mut channel =
-        handshake::initiate(opening, connected, &stop, deadline, "receiver", &log).unwrap();
+    let hint = Some(("receiver", &log));
+    let mut channel = handshake::initiate(opening, connected, &stop, deadline, hint).unwrap();
     channel.abort("\x1b]0;owned\x07\x1b[2J\rgone\nfor good");
     let (status, said) = receiver.end();
     assert_eq!(status.code(), Some(1), "{said}");

@@ -330,7 +330,7 @@ fn parse_level(text: &str) -> Result<Level, String> {
 }
 
 /// `--from`, `--key-file` (or `ACCEL_KEY_FILE`), `--insecure`, `--accept-timeout`,
-/// `--reconnect-for`, `--heartbeat`.
+/// `--connect-for`, `--reconnect-for`, `--heartbeat`.
 fn network_settings(cli: &Cli) -> Result<net::Settings, ConfigError> {
     let from = match &cli.from {
         None => None,
@@ -391,7 +391,20 @@ fn network_settings(cli: &Cli) -> Result<net::Settings, ConfigError> {
         });
     }
     let insecure = cli.insecure;
-    Ok(net::Settings { from, key_file, key_file_from_env, insecure, accept_timeout, resume })
+    let connect_for = match cli.connect_for.as_deref().map(str::trim) {
+        // 0: no second try, as parse_duration takes only positive durations.
+        Some(zero) if zero.parse::<f64>() == Ok(0.0) => Duration::ZERO,
+        _ => duration_option("--connect-for", &cli.connect_for)?.unwrap_or(net::CONNECT_FOR),
+    };
+    Ok(net::Settings {
+        from,
+        key_file,
+        key_file_from_env,
+        insecure,
+        accept_timeout,
+        connect_for,
+        resume,
+    })
 }
 
 /// A duration option's value, if given (`option` names it in the error).

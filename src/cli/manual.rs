@@ -20,7 +20,12 @@ pub const JSON_FIELDS: &[[&str; 3]] = &[
     ],
     ["`fill_bytes`", "progress", "bytes held now"],
     ["`capacity_bytes`", "both", "the buffer size"],
-    ["`rate_in`, `rate_out`", "progress", "smoothed bytes per second over the last seconds"],
+    [
+        "`rate_in`, `rate_out`",
+        "progress",
+        "smoothed bytes per second over the last seconds; 0 once that side has moved nothing \
+         for 2 s",
+    ],
     ["`producer_blocked_s`", "both", "seconds the input was held back because the buffer was full"],
     ["`consumer_starved_s`", "both", "seconds the consumer had nothing to read from accel"],
     ["`peak_fill_bytes`", "summary", "the most bytes held at once"],
@@ -149,10 +154,10 @@ pub const EXIT_STATUSES: &[[&str; 2]] = &[
     ],
     [
         "6",
-        "The network side could not be set up: the receiver's name not found, connection refused, \
-         no route to the host, no answer, not an accel at the other end, the wrong key, the port \
-         in use, or no sender within `--accept-timeout`; nothing was read. Apart from 2 and 5 \
-         because a script may well retry it.",
+        "The network side could not be set up: the receiver's name not found, connection refused \
+         (for `--connect-for`), no route to the host, no answer, not an accel at the other end, \
+         the wrong key, the port in use, or no sender within `--accept-timeout`; nothing was \
+         read. Apart from 2 and 5 because a script may well retry it.",
     ],
     [
         "7",
@@ -223,8 +228,11 @@ const PROGRESS: &[&str] = &[
      second: the input (bytes, rate), the buffer's fill (`buf 42%`), the output (bytes, rate; \
      with several outputs, the one furthest behind, named), the time so far, and, when the \
      size is known (`--expect`, or regular files as input), a bar, the percent done and the ETA, \
-     as in `[====>     ]  39% ETA 0:00:01`. When the terminal is narrow, the percent done (or \
-     the bytes out) are kept longest, then what is unusual: bytes spilled to disk, rate caps.",
+     as in `[====>     ]  39% ETA 0:00:01`. A side that has moved nothing for 2 s shows a rate \
+     of 0, and when neither has, the line says for how long (`stalled 0:00:15`), or, with a \
+     network peer, that a connection is down (`reconnecting (3rd try, 0:00:12)`, `waiting for \
+     the sender (0:00:12)`). When the terminal is narrow, the percent done (or the bytes out) \
+     are kept longest, then what is unusual: bytes spilled to disk, rate caps.",
     "At the end the last line is left standing, with the final counts and average rates, and \
      one line of verdict under it: `bottleneck: consumer` when the buffer was full (the \
      producer held back) for a tenth of the run or more and longer than it was empty, \

@@ -360,15 +360,27 @@ pub struct Cli {
     #[arg(long, value_name = "DURATION", requires = "from", help_heading = "Network")]
     pub accept_timeout: Option<String>,
 
+    /// With --to: while the receiver refuses the connection (it is not listening yet), try
+    /// again for up to DURATION, then give up (status 6); 0: at once. [default: 10s]
+    ///
+    /// For a receiver started a moment after its sender, as a cron job that starts the
+    /// receiver through ssh, then the sender. A first connection that drops once the receiver
+    /// answered, before the stream began, is tried again too. Any other failure (no answer,
+    /// no route, the wrong key) is said at once.
+    #[arg(long, value_name = "DURATION", requires = "to", help_heading = "Network")]
+    pub connect_for: Option<String>,
+
     /// When a connection drops, connect again (--to) or wait for the sender (--from) for up
     /// to DURATION, then go on at the exact byte; 0: fail at once. [default: 10m]
     ///
-    /// A reset, a path gone silent (see --heartbeat), or an end without the end-of-stream
-    /// mark: the sender connects again at once, then 1, 2, 4, ... up to 30 s apart, and the
-    /// receiver takes it back once it has proved it holds the key and names the same stream.
-    /// The sender keeps what the receiver has not confirmed in its buffer (-m, then --spill),
-    /// so nothing is lost or written twice. At the end of DURATION both fail (status 3 and 1),
-    /// saying what was delivered. Not with --insecure. A sender that dies cannot be resumed:
+    /// A reset or an abort, a path gone silent (see --heartbeat), or an end without the
+    /// end-of-stream mark: the sender connects again 0.2 s later, then 1, 2, 4, ... up to 30 s
+    /// apart, and a last time at the end of DURATION, each try waiting a heartbeat for an
+    /// answer; the receiver takes it back once it has proved it holds the key and names the
+    /// same stream. The sender keeps what the receiver has not confirmed in its buffer (-m,
+    /// then --spill), so nothing is lost or written twice. At the end of DURATION both fail
+    /// (status 3 and 1), saying what was delivered; the receiver waits four heartbeats and a
+    /// try longer, to be there for the sender's last try. Not with --insecure. A sender that dies cannot be resumed:
     /// its input is gone (with zfs send, resume with `zfs send -t TOKEN`).
     #[arg(long, value_name = "DURATION", requires = "peer", help_heading = "Network")]
     pub reconnect_for: Option<String>,

@@ -99,8 +99,14 @@ pub struct Channel {
     next_look: Instant,
     /// Sending side: the receiver closed its side; nothing more will come from it.
     peer_closed: bool,
+    /// Sending side: the receiver's Ack, heard before this session's End was sent: in a
+    /// session that took over from one dropped after the End, the receiver says it first.
+    acked: Option<u64>,
     /// The stream's name, from the sender's Hello.
     stream: [u8; 16],
+    /// Receiving side: the sender's Hello goes on with its stream (a reconnection), so the
+    /// sender waits for a Resume frame.
+    goes_on: bool,
     /// When the peer was last heard from, and when this side last sent.
     last_heard: Instant,
     last_sent: Instant,
@@ -146,7 +152,9 @@ impl Channel {
             reached: 0,
             next_look: Instant::now(),
             peer_closed: false,
+            acked: None,
             stream: [0; 16],
+            goes_on: false,
             last_heard: Instant::now(),
             last_sent: Instant::now(),
             silence: Duration::MAX,
@@ -167,6 +175,18 @@ impl Channel {
     /// The stream this session carries.
     pub fn stream(&self) -> [u8; 16] {
         self.stream
+    }
+
+    /// Takes the sender's Hello (receiving side): the stream, and whether it goes on.
+    pub fn opened_by(&mut self, hello: &super::wire::Hello) {
+        self.stream = hello.stream;
+        self.goes_on = hello.resuming;
+    }
+
+    /// Whether the sender goes on with its stream, and waits for a Resume frame (receiving
+    /// side).
+    pub fn goes_on(&self) -> bool {
+        self.goes_on
     }
 
     /// How long the peer may say nothing (it sends a heartbeat when it has nothing else to
@@ -409,6 +429,8 @@ impl Channel {
                         self.asked &= count <= self.confirmed;
                         self.confirmed = self.confirmed.max(count);
                     }
+                    // Taken up by the End (end_stream), which checks its count.
+                    Frame::Ack(count) => self.acked = Some(count),
                     Frame::Abort(why) => return Err(receiver_stopped(self.offset, &why)),
                     other => return Err(unexpected(&other)),
                 }
@@ -471,13 +493,21 @@ impl Channel {
     /// of that count, telling `heard` each confirmation (the count, and whether the Ack is
     /// still awaited) as it comes. The wait has no deadline of its own: the run's stop (a
     /// stall, a signal) ends it.
+    ///
+    /// The connection is not half-closed after the End: the receiver takes the sender's
+    /// close as its word that it has the Ack ([`Channel::closed_now`]), and leaves. A close
+    /// before the Ack would let the receiver go while the Ack, lost to a drop, has still to
+    /// be said again.
     pub fn end_stream(&mut self, stop: &Stop, heard: &mut dyn FnMut(u64, bool)) -> io::Result<()> {
         self.seal(Kind::End, self.offset, &[]);
         self.write_out(stop, None, true)?;
-        self.socket.shut_down_sending();
         heard(self.confirmed, true);
         loop {
-            match self.open_next(&mut [])? {
+            let frame = match self.acked.take() {
+                Some(count) => Some(Frame::Ack(count)),
+                None => self.open_next(&mut [])?,
+            };
+            match frame {
                 Some(Frame::Ack(count)) if count == self.offset => {
                     self.confirmed = count;
                     heard(count, false);
@@ -534,17 +564,23 @@ impl Channel {
             return Err(io::Error::other("the stream has not ended"));
         }
         self.seal(Kind::Ack, self.offset, &[]);
+        // The sender answers the Ack by closing the connection: its silence counts from here,
+        // not from the End, which the outputs may have taken long to write (--sync).
+        self.last_heard = Instant::now();
         self.flush_regardless()
     }
 
     /// After the Ack (receiving side): whether the sender has closed the connection, which
-    /// says it has the Ack, as far as has arrived (heartbeats may come before); without
-    /// waiting. An error when the connection failed.
+    /// says it has the Ack, as far as has arrived (heartbeats may come before, and in a
+    /// session that took a dropped one over, the End said again); without waiting. An error
+    /// when the connection failed.
     pub fn closed_now(&mut self) -> io::Result<bool> {
         loop {
             while let Some(frame) = self.open_next(&mut [])? {
-                if !matches!(frame, Frame::Heartbeat) {
-                    return Err(unexpected(&frame));
+                match frame {
+                    Frame::Heartbeat => {}
+                    Frame::End(count) => self.end_at(count)?,
+                    other => return Err(unexpected(&other)),
                 }
             }
             match self.read_sealed_now()? {
@@ -766,16 +802,14 @@ impl Incoming<'_> {
     }
 }
 
-/// The receiver's word that it stops (its run failed): the stream cannot go on.
+/// The receiver's word that it stops (its run failed): the stream cannot go on, so not an
+/// error of a kind that counts as a drop ([`super::is_drop`]).
 fn receiver_stopped(sent: u64, why: &str) -> io::Error {
-    io::Error::new(
-        io::ErrorKind::ConnectionAborted,
-        format!(
-            "the receiver stopped after {} were sent: {}",
-            byte_count(sent),
-            crate::words::printable(why)
-        ),
-    )
+    io::Error::other(format!(
+        "the receiver stopped after {} were sent: {}",
+        byte_count(sent),
+        crate::words::printable(why)
+    ))
 }
 
 fn unexpected(frame: &Frame) -> io::Error {

@@ -58,6 +58,79 @@ const LONGEST_HELLO: usize = 1024;
 /// The wrong key, in the words both ends use.
 pub const WRONG_KEY: &str = "authentication failed: the peers do not share a key";
 
+/// Why a sender's handshake failed; its words (`Display`) are what the user reads after
+/// `accel: HOST:PORT: `. Whether another try may do better is the variant's, not the words'.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Failure {
+    /// The receiver did not answer before the deadline.
+    NoAnswer,
+    /// The receiver closed the connection before answering.
+    ClosedEarly,
+    /// The connection failed before the receiver answered: how, in words.
+    Broken(String),
+    /// The connection failed once the receiver had answered, before the sender's Start
+    /// frame was out: no session was confirmed, and the receiver still waits for its
+    /// sender.
+    CutAfterAnswer(String),
+    /// The receiver speaks another version of the protocol.
+    OtherVersion,
+    /// Not an accel receiver.
+    NotAccel,
+    /// The receiver refused the first message: the keys differ.
+    WrongKey,
+    /// The receiver's answer failed authentication.
+    AnswerAltered,
+    /// The receiver has a stream of another sender's.
+    Busy,
+    /// The receiver never had the stream the sender goes on with.
+    UnknownStream,
+    /// The answer is not one accel gives (the Welcome's value, when there was one).
+    Malformed(Option<u64>),
+}
+
+impl Failure {
+    /// Whether trying again cannot help: the same receiver would refuse the same way.
+    pub fn is_final(&self) -> bool {
+        matches!(self, Failure::WrongKey | Failure::Busy | Failure::UnknownStream)
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::NoAnswer => f.write_str("no answer to the handshake in time"),
+            Failure::ClosedEarly => f.write_str(
+                "the receiver closed the connection during the handshake (is it accel, with the \
+                 same --insecure choice?)",
+            ),
+            Failure::Broken(why) => write!(f, "handshake: {why}"),
+            Failure::CutAfterAnswer(why) => {
+                write!(f, "the connection dropped right after the handshake ({why})")
+            }
+            Failure::OtherVersion => {
+                f.write_str("the receiver speaks another version of accel's protocol")
+            }
+            Failure::NotAccel => f.write_str("not an accel receiver (it answered something else)"),
+            Failure::WrongKey => f.write_str(WRONG_KEY),
+            Failure::AnswerAltered => f.write_str(
+                "the receiver's answer to the handshake failed authentication: it was altered on \
+                 the way (the receiver had accepted the key)",
+            ),
+            Failure::Busy => {
+                f.write_str("the receiver is busy with another stream (another sender's)")
+            }
+            Failure::UnknownStream => f.write_str(
+                "the receiver does not have this stream: it is not the receiver the stream \
+                 started with (restarted?)",
+            ),
+            Failure::Malformed(Some(welcome)) => {
+                write!(f, "a malformed handshake from the receiver ({welcome})")
+            }
+            Failure::Malformed(None) => f.write_str("a malformed handshake from the receiver"),
+        }
+    }
+}
+
 /// The sender's first handshake message, made before it connects: the moment the
 /// connection is up, the message follows, so that a receiver busy with a flood of silent
 /// connections sees this one speak at once (the key exchange takes a while in a debug build).
@@ -95,82 +168,67 @@ pub fn new_stream() -> Result<[u8; 16], String> {
 const QUIET_HINT: Duration = Duration::from_secs(3);
 
 /// The sender's handshake, `opening`, on a connected `socket`: on success, the session, whose
-/// Start frame has been sent. The error says why, for `accel: HOST:PORT: <why>`; `name` is
-/// the receiver as typed, for saying on `log` that it has not answered yet.
+/// Start frame has been sent. On a first connection, `hint` names the receiver as typed and
+/// where to say that it has not answered yet, and what that may mean; a receiver that is
+/// reconnected to answered before, so nothing is said then.
 pub fn initiate(
     opening: Opening,
     socket: Socket,
     stop: &Stop,
     deadline: Instant,
-    name: &str,
-    log: &Log,
-) -> Result<Channel, String> {
+    hint: Option<(&str, &Log)>,
+) -> Result<Channel, Failure> {
     let io_error = |error: io::Error| match error.kind() {
-        io::ErrorKind::TimedOut => {
-            "no answer to the handshake in time (a receiver with --insecure does not answer)"
-                .to_owned()
-        }
-        io::ErrorKind::UnexpectedEof => {
-            "the receiver closed the connection during the handshake (is it accel, with the same \
-             --insecure choice?)"
-                .to_owned()
-        }
-        _ => format!("handshake: {}", crate::words::describe(&error)),
+        io::ErrorKind::TimedOut => Failure::NoAnswer,
+        io::ErrorKind::UnexpectedEof => Failure::ClosedEarly,
+        _ => Failure::Broken(crate::words::describe(&error)),
     };
     let Opening { cipher, mut noise, first, stream } = opening;
     socket.write_all(&first, stop, Some(deadline)).map_err(io_error)?;
 
     let mut head = [0u8; PREAMBLE_LEN + 2];
     let hint_at = (Instant::now() + QUIET_HINT).min(deadline);
-    if hint_at < deadline && !socket.readable_by(stop, hint_at).map_err(io_error)? {
-        log.warn(format_args!(
-            "{name}: no answer to the handshake yet; a plain TCP listener such as mbuffer -I \
-             never answers (--insecure talks to one)"
-        ));
+    if let Some((name, log)) = hint.filter(|_| hint_at < deadline) {
+        if !socket.readable_by(stop, hint_at).map_err(io_error)? {
+            log.warn(format_args!(
+                "{name}: no answer to the handshake yet; a plain TCP listener such as mbuffer -I \
+                 never answers (--insecure talks to one)"
+            ));
+        }
     }
     read_exact(&socket, &mut head, stop, deadline).map_err(io_error)?;
     match wire::read_preamble(&head[..PREAMBLE_LEN]) {
         Preamble::Accel(answered) if answered == cipher => {}
-        Preamble::Accel(_) | Preamble::OtherVersion => {
-            return Err("the receiver speaks another version of accel's protocol".into());
-        }
-        Preamble::Foreign => {
-            return Err("not an accel receiver (it answered something else)".into());
-        }
+        Preamble::Accel(_) | Preamble::OtherVersion => return Err(Failure::OtherVersion),
+        Preamble::Foreign => return Err(Failure::NotAccel),
     }
     let len = usize::from(u16::from_be_bytes([head[PREAMBLE_LEN], head[PREAMBLE_LEN + 1]]));
     if len == 0 {
         // The receiver's word that our first message failed; unauthenticated, but whoever
         // could forge it could as well cut the connection.
-        return Err(WRONG_KEY.into());
+        return Err(Failure::WrongKey);
     }
     let mut answer = vec![0u8; len];
     read_exact(&socket, &mut answer, stop, deadline).map_err(io_error)?;
     let mut welcome = [0u8; 64];
     // The receiver answers only a first message made with its key (else the empty answer
     // above): an answer that fails was altered on the way.
-    let got = noise.read_message(&answer, &mut welcome).map_err(|_| {
-        "the receiver's answer to the handshake failed authentication: it was altered on the way \
-         (the receiver had accepted the key)"
-            .to_owned()
-    })?;
+    let got = noise.read_message(&answer, &mut welcome).map_err(|_| Failure::AnswerAltered)?;
     match welcome[..got].try_into().map(u64::from_be_bytes) {
         Ok(0) => {}
-        Ok(wire::BUSY) => {
-            return Err("the receiver is busy with another stream (another sender's)".into());
-        }
-        Ok(wire::UNKNOWN_STREAM) => {
-            return Err("the receiver does not have this stream: it is not the receiver the \
-                        stream started with (restarted?)"
-                .into());
-        }
-        Ok(offset) => return Err(format!("a malformed handshake from the receiver ({offset})")),
-        Err(_) => return Err("a malformed handshake from the receiver".into()),
+        Ok(wire::BUSY) => return Err(Failure::Busy),
+        Ok(wire::UNKNOWN_STREAM) => return Err(Failure::UnknownStream),
+        Ok(welcome) => return Err(Failure::Malformed(Some(welcome))),
+        Err(_) => return Err(Failure::Malformed(None)),
     }
-    let noise = noise.into_transport_mode().map_err(|e| format!("handshake: {e}"))?;
+    let noise = noise.into_transport_mode().map_err(|e| Failure::Broken(e.to_string()))?;
     let mut channel = Channel::new(Arc::new(socket), noise, &[]);
     channel.set_stream(stream);
-    channel.send_frame(Kind::Start, &[], stop, Some(deadline)).map_err(io_error)?;
+    // The receiver proved it holds the key; what fails now is the connection, before the
+    // session is confirmed: the receiver has no stream yet.
+    channel
+        .send_frame(Kind::Start, &[], stop, Some(deadline))
+        .map_err(|error| Failure::CutAfterAnswer(crate::words::describe(&error)))?;
     Ok(channel)
 }
 
@@ -584,9 +642,13 @@ fn answer_hello(
         return Err(WRONG_KEY.into());
     };
     let hello = Hello::decode(&payload[..n]).ok_or("a malformed handshake")?;
-    // A first connection starts a stream; a reconnection goes on with ours.
+    // A first connection starts a stream; a reconnection goes on with ours. A stream exists
+    // from the moment its first session is confirmed, at the sender's end too: when the
+    // connection dropped before that frame came, the sender comes back going on with a
+    // stream this receiver never had, from byte 0, which is a stream that starts now. Any
+    // further on, the stream was another receiver's (this one was restarted).
     let refusal = match stream {
-        None if hello.resuming => {
+        None if hello.resuming && hello.offset > 0 => {
             Some((wire::UNKNOWN_STREAM, "asks to go on with a stream this receiver never had"))
         }
         Some(ours) if hello.stream != ours || !hello.resuming => {
@@ -608,6 +670,6 @@ fn answer_hello(
     let noise = noise.into_transport_mode().map_err(|e| format!("handshake: {e}"))?;
     let leftover = &got[PREAMBLE_LEN + 2 + len..];
     let mut channel = Channel::new(Arc::clone(socket), noise, leftover);
-    channel.set_stream(hello.stream);
+    channel.opened_by(&hello);
     Ok(Some(Box::new(channel)))
 }

@@ -8,11 +8,13 @@
 //! - A sender's takes in the receiver's confirmations while the output has nothing to send
 //!   (so that the backlog lets go of what was confirmed), says it is there when it has sent
 //!   nothing for a heartbeat, and notices a receiver silent for [`SILENT_BEATS`] of them.
-//!   When the connection drops, it connects again at once, then 1 s after, doubling to
-//!   30 s, with jitter, until `--reconnect-for` is over; the output then goes on from where
+//!   When the connection drops, it connects again 0.2 s later, then 1 s after, doubling to
+//!   30 s, with jitter, and a last time at the end of `--reconnect-for`, each try waiting a
+//!   heartbeat for its answer ([`Resume::try_patience`]); the output then goes on from where
 //!   the receiver's Resume frame says ([`Resumed`]): the backlog kept every byte not
 //!   confirmed, and the output is sent back there even while it waits for data.
-//! - A receiver's waits for a sender that connects again, and takes it back once it has
+//! - A receiver's waits for a sender that connects again (longer than the sender tries:
+//!   [`Resume::receiver_waits`]), and takes it back once it has
 //!   proved, in a session of its own, that it holds the key and names the same stream: a
 //!   stranger, or a recorded handshake replayed, never gets that far, so it cannot take a
 //!   stream over or push a healthy connection out. The input then goes on from the first
@@ -34,11 +36,11 @@ use rustix::event::PollFlags;
 
 use super::address::Address;
 use super::channel::Channel;
-use super::handshake::{self, Opening};
+use super::handshake::{self, Failure, Opening};
 use super::key::Key;
 use super::socket::{self, Socket};
 use super::wire::Hello;
-use super::{CONNECT_PATIENCE, closed_by_peer};
+use super::{closed_by_peer, is_drop, seconds};
 use crate::backlog::Keep;
 use crate::log::Log;
 use crate::meter::{Delivery, Meter, Peer};
@@ -50,10 +52,13 @@ pub const SILENT_BEATS: u32 = 4;
 
 /// The pause before the first attempt to connect again: a reset on a path that is still up
 /// (the common case: a NAT or a firewall dropped its state) is over at once. Then pauses of
-/// 1 s, doubling to the longest.
+/// 1 s, doubling to the longest; each counts from the start of the try before.
 const FIRST_PAUSE: Duration = Duration::from_millis(200);
 const SECOND_PAUSE: Duration = Duration::from_secs(1);
 const LONGEST_PAUSE: Duration = Duration::from_secs(30);
+
+/// The least a try to connect again waits for its answer (see [`Resume::try_patience`]).
+const LEAST_TRY: Duration = Duration::from_secs(1);
 
 /// How a stream outlives its connections (`--reconnect-for`, `--heartbeat`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,6 +79,23 @@ impl Resume {
     /// How long a peer may say nothing before the path counts as dead.
     pub fn silence(&self) -> Duration {
         self.heartbeat * SILENT_BEATS
+    }
+
+    /// How long one try to connect again may take, its handshake and the receiver's word of
+    /// where to go on: a heartbeat, at least a second. The receiver answered well within a
+    /// heartbeat before the drop; a try that waits longer waits on a path still dead (a
+    /// tunnel whose far side is gone takes the connection at once, and answers never),
+    /// where a new try would find it back.
+    pub fn try_patience(&self) -> Duration {
+        self.heartbeat.max(LEAST_TRY)
+    }
+
+    /// How long a receiver waits for its sender to come back: `--reconnect-for`, and as
+    /// long again as the sender may see the drop after it (the peer's silence) and as its
+    /// last try may take: so that the sender's last try, at the end of its own
+    /// `--reconnect-for`, finds the receiver there.
+    pub fn receiver_waits(&self) -> Duration {
+        self.within + self.silence() + self.try_patience()
     }
 }
 
@@ -186,6 +208,11 @@ impl Link {
             asked: AtomicBool::new(false),
             told: AtomicU64::new(0),
         })
+    }
+
+    /// The peer's address, as the user gave it.
+    pub fn name(&self) -> &str {
+        &self.name
     }
 
     /// Whether bytes go through the secure channel (not `--insecure`).
@@ -374,10 +401,11 @@ impl Link {
 
     /// The receiver's last word, once its outputs have taken every byte: the Ack of the End
     /// (see [`Channel::acknowledge_end`]). When the stream resumes dropped connections, until
-    /// the sender has closed the connection, which it does once it has the Ack: a connection
-    /// that drops before (the Ack may be lost with it) is waited for, four heartbeats at
-    /// most, and the Ack said again in the new session. The session is not held while
-    /// waiting, so that the sender can be taken back meanwhile.
+    /// the sender has closed the connection, which it does once it has the Ack, and not
+    /// before: a connection that drops first (the Ack may be lost with it) is a drop like
+    /// any other, waited for as long, and the Ack is said again in the new session. The
+    /// session is not held while waiting, so that the sender can be taken back meanwhile.
+    /// An error when the sender did not come back: it may not know that every byte arrived.
     pub fn acknowledge_end(&self, stop: &Stop) -> io::Result<()> {
         if !self.secure {
             return Ok(());
@@ -390,23 +418,6 @@ impl Link {
                 return Err(error);
             }
             let generation = session.generation;
-            if session.channel.is_none() && said_in.is_some() {
-                // The Ack was said, then the connection went: a sender that did not get it
-                // comes back within a second or so; one that did has gone for good.
-                let until = Instant::now() + self.resume.silence();
-                while session.channel.is_none() && Instant::now() < until {
-                    stop.check()?;
-                    let step = Duration::from_millis(100);
-                    session = self
-                        .changed
-                        .wait_timeout(session, step)
-                        .map_or_else(|e| e.into_inner().0, |(guard, _)| guard);
-                }
-                if session.channel.is_none() {
-                    return Ok(());
-                }
-                continue;
-            }
             let Some(channel) = session.channel.as_mut() else {
                 session = self.await_session(session, stop)?;
                 continue;
@@ -503,18 +514,7 @@ impl Link {
     /// cannot come back (plain TCP, `--reconnect-for 0`, or a failure that is no drop: data
     /// altered, the receiver stopped).
     fn dropped(&self, session: &mut Session, error: io::Error) -> io::Result<()> {
-        let drop = matches!(
-            error.kind(),
-            io::ErrorKind::ConnectionReset
-                | io::ErrorKind::BrokenPipe
-                | io::ErrorKind::UnexpectedEof
-                | io::ErrorKind::TimedOut
-                | io::ErrorKind::NotConnected
-                | io::ErrorKind::HostUnreachable
-                | io::ErrorKind::NetworkUnreachable
-                | io::ErrorKind::NetworkDown
-        ) || matches!(error.raw_os_error(), Some(libc::ETIMEDOUT | libc::EHOSTUNREACH));
-        if !self.resumes() || !drop || session.over {
+        if !self.resumes() || !is_drop(&error) || session.over {
             return Err(error);
         }
         let Some(mut channel) = session.channel.take() else { return Ok(()) };
@@ -531,11 +531,14 @@ impl Link {
             format!("{} received", byte_count(session.resume_at))
         };
         let why = describe(&error);
-        let next = if sending { "connecting again" } else { "waiting for the sender to come back" };
+        let (next, waits) = match sending {
+            true => ("connecting again", self.resume.within),
+            false => ("waiting for the sender to come back", self.resume.receiver_waits()),
+        };
         self.log.warn(format_args!(
             "{}: connection dropped ({why}) after {place}; {next} for up to {}",
             self.name,
-            duration(self.resume.within)
+            duration(waits)
         ));
         session.down = Some((Instant::now(), why));
         session.tries = 0;
@@ -557,7 +560,7 @@ impl Link {
             let Some((since, why)) = session.down.clone() else {
                 return Err(io::Error::other("the link was never established"));
             };
-            let deadline = since + self.resume.within;
+            let deadline = since + self.resume.receiver_waits();
             let now = Instant::now();
             if now >= deadline && self.keep.get().is_none() {
                 session.failed = Some((
@@ -565,7 +568,7 @@ impl Link {
                     format!(
                         "the sender did not come back within {} after the connection dropped \
                          ({why})",
-                        duration(self.resume.within)
+                        duration(self.resume.receiver_waits())
                     ),
                 ));
                 break;
@@ -682,36 +685,33 @@ impl Link {
         self.lock().failure()
     }
 
-    /// Connects again, at once, then with pauses that double from 1 s to 30 s (with jitter),
-    /// until the
-    /// connection is back (`true`), or `--reconnect-for` is over or the run is (`false`).
+    /// Connects again, 0.2 s after the drop, then with pauses that double from 1 s to 30 s
+    /// (with jitter), each counted from the start of the try before (a try that waited for
+    /// its answer is followed at once); a try given up on after [`Resume::try_patience`];
+    /// the last try at the end of `--reconnect-for`. Until the connection is back (`true`),
+    /// or `--reconnect-for` is over or the run is (`false`).
     fn restore(&self, dialer: &Dialer, stop: &Stop) -> bool {
-        let (since, mut why) = self.lock().down.clone().expect("down");
+        let (since, _) = self.lock().down.clone().expect("down");
         let deadline = since + self.resume.within;
         let mut pause = FIRST_PAUSE;
+        let mut next = since + jittered(pause);
         loop {
             let now = Instant::now();
-            if now >= deadline {
-                let why = format!(
-                    "the connection could not be restored within {} ({why})",
-                    duration(self.resume.within)
-                );
-                self.give_up(&mut self.lock(), io::ErrorKind::TimedOut, why);
-                return false;
-            }
-            let pause_now = jittered(pause).min(deadline - now);
-            if stop.sleep(pause_now).is_err() || self.lock().over {
+            if stop.sleep(next.min(deadline).saturating_duration_since(now)).is_err()
+                || self.lock().over
+            {
                 return false;
             }
             pause =
                 if pause < SECOND_PAUSE { SECOND_PAUSE } else { (pause * 2).min(LONGEST_PAUSE) };
+            next = Instant::now() + jittered(pause);
             let (kept, reached, tries) = {
                 let mut session = self.lock();
                 session.tries += 1;
                 (session.confirmed, session.reached, session.tries)
             };
             self.publish(|meter, peer| meter.reconnecting(peer, tries));
-            match dialer.dial(kept, reached, self.resume.silence(), stop, deadline) {
+            match dialer.dial(kept, reached, &self.resume, stop) {
                 Ok((channel, at)) => {
                     let mut session = self.lock();
                     // The output goes on there at its next look for data, even if it waits
@@ -741,9 +741,17 @@ impl Link {
                     self.give_up(&mut self.lock(), io::ErrorKind::ConnectionRefused, reason);
                     return false;
                 }
-                Err(Dial::Again(reason)) => {
-                    self.log.debug(format_args!("{}: try {tries}: {reason}", self.name));
-                    why = reason;
+                Err(Dial::Again(why)) => {
+                    self.log.debug(format_args!("{}: try {tries}: {why}", self.name));
+                    // The try that ended at or past the deadline was the last: it says why.
+                    if Instant::now() >= deadline {
+                        let why = format!(
+                            "the connection could not be restored within {} ({why})",
+                            duration(self.resume.within)
+                        );
+                        self.give_up(&mut self.lock(), io::ErrorKind::TimedOut, why);
+                        return false;
+                    }
                 }
             }
         }
@@ -837,7 +845,6 @@ pub(super) struct Dialer {
     pub address: Address,
     pub key: Arc<Key>,
     pub stream: [u8; 16],
-    pub log: Arc<Log>,
 }
 
 /// What a receiver needs to take its sender back: the listening sockets, and the key.
@@ -857,48 +864,56 @@ enum Dial {
 
 impl Dialer {
     /// One attempt: connects to each of the receiver's addresses in turn, handshakes, and
-    /// hears where the stream goes on (between `kept` and `reached`).
+    /// hears where the stream goes on (between `kept` and `reached`); each address within
+    /// `resume`'s [`Resume::try_patience`].
     fn dial(
         &self,
         kept: u64,
         reached: u64,
-        silence: Duration,
+        resume: &Resume,
         stop: &Stop,
-        until: Instant,
     ) -> Result<(Channel, u64), Dial> {
         let addresses: Vec<SocketAddr> =
             self.address.resolve().map_err(|e| Dial::Again(describe(&e)))?;
-        let deadline = (Instant::now() + CONNECT_PATIENCE).min(until);
+        let patience = resume.try_patience();
         let mut failures = Vec::new();
         for address in addresses {
+            let deadline = Instant::now() + patience;
+            // Whether it connects, handshakes or says where to go on, the same words.
+            let no_answer = || format!("{address}: no answer within {}", seconds(patience));
             let hello = Hello { stream: self.stream, offset: kept, resuming: true };
             let opening = Opening::new(&self.key, hello);
             let socket = match socket::connect(address, stop, deadline) {
                 Ok(socket) => socket,
+                Err(error) if error.kind() == io::ErrorKind::TimedOut => {
+                    failures.push(no_answer());
+                    continue;
+                }
                 Err(error) => {
                     failures.push(format!("{address}: {}", describe(&error)));
                     continue;
                 }
             };
-            let name = self.address.to_string();
-            let mut channel =
-                match handshake::initiate(opening, socket, stop, deadline, &name, &self.log) {
-                    Ok(channel) => channel,
-                    Err(why) if why.contains("another stream") || why.contains("does not have") => {
-                        return Err(Dial::Fatal(why));
-                    }
-                    Err(why) if why == handshake::WRONG_KEY => return Err(Dial::Fatal(why)),
-                    Err(why) => {
-                        failures.push(format!("{address}: {why}"));
-                        continue;
-                    }
-                };
-            channel.set_silence(silence);
+            // The receiver answered before: no word of a listener that never answers.
+            let mut channel = match handshake::initiate(opening, socket, stop, deadline, None) {
+                Ok(channel) => channel,
+                Err(failure) if failure.is_final() => return Err(Dial::Fatal(failure.to_string())),
+                Err(Failure::NoAnswer) => {
+                    failures.push(no_answer());
+                    continue;
+                }
+                Err(failure) => {
+                    failures.push(format!("{address}: {failure}"));
+                    continue;
+                }
+            };
+            channel.set_silence(resume.silence());
             match channel.await_resume(kept, reached, stop, deadline) {
                 Ok(at) => return Ok((channel, at)),
                 Err(error) if error.kind() == io::ErrorKind::InvalidData => {
                     return Err(Dial::Fatal(describe(&error)));
                 }
+                Err(error) if error.kind() == io::ErrorKind::TimedOut => failures.push(no_answer()),
                 Err(error) => failures.push(format!("{address}: {}", describe(&error))),
             }
         }

@@ -62,7 +62,7 @@ use std::time::{Duration, Instant};
 use crate::log::Log;
 use crate::meter::Meter;
 use crate::stop::Stop;
-use crate::words::describe;
+use crate::words::{describe, duration};
 use address::Address;
 use channel::Channel;
 use key::Key;
@@ -72,6 +72,15 @@ use socket::Socket;
 
 /// How long a sender may take to connect and handshake when `--stall-timeout` does not say.
 pub const CONNECT_PATIENCE: Duration = Duration::from_secs(30);
+
+/// How long a sender tries its first connection while the receiver refuses it, when
+/// `--connect-for` does not say: a receiver started through ssh a moment after its sender
+/// (a cron job's two commands) listens within a few seconds.
+pub const CONNECT_FOR: Duration = Duration::from_secs(10);
+
+/// The pause between two tries of a first connection: a receiver about to listen does so in
+/// well under a second, and a refused try costs a round trip.
+const FIRST_TRIES_EVERY: Duration = Duration::from_millis(250);
 
 /// How often, at most, a receiver tells its sender what its outputs have taken: a frame of
 /// 45 bytes, 20 times a second at most, costs nothing on any link, and a sender's stall
@@ -88,7 +97,7 @@ pub const EAGER_EVERY: Duration = Duration::from_millis(1);
 const EAGER_ROUNDS: u32 = 50;
 
 /// What the command line asks of the network.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settings {
     /// `--from`: receive the input from a sender. (Each `--to` is one of the run's outputs,
     /// given to [`Network::open`].)
@@ -101,8 +110,25 @@ pub struct Settings {
     pub insecure: bool,
     /// `--accept-timeout`: how long a receiver waits for its sender.
     pub accept_timeout: Option<Duration>,
+    /// `--connect-for`: how long a sender tries its first connection while the receiver
+    /// refuses it ([`CONNECT_FOR`] by default).
+    pub connect_for: Duration,
     /// `--reconnect-for`, `--heartbeat`.
     pub resume: Resume,
+}
+
+impl Default for Settings {
+    fn default() -> Settings {
+        Settings {
+            from: None,
+            key_file: None,
+            key_file_from_env: false,
+            insecure: false,
+            accept_timeout: None,
+            connect_for: CONNECT_FOR,
+            resume: Resume::default(),
+        }
+    }
 }
 
 /// Why the network side could not be set up; nothing was read.
@@ -173,6 +199,31 @@ impl Confirming {
     }
 }
 
+/// Whether `error`, met on a connection, is a drop, which a resumed stream outlives: a reset
+/// or an abort however the system says it (ECONNRESET, ECONNABORTED, which `ss -K` gives
+/// the end whose socket it kills, ENETRESET, EPIPE), a connection that ended without the
+/// end of its stream or fell silent, a path or host gone. Not a failure that no new
+/// connection mends: data altered, the peer's word that it stopped.
+pub fn is_drop(error: &io::Error) -> bool {
+    use io::ErrorKind::*;
+    matches!(
+        error.kind(),
+        ConnectionReset
+            | ConnectionAborted
+            | BrokenPipe
+            | UnexpectedEof
+            | TimedOut
+            | NotConnected
+            | HostUnreachable
+            | NetworkUnreachable
+            | NetworkDown
+    ) || matches!(
+        // The two that std gives no kind of their own.
+        error.raw_os_error(),
+        Some(libc::ENETRESET | libc::EHOSTDOWN)
+    )
+}
+
 /// A peer's going away, said as such: `EPIPE` and `ECONNRESET` on a socket mean that `who`
 /// (the receiver) closed the connection, which is a failure to report, not the quiet
 /// SIGPIPE a pipeline's consumer exiting early gets.
@@ -194,6 +245,8 @@ pub struct Network {
     outputs: Vec<Sending>,
     /// The input's link once its sender came.
     received: Option<Arc<Link>>,
+    /// `--connect-for`.
+    connect_for: Duration,
 }
 
 #[derive(Debug)]
@@ -248,7 +301,7 @@ impl Network {
                 accept_timeout: settings.accept_timeout,
             }),
         };
-        Ok(Network { key, input, outputs, received: None })
+        Ok(Network { key, input, outputs, received: None, connect_for: settings.connect_for })
     }
 
     /// The input's link, with `--from`.
@@ -281,12 +334,8 @@ impl Network {
             let (socket, channel) = self.connect(output, stream, patience, log, stop)?;
             output.link.establish(socket, channel);
             if let Some(key) = &self.key {
-                let dialer = Dialer {
-                    address: output.address.clone(),
-                    key: Arc::clone(key),
-                    stream,
-                    log: Arc::clone(log),
-                };
+                let dialer =
+                    Dialer { address: output.address.clone(), key: Arc::clone(key), stream };
                 output.link.tend(Way::Dial(dialer)).map_err(|e| unreached(&output.address, e))?;
             }
         }
@@ -306,7 +355,17 @@ impl Network {
             .map_err(|why| {
                 SetupError::Unreached(format!("{}: {why}; nothing was written", input.address))
             })?;
-            log.debug(format_args!("{}: the sender is {}", input.address, socket.peer()));
+            // Said in every case (unless -q): which of the hosts that may reach the port it is.
+            log.warn(format_args!("{}: the sender is {}", input.address, socket.peer()));
+            let channel = match channel {
+                // A sender whose first connection dropped before this receiver had its Start
+                // frame goes on with its stream, from byte 0: it waits to hear so.
+                Some(mut channel) if channel.goes_on() => {
+                    channel.resume_from(0, false).map_err(|e| unreached(&input.address, e))?;
+                    Some(channel)
+                }
+                channel => channel,
+            };
             input.link.establish(socket, channel);
             // Without resuming, the listening sockets close here: one sender per run, and
             // nobody else may try. Else only the same sender, with the same stream, comes in.
@@ -337,8 +396,11 @@ impl Network {
         }
     }
 
-    /// Connects to one receiver, trying each of its addresses in turn, for the stream
-    /// `stream`.
+    /// Connects to one receiver for the stream `stream`, `patience` bounding each try. A
+    /// receiver that refuses (not listening yet: started a moment after its sender), or a
+    /// connection that drops once the receiver has answered but before the stream began, is
+    /// tried again every [`FIRST_TRIES_EVERY`] until `--connect-for` is over, the last try
+    /// then; any other failure is said at once.
     fn connect(
         &self,
         output: &Sending,
@@ -347,11 +409,51 @@ impl Network {
         log: &Log,
         stop: &Stop,
     ) -> Result<(Arc<Socket>, Option<Channel>), SetupError> {
-        let deadline = Instant::now() + patience;
         let fail = |why: String| {
             SetupError::Unreached(format!("{}: {why}; nothing was sent", output.address))
         };
+        let until = Instant::now() + self.connect_for;
+        let mut said = false;
+        loop {
+            let again = match self.try_connect(output, stream, patience, log, stop) {
+                Ok(connected) => return Ok(connected),
+                Err(First::Final(why)) => return Err(fail(why)),
+                Err(again) => again,
+            };
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                let tried = if said {
+                    format!(" (tried for {})", duration(self.connect_for))
+                } else {
+                    String::new()
+                };
+                return Err(fail(format!("{}{tried}", again.words(false))));
+            }
+            if !said {
+                said = true;
+                log.warn(format_args!(
+                    "{}: {}; trying again for up to {} (--connect-for)",
+                    output.address,
+                    again.words(true),
+                    duration(self.connect_for)
+                ));
+            }
+            stop.sleep(FIRST_TRIES_EVERY.min(left)).map_err(|e| fail(describe(&e)))?;
+        }
+    }
+
+    /// One try of [`connect`](Network::connect): each of the receiver's addresses in turn.
+    fn try_connect(
+        &self,
+        output: &Sending,
+        stream: [u8; 16],
+        patience: Duration,
+        log: &Log,
+        stop: &Stop,
+    ) -> Result<(Arc<Socket>, Option<Channel>), First> {
+        let deadline = Instant::now() + patience;
         let mut failures = Vec::new();
+        let mut refused = true;
         for &address in &output.resolved {
             let hello = wire::Hello { stream, offset: 0, resuming: false };
             let opening = self.key.as_ref().map(|key| handshake::Opening::new(key, hello));
@@ -360,19 +462,59 @@ impl Network {
                     log.debug(format_args!("{}: connected to {address}", output.address));
                     let Some(opening) = opening else { return Ok((Arc::new(socket), None)) };
                     let name = output.address.to_string();
-                    let channel = handshake::initiate(opening, socket, stop, deadline, &name, log)
-                        .map_err(fail)?;
-                    return Ok((Arc::clone(channel.socket()), Some(channel)));
+                    let hint = Some((name.as_str(), log));
+                    return match handshake::initiate(opening, socket, stop, deadline, hint) {
+                        Ok(channel) => Ok((Arc::clone(channel.socket()), Some(channel))),
+                        Err(cut @ handshake::Failure::CutAfterAnswer(_)) => {
+                            Err(First::Cut(cut.to_string()))
+                        }
+                        Err(handshake::Failure::NoAnswer) => Err(First::Final(format!(
+                            "{} (a receiver with --insecure does not answer)",
+                            handshake::Failure::NoAnswer
+                        ))),
+                        Err(failure) => Err(First::Final(failure.to_string())),
+                    };
                 }
                 Err(error) if error.kind() == io::ErrorKind::TimedOut => {
                     failures.push(format!("no answer from {address} within {}", seconds(patience)));
+                    refused = false;
                     break;
                 }
-                Err(error) if output.resolved.len() == 1 => failures.push(describe(&error)),
-                Err(error) => failures.push(format!("{address}: {}", describe(&error))),
+                Err(error) => {
+                    refused &= error.kind() == io::ErrorKind::ConnectionRefused;
+                    if output.resolved.len() == 1 {
+                        failures.push(describe(&error));
+                    } else {
+                        failures.push(format!("{address}: {}", describe(&error)));
+                    }
+                }
             }
         }
-        Err(fail(format!("cannot connect: {}", failures.join("; "))))
+        let failures = failures.join("; ");
+        Err(if refused {
+            First::Refused(failures)
+        } else {
+            First::Final(format!("cannot connect: {failures}"))
+        })
+    }
+}
+
+/// Why a try of a first connection failed: worth another while `--connect-for` lasts (the
+/// receiver refused, or the connection dropped after its answer), or not.
+enum First {
+    Refused(String),
+    Cut(String),
+    Final(String),
+}
+
+impl First {
+    /// What a try worth another met, in words; `yet` while there will be another.
+    fn words(&self, yet: bool) -> String {
+        match self {
+            First::Refused(why) if yet => format!("cannot connect yet: {why}"),
+            First::Refused(why) => format!("cannot connect: {why}"),
+            First::Cut(why) | First::Final(why) => why.clone(),
+        }
     }
 }
 
@@ -416,4 +558,35 @@ fn bind(address: &Address, log: &Log) -> Result<Vec<OwnedFd>, SetupError> {
 /// `30 s`.
 fn seconds(duration: Duration) -> String {
     format!("{} s", duration.as_secs_f64())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 32, item 5: every error a reset or an abort surfaces as is a drop; a failure
+    /// that a new connection does not mend is not.
+    #[test]
+    fn drops_are_told_from_failures() {
+        for errno in [
+            libc::ECONNRESET,
+            libc::ECONNABORTED,
+            libc::ENETRESET,
+            libc::EPIPE,
+            libc::ENOTCONN,
+            libc::ETIMEDOUT,
+            libc::EHOSTUNREACH,
+            libc::EHOSTDOWN,
+            libc::ENETUNREACH,
+            libc::ENETDOWN,
+        ] {
+            assert!(is_drop(&io::Error::from_raw_os_error(errno)), "errno {errno}");
+        }
+        let ended = io::Error::new(io::ErrorKind::UnexpectedEof, "ended before the end mark");
+        assert!(is_drop(&ended));
+        let altered = io::Error::new(io::ErrorKind::InvalidData, "failed authentication");
+        assert!(!is_drop(&altered));
+        assert!(!is_drop(&io::Error::other("the receiver stopped after 0 bytes were sent")));
+        assert!(!is_drop(&io::Error::from_raw_os_error(libc::ENOSPC)));
+    }
 }

@@ -144,11 +144,6 @@ impl Socket {
     pub fn shut_down(&self) {
         let _ = rustix::net::shutdown(&self.fd, rustix::net::Shutdown::Both);
     }
-
-    /// Says no more will be sent (the peer reads the end of the stream); best effort.
-    pub fn shut_down_sending(&self) {
-        let _ = rustix::net::shutdown(&self.fd, rustix::net::Shutdown::Write);
-    }
 }
 
 /// A new socket of `address`'s family, not blocking, closed on exec.

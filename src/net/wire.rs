@@ -23,7 +23,11 @@
 //! takes it back only once the new session is confirmed (its Start frame opened, so neither a
 //! stranger nor a replayed handshake can take a stream over), and answers with Resume, the
 //! offset of the first byte it does not have. A Hello for another stream gets the Welcome
-//! [`BUSY`] and is dropped. Every connection has its own ephemeral keys.
+//! [`BUSY`] and is dropped. A receiver still waiting for its first sender takes a Hello that
+//! goes on from byte 0 with a stream it never had as that stream beginning (the sender's
+//! first session was cut before its Start came) and answers Resume 0; from further on, the
+//! Welcome [`UNKNOWN_STREAM`]. Every connection has its own ephemeral keys. The sender closes
+//! the connection only once it has the Ack, which the receiver waits for.
 //!
 //! What the receiver confirms is what its outputs took: written to a file or pipe (and with
 //! `--sync`, for the Ack, flushed to stable storage), or, for a relay's `--to`, confirmed by

@@ -302,8 +302,13 @@ fn start(config: &Config, closed: stdio::Closed) -> Result<Exit, Refusal> {
     match (&input_link, exit) {
         (Some(link), Exit::Success) => {
             // Every byte is where the outputs put it: the sender may now say it was delivered.
+            // Said, since the sender's run may fail for want of it; not ours, which is whole.
             if let Err(error) = link.acknowledge_end(&stop) {
-                log.debug(format_args!("the sender did not get the Ack: {}", describe(&error)));
+                log.warn(format_args!(
+                    "{}: the stream arrived whole, but its sender may not know: {}",
+                    link.name(),
+                    describe(&error)
+                ));
             }
         }
         // The sender must not wait for a receiver that is gone, nor try to come back to it.

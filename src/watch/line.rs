@@ -29,6 +29,12 @@ const MEMORY_S: f64 = 2.0;
 /// estimate would be years long and meaningless.
 const STOPPED: f64 = 1.0;
 
+/// How long a side must have moved nothing for its rate to be 0, and, both sides, for the
+/// line to say that nothing moves: the rates' memory. Shorter pauses are a bursty producer's
+/// or consumer's, which the smoothing is there to hide; past it, a rate that decays for
+/// minutes (`1.21 KiB/s`, an ETA of years) would hide a link that stands still.
+const STILL: Duration = Duration::from_secs(2);
+
 /// The widest a [`Bytes`] can print (`1023 KiB`, or `1024 KiB` once rounded), so that counts
 /// are padded to it and the line keeps its shape while they change.
 const BYTES_WIDTH: usize = 8;
@@ -59,6 +65,9 @@ pub struct Rates {
     /// The weight those sums have gathered so far, `1 - e^(-t/MEMORY_S)`; dividing by it undoes
     /// the start from zero, which would otherwise show a rate creeping up for seconds.
     weight: f64,
+    /// The elapsed time of the last snapshot in which each side had moved.
+    input_moved: Duration,
+    output_moved: Duration,
 }
 
 /// `e^-x` for `x >= 0`, to within a few parts in 10^13: `e^(-x/2^m)` by its series, where
@@ -114,20 +123,39 @@ impl Rates {
         self.output += share * (output - self.output);
         self.lines += share * (lines - self.lines);
         self.weight += share * (1.0 - self.weight);
+        if snapshot.bytes_in > self.last_in {
+            self.input_moved = snapshot.elapsed;
+        }
+        if snapshot.bytes_out > self.last_out {
+            self.output_moved = snapshot.elapsed;
+        }
         self.last_elapsed = snapshot.elapsed;
         self.last_in = snapshot.bytes_in;
         self.last_out = snapshot.bytes_out;
         self.last_lines = counted;
     }
 
-    /// Bytes per second read from the producer, lately.
+    /// Bytes per second read from the producer, lately: 0 once it has read nothing for
+    /// [`STILL`].
     pub fn input(&self) -> f64 {
-        self.unbiased(self.input)
+        if self.still_since(self.input_moved).is_some() { 0.0 } else { self.unbiased(self.input) }
     }
 
-    /// Bytes per second written to the consumer, lately.
+    /// Bytes per second written to the consumer, lately: 0 once nothing was written for
+    /// [`STILL`].
     pub fn output(&self) -> f64 {
-        self.unbiased(self.output)
+        if self.still_since(self.output_moved).is_some() { 0.0 } else { self.unbiased(self.output) }
+    }
+
+    /// How long nothing has moved, either side, as of the last snapshot: once that is
+    /// [`STILL`] at least.
+    pub fn still_for(&self) -> Option<Duration> {
+        self.still_since(self.input_moved.max(self.output_moved))
+    }
+
+    /// How long since `moved`, when that is [`STILL`] at least.
+    fn still_since(&self, moved: Duration) -> Option<Duration> {
+        Some(self.last_elapsed.saturating_sub(moved)).filter(|still| *still >= STILL)
     }
 
     /// Lines per second taken in, lately (where lines are counted).
@@ -270,6 +298,7 @@ enum Group {
     Input,
     Buffer,
     Output,
+    Stalled,
     Elapsed,
     Done,
 }
@@ -379,6 +408,12 @@ fn fields(snapshot: &Snapshot, rates: &Rates, subject: &Subject) -> Vec<Field> {
             _ => format!("reconnecting ({} try, {})", ordinal(tries), duration(lasted)),
         };
         parts_shown.push((Group::Output, Text::Fixed(text), 1, 1));
+    }
+    // Nothing moves: for how long, as important as a connection down, which says why instead.
+    let outage = snapshot.input_outages.down.is_some() || down.is_some();
+    if let Some(still) = rates.still_for().filter(|_| !subject.ended && !outage) {
+        let text = Text::Fixed(format!("stalled {}", duration(still)));
+        parts_shown.push((Group::Stalled, text, 1, 1));
     }
     if parts.elapsed {
         parts_shown.push((
@@ -592,21 +627,26 @@ mod tests {
     }
 
     #[test]
-    fn a_stall_decays_toward_zero() {
+    fn a_stall_decays_then_shows_zero() {
         let mut rates = Rates::new();
         for step in 1..=20u64 {
             rates.update(&at(step as f64 / 2.0, step * MIB, step * MIB));
         }
         let before = rates.output();
         let mut previous = before;
-        // Nothing moves for ten seconds.
+        // Nothing moves for ten seconds: the rate falls, and is 0 once it has been still for
+        // the rates' memory.
         for step in 21..=40u64 {
             rates.update(&at(step as f64 / 2.0, 20 * MIB, 20 * MIB));
-            assert!(rates.output() < previous, "a stalled rate must keep falling");
+            let still = Duration::from_millis(500 * (step - 20));
+            if still < STILL {
+                assert!(rates.output() < previous, "a stalled rate must keep falling");
+                assert!(rates.output() > 0.0, "{still:?}: still moving, lately");
+            } else {
+                assert_eq!((rates.input(), rates.output()), (0.0, 0.0), "{still:?}");
+            }
             previous = rates.output();
         }
-        assert!(rates.output() < before * 0.01, "{} after ten stalled seconds", rates.output());
-        assert!(rates.input() < before * 0.01);
     }
 
     #[test]
@@ -752,6 +792,38 @@ mod tests {
             ordinals,
             ["1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "101st"]
         );
+    }
+
+    /// Issue 32, item 7: once a side has moved nothing for the rates' memory, its rate is 0
+    /// (not a rate that decays for minutes, with an ETA of years), and once neither has,
+    /// the line says for how long nothing has moved. A pause shorter than that is no stall,
+    /// a side that moves keeps its rate, and the next byte ends the stall.
+    #[test]
+    fn a_stall_shows_zero_and_how_long_nothing_has_moved() {
+        let total = Some(50 * MIB);
+        // 2 MiB/s for 5 s, then nothing for 15 s, sampled every half second.
+        let mut rates = steady_rates(MIB);
+        rates.update(&at(5.5, 10 * MIB, 10 * MIB));
+        let paused = line(&at(5.5, 10 * MIB, 10 * MIB), &rates, total, 200);
+        assert!(!paused.contains("stalled") && !paused.contains(" 0 B/s"), "{paused}");
+        for step in 12..=40u64 {
+            rates.update(&at(step as f64 / 2.0, 10 * MIB, 10 * MIB));
+        }
+        assert_eq!((rates.input(), rates.output()), (0.0, 0.0));
+        let stalled = line(&at(20.0, 10 * MIB, 10 * MIB), &rates, total, 120);
+        assert_eq!(
+            stalled,
+            "in   10 MiB      0 B/s  buf   0%  out   10 MiB      0 B/s  stalled 0:00:15  0:00:20  \
+             [===>            ]  20% ETA -:--:--"
+        );
+        let narrow = line(&at(20.0, 10 * MIB, 10 * MIB), &rates, None, 30);
+        assert!(narrow.contains("stalled 0:00:15"), "{narrow}");
+        // The input moves again, the output not yet: the input's rate, no stall.
+        let moving = at(20.5, 11 * MIB, 10 * MIB);
+        rates.update(&moving);
+        let shown = line(&moving, &rates, total, 200);
+        assert!(rates.input() > 0.0 && rates.output() == 0.0, "{shown}");
+        assert!(!shown.contains("stalled"), "{shown}");
     }
 
     #[test]
