@@ -8,16 +8,14 @@ import argparse
 import inspect
 import os
 import shutil
-import subprocess
 import sys
 import time
-from pathlib import Path
 
+from .builds import BuildFailed, build_tree
+from .context import MIB, WORK, Context, NotMeasured, note
+from .markdown import load_average, machine_header, machine_lines
 from .measures import MEASURES, ORDER
-from .runner import (
-    MIB, REPO, WORK, Context, Tool, machine_header, note, parse_variants, peer_tools,
-    sanity_check,
-)
+from .tools import Tool, parse_variants, peer_tools, sanity_check
 
 DEFAULT_VARIANTS = "accel=accel,accel-copy=accel --engine copy"
 
@@ -44,7 +42,8 @@ In --variants, each comma-separated item is NAME=COMMAND; the word ``accel`` in 
 replaced by the accel binary.  Without --accel, ``cargo build --release`` runs in the repo
 root and target/release/accel is used.  --quick shrinks the corpus (20 MiB), the stream
 (512 MiB), the data of outputs, hash and files (tens of MiB) and spill's burst (512 MiB), so
-that each measure takes under a minute; it is for testing this script, its numbers are not meaningful.  Tables go to stdout (Markdown), progress to stderr.
+that each measure takes under a minute; it is for testing this script, its numbers are not
+meaningful.  Tables go to stdout (Markdown), progress to stderr.
 """
 
 
@@ -115,28 +114,18 @@ def main() -> int:
         print(f"run.py: required tools missing: {', '.join(missing)}", file=sys.stderr)
         return 2
 
-    if args.accel:
-        accel = os.path.abspath(args.accel)
-        accel_origin = accel
-        if not os.access(accel, os.X_OK):
-            print(f"run.py: --accel {args.accel}: not an executable file", file=sys.stderr)
-            return 2
-    else:
-        note("cargo build --release")
-        r = subprocess.run(["cargo", "build", "--release"], cwd=REPO, stdout=sys.stderr)
-        if r.returncode != 0:
-            print("run.py: cargo build --release failed", file=sys.stderr)
-            return 1
-        built = REPO / "target" / "release" / "accel"
-        # Snapshot the binary so that a rebuild by someone else during the run cannot mix
-        # two versions of accel into one set of medians.
-        WORK.mkdir(parents=True, exist_ok=True)
-        snap = WORK / "accel-under-test"
-        tmp = WORK / "accel-under-test.tmp"
-        shutil.copy2(built, tmp)
-        os.replace(tmp, snap)
-        accel = str(snap)
-        accel_origin = f"{built} (snapshot: {snap})"
+    try:
+        if args.accel:
+            accel = os.path.abspath(args.accel)
+            accel_origin = accel
+            if not os.access(accel, os.X_OK):
+                print(f"run.py: --accel {args.accel}: not an executable file", file=sys.stderr)
+                return 2
+        else:
+            accel, accel_origin = build_tree()
+    except BuildFailed as e:
+        print(f"run.py: {e}", file=sys.stderr)
+        return 1
     WORK.mkdir(parents=True, exist_ok=True)
 
     notes: list[str] = []
@@ -155,7 +144,8 @@ def main() -> int:
             note(f"sanity: {t.name}: ok")
 
     t_start = time.perf_counter()
-    print(machine_header(accel, accel_origin, args, sizes))
+    header = machine_lines(accel, accel_origin, args, sizes)
+    print(machine_header(header))
     sys.stdout.flush()
     ctx = Context(tools, accel, args.rounds, sizes["corpus"], sizes["count"], timeout,
                   levels, args.quick, args.drop_caches)
@@ -163,12 +153,15 @@ def main() -> int:
         if name not in only:
             continue
         note(f"--- {name}")
-        print(measure.run(ctx))
+        try:
+            report = measure.run(ctx)
+        except NotMeasured as e:
+            report = e.section
+        print(report)
         sys.stdout.flush()
-    loadavg = " ".join(Path("/proc/loadavg").read_text().split()[:3])
-    notes.append(f"load average at end: {loadavg}; total {time.perf_counter() - t_start:.0f} s.")
+    notes.append(f"load average at end: {load_average()}; "
+                 f"total {time.perf_counter() - t_start:.0f} s.")
     print("## Notes\n")
     for n in notes:
         print(f"- {n}")
     return 0
-
