@@ -171,16 +171,18 @@ class DelayLine:
                 f"delay_line_main(*{self.args!r})")
         p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
-        if p.stdout.readline().strip() != "ready":
-            p.kill()
-            p.wait()
-            raise RuntimeError(f"the delay line did not start: {p.stderr.read().strip()}")
         self.proc = p
+        if p.stdout.readline().strip() != "ready":
+            why = p.stderr.read().strip()
+            self.__exit__()
+            raise RuntimeError(f"the delay line did not start: {why}")
         return self
 
     def __exit__(self, *exc) -> None:
         self.proc.kill()
         self.proc.wait()
+        self.proc.stdout.close()
+        self.proc.stderr.close()
 
 
 def delay_line_main(ns_a: str, ns_b: str, dev_a: str, dev_b: str, addr_a: str, addr_b: str,
