@@ -68,10 +68,13 @@ def build_revision(rev: str) -> tuple[str, str]:
 
 
 def export(sha: str, into: Path) -> None:
-    """The files of commit `sha` written into the directory `into` (git archive | tar -x)."""
+    """The files of commit `sha` written into the directory `into` (git archive | tar -x),
+    each dated now: git archive dates them at the commit, older than the artifacts copied
+    from target/release, and cargo, which compares the two, would take this tree's build
+    for the revision's."""
     archive = subprocess.Popen(["git", "archive", "--format=tar", sha], cwd=REPO,
                                stdout=subprocess.PIPE)
-    untar = subprocess.run(["tar", "-x", "-C", str(into)], stdin=archive.stdout)
+    untar = subprocess.run(["tar", "-x", "-m", "-C", str(into)], stdin=archive.stdout)
     archive.stdout.close()
     if archive.wait() != 0 or untar.returncode != 0:
         raise BuildFailed(f"cannot export {sha[:12]} into {into}")

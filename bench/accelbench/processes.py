@@ -35,6 +35,7 @@ class TtyArgv(list):
 
 @dataclass
 class ProcResult:
+    """One process of a run, once reaped."""
     argv: list[str]
     rc: int | None
     cpu: float  # user + sys seconds
@@ -46,6 +47,7 @@ class ProcResult:
 
 @dataclass
 class RunResult:
+    """A run of a pipeline: its wall time, each process, and why it failed, if it did."""
     wall: float
     procs: list[ProcResult]
     error: str | None = None  # None = every process exited 0

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
 
 def rotated(jobs: list, r: int) -> list:
+    """`jobs` in round r's order: starting at job r, wrapping around."""
     k = r % len(jobs)
     return jobs[k:] + jobs[:k]
 
@@ -34,10 +35,12 @@ def interleaved(jobs: list, rounds: int, samples: dict, key=lambda job: job.name
 
 
 def med(xs: list[float]) -> float:
+    """The median."""
     return statistics.median(xs)
 
 
 def fmt_spread(xs: list[float], nd: int = 2) -> str:
+    """`median [min–max]` with nd decimals, or — for no samples."""
     if not xs:
         return "—"
     return f"{med(xs):.{nd}f} [{min(xs):.{nd}f}–{max(xs):.{nd}f}]"
@@ -45,6 +48,9 @@ def fmt_spread(xs: list[float], nd: int = 2) -> str:
 
 @dataclass
 class Samples:
+    """One tool's (or row's) figures over the rounds: runs, failures, and per successful run
+    the wall seconds and CPU seconds (of X, of every process); `dropped` once it timed out
+    (or was excluded), so that later rounds skip it."""
     runs: int = 0
     failures: list[str] = field(default_factory=list)
     wall: list[float] = field(default_factory=list)
@@ -96,4 +102,5 @@ class Samples:
 
 
 def excluded_status(reason: str) -> str:
+    """The status cell of a tool the sanity check excluded."""
     return f"EXCLUDED: 8 MiB sanity check failed: {reason}".replace("|", "\\|")

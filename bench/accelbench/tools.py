@@ -20,6 +20,8 @@ from .processes import TtyArgv, cleanup_shm, describe_exit
 
 @dataclass
 class Tool:
+    """One X of the tables: the bare pipe (no argv), an accel variant or a peer, with the
+    command lines the measures that size its buffer use."""
     name: str
     argv: list[str] | None  # None: bare pipe (no X)
     kind: str  # "bare", "variant", "peer"
