@@ -17,6 +17,7 @@ use std::time::Duration;
 use rustix::fs::OFlags;
 use rustix::process::{Pid, Signal, kill_process};
 
+use crate::util::control::{fake_server, remote, root_control_dir, with_socket_in};
 use crate::util::*;
 
 // ----- helpers -----
@@ -1145,8 +1146,7 @@ fn accel_hash_thread_panics(engine: &str) {
 #[test]
 fn control_clients_that_say_nothing() {
     let runtime = Scratch::new("control-silent");
-    let (mut child, socket) =
-        crate::control::with_socket_in(&runtime, accel("auto", &["--stall-timeout", "2s"]));
+    let (mut child, socket) = with_socket_in(&runtime, accel("auto", &["--stall-timeout", "2s"]));
     let said = Said::collect(&mut child);
     let _silent: Vec<_> =
         (0..100).map(|_| std::os::unix::net::UnixStream::connect(&socket).unwrap()).collect();
@@ -1161,7 +1161,6 @@ fn control_clients_that_say_nothing() {
 /// sending a thing; nothing the peer would say is printed.
 #[test]
 fn remote_refuses_a_socket_it_cannot_trust() {
-    use crate::control::{fake_server, remote, root_control_dir};
     use std::os::unix::fs::{PermissionsExt, chown};
     if !require("root, to make files of another user", is_root()) {
         return;

@@ -11,7 +11,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::net::{Netns, command, ended, free_port, make_key};
+use crate::util::net::{Netns, command, free_port, make_key};
 use crate::util::*;
 
 /// A directory holding a link named `mbuffer` to the accel under test.

@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::thread;
 
+use crate::util::control::with_socket_in;
+use crate::util::terminal::{PRODUCER, has_tmux, is_verdict, screens_of};
 use crate::util::*;
 
 /// `accel ARGS` (engine `engine`) with `stdin` on its stdin: its status, stdout and stderr.
@@ -457,7 +459,7 @@ fn remote_lifts_a_running_ones_cap() {
     let runtime = Scratch::new("pv-remote-runtime");
     let mut command = Command::new(&link.path);
     command.args(["-q", "-L", "10k"]);
-    let (mut child, _) = crate::control::with_socket_in(&runtime, command);
+    let (mut child, _) = with_socket_in(&runtime, command);
     let said = Said::collect(&mut child);
     let stdin = child.stdin.take().unwrap();
     let data = pattern(4 << 20, 54);
@@ -500,7 +502,7 @@ fn final_line(screen: &str) -> (&str, &str) {
 /// as long as the cap makes it, and the final line stands at 100 % with the verdict under it.
 #[test]
 fn pterb_and_a_rate_cap_on_a_terminal() {
-    if !crate::watch::has_tmux() {
+    if !has_tmux() {
         return;
     }
     let link = PvLink::new("pterb");
@@ -508,7 +510,7 @@ fn pterb_and_a_rate_cap_on_a_terminal() {
     std::fs::write(&file, pattern(7 << 20, 55)).unwrap();
     let script =
         format!("\"{}\" -pterb -L 2m {} > /dev/null; echo DONE; sleep 30", link.arg(), text(&file));
-    let screens = crate::watch::screens_of("pterb", &script);
+    let screens = screens_of("pterb", &script);
     let drawn: Vec<&String> = screens.iter().filter(|s| s.contains("ETA")).collect();
     assert!(!drawn.is_empty(), "{screens:#?}");
     for screen in &drawn {
@@ -519,7 +521,7 @@ fn pterb_and_a_rate_cap_on_a_terminal() {
     }
     let (last, under) = final_line(screens.last().unwrap());
     assert!(last.ends_with("100%") && !last.contains("ETA"), "{last}");
-    assert!(crate::watch::is_verdict(under), "{under}");
+    assert!(is_verdict(under), "{under}");
     // 7 MiB at 2 MiB/s: at least three seconds, however loaded the machine.
     let elapsed = last.split_whitespace().find(|w| w.starts_with("0:00:")).unwrap();
     assert!(elapsed >= "0:00:03", "{last}");
@@ -529,7 +531,7 @@ fn pterb_and_a_rate_cap_on_a_terminal() {
 /// `pv -N name -c` twice in a pipeline: each named, on a row of its own; `pv -l`: lines.
 #[test]
 fn size_names_and_lines_on_a_terminal() {
-    if !crate::watch::has_tmux() {
+    if !has_tmux() {
         return;
     }
     let link = PvLink::new("terminal");
@@ -540,16 +542,16 @@ fn size_names_and_lines_on_a_terminal() {
     let script = format!(
         "cat {file} | \"{pv}\" -s $(stat -c %s {file}) -L 3m > /dev/null; echo DONE; sleep 30"
     );
-    let screen = crate::watch::screens_of("size", &script).pop().unwrap();
+    let screen = screens_of("size", &script).pop().unwrap();
     let (last, _) = final_line(&screen);
     assert!(last.contains("100%") && last.contains("6 MiB"), "{last}");
 
-    let producer = crate::watch::PRODUCER;
+    let producer = PRODUCER;
     let script = format!(
         "{producer} | \"{pv}\" -N first -c | gzip -1 | \"{pv}\" -N second -c > /dev/null; \
          echo DONE; sleep 30"
     );
-    let screens = crate::watch::screens_of("names", &script);
+    let screens = screens_of("names", &script);
     let rows = |screen: &str, name: &str| {
         screen
             .lines()
@@ -569,7 +571,7 @@ fn size_names_and_lines_on_a_terminal() {
         "for i in $(seq 20); do seq 1 20000; sleep 0.1; done | \"{pv}\" -l > /dev/null; \
          echo DONE; sleep 30"
     );
-    let screen = crate::watch::screens_of("lines", &script).pop().unwrap();
+    let screen = screens_of("lines", &script).pop().unwrap();
     let (last, _) = final_line(&screen);
     assert!(last.starts_with("in  400k lines "), "{last}");
 }
@@ -578,7 +580,7 @@ fn size_names_and_lines_on_a_terminal() {
 /// ends when pv does.
 #[test]
 fn numeric_into_a_dialog_gauge() {
-    if !crate::watch::has_tmux()
+    if !has_tmux()
         || !require(
             "dialog (apt-get install dialog)",
             Command::new("dialog").arg("--version").output().is_ok(),
@@ -595,7 +597,7 @@ fn numeric_into_a_dialog_gauge() {
         link.arg(),
         text(&file)
     );
-    let screens = crate::watch::screens_of("gauge", &script);
+    let screens = screens_of("gauge", &script);
     let percents: Vec<u64> = screens
         .iter()
         .filter_map(|s| {

@@ -36,7 +36,7 @@ use rustix::event::{PollFd, PollFlags, Timespec};
 use serde_json::Value;
 use sha2::Digest;
 
-use crate::net::{Netns, Receiver, linked, make_key, sender};
+use crate::util::net::{Netns, Receiver, linked, make_key, sender};
 use crate::util::*;
 
 // ----- a proxy that cuts -----

@@ -6,11 +6,12 @@ use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rustix::process::{Pid, Signal, kill_process};
 use serde_json::Value;
 
+use crate::util::terminal::{PRODUCER, has_tmux, is_verdict, screens_of};
 use crate::util::*;
 
 /// Runs accel with a producer that writes `total` bytes in `piece`s with `producer_pause`
@@ -404,37 +405,6 @@ fn progress_to_another_descriptor() {
 
 // ----- a real terminal -----
 
-/// Runs tmux against the server `socket`; its stdout, and whether it succeeded.
-fn tmux(socket: &str, args: &[&str]) -> (String, bool) {
-    let out = Command::new("tmux").args(["-L", socket]).args(args).output().expect("run tmux");
-    (String::from_utf8_lossy(&out.stdout).into_owned(), out.status.success())
-}
-
-/// The screens of an 80x20 terminal running `script`, sampled until `DONE` appears.
-pub fn screens_of(session: &str, script: &str) -> Vec<String> {
-    // A server of its own: a shared one exits when its last session is killed, and a session
-    // started meanwhile would be lost with it.
-    let socket = format!("accel-tests-{}-{session}", std::process::id());
-    let size = ["-x", "80", "-y", "20"];
-    let command = ["bash", "--norc", "-c", script];
-    let (_, started) =
-        tmux(&socket, &[&["new-session", "-d", "-s", session], &size[..], &command].concat());
-    assert!(started, "tmux could not start a session");
-    let mut screens = Vec::new();
-    let deadline = Instant::now() + GENEROUS;
-    loop {
-        let (screen, _) = tmux(&socket, &["capture-pane", "-p", "-t", session]);
-        let finished = screen.contains("DONE");
-        screens.push(screen);
-        if finished || Instant::now() > deadline {
-            break;
-        }
-        thread::sleep(Duration::from_millis(100));
-    }
-    tmux(&socket, &["kill-server"]);
-    screens
-}
-
 fn has_progress_line(screen: &str) -> bool {
     screen.lines().any(is_progress_line)
 }
@@ -442,17 +412,6 @@ fn has_progress_line(screen: &str) -> bool {
 fn is_progress_line(line: &str) -> bool {
     line.contains("buf ") && line.contains('%') && line.contains("out ")
 }
-
-pub fn is_verdict(line: &str) -> bool {
-    line.starts_with("bottleneck: ") || line.starts_with("no bottleneck: ")
-}
-
-pub fn has_tmux() -> bool {
-    require("tmux (.ci/run installs it)", Command::new("tmux").arg("-V").output().is_ok())
-}
-
-/// A producer that takes a few seconds: 24 bursts of 300000 bytes, 0.1 s apart.
-pub const PRODUCER: &str = "for i in $(seq 24); do head -c 300000 /dev/urandom; sleep 0.1; done";
 
 /// Issue 11, item 3: on a terminal, in the foreground, the line appears, changes, and is left
 /// standing at the end with one line of verdict under it, not the report; `-v` adds the

@@ -2,6 +2,10 @@
 
 #![allow(dead_code)]
 
+pub mod control;
+pub mod net;
+pub mod terminal;
+
 use std::io::{BufRead, BufReader};
 use std::io::{Read, Write};
 use std::os::fd::OwnedFd;
@@ -212,6 +216,14 @@ pub fn wait_within(child: &mut Child, timeout: Duration) -> ExitStatus {
         }
         thread::sleep(Duration::from_millis(10));
     }
+}
+
+/// Waits for `child` and collects its stderr.
+pub fn ended(mut child: Child) -> (ExitStatus, String) {
+    let status = wait_within(&mut child, GENEROUS);
+    let mut stderr = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+    (status, stderr)
 }
 
 /// Polls `condition` until it holds, failing the test after `timeout`. For conditions that
