@@ -450,7 +450,8 @@ fn through_file(engine: &str, args: &[&str], data: &[u8]) -> (ExitStatus, Vec<u8
         let _ = child.kill();
         panic!("{args:?}: no end within {GENEROUS:?}: {}", said.text());
     };
-    (wait_within(&mut child, GENEROUS), out, said.all())
+    let (status, said) = said.ended(&mut child);
+    (status, out, said)
 }
 
 /// Issue 17, item 2: output blocks with every buffer that can hold one, beside watermarks and
@@ -527,8 +528,7 @@ fn a_stall_short_of_a_block_blames_the_producer(engine: &str) {
     let mut stdin = child.stdin.take().unwrap();
     stdin.write_all(b"abc").unwrap();
     let stdout = child.stdout.take().unwrap();
-    let status = wait_within(&mut child, GENEROUS);
-    let said = said.all();
+    let (status, said) = said.ended(&mut child);
     assert_eq!(status.code(), Some(4), "{said}");
     assert!(said.contains("the producer is not writing"), "{said}");
     assert!(!said.contains("reader is not reading"), "{said}");

@@ -96,9 +96,8 @@ fn a_consumer_that_exits_early_gives_status_1() {
     let mut first = [0u8; 10];
     stdout.read_exact(&mut first).unwrap();
     drop(stdout);
-    let status = wait_within(&mut child, GENEROUS);
+    let (status, said) = said.ended(&mut child);
     writer.join().unwrap();
-    let said = said.all();
     assert_eq!(status.code(), Some(1), "{status}: {said}");
     assert_eq!(said.lines().count(), 1, "{said}");
     assert!(said.starts_with("accel: write to stdout: Broken pipe; "), "{said}");
@@ -127,8 +126,7 @@ fn the_watchdog_ends_a_stuck_run_with_status_1() {
         let writer = thread::spawn(move || {
             let _ = stdin.write_all(&pattern(16 << 20, 5));
         });
-        let status = wait_within(&mut child, GENEROUS);
-        let said = said.all();
+        let (status, said) = said.ended(&mut child);
         assert_eq!(status.code(), Some(1), "mbuffer {args:?}: {status}: {said}");
         assert!(said.contains("stalled"), "mbuffer {args:?}: {said}");
         drop(child.stdout.take());
@@ -138,8 +136,8 @@ fn the_watchdog_ends_a_stuck_run_with_status_1() {
     let port = free_port().to_string();
     let mut child = link.spawn(&["-q", "-W", "2", "-I", &format!("127.0.0.1:{port}")]);
     let said = Said::collect(&mut child);
-    let status = wait_within(&mut child, GENEROUS);
-    assert_eq!(status.code(), Some(1), "{status}: {}", said.all());
+    let (status, said) = said.ended(&mut child);
+    assert_eq!(status.code(), Some(1), "{status}: {said}");
 }
 
 /// Sends `input` with `sender` (a command made afresh each try) until it gets through: the
@@ -188,7 +186,7 @@ fn plain_tcp_with_the_real_mbuffer_both_ways() {
             args.retain(|arg| *arg != "-4");
         }
         args.extend(["-o", output.to_str().unwrap()]);
-        let mut listener =
+        let listener =
             command(Some(&ns), &program(receiver), &args).stderr(Stdio::piped()).spawn().unwrap();
         let to = format!("127.0.0.1:{port}");
         send_until_through(|| {
@@ -198,7 +196,7 @@ fn plain_tcp_with_the_real_mbuffer_both_ways() {
                 &["-q", "-s", "256k", "-m", "1G", "-i", &input, "-O", &to],
             )
         });
-        let (status, said) = ended_child(&mut listener);
+        let (status, said) = ended(listener);
         assert!(status.success(), "{receiver} -I (from {sender} -O): {status}: {said}");
         if receiver == "accel" {
             // (The real mbuffer warns of no controlling terminal, even with -q.)
@@ -210,13 +208,6 @@ fn plain_tcp_with_the_real_mbuffer_both_ways() {
             &format!("{sender} -O to {receiver} -I"),
         );
     }
-}
-
-fn ended_child(child: &mut Child) -> (ExitStatus, String) {
-    let status = wait_within(child, GENEROUS);
-    let mut said = String::new();
-    child.stderr.take().unwrap().read_to_string(&mut said).unwrap();
-    (status, said)
 }
 
 /// syncoid's direct mode: `socat - TCP:HOST:PORT,retry=60,interval=1` sends into
@@ -245,8 +236,7 @@ fn syncoids_socat_sender_into_listen() {
         .unwrap();
     let (status, socat_said) = ended(socat);
     assert!(status.success(), "socat: {socat_said}");
-    let status = wait_within(&mut receiver, GENEROUS);
-    let said = said.all();
+    let (status, said) = said.ended(&mut receiver);
     assert_eq!(status.code(), Some(0), "{said}");
     assert_eq!(said, "");
     assert_same(&received.join().unwrap(), &data, "socat into mbuffer -I");
@@ -271,7 +261,7 @@ fn encrypted_between_two_accels_with_a_key() {
             .spawn()
             .unwrap()
     };
-    let mut receiver = keyed_receiver("60", &listen, &output);
+    let receiver = keyed_receiver("60", &listen, &output);
     send_until_through(|| {
         let mut sender = Command::new(&link.path);
         sender
@@ -279,7 +269,7 @@ fn encrypted_between_two_accels_with_a_key() {
             .env("ACCEL_KEY_FILE", &key);
         sender
     });
-    let (status, said) = ended_child(&mut receiver);
+    let (status, said) = ended(receiver);
     assert!(status.success(), "{said}");
     assert_same(&std::fs::read(&output).unwrap(), &data, "encrypted -O to -I");
 
@@ -287,7 +277,7 @@ fn encrypted_between_two_accels_with_a_key() {
     // and gives up when -W runs out, having written nothing.
     let output = link.dir.path("output2");
     let listen = format!("127.0.0.1:{}", free_port());
-    let mut receiver = keyed_receiver("3", &listen, &output);
+    let receiver = keyed_receiver("3", &listen, &output);
     let deadline = Instant::now() + GENEROUS;
     loop {
         let sender = Command::new(&link.path)
@@ -305,7 +295,7 @@ fn encrypted_between_two_accels_with_a_key() {
         assert!(Instant::now() < deadline, "{said}");
         thread::sleep(Duration::from_millis(100));
     }
-    let (status, said) = ended_child(&mut receiver);
+    let (status, said) = ended(receiver);
     assert_eq!(status.code(), Some(1), "{said}");
     assert_eq!(std::fs::read(&output).unwrap_or_default(), b"", "a plain stream was taken");
 }
@@ -441,9 +431,9 @@ fn the_options_do_what_mbuffer_says() {
     let mut child = link.spawn(&["-q", "--pid"]);
     let said = Said::collect(&mut child);
     drop(child.stdin.take());
-    let status = wait_within(&mut child, GENEROUS);
+    let (status, said) = said.ended(&mut child);
     assert!(status.success());
-    assert_eq!(said.all(), format!("accel: PID is {}\n", child.id()));
+    assert_eq!(said, format!("accel: PID is {}\n", child.id()));
 
     // -l FILE: the messages go there, not to stderr.
     let (status, _, said) =
@@ -469,8 +459,8 @@ fn the_options_do_what_mbuffer_says() {
         let mut child = piped(&mut command);
         let said = Said::collect(&mut child);
         drop(child.stdin.take());
-        assert!(wait_within(&mut child, GENEROUS).success());
-        let said = said.all();
+        let (status, said) = said.ended(&mut child);
+        assert!(status.success());
         assert_eq!(said.contains("memlock = yes: not supported by accel"), expected, "{said}");
     }
 
@@ -538,8 +528,8 @@ fn s_makes_exact_writes_into_a_packet_mode_pipe() {
         }
     });
     producer.join().unwrap().unwrap();
-    let status = wait_within(&mut child, GENEROUS);
-    assert_eq!(status.code(), Some(0), "{}", said.all());
+    let (status, said) = said.ended(&mut child);
+    assert_eq!(status.code(), Some(0), "{said}");
     let (sizes, got) = reader.join().unwrap();
     assert_same(&got, &data, "through a packet-mode pipe");
     let (last, whole) = sizes.split_last().unwrap();
@@ -690,8 +680,8 @@ fn syncoid_replicates_through_accel_as_its_mbuffer_and_pv() {
     let said = Said::collect(&mut child);
     let stdout = child.stdout.take().unwrap();
     let printed = thread::spawn(move || String::from_utf8_lossy(&drain(stdout)).into_owned());
-    let status = wait_within(&mut child, GENEROUS);
-    let (printed, said) = (printed.join().unwrap(), said.all());
+    let (status, said) = said.ended(&mut child);
+    let printed = printed.join().unwrap();
     let read = |name: &str| std::fs::read_to_string(state.join(name)).unwrap_or_default();
     let calls = read("calls");
     let context = format!("syncoid {status}\nstdout:\n{printed}\nstderr:\n{said}\nzfs:\n{calls}");

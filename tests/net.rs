@@ -451,8 +451,7 @@ fn sigterm_before_the_end_is_confirmed(engine: &str) {
     thread::spawn(move || feed(stdin, &pattern(4_000_000, 23), 100_003));
     said.line_with("waiting for the receiver's confirmation");
     kill_process(Pid::from_child(&sender), Signal::TERM).unwrap();
-    let status = wait_within(&mut sender, GENEROUS);
-    let said = said.all();
+    let (status, said) = said.ended(&mut sender);
     assert_eq!(status.signal(), Some(libc::SIGTERM), "{said}");
     assert!(!said.contains("were delivered"), "{said}");
     assert!(said.contains("stopped by SIGTERM; "), "{said}");
@@ -723,8 +722,8 @@ fn a_sender_started_before_its_receiver_waits_for_it() {
     );
     let mut receiver = Receiver::at("auto", &address, &["--key-file", &key], None);
     let output = receiver.output();
-    let status = wait_within(&mut sending, GENEROUS);
-    assert!(status.success(), "sender: {status}: {}", said.all());
+    let (status, said) = said.ended(&mut sending);
+    assert!(status.success(), "sender: {status}: {said}");
     let (status, said) = receiver.end();
     assert!(status.success(), "receiver: {status}: {said}");
     assert_same(&output.join().unwrap(), &data, "sent before the receiver listened");
@@ -804,8 +803,9 @@ fn a_receiver_says_where_it_listens() {
         let (status, _) = ended(send("auto", &from, &["--key-file", &key], b"x\n".to_vec(), None));
         status.success()
     });
-    assert!(wait_within(&mut quiet, GENEROUS).success());
-    assert_eq!(said.all(), "", "-q");
+    let (status, said) = said.ended(&mut quiet);
+    assert!(status.success());
+    assert_eq!(said, "", "-q");
 }
 
 /// Issue 32, item 7: a receiver says which sender it took, in one line (and nothing under
@@ -850,8 +850,8 @@ fn a_sender_says_when_the_receiver_does_not_answer() {
     assert!(line.contains("--insecure"), "{line}");
     assert!(sender.try_wait().unwrap().is_none(), "still waiting, while the listener holds on");
     drop(held);
-    let status = wait_within(&mut sender, GENEROUS);
-    assert_eq!(status.code(), Some(6), "{}", said.all());
+    let (status, said) = said.ended(&mut sender);
+    assert_eq!(status.code(), Some(6), "{said}");
 }
 
 /// Key files: `--generate key` makes one only its owner may read; one others may read is
@@ -1293,7 +1293,7 @@ fn insecure_against_mbuffer() {
     let port = ns.within(free_port).to_string();
 
     // accel sends, mbuffer receives.
-    let mut mbuffer =
+    let mbuffer =
         command(Some(&ns), "mbuffer", &["-q", "-I", &port, "-o", output.to_str().unwrap()])
             .stderr(Stdio::piped())
             .spawn()
@@ -1315,7 +1315,7 @@ fn insecure_against_mbuffer() {
         assert!(said.contains("Connection refused") && Instant::now() < deadline, "{said}");
         thread::sleep(Duration::from_millis(100));
     }
-    let (status, said) = ended_mbuffer(&mut mbuffer);
+    let (status, said) = ended(mbuffer);
     assert!(status.success(), "mbuffer -I: {said}");
     assert_same(&std::fs::read(&output).unwrap(), &data, "accel --insecure to mbuffer -I");
 
@@ -1323,21 +1323,13 @@ fn insecure_against_mbuffer() {
     let mut receiver = Receiver::start("auto", "127.0.0.1", &["--insecure"], Some(&ns));
     let received = receiver.output();
     let to = format!("127.0.0.1:{}", receiver.port);
-    let mut mbuffer =
-        command(Some(&ns), "mbuffer", &["-q", "-i", input.to_str().unwrap(), "-O", &to])
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-    let (status, said) = ended_mbuffer(&mut mbuffer);
+    let mbuffer = command(Some(&ns), "mbuffer", &["-q", "-i", input.to_str().unwrap(), "-O", &to])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (status, said) = ended(mbuffer);
     assert!(status.success(), "mbuffer -O: {said}");
     let (status, said) = receiver.end();
     assert!(status.success(), "accel --insecure --from: {said}");
     assert_same(&received.join().unwrap(), &data, "mbuffer -O to accel --insecure");
-}
-
-fn ended_mbuffer(mbuffer: &mut Child) -> (ExitStatus, String) {
-    let status = wait_within(mbuffer, GENEROUS);
-    let mut said = String::new();
-    mbuffer.stderr.take().unwrap().read_to_string(&mut said).unwrap();
-    (status, said)
 }

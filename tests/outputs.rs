@@ -221,14 +221,13 @@ fn through(
     mut child: std::process::Child,
     data: &[u8],
 ) -> (std::process::ExitStatus, Vec<u8>, String) {
+    let said = Said::collect(&mut child);
     let stdin = child.stdin.take().unwrap();
     let sent = data.to_vec();
     let producer = thread::spawn(move || feed(stdin, &sent, 1 << 20));
     let stdout = child.stdout.take().map(drain).unwrap_or_default();
     let _ = producer.join();
-    let status = wait_within(&mut child, GENEROUS);
-    let mut stderr = String::new();
-    child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+    let (status, stderr) = said.ended(&mut child);
     (status, stdout, stderr)
 }
 

@@ -105,8 +105,7 @@ fn a_file_gone_when_it_is_reached_fails_the_input() {
     std::fs::remove_file(&later).unwrap();
     drop(first);
     let rest = drain(stdout);
-    let status = wait_within(&mut child, GENEROUS);
-    let said = said.all();
+    let (status, said) = said.ended(&mut child);
     assert_eq!(status.code(), Some(1), "{said}");
     assert!(rest.is_empty());
     assert_eq!(
@@ -298,9 +297,8 @@ fn fed_for_ever(link: &PvLink, args: &[&str], most: usize) -> (ExitStatus, Vec<u
         got
     });
     // Killed, and so failing, if it does not end by itself.
-    let status = wait_within(&mut child, GENEROUS);
+    let (status, _) = said.ended(&mut child);
     writer.join().unwrap();
-    let _ = said.all();
     (status, reader.join().unwrap())
 }
 
@@ -480,7 +478,8 @@ fn remote_lifts_a_running_ones_cap() {
         told.starts_with("accel: pv -R: only -L changes a running accel; not sent: -N\n"),
         "{told}"
     );
-    assert_eq!(wait_within(&mut child, GENEROUS).code(), Some(0), "{}", said.all());
+    let (status, said) = said.ended(&mut child);
+    assert_eq!(status.code(), Some(0), "{said}");
     writer.join().unwrap().unwrap();
     assert_same(&reader.join().unwrap(), &data, "pv -L 10k, lifted");
 }
@@ -622,8 +621,8 @@ fn wait_and_delay_hold_the_display_back() {
     stdin.write_all(&pattern(1 << 20, 58)).unwrap();
     drop(stdin);
     drain(child.stdout.take().unwrap());
-    assert_eq!(wait_within(&mut child, GENEROUS).code(), Some(0));
-    let said = said.all();
+    let (status, said) = said.ended(&mut child);
+    assert_eq!(status.code(), Some(0));
     let counts: Vec<&str> = said.lines().filter(|l| l.starts_with("in ")).collect();
     assert!(!counts.is_empty(), "{said}");
     assert!(counts.iter().all(|l| !l.starts_with("in      0 B")), "{said}");

@@ -782,29 +782,6 @@ impl Ends {
     }
 }
 
-/// Waits for `child` to exit, a generous while at most.
-fn exited(child: &mut Child, patience: Duration) -> Option<ExitStatus> {
-    let deadline = Instant::now() + patience;
-    while Instant::now() < deadline {
-        if let Some(status) = child.try_wait().expect("wait") {
-            return Some(status);
-        }
-        thread::sleep(Duration::from_millis(10));
-    }
-    None
-}
-
-/// Waits for `child` to exit; after a generous while, kills it and fails, showing what it
-/// said.
-#[track_caller]
-fn exit_of(child: &mut Child, said: &Said, who: &str) -> ExitStatus {
-    exited(child, GENEROUS).unwrap_or_else(|| {
-        let _ = child.kill();
-        let _ = child.wait();
-        panic!("the {who} did not exit within {GENEROUS:?}; it said:\n{}", said.all())
-    })
-}
-
 /// SHA-256 in hex, as `--hash sha256` writes it.
 fn sha256(data: &[u8]) -> String {
     sha2::Sha256::digest(data).iter().map(|b| format!("{b:02x}")).collect()
@@ -1192,13 +1169,13 @@ fn an_outage_longer_than_reconnect_for_fails_both_sides() {
     proxy.reset_now();
     // Its input stays open: the sender gives up because of the outage alone.
     let mut sending = sending;
-    let status = exit_of(&mut sending.child, &sending.said, "sender");
+    let status = sending.said.exit_of(&mut sending.child);
     let gave_up = cut.elapsed();
     let said = sending.said.all();
     sending.close_input();
     let written = {
         let Ends { mut receiver, written, .. } = ends;
-        let status = exit_of(&mut receiver.child, &receiver.said, "receiver");
+        let status = receiver.said.exit_of(&mut receiver.child);
         let waited = cut.elapsed();
         let said_received = receiver.said.all();
         let written = written.all();
@@ -1305,17 +1282,11 @@ fn insecure_does_not_resume(engine: &'static str) {
     let data = pattern(16 << 20, 208);
     let stdin = sending.stdin.take().unwrap();
     thread::spawn(move || feed(stdin, &data, 1 << 20));
-    let status = exit_of(&mut sending, &said, "sender");
-    assert_eq!(status.code(), Some(3), "sender: {}", said.all());
-    let received = exit_of(&mut receiver.child, &receiver.said, "receiver");
+    let (status, said) = said.ended(&mut sending);
+    assert_eq!(status.code(), Some(3), "sender: {said}");
+    let (received, said) = receiver.end();
     let written = written.all();
-    assert_eq!(
-        received.code(),
-        Some(1),
-        "receiver, {} bytes written: {}",
-        written.len(),
-        receiver.said.all()
-    );
+    assert_eq!(received.code(), Some(1), "receiver, {} bytes written: {said}", written.len());
     assert!(written.len() <= 1 << 20, "{} bytes written", written.len());
     assert_same(&written, &pattern(16 << 20, 208)[..written.len()], "before the reset");
     assert_eq!(proxy.accepted(), 1, "connections");

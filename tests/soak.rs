@@ -32,7 +32,7 @@ use std::time::{Duration, Instant, SystemTime};
 use rustix::process::{Pid, Signal, kill_process};
 use xxhash_rust::xxh3::Xxh3;
 
-use crate::util::{ACCEL, GENEROUS, REPORT_LABELS, is_verdict_so_far};
+use crate::util::{ACCEL, GENEROUS, REPORT_LABELS, ended, is_verdict_so_far};
 
 /// Cases `soak::short` runs by default. A case takes about 30 ms (the slowest about half a
 /// second): on 2 cores, 1,000 take about 30 s alone and 33 s beside the rest of `cargo test`,
@@ -793,9 +793,9 @@ fn stderr_classification_knows_the_report() {
     let n = stderr.read(&mut report).unwrap();
     let report = String::from_utf8(report[..n].to_vec()).unwrap();
     drop(stdin);
-    let mut rest = String::new();
-    stderr.read_to_string(&mut rest).unwrap();
-    assert!(child.wait().unwrap().success());
+    child.stderr = Some(stderr);
+    let (status, rest) = ended(child);
+    assert!(status.success());
     assert_eq!(unexpected_stderr(&report), None, "a report is expected:\n{report}{rest}");
     assert_eq!(rest, "", "nothing more than the report");
     let error = format!("{report}accel: write to stdout: oops\n");

@@ -32,6 +32,7 @@ fn paced(
     ));
     let json_arg = format!("--json={}", json.display());
     let mut child = spawn_piped(engine, &[&[json_arg.as_str()], args].concat());
+    let said = Said::collect(&mut child);
     let mut stdin = child.stdin.take().unwrap();
     let producer = thread::spawn(move || {
         let data = pattern(piece, 1);
@@ -48,9 +49,8 @@ fn paced(
         thread::sleep(consumer_pause);
     }
     producer.join().unwrap();
-    let mut stderr = String::new();
-    child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
-    assert!(wait_within(&mut child, GENEROUS).success(), "{stderr}");
+    let (status, stderr) = said.ended(&mut child);
+    assert!(status.success(), "{stderr}");
     assert_eq!(got, total / piece * piece);
     let events = std::fs::read_to_string(&json)
         .unwrap()
@@ -230,25 +230,15 @@ fn sigusr1_prints_the_report_so_far(engine: &str) {
     // Once the consumer has it all, accel has certainly taken all 3 MiB in.
     let mut got = vec![0u8; data.len()];
     stdout.read_exact(&mut got).unwrap();
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
     kill_process(Pid::from_child(&child), Signal::USR1).unwrap();
-    let report = within(GENEROUS, move || {
-        let mut text = String::new();
-        while !text.contains("bottleneck") {
-            if stderr.read_line(&mut text).unwrap() == 0 {
-                break;
-            }
-        }
-        (text, stderr)
-    })
-    .expect("a report after SIGUSR1");
-    assert!(report.0.contains("bottleneck"), "{}", report.0);
+    let report = said_until(&mut child, "bottleneck");
+    assert!(report.contains("bottleneck"), "{}", report);
     // Issue 11, item 5: it says it is the report so far, and its verdict is one so far.
-    let lines: Vec<&str> = report.0.lines().collect();
+    let lines: Vec<&str> = report.lines().collect();
     assert!(lines[0].starts_with("report so far, at ") && lines[0].ends_with("; the run goes on"));
-    assert!(lines.last().unwrap().starts_with("so far, "), "{}", report.0);
-    let bytes_in = report.0.lines().find(|l| l.starts_with("in ")).unwrap_or_default();
-    assert!(bytes_in.contains(" 3145728 bytes"), "the bytes so far: {}", report.0);
+    assert!(lines.last().unwrap().starts_with("so far, "), "{}", report);
+    let bytes_in = report.lines().find(|l| l.starts_with("in ")).unwrap_or_default();
+    assert!(bytes_in.contains(" 3145728 bytes"), "the bytes so far: {}", report);
     // Still running: the rest goes through and accel ends normally.
     stdin.write_all(b"more").unwrap();
     drop(stdin);
@@ -261,9 +251,7 @@ fn sigusr1_prints_the_report_so_far(engine: &str) {
 fn stall_timeout_names_the_stuck_side(engine: &str) {
     let mut child = spawn_piped(engine, &["--stall-timeout", "1s"]);
     let stdin = child.stdin.take().unwrap();
-    let status = wait_within(&mut child, GENEROUS);
-    let mut stderr = String::new();
-    child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+    let (status, stderr) = ended(child);
     assert_eq!(status.code(), Some(4), "--engine {engine}: {stderr}");
     assert!(
         stderr.contains("stalled: no input from stdin for")
@@ -276,9 +264,7 @@ fn stall_timeout_names_the_stuck_side(engine: &str) {
     let mut stdin = child.stdin.take().unwrap();
     // Nobody reads: stdout's pipe and the buffer fill, then nothing moves.
     let _ = stdin.write_all(&pattern(4 << 20, 3));
-    let status = wait_within(&mut child, GENEROUS);
-    let mut stderr = String::new();
-    child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+    let (status, stderr) = ended(child);
     assert_eq!(status.code(), Some(4), "--engine {engine}: {stderr}");
     assert!(
         stderr.contains("stalled: nothing written to stdout for")
@@ -301,10 +287,8 @@ fn signal_prints_the_report_then_ends_by_it() {
     child.stdout.take().unwrap().read_exact(&mut got).unwrap();
     assert_same(&got, &data, "before the signal");
     kill_process(Pid::from_child(&child), Signal::TERM).unwrap();
-    let status = wait_within(&mut child, GENEROUS);
+    let (status, stderr) = ended(child);
     assert_eq!(status.signal(), Some(Signal::TERM.as_raw()));
-    let mut stderr = String::new();
-    child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
     assert!(stderr.contains("bottleneck"), "{stderr}");
 }
 

@@ -202,28 +202,29 @@ pub fn within<T: Send + 'static>(
     rx.recv_timeout(timeout).ok()
 }
 
-/// Waits for `child` to exit, killing it and failing the test after `timeout`.
-#[track_caller]
-pub fn wait_within(child: &mut Child, timeout: Duration) -> ExitStatus {
-    let deadline = Instant::now() + timeout;
+/// Waits for `child` to exit: its status, or `None` if it has not exited within `patience`
+/// (it is left running).
+pub fn exited(child: &mut Child, patience: Duration) -> Option<ExitStatus> {
+    let deadline = Instant::now() + patience;
     loop {
         if let Some(status) = child.try_wait().expect("wait") {
-            return status;
+            return Some(status);
         }
         if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("accel did not exit within {timeout:?}");
+            return None;
         }
         thread::sleep(Duration::from_millis(10));
     }
 }
 
-/// Waits for `child` and collects its stderr.
-pub fn ended(mut child: Child) -> (ExitStatus, String) {
-    let status = wait_within(&mut child, GENEROUS);
-    let mut stderr = String::new();
-    child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
-    (status, stderr)
+/// Waits for `child` to exit, killing it and failing the test after `timeout`.
+#[track_caller]
+pub fn wait_within(child: &mut Child, timeout: Duration) -> ExitStatus {
+    exited(child, timeout).unwrap_or_else(|| {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("accel did not exit within {timeout:?}")
+    })
 }
 
 /// Polls `condition` until it holds, failing the test after `timeout`. For conditions that
@@ -438,13 +439,15 @@ impl Said {
     /// Takes `child`'s stderr (piped) and starts reading it.
     pub fn collect(child: &mut Child) -> Said {
         let said = Said::default();
-        let lines = BufReader::new(child.stderr.take().expect("stderr piped"));
+        let mut stderr = BufReader::new(child.stderr.take().expect("stderr piped"));
         let into = said.text.clone();
+        // A line at a time, so that each is there to be looked at as soon as it is said; as
+        // said (a last line without its newline stays without), to the end.
         let reader = thread::spawn(move || {
-            for line in lines.lines().map_while(Result::ok) {
-                let mut text = into.lock().unwrap();
-                text.push_str(&line);
-                text.push('\n');
+            let mut line = Vec::new();
+            while stderr.read_until(b'\n', &mut line).is_ok_and(|n| n > 0) {
+                into.lock().unwrap().push_str(&String::from_utf8_lossy(&line));
+                line.clear();
             }
         });
         *said.reader.lock().unwrap() = Some(reader);
@@ -456,12 +459,33 @@ impl Said {
         self.text.lock().unwrap().clone()
     }
 
-    /// Everything it said: waits until its stderr has closed (the process has exited).
+    /// Everything it said: waits until its stderr has closed (the process has exited, and
+    /// so has any it started that shares its stderr), failing the test after [`GENEROUS`].
+    #[track_caller]
     pub fn all(&self) -> String {
         if let Some(reader) = self.reader.lock().unwrap().take() {
+            eventually(GENEROUS, "its stderr to close", || reader.is_finished());
             reader.join().expect("the stderr reader");
         }
         self.text()
+    }
+
+    /// Waits for `child`, whose stderr this collects, to exit: its status. After
+    /// [`GENEROUS`], kills it and fails the test, showing what it said.
+    #[track_caller]
+    pub fn exit_of(&self, child: &mut Child) -> ExitStatus {
+        exited(child, GENEROUS).unwrap_or_else(|| {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("it did not exit within {GENEROUS:?}; it said:\n{}", self.all())
+        })
+    }
+
+    /// Waits for `child`, whose stderr this collects, to exit: its status and everything it
+    /// said. After [`GENEROUS`], kills it and fails the test, showing what it said.
+    #[track_caller]
+    pub fn ended(&self, child: &mut Child) -> (ExitStatus, String) {
+        (self.exit_of(child), self.all())
     }
 
     /// Waits until a line containing `what` has been said; returns that line.
@@ -474,6 +498,42 @@ impl Said {
         });
         found.unwrap()
     }
+}
+
+/// Waits for `child` (its stderr piped, and not yet taken) to exit, reading its stderr all the
+/// while, so that a child saying more than a pipe holds is not blocked: its status and
+/// everything it said. After [`GENEROUS`], kills it and fails the test, showing what it said.
+/// (A child whose stderr must be read from its start: [`Said::collect`], then [`Said::ended`].)
+#[track_caller]
+pub fn ended(mut child: Child) -> (ExitStatus, String) {
+    Said::collect(&mut child).ended(&mut child)
+}
+
+/// Reads `child`'s stderr up to the end of the first line containing `what` (or to the end
+/// of stderr, if none does), within [`GENEROUS`]: what it read. A byte at a time, so that
+/// what comes after stays in the pipe for whoever reads it next ([`ended`]).
+#[track_caller]
+pub fn said_until(child: &mut Child, what: &str) -> String {
+    let mut stderr = child.stderr.take().expect("stderr piped");
+    let wanted = what.to_owned();
+    let (said, stderr) = within(GENEROUS, move || {
+        let (mut said, mut line, mut byte) = (Vec::new(), Vec::new(), [0u8]);
+        while let Ok(1) = stderr.read(&mut byte) {
+            line.push(byte[0]);
+            if byte[0] == b'\n' {
+                let found = String::from_utf8_lossy(&line).contains(&wanted);
+                said.append(&mut line);
+                if found {
+                    break;
+                }
+            }
+        }
+        said.append(&mut line);
+        (String::from_utf8_lossy(&said).into_owned(), stderr)
+    })
+    .unwrap_or_else(|| panic!("no line with {what:?} on stderr within {GENEROUS:?}"));
+    child.stderr = Some(stderr);
+    said
 }
 
 /// The exact count of bytes a message states just before `label` (`" delivered, "`, `" read
@@ -543,4 +603,37 @@ fn bytes_before_reads_a_count_in_either_form_and_only_a_true_one() {
         let read = std::panic::catch_unwind(|| bytes_before(wrong, " delivered"));
         assert!(read.is_err(), "{wrong:?} was read as {read:?}");
     }
+}
+
+/// [`ended`] reads stderr while the child runs: a child that says far more than a pipe holds
+/// (64 KiB) before it exits is not blocked, and all it said comes back, to the last byte.
+#[test]
+fn ended_reads_stderr_while_the_child_runs() {
+    let child = Command::new("bash")
+        .args(["-c", "head -c 1000000 /dev/zero | tr '\\0' x >&2; printf end >&2; exit 3"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (status, said) = ended(child);
+    assert_eq!(status.code(), Some(3));
+    assert_eq!(said.len(), 1_000_003);
+    assert!(said.starts_with("xxx") && said.ends_with("xend"), "as said, no newline added");
+}
+
+/// [`said_until`] takes what comes up to its line and leaves the rest in the pipe, for
+/// [`ended`] to collect, though all of it came in one write.
+#[test]
+fn said_until_leaves_the_rest_in_the_pipe() {
+    let scratch = Scratch::new("said-until");
+    std::fs::write(scratch.path("said"), "one\ntwo: the line\nthree\nfour\n").unwrap();
+    let mut child = Command::new("bash")
+        .args(["-c", "cat \"$0\" >&2"])
+        .arg(scratch.path("said"))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert_eq!(said_until(&mut child, "two"), "one\ntwo: the line\n");
+    let (status, rest) = ended(child);
+    assert!(status.success());
+    assert_eq!(rest, "three\nfour\n");
 }

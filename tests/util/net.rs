@@ -6,7 +6,7 @@ use std::net::TcpListener;
 use std::process::{Child, ChildStdout, Command, ExitStatus, Stdio};
 use std::thread::{self, JoinHandle};
 
-use super::{ACCEL, GENEROUS, Said, Scratch, drain, is_root, require, wait_within};
+use super::{ACCEL, Said, Scratch, drain, is_root, require};
 
 /// A new key file named `name` in `dir`, made by `accel --generate key FILE`.
 pub(crate) fn make_key(dir: &Scratch, name: &str) -> String {
@@ -66,8 +66,7 @@ impl Receiver {
 
     /// Waits for it to end: its status and what it said.
     pub(crate) fn end(&mut self) -> (ExitStatus, String) {
-        let status = wait_within(&mut self.child, GENEROUS);
-        (status, self.said.all())
+        self.said.ended(&mut self.child)
     }
 }
 
