@@ -309,7 +309,7 @@ fn output_closed(engine: &str) {
 /// shows that it did meet EAGAIN: on stdin, read empty between the producer's bursts; on
 /// stdout, which the consumer leaves full until accel has met it so.
 fn output_nonblocking_set_by_a_third_party(engine: &str) {
-    if !require("strace", Command::new("strace").arg("-V").output().is_ok()) {
+    if !require("strace", has("strace", "-V")) {
         return;
     }
     let scratch = Scratch::new(&format!("nonblocking-{engine}"));

@@ -7,51 +7,18 @@ use std::io::{Read, Write};
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::util::net::{Netns, command, free_port, make_key};
 use crate::util::*;
 
-/// A directory holding a link named `mbuffer` to the accel under test.
-struct Link {
-    dir: Scratch,
-    path: PathBuf,
-}
-
-impl Link {
-    fn new(test: &str) -> Link {
-        let dir = Scratch::new(&format!("mbuffer-{test}"));
-        let path = dir.path("mbuffer");
-        std::os::unix::fs::symlink(ACCEL, &path).unwrap();
-        Link { dir, path }
-    }
-
-    fn arg(&self) -> &str {
-        self.path.to_str().unwrap()
-    }
-
-    /// accel as `mbuffer ARGS`, stdio piped.
-    fn spawn<S: AsRef<OsStr>>(&self, args: &[S]) -> Child {
-        piped(Command::new(&self.path).args(args))
-    }
-
-    /// Runs `mbuffer ARGS` with `data` on stdin: its status, stdout and stderr.
-    fn run<S: AsRef<OsStr>>(&self, args: &[S], data: &[u8]) -> (ExitStatus, Vec<u8>, String) {
-        run_fed(self.spawn(args), data)
-    }
-}
-
-fn has(program: &str, version_flag: &str) -> bool {
-    Command::new(program).arg(version_flag).output().is_ok()
-}
-
 /// Every invocation the backup tools build (issue 19), byte for byte, nothing on stderr with
 /// -q, status 0.
 #[test]
 fn the_backup_tools_command_lines_pass_every_byte_quietly() {
-    let link = Link::new("tools");
+    let link = AccelAs::new("mbuffer", "tools");
     let data = pattern(3 << 20, 19);
     let invocations: &[&[&str]] = &[
         // syncoid, each side
@@ -84,7 +51,7 @@ fn the_backup_tools_command_lines_pass_every_byte_quietly() {
 /// "consumer exits early, run as mbuffer".
 #[test]
 fn a_consumer_that_exits_early_gives_status_1() {
-    let link = Link::new("epipe");
+    let link = AccelAs::new("mbuffer", "epipe");
     let mut child = link.spawn(&["-q", "-s", "128k", "-m", "16M"]);
     let said = Said::collect(&mut child);
     let mut stdin = child.stdin.take().unwrap();
@@ -107,7 +74,7 @@ fn a_consumer_that_exits_early_gives_status_1() {
 /// `timeout` in ~/.mbuffer.rc, and `-W` bounds `-I`'s wait for a sender.
 #[test]
 fn the_watchdog_ends_a_stuck_run_with_status_1() {
-    let link = Link::new("watchdog");
+    let link = AccelAs::new("mbuffer", "watchdog");
     let home = link.dir.path("home");
     std::fs::create_dir(&home).unwrap();
     std::fs::write(home.join(".mbuffer.rc"), "timeout = 2\n").unwrap();
@@ -168,7 +135,7 @@ fn plain_tcp_with_the_real_mbuffer_both_ways() {
         return;
     }
     let Some(ns) = Netns::new("mbufferlink") else { return };
-    let link = Link::new("tcp");
+    let link = AccelAs::new("mbuffer", "tcp");
     let data = pattern(8 << 20, 21);
     let input = link.dir.path("input");
     std::fs::write(&input, &data).unwrap();
@@ -217,7 +184,7 @@ fn syncoids_socat_sender_into_listen() {
     if !require("socat (apt-get install socat)", has("socat", "-V")) {
         return;
     }
-    let link = Link::new("socat");
+    let link = AccelAs::new("mbuffer", "socat");
     let data = pattern(8 << 20, 22);
     let input = link.dir.path("input");
     std::fs::write(&input, &data).unwrap();
@@ -246,7 +213,7 @@ fn syncoids_socat_sender_into_listen() {
 /// stream arrives, and a plain sender (the real mbuffer, or socat) is turned away.
 #[test]
 fn encrypted_between_two_accels_with_a_key() {
-    let link = Link::new("keyed");
+    let link = AccelAs::new("mbuffer", "keyed");
     let key = make_key(&link.dir, "k");
     let data = pattern(4 << 20, 23);
     let input = link.dir.path("input");
@@ -305,7 +272,7 @@ fn encrypted_between_two_accels_with_a_key() {
 /// run with it moves every byte).
 #[test]
 fn every_option_of_mbuffers_help_is_done_or_refused() {
-    let link = Link::new("options");
+    let link = AccelAs::new("mbuffer", "options");
     let ours = Command::new(&link.path).arg("-h").output().unwrap();
     assert!(ours.status.success());
     let ours = String::from_utf8(ours.stdout).unwrap();
@@ -379,7 +346,7 @@ fn every_option_of_mbuffers_help_is_done_or_refused() {
 /// the version and the help.
 #[test]
 fn the_options_do_what_mbuffer_says() {
-    let link = Link::new("doing");
+    let link = AccelAs::new("mbuffer", "doing");
     let data = pattern(1 << 20, 25);
     let file = |name: &str| link.dir.path(name).to_str().unwrap().to_owned();
     let input = file("input");
@@ -476,7 +443,7 @@ fn the_options_do_what_mbuffer_says() {
 /// An mbuffer usage error is status 1, as mbuffer's, and one line naming the option.
 #[test]
 fn mbuffer_usage_errors_are_status_1_on_one_line() {
-    let link = Link::new("usage");
+    let link = AccelAs::new("mbuffer", "usage");
     for (args, expected) in [
         (&["-x"][..], "accel: mbuffer -x: unknown option; mbuffer -h lists the options\n"),
         (&["-m", "100b"], "accel: mbuffer -m 100b: fewer than 128 bytes\n"),
@@ -495,7 +462,7 @@ fn mbuffer_usage_errors_are_status_1_on_one_line() {
 /// each read returns one write), every write is exactly `-s` bytes, the last one short.
 #[test]
 fn s_makes_exact_writes_into_a_packet_mode_pipe() {
-    let link = Link::new("packets");
+    let link = AccelAs::new("mbuffer", "packets");
     let mut fds = [0; 2];
     // SAFETY: pipe2 fills two descriptors, which OwnedFd then owns.
     assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_DIRECT | libc::O_CLOEXEC) }, 0);
@@ -541,7 +508,7 @@ fn s_makes_exact_writes_into_a_packet_mode_pipe() {
 /// partial data until a block fills; a line comes out while the producer is still open.
 #[test]
 fn s_does_not_hold_partial_data_in_an_ordinary_pipe() {
-    let link = Link::new("partial");
+    let link = AccelAs::new("mbuffer", "partial");
     let mut child = link.spawn(&["-q", "-s", "128k", "-m", "16M"]);
     let (mut stdin, mut stdout) = (child.stdin.take().unwrap(), child.stdout.take().unwrap());
     // A line through, stdin still open: with 128 KiB blocks it would wait for 131065 more.

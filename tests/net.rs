@@ -548,7 +548,7 @@ fn a_line_crosses_at_once(engine: &str) {
 /// come, far less than a millisecond apart; the count alone would not show it on a loaded
 /// machine, where a sender that lags behind sends several pieces at once anyway.
 fn small_pieces_gather_into_frames(engine: &str) {
-    if !require("strace", Command::new("strace").arg("-V").output().is_ok()) {
+    if !require("strace", has("strace", "-V")) {
         return;
     }
     let (keys, key, mut receiver) = keyed_receiver(engine, "gather", &[]);
@@ -1280,7 +1280,7 @@ fn name_not_found() {
 /// since `mbuffer -I` listens on every interface whatever it is told.
 #[test]
 fn insecure_against_mbuffer() {
-    let has_mbuffer = Command::new("mbuffer").arg("-V").output().is_ok();
+    let has_mbuffer = has("mbuffer", "-V");
     if !require("mbuffer (apt-get install mbuffer)", has_mbuffer) {
         return;
     }

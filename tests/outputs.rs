@@ -160,7 +160,7 @@ fn files_at_both_ends_and_sync(engine: &str) {
     let out = accel(engine, &["-i", &arg(&from), "-o", &arg(&to)]).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_same(&std::fs::read(&to).unwrap(), &data, "-i to -o");
-    if !require("strace", Command::new("strace").arg("-V").output().is_ok()) {
+    if !require("strace", has("strace", "-V")) {
         return;
     }
     std::fs::remove_file(&to).unwrap();

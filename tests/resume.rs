@@ -1058,7 +1058,7 @@ fn a_black_hole_is_left_soon_after_it_ends() {
 /// reset) is a drop like a reset: both ends resume, twice, and the stream comes through whole.
 #[test]
 fn an_aborted_connection_is_a_drop_at_either_end() {
-    let can = is_root() && std::process::Command::new("ss").arg("-V").output().is_ok();
+    let can = is_root() && has("ss", "-V");
     if !require("root and ss (iproute2), to abort a socket with ss -K", can) {
         return;
     }

@@ -6,6 +6,7 @@ pub mod control;
 pub mod net;
 pub mod terminal;
 
+use std::ffi::OsStr;
 use std::io::{BufRead, BufReader};
 use std::io::{Read, Write};
 use std::os::fd::OwnedFd;
@@ -51,6 +52,11 @@ pub fn require(what: &str, present: bool) -> bool {
     assert!(skip, "this test needs {what}; set ACCEL_TESTS_MAY_SKIP=1 to skip such tests");
     eprintln!("SKIPPED (ACCEL_TESTS_MAY_SKIP=1): needs {what}");
     false
+}
+
+/// Whether `program` is there to run (it runs with `version_flag`), for [`require`].
+pub fn has(program: &str, version_flag: &str) -> bool {
+    Command::new(program).arg(version_flag).output().is_ok()
 }
 
 /// Whether the tests run as root (mounts, cgroups, other users).
@@ -142,6 +148,40 @@ pub fn run_fed(mut child: Child, data: &[u8]) -> (ExitStatus, Vec<u8>, String) {
     let status = wait_within(&mut child, GENEROUS);
     let _ = writer.join().unwrap();
     (status, reader.join().unwrap(), said.all())
+}
+
+/// accel run as another program, as the backup tools run it: a link named `program`
+/// (`mbuffer`, `pv`) to the accel under test, in a scratch directory of its own for the test.
+pub struct AccelAs {
+    /// The scratch directory, for the test's files too.
+    pub dir: Scratch,
+    /// The link.
+    pub path: PathBuf,
+}
+
+impl AccelAs {
+    /// A link named `program` in a scratch directory for `test`.
+    pub fn new(program: &str, test: &str) -> AccelAs {
+        let dir = Scratch::new(&format!("{program}-{test}"));
+        let path = dir.path(program);
+        std::os::unix::fs::symlink(ACCEL, &path).unwrap();
+        AccelAs { dir, path }
+    }
+
+    /// The link, as an argument.
+    pub fn arg(&self) -> &str {
+        self.path.to_str().unwrap()
+    }
+
+    /// accel as `PROGRAM ARGS`, stdio piped.
+    pub fn spawn<S: AsRef<OsStr>>(&self, args: &[S]) -> Child {
+        piped(Command::new(&self.path).args(args))
+    }
+
+    /// Runs `PROGRAM ARGS` with `data` on stdin: its status, stdout and stderr.
+    pub fn run<S: AsRef<OsStr>>(&self, args: &[S], data: &[u8]) -> (ExitStatus, Vec<u8>, String) {
+        run_fed(self.spawn(args), data)
+    }
 }
 
 /// Sends a line through `child` (piped) and reads it back, so that accel is known to be up and

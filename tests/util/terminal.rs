@@ -5,7 +5,7 @@ use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::{GENEROUS, require};
+use super::{GENEROUS, has, require};
 
 /// Runs tmux against the server `socket`; its stdout, and whether it succeeded.
 fn tmux(socket: &str, args: &[&str]) -> (String, bool) {
@@ -43,7 +43,7 @@ pub fn is_verdict(line: &str) -> bool {
 }
 
 pub fn has_tmux() -> bool {
-    require("tmux (.ci/run installs it)", Command::new("tmux").arg("-V").output().is_ok())
+    require("tmux (.ci/run installs it)", has("tmux", "-V"))
 }
 
 /// A producer that takes a few seconds: 24 bursts of 300000 bytes, 0.1 s apart.
