@@ -1,10 +1,9 @@
 //! Watching the pipeline: NDJSON, the report's verdict, SIGUSR1, the stall watchdog, and the
 //! progress line on a real terminal.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
 
@@ -88,58 +87,6 @@ fn json_summary_has_the_documented_fields(engine: &str) {
     let total: u64 =
         ["through", "pipes", "memory"].iter().map(|t| tiers[t].as_u64().unwrap()).sum();
     assert_eq!(total, 4 << 20, "every byte took one way: {tiers}");
-}
-
-/// accel with `--json` on stderr, where the test reads each event as it comes; `-v` and
-/// other `args` too. Every line of stderr that is not an event is kept as text.
-struct Watched {
-    child: std::process::Child,
-    events: mpsc::Receiver<Value>,
-    text: std::sync::Arc<std::sync::Mutex<String>>,
-    reader: thread::JoinHandle<()>,
-}
-
-impl Watched {
-    fn start(engine: &str, args: &[&str]) -> Watched {
-        let mut child = spawn_piped(engine, &[&["--json"], args].concat());
-        let stderr = BufReader::new(child.stderr.take().unwrap());
-        let (send, events) = mpsc::channel();
-        let text = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
-        let kept = std::sync::Arc::clone(&text);
-        let reader = thread::spawn(move || {
-            for line in stderr.lines() {
-                let line = line.unwrap();
-                match serde_json::from_str::<Value>(&line) {
-                    Ok(event) if line.starts_with('{') => {
-                        let _ = send.send(event);
-                    }
-                    _ => kept.lock().unwrap().push_str(&format!("{line}\n")),
-                }
-            }
-        });
-        Watched { child, events, text, reader }
-    }
-
-    /// Waits until `count` progress events in a row satisfy `condition`: a state accel itself
-    /// reports to have lasted that many seconds (an event a second).
-    fn until(&self, count: usize, what: &str, condition: impl Fn(&Value) -> bool) {
-        let mut in_a_row = 0;
-        while in_a_row < count {
-            let event = self.events.recv_timeout(GENEROUS).unwrap_or_else(|_| panic!("{what}"));
-            assert_eq!(event["event"], "progress", "{what}: the run ended first: {event}");
-            in_a_row = if condition(&event) { in_a_row + 1 } else { 0 };
-        }
-    }
-
-    /// Waits for the end: the summary, and the text beside the events.
-    fn finish(mut self) -> (Value, String) {
-        assert!(wait_within(&mut self.child, GENEROUS).success());
-        self.reader.join().unwrap();
-        let summary = self.events.try_iter().last().expect("a summary");
-        assert_eq!(summary["event"], "summary");
-        let text = self.text.lock().unwrap().clone();
-        (summary, text)
-    }
 }
 
 /// The consumer reads nothing until accel itself reports the producer held back by a full

@@ -13,6 +13,8 @@ use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex, mpsc};
+
+use serde_json::Value;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
@@ -537,6 +539,61 @@ impl Said {
             found.is_some()
         });
         found.unwrap()
+    }
+}
+
+/// accel with `--json` on stderr, where the test reads each event as it comes; `-v` and
+/// other `args` too. Every line of stderr that is not an event is kept as text.
+pub struct Watched {
+    /// accel, its stdin and stdout piped.
+    pub child: Child,
+    /// Its events, each as it comes.
+    pub events: mpsc::Receiver<Value>,
+    text: Arc<Mutex<String>>,
+    reader: JoinHandle<()>,
+}
+
+impl Watched {
+    /// `accel --engine ENGINE --json ARGS...`.
+    pub fn start(engine: &str, args: &[&str]) -> Watched {
+        let mut child = spawn_piped(engine, &[&["--json"], args].concat());
+        let stderr = BufReader::new(child.stderr.take().unwrap());
+        let (send, events) = mpsc::channel();
+        let text = Arc::new(Mutex::new(String::new()));
+        let kept = Arc::clone(&text);
+        let reader = thread::spawn(move || {
+            for line in stderr.lines() {
+                let line = line.unwrap();
+                match serde_json::from_str::<Value>(&line) {
+                    Ok(event) if line.starts_with('{') => {
+                        let _ = send.send(event);
+                    }
+                    _ => kept.lock().unwrap().push_str(&format!("{line}\n")),
+                }
+            }
+        });
+        Watched { child, events, text, reader }
+    }
+
+    /// Waits until `count` progress events in a row satisfy `condition`: a state accel itself
+    /// reports to have lasted that many seconds (an event a second).
+    pub fn until(&self, count: usize, what: &str, condition: impl Fn(&Value) -> bool) {
+        let mut in_a_row = 0;
+        while in_a_row < count {
+            let event = self.events.recv_timeout(GENEROUS).unwrap_or_else(|_| panic!("{what}"));
+            assert_eq!(event["event"], "progress", "{what}: the run ended first: {event}");
+            in_a_row = if condition(&event) { in_a_row + 1 } else { 0 };
+        }
+    }
+
+    /// Waits for the end: the summary, and the text beside the events.
+    pub fn finish(mut self) -> (Value, String) {
+        assert!(wait_within(&mut self.child, GENEROUS).success());
+        self.reader.join().unwrap();
+        let summary = self.events.try_iter().last().expect("a summary");
+        assert_eq!(summary["event"], "summary");
+        let text = self.text.lock().unwrap().clone();
+        (summary, text)
     }
 }
 
