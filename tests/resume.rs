@@ -37,6 +37,7 @@ use serde_json::Value;
 use sha2::Digest;
 
 use crate::util::net::{Netns, Receiver, linked, make_key, sender};
+use crate::util::seeds::{Rng, env_number, fresh_seed};
 use crate::util::*;
 
 // ----- a proxy that cuts -----
@@ -547,39 +548,12 @@ fn the_cutter_cuts_as_told() {
 /// A seed for what is random: `ACCEL_RESUME_SEED` (hex, or decimal) when set, else a fresh
 /// one; printed, with the command that replays it (`also`: the rest of its environment).
 fn seed(test: &str, also: &str) -> u64 {
-    let seed = match std::env::var("ACCEL_RESUME_SEED") {
-        Ok(text) => match text.strip_prefix("0x") {
-            Some(hex) => u64::from_str_radix(hex, 16).expect("ACCEL_RESUME_SEED in hex"),
-            None => text.parse().expect("ACCEL_RESUME_SEED, a number"),
-        },
-        Err(_) => {
-            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
-            now.map_or(1, |d| d.as_nanos() as u64) ^ u64::from(std::process::id())
-        }
-    };
+    let seed = env_number("ACCEL_RESUME_SEED").unwrap_or_else(fresh_seed);
     eprintln!(
         "{test}: seed {seed:#x}; replay with: ACCEL_RESUME_SEED={seed:#x} {also}cargo test \
          --test integration resume::{test} -- --exact --include-ignored"
     );
     seed
-}
-
-/// SplitMix64: numbers from a seed, the same on every machine.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// A number in `low..=high`.
-    fn between(&mut self, low: u64, high: u64) -> u64 {
-        low + self.next() % (high - low + 1)
-    }
 }
 
 /// What the receiver writes, collected as it comes, so that a test can wait for an amount.
@@ -916,7 +890,7 @@ fn resumed_within(offsets: &[u64], cuts: &[u64], context: &str) {
 /// four connections, the stream whole.
 fn three_resets_at_random_offsets(engine: &'static str) {
     let seed = seed(&format!("three_resets_at_random_offsets::{engine}"), "");
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     let size = 24 << 20;
     let cuts: Vec<u64> = (0..3).map(|_| rng.between(64 << 10, size / 8)).collect();
     let plan: Vec<_> = cuts.iter().map(|&at| (at, Cut::Reset)).collect();
@@ -1372,7 +1346,7 @@ fn the_receivers_address_taken_away_and_given_back() {
 /// the stream is a reconnection; one in a handshake is a failed try, which the sender repeats.
 fn random_cuts(test: &str, cuts: usize, size: usize, also: &str) {
     let seed = seed(test, also);
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     let most = (size / (2 * cuts)) as u64;
     let plan: Vec<(u64, Cut)> = (0..cuts)
         .map(|k| match rng.between(0, 9) {

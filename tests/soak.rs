@@ -27,11 +27,12 @@ use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, OnceLock, mpsc};
 use std::thread::{self, JoinHandle};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use rustix::process::{Pid, Signal, kill_process};
 use xxhash_rust::xxh3::Xxh3;
 
+use crate::util::seeds::{Rng, env_number, fresh_seed, mix};
 use crate::util::{ACCEL, GENEROUS, REPORT_LABELS, ended, is_verdict_so_far};
 
 /// Cases `soak::short` runs by default. A case takes about 30 ms (the slowest about half a
@@ -58,58 +59,9 @@ const TICK: Duration = Duration::from_millis(100);
 // ---------------------------------------------------------------------------------------------
 // Randomness: one seed, everything derived from it.
 
-/// SplitMix64's finaliser: a good 64-bit mix, used to derive seeds.
-fn mix(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
 /// The seed of case `index` of the run seeded `master`.
 fn case_seed(master: u64, index: u64) -> u64 {
     mix(master ^ mix(index.wrapping_add(0x9E37_79B9_7F4A_7C15)))
-}
-
-/// SplitMix64: small, fast, and good enough to draw test cases.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Rng {
-        Rng(seed)
-    }
-
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        mix(self.0)
-    }
-
-    /// Uniform in `0..n` (0 when `n` is 0).
-    fn below(&mut self, n: u64) -> u64 {
-        ((u128::from(self.next()) * u128::from(n)) >> 64) as u64
-    }
-
-    /// Uniform in `[0, 1)`.
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    fn chance(&mut self, p: f64) -> bool {
-        self.unit() < p
-    }
-
-    /// About log-uniform in `lo..=hi` (`1 <= lo <= hi < 2^63`): a power of two drawn uniformly,
-    /// then a value within it; as many small values as large ones. Integers only, so that a seed
-    /// draws the same case on every machine.
-    fn log_uniform(&mut self, lo: u64, hi: u64) -> u64 {
-        let (low_bit, high_bit) = (lo.ilog2(), hi.ilog2());
-        let bit = low_bit + self.below(u64::from(high_bit - low_bit + 1)) as u32;
-        let (from, to) = (lo.max(1 << bit), hi.min((2 << bit) - 1));
-        from + self.below(to - from + 1)
-    }
-
-    fn pick<T: Copy>(&mut self, items: &[T]) -> T {
-        items[self.below(items.len() as u64) as usize]
-    }
 }
 
 /// The stream's source: 16 MiB of pseudo-random bytes, made once per process.
@@ -680,17 +632,6 @@ impl fmt::Display for Case {
 // ---------------------------------------------------------------------------------------------
 // Settings from the environment.
 
-/// A number from the environment: decimal or `0x` hexadecimal.
-fn env_number(name: &str) -> Option<u64> {
-    let text = std::env::var(name).ok()?;
-    let text = text.trim();
-    let parsed = match text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
-        Some(hex) => u64::from_str_radix(hex, 16),
-        None => text.parse(),
-    };
-    Some(parsed.unwrap_or_else(|_| panic!("{name}={text:?}: not a number")))
-}
-
 /// A size from the environment: a number with an optional binary suffix K, M, G or T.
 fn env_size(name: &str) -> Option<u64> {
     let text = std::env::var(name).ok()?;
@@ -708,10 +649,7 @@ fn env_size(name: &str) -> Option<u64> {
 
 /// The run's master seed, printed so that the run can be repeated.
 fn master_seed() -> u64 {
-    let seed = env_number("ACCEL_SOAK_SEED").unwrap_or_else(|| {
-        let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
-        mix(now.as_nanos() as u64 ^ u64::from(std::process::id()))
-    });
+    let seed = env_number("ACCEL_SOAK_SEED").unwrap_or_else(|| mix(fresh_seed()));
     eprintln!("soak: master seed {seed:#018x} (ACCEL_SOAK_SEED={seed:#018x} repeats this run)");
     seed
 }

@@ -4,6 +4,7 @@
 
 pub mod control;
 pub mod net;
+pub mod seeds;
 pub mod terminal;
 
 use std::ffi::OsStr;
@@ -78,10 +79,7 @@ pub fn run_seeded<S: proptest::strategy::Strategy>(
     use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
     let seed = match std::env::var("ACCEL_TEST_SEED") {
         Ok(text) => u64::from_str_radix(text.trim_start_matches("0x"), 16).expect("a hex seed"),
-        Err(_) => {
-            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
-            now.map_or(1, |d| d.as_nanos() as u64) ^ u64::from(std::process::id())
-        }
+        Err(_) => seeds::fresh_seed(),
     };
     let bytes: Vec<u8> = (0..4).flat_map(|i| (seed ^ i).to_le_bytes()).collect();
     let config = Config { cases, failure_persistence: None, ..Config::default() };
