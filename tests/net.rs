@@ -1213,13 +1213,16 @@ fn a_receivers_hash_line_names_the_address() {
 /// byte, encrypted and plain.
 #[test]
 fn across_namespaces_both_ways() {
-    let Some((a, b, addr_a, addr_b)) = linked("both", 1, Some("200mbit")) else { return };
+    let Some(veth) = Veth::new("both", 1) else { return };
+    veth.limit("200mbit");
+    let (a, b) = (&veth.a.netns, &veth.b.netns);
+    let (addr_a, addr_b) = (&veth.a.addr, &veth.b.addr);
     let keys = Scratch::new("net-netns");
     let key = make_key(&keys, "k");
     for (from_ns, to_ns, to_addr, args) in [
-        (&a, &b, &addr_b, vec!["--key-file", key.as_str()]),
-        (&b, &a, &addr_a, vec!["--key-file", key.as_str()]),
-        (&a, &b, &addr_b, vec!["--insecure"]),
+        (a, b, addr_b, vec!["--key-file", key.as_str()]),
+        (b, a, addr_a, vec!["--key-file", key.as_str()]),
+        (a, b, addr_b, vec!["--insecure"]),
     ] {
         let mut receiver = Receiver::start("auto", to_addr, &args, Some(to_ns));
         let output = receiver.output();
@@ -1237,11 +1240,12 @@ fn across_namespaces_both_ways() {
 /// found), status 6, nothing sent.
 #[test]
 fn unreachable_host() {
-    let Some((a, _b, _, _)) = linked("unreach", 2, None) else { return };
+    let Some(veth) = Veth::new("unreach", 2) else { return };
     let keys = Scratch::new("net-unreach");
     let key = make_key(&keys, "k");
     let to = "10.213.2.99:9090";
-    let (status, said) = ended(send("auto", to, &["--key-file", &key], Vec::new(), Some(&a)));
+    let (status, said) =
+        ended(send("auto", to, &["--key-file", &key], Vec::new(), Some(&veth.a.netns)));
     assert_eq!(status.code(), Some(6), "{said}");
     assert!(said.starts_with(&format!("accel: {to}: cannot connect: ")), "{said}");
     assert!(said.contains("No route to host") || said.contains("no answer"), "{said}");

@@ -36,7 +36,7 @@ use rustix::event::{PollFd, PollFlags, Timespec};
 use serde_json::Value;
 use sha2::Digest;
 
-use crate::util::net::{Netns, Receiver, linked, make_key, sender};
+use crate::util::net::{Host, Netns, Receiver, Veth, make_key, sender};
 use crate::util::seeds::{Rng, env_number, fresh_seed};
 use crate::util::*;
 
@@ -681,20 +681,15 @@ struct Ended {
 
 impl Ends {
     /// A receiver with `--engine engine`, the key, `--hash sha256`, `--json=FILE` and `args`,
-    /// on 127.0.0.1, or at `host` inside `netns`.
-    fn start(
-        engine: &'static str,
-        test: &str,
-        args: &[&str],
-        netns: Option<(&Netns, &str)>,
-    ) -> Ends {
+    /// on 127.0.0.1, or on `host` (at its address, inside its namespace).
+    fn start(engine: &'static str, test: &str, args: &[&str], host: Option<&Host>) -> Ends {
         let dir = Scratch::new(&format!("resume-{test}-{engine}"));
         let key = make_key(&dir, "k");
         let json = format!("--json={}", dir.path("receiver.json").display());
         let mut full = vec!["--key-file", key.as_str(), "--hash", "sha256", json.as_str()];
         full.extend_from_slice(args);
-        let (host, wrap) = match netns {
-            Some((netns, host)) => (host, Some(netns)),
+        let (host, wrap) = match host {
+            Some(host) => (host.addr.as_str(), Some(&host.netns)),
             None => ("127.0.0.1", None),
         };
         let mut receiver = Receiver::start(engine, host, &full, wrap);
@@ -1282,19 +1277,19 @@ per_engine!(
 fn across_an_outage(
     tag: &str,
     subnet: u8,
-    away: impl FnOnce(&Netns, &Netns, &Ends),
-    back: impl FnOnce(&Netns, &Netns, &Ends, &Sending),
+    away: impl FnOnce(&Veth, &Ends),
+    back: impl FnOnce(&Veth, &Ends, &Sending),
 ) {
-    let Some((a, b, _, addr_b)) = linked(tag, subnet, None) else { return };
+    let Some(veth) = Veth::new(tag, subnet) else { return };
     let args = ["--heartbeat", "250ms"];
-    let ends = Ends::start("auto", tag, &args, Some((&b, &addr_b)));
-    let sending = ends.sender(&ends.address().to_string(), Some(&a));
+    let ends = Ends::start("auto", tag, &args, Some(&veth.b));
+    let sending = ends.sender(&ends.address().to_string(), Some(&veth.a.netns));
     let data = pattern(8 << 20, 207);
     sending.send(&data[..4 << 20]);
     ends.written.at_least(4 << 20);
-    away(&a, &b, &ends);
+    away(&veth, &ends);
     sending.send(&data[4 << 20..]);
-    back(&a, &b, &ends, &sending);
+    back(&veth, &ends, &sending);
     let ended = ends.end(sending);
     ended.whole(&data, tag);
     assert_eq!(ended.reconnected(1, true, tag), [4 << 20], "{tag}");
@@ -1307,10 +1302,10 @@ fn the_link_down_for_three_seconds() {
     across_an_outage(
         "rslink",
         20,
-        |a, _, _| a.ip(&["link", "set", "va", "down"]),
-        |a, _, _, _| {
+        |veth, _| veth.a.netns.ip(&["link", "set", veth.a.dev, "down"]),
+        |veth, _, _| {
             thread::sleep(Duration::from_secs(3));
-            a.ip(&["link", "set", "va", "up"]);
+            veth.a.netns.ip(&["link", "set", veth.a.dev, "up"]);
         },
     );
 }
@@ -1324,16 +1319,16 @@ fn the_link_down_for_three_seconds() {
 /// meet no host), and the address is added back.
 #[test]
 fn the_receivers_address_taken_away_and_given_back() {
-    let address = |ends: &Ends| format!("{}/24", ends.host);
+    let address = |receiver: &Host| format!("{}/24", receiver.addr);
     across_an_outage(
         "rsaddr",
         21,
-        |_, b, ends| b.ip(&["addr", "del", &address(ends), "dev", "vb"]),
-        |_, b, ends, sending| {
+        |veth, _| veth.b.netns.ip(&["addr", "del", &address(&veth.b), "dev", veth.b.dev]),
+        |veth, ends, sending| {
             sending.said.line_with("connection dropped");
             ends.receiver.said.line_with("connection dropped");
             thread::sleep(Duration::from_secs(2));
-            b.ip(&["addr", "add", &address(ends), "dev", "vb"]);
+            veth.b.netns.ip(&["addr", "add", &address(&veth.b), "dev", veth.b.dev]);
         },
     );
 }
