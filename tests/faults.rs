@@ -1049,13 +1049,7 @@ fn with_a_panic(engine: &str, panic: &str, args: &[&str]) -> (ExitStatus, Vec<u8
         let _ = child.kill();
         panic!("the producer was not done within {GENEROUS:?}: {fed:?}: {}", said.text());
     }
-    let stdout = child.stdout.take().unwrap();
-    let Some(out) = within(GENEROUS, move || drain(stdout)) else {
-        let _ = child.kill();
-        panic!("no end within {GENEROUS:?}: {}", said.text());
-    };
-    let (status, said) = said.ended(&mut child);
-    (status, out, said)
+    said.output_and_end(&mut child)
 }
 
 /// The output thread panics (a bug, injected): accel ends at once with status 8, naming the

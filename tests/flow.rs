@@ -431,14 +431,7 @@ fn through_file(engine: &str, args: &[&str], data: &[u8]) -> (ExitStatus, Vec<u8
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let said = Said::collect(&mut child);
-    let stdout = child.stdout.take().unwrap();
-    let Some(out) = within(GENEROUS, move || drain(stdout)) else {
-        let _ = child.kill();
-        panic!("{args:?}: no end within {GENEROUS:?}: {}", said.text());
-    };
-    let (status, said) = said.ended(&mut child);
-    (status, out, said)
+    Said::collect(&mut child).output_and_end(&mut child)
 }
 
 /// Issue 17, item 2: output blocks with every buffer that can hold one, beside watermarks and

@@ -143,11 +143,9 @@ pub fn run_fed(mut child: Child, data: &[u8]) -> (ExitStatus, Vec<u8>, String) {
     let stdin = child.stdin.take().unwrap();
     let data = data.to_vec();
     let writer = thread::spawn(move || feed(stdin, &data, 1 << 16));
-    let stdout = child.stdout.take().unwrap();
-    let reader = thread::spawn(move || drain(stdout));
-    let status = wait_within(&mut child, GENEROUS);
+    let ended = said.output_and_end(&mut child);
     let _ = writer.join().unwrap();
-    (status, reader.join().unwrap(), said.all())
+    ended
 }
 
 /// accel run as another program, as the backup tools run it: a link named `program`
@@ -526,6 +524,21 @@ impl Said {
     #[track_caller]
     pub fn ended(&self, child: &mut Child) -> (ExitStatus, String) {
         (self.exit_of(child), self.all())
+    }
+
+    /// Everything `child`, whose stderr this collects, writes on its stdout (piped), to the
+    /// end; then its status and everything it said. After [`GENEROUS`] without the end of its
+    /// stdout, kills it and fails the test, showing what it said.
+    #[track_caller]
+    pub fn output_and_end(&self, child: &mut Child) -> (ExitStatus, Vec<u8>, String) {
+        let stdout = child.stdout.take().expect("stdout piped");
+        let Some(out) = within(GENEROUS, move || drain(stdout)) else {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("its output did not end within {GENEROUS:?}; it said:\n{}", self.text());
+        };
+        let (status, said) = self.ended(child);
+        (status, out, said)
     }
 
     /// Waits until a line containing `what` has been said; returns that line.
