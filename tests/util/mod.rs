@@ -1,4 +1,7 @@
-//! Helpers shared by the integration tests: spawning accel, pipes, test data, timeouts.
+//! Helpers shared by the integration tests, their one home: spawning accel (as itself or as
+//! another program), pipes, test data, timeouts, what a child said and how it ended, scratch
+//! directories. Beside it: seeds.rs (seeds and what they draw), net.rs (between hosts: keys,
+//! receivers, namespaces), control.rs (the control socket), terminal.rs (tmux).
 
 #![allow(dead_code)]
 
