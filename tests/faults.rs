@@ -113,6 +113,22 @@ fn limit(command: &mut Command, resource: libc::__rlimit_resource_t, value: u64)
     }
 }
 
+/// Makes `command`'s process take no descriptor but stdin, stdout and stderr across exec: those
+/// the test process itself inherited are not accel's (`flock FILE cargo test` passes its lock
+/// on as descriptor 3).
+fn only_stdio(command: &mut Command) {
+    // SAFETY: close_range is a system call, async-signal-safe. CLOSE_RANGE_CLOEXEC (Linux
+    // 5.11) marks descriptors 3 and up close-on-exec rather than closing them, so that std's
+    // own pipe, which reports a failed exec, stays until then. Best effort: an older kernel
+    // refuses, and the descriptors stay as they were.
+    unsafe {
+        command.pre_exec(|| {
+            let _ = libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, libc::CLOSE_RANGE_CLOEXEC);
+            Ok(())
+        });
+    }
+}
+
 /// Runs accel on `data`; the consumer starts reading once accel's resident memory has reached
 /// `hold` bytes (the buffer has filled that far), then takes everything. Checks every byte
 /// arrived and returns what accel said.
@@ -752,6 +768,7 @@ fn accel_few_descriptors(engine: &str) {
         let mut in_w = File::from(in_w);
         in_w.write_all(b"probe").unwrap();
         let mut command = accel(engine, &[]);
+        only_stdio(&mut command);
         limit(&mut command, libc::RLIMIT_NOFILE, allowed);
         let mut child = command
             .stdin(Stdio::from(in_r.try_clone().unwrap()))
