@@ -3,6 +3,8 @@
 use std::thread;
 use std::time::{Duration, Instant};
 
+use super::producer::Vacant;
+use super::segments::Store;
 use super::*;
 
 fn backlog_for(capacity: usize, readers: usize) -> (Producer, Vec<Reader>) {
