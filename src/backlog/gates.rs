@@ -9,8 +9,8 @@
 //! producer's wait for room.
 
 /// A full backlog resumes input once 1/RESUME_FRACTION of it is free, or RESUME_MAX bytes.
-pub(super) const RESUME_FRACTION: usize = 16;
-pub(super) const RESUME_MAX: usize = 1 << 20;
+const RESUME_FRACTION: usize = 16;
+const RESUME_MAX: usize = 1 << 20;
 
 /// How the backlog holds each side back, beyond being full or empty: watermarks for tape
 /// drives that must stream (`--start-at`, `--resume-at`), and reads of exactly one block
@@ -40,6 +40,21 @@ impl Gates {
     /// The bytes an output waits for before it writes: a block, else one.
     pub(super) fn min_write(&self) -> usize {
         self.write_block.unwrap_or(1)
+    }
+
+    /// The room a full backlog of `capacity` bytes (as [`capacity_for`] makes it) must have
+    /// made before it takes input again: what `--resume-at` leaves free, or the default.
+    pub(super) fn resume_gap(&self, capacity: usize) -> usize {
+        let min_read = self.min_read();
+        let default_gap = (capacity / RESUME_FRACTION).clamp(min_read, RESUME_MAX.max(min_read));
+        let resume_gap = match self.resume_at {
+            Some(level) => (capacity - level.min(capacity - min_read)).max(min_read),
+            None => default_gap,
+        };
+        // The producer resumes at the latest once less than an output block is held: the slowest
+        // output cannot drain the buffer further before more comes. (At least `min_read`, since
+        // the capacity holds a block and a read.)
+        resume_gap.min(capacity - (self.min_write() - 1))
     }
 }
 

@@ -54,7 +54,6 @@ use std::time::Duration;
 pub use chunk::MAX_CHUNK;
 use chunk::{Chunk, Pages};
 pub use gates::{Gates, capacity_for};
-use gates::{RESUME_FRACTION, RESUME_MAX};
 pub use keep::Keep;
 use keep::Redirect;
 pub use producer::{Producer, Space, SpillVacant};
@@ -106,15 +105,7 @@ pub fn backlog(
         readers_left: readers,
         ..State::default()
     };
-    let default_gap = (capacity / RESUME_FRACTION).clamp(min_read, RESUME_MAX.max(min_read));
-    let resume_gap = match gates.resume_at {
-        Some(level) => (capacity - level.min(capacity - min_read)).max(min_read),
-        None => default_gap,
-    };
-    // The producer resumes at the latest once less than an output block is held: the slowest
-    // output cannot drain the buffer further before more comes. (At least `min_read`, since
-    // the capacity holds a block and a read.)
-    let resume_gap = resume_gap.min(capacity - (gates.min_write() - 1));
+    let resume_gap = gates.resume_gap(capacity);
     let shared = Arc::new(Shared {
         state: Mutex::new(state),
         has_data: Condvar::new(),
