@@ -138,7 +138,7 @@ impl Gather {
         }
     }
 
-    /// Whether a relay ([`copy::Bypass::relay`](super::copy::Bypass::relay)), which passes
+    /// Whether a relay ([`Bypass::relay`](super::bypass::Bypass::relay)), which passes
     /// each read straight on while nothing is queued, may go on without asking this for a
     /// pause: every consumer is known to have less than a runway ahead (it would allow none).
     pub fn consumers_short(&self, producer: &Producer) -> bool {

@@ -21,12 +21,14 @@
 //! [`run`] starts the threads, hears how each ends, and applies what a failing output does to
 //! the others ([`OutputErrors`], `--output-error`); the run's end is decided by the caller.
 
+mod bypass;
 pub mod copy;
 pub mod digest;
 mod fault;
 mod gather;
 pub mod output;
 pub mod pace;
+mod read;
 pub mod spill;
 pub mod splice;
 
@@ -125,7 +127,7 @@ impl Flow {
     /// Whether only an output's own thread may write to it now: it alone keeps the output
     /// rate (which the control socket may set while accel runs), the start watermark and
     /// output blocks. Otherwise the input thread may pass bytes straight on while nothing is
-    /// queued (a splice straight through, [`copy::Bypass`]).
+    /// queued (a splice straight through, [`bypass::Bypass`]).
     pub fn output_thread_only(&self) -> bool {
         self.block.is_some() || self.gates.start_at > 0 || self.limits.output.load(Relaxed) != 0
     }

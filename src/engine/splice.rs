@@ -29,9 +29,10 @@ use std::sync::atomic::Ordering::Relaxed;
 use rustix::event::PollFlags;
 use rustix::io::Errno;
 
-use super::copy::{self, Bypass};
+use super::bypass::{self, Bypass};
 use super::gather::Gather;
 use super::pace::Pacer;
+use super::read;
 use super::{Flow, Route};
 use crate::backlog::Producer;
 use crate::endpoint::{Endpoint, FdKind};
@@ -160,7 +161,7 @@ impl<'a> Input<'a> {
             return Ok(Step::End);
         }
         {
-            let Some(room) = self.producer.wait_for_room() else { return Err(copy::nobody_left()) };
+            let Some(room) = self.producer.wait_for_room() else { return Err(read::nobody_left()) };
             if room.empty {
                 // The consumer has caught up: try the cheap ways again.
                 self.small_writes = false;
@@ -187,7 +188,7 @@ impl<'a> Input<'a> {
                 self.input.wait(PollFlags::IN)?;
             }
             // Only this thread adds to the backlog: there is at least as much room now.
-            let Some(room) = self.producer.wait_for_room() else { return Err(copy::nobody_left()) };
+            let Some(room) = self.producer.wait_for_room() else { return Err(read::nobody_left()) };
             if room.empty && self.through && self.bypasses_output_thread() {
                 self.straight_through()
             } else if !self.small_writes && room.free >= rustix::param::page_size() {
@@ -317,7 +318,7 @@ impl<'a> Input<'a> {
 
     /// One read into memory, or a relay's reads (see [`Input::queue_in_memory`]); the last
     /// read, `None` at end of input.
-    fn read_into_memory(&mut self, direct: Option<usize>) -> io::Result<Option<copy::Took>> {
+    fn read_into_memory(&mut self, direct: Option<usize>) -> io::Result<Option<read::Took>> {
         self.output_full = false;
         let quantum = self.pacer.quantum();
         // Enough to tell a byte stream, and no more: a burst waiting in stdin is spliced once
@@ -331,15 +332,15 @@ impl<'a> Input<'a> {
         let bypass = bypass.as_mut().filter(|bypass| direct.is_some() && bypass.allowed(flow));
         match (bypass, direct) {
             (Some(bypass), Some(free)) if bypass.relays(input, producer, quantum, free) => {
-                let most = telling.unwrap_or(copy::Bypass::RELAY).min(free);
+                let most = telling.unwrap_or(Bypass::RELAY).min(free);
                 // While telling, a read of more than a page has told: the relay ends there.
                 let until = telling.map_or(most, |_| rustix::param::page_size() + 1);
-                let to = copy::Relay { input, output, route, flow, most, until };
+                let to = bypass::Relay { input, output, route, flow, most, until };
                 bypass.relay(to, producer, gather.as_mut())
             }
             (bypass, _) => {
                 let direct = bypass.map(|bypass| (bypass, &*output));
-                copy::read_passing(input, producer, most, direct, route)
+                bypass::read_passing(input, producer, most, direct, route)
             }
         }
     }
