@@ -6,9 +6,10 @@
 //!
 //! The gates are kept where the sides wait: the start watermark in a reader's look for data
 //! ([`Reader::front_of_at_least`](super::Reader::front_of_at_least)), the resume level in the
-//! producer's wait for room.
+//! producer's wait for space.
 
-/// A full backlog resumes input once 1/RESUME_FRACTION of it is free, or RESUME_MAX bytes.
+/// A full backlog resumes input once it has 1/RESUME_FRACTION of its space, or RESUME_MAX
+/// bytes.
 const RESUME_FRACTION: usize = 16;
 const RESUME_MAX: usize = 1 << 20;
 
@@ -23,8 +24,8 @@ pub struct Gates {
     /// Once the backlog was full, the producer waits until it holds at most this much;
     /// `None` for the default (a sixteenth of the buffer drained, up to 1 MiB).
     pub resume_at: Option<usize>,
-    /// Each read is offered exactly this much room; `None` for whatever is free (at least a
-    /// page).
+    /// Each read is offered exactly this much space; `None` for whatever space there is (at
+    /// least a page).
     pub read_block: Option<usize>,
     /// An output takes exactly this much at a time (`--block-size`), until the input has
     /// ended; `None` for whatever is there.
@@ -32,7 +33,7 @@ pub struct Gates {
 }
 
 impl Gates {
-    /// The least room a read is offered: a read block, and never less than a page.
+    /// The least space a read is offered: a read block, and never less than a page.
     pub(super) fn min_read(&self) -> usize {
         self.read_block.unwrap_or(0).max(rustix::param::page_size())
     }
@@ -42,8 +43,8 @@ impl Gates {
         self.write_block.unwrap_or(1)
     }
 
-    /// The room a full backlog of `capacity` bytes (as [`capacity_for`] makes it) must have
-    /// made before it takes input again: what `--resume-at` leaves free, or the default.
+    /// The space a full backlog of `capacity` bytes (as [`capacity_for`] makes it) must have
+    /// made before it takes input again: what `--resume-at` leaves, or the default.
     pub(super) fn resume_gap(&self, capacity: usize) -> usize {
         let min_read = self.min_read();
         let default_gap = (capacity / RESUME_FRACTION).clamp(min_read, RESUME_MAX.max(min_read));
@@ -59,9 +60,9 @@ impl Gates {
 }
 
 /// The capacity a backlog asked for `asked` bytes has, under `gates`: at least a read (a
-/// page, or an input block), the least the producer takes room for; and at least an output
-/// block and a read less a byte, so that the producer, held only when less than a read's room
-/// is free, has always made a whole block for the slowest output by then.
+/// page, or an input block), the least the producer takes space for; and at least an output
+/// block and a read less a byte, so that the producer, held only when it has less space than
+/// a read's, has always made a whole block for the slowest output by then.
 ///
 /// Raising `-m` by an input block is not for here: the caller refuses that (a read of a
 /// page is accel's own minimum, and raising by less than it is).

@@ -9,8 +9,8 @@
 //! the slowest reader has passed it.
 //!
 //! The halves are types that cannot be misused: [`Producer`] is the only way to add, there is
-//! one and it is not `Clone`; a [`Vacant`](producer::Vacant) borrows it mutably, so there is
-//! one place to write into at a time; each [`Reader`] has its own cursor, and a
+//! one and it is not `Clone`; a [`MemorySpace`](producer::MemorySpace) borrows it mutably, so
+//! there is one place to write into at a time; each [`Reader`] has its own cursor, and a
 //! [`Filled`](reader::Filled) borrows its reader, so its bytes cannot be consumed while they
 //! are being written out.
 //!
@@ -56,7 +56,7 @@ use chunk::{Chunk, Pages};
 pub use gates::{Gates, capacity_for};
 pub use keep::Keep;
 use keep::Redirect;
-pub use producer::{Producer, Space, SpillVacant};
+pub use producer::{Producer, Space, SpillSpace};
 pub use reader::{Front, Reader, SpillRange};
 use segments::Segment;
 
@@ -109,7 +109,7 @@ pub fn backlog(
     let shared = Arc::new(Shared {
         state: Mutex::new(state),
         has_data: Condvar::new(),
-        has_room: Condvar::new(),
+        has_space: Condvar::new(),
         capacity,
         min_read,
         resume_gap,
@@ -132,15 +132,15 @@ struct Shared {
     state: Mutex<State>,
     /// Signalled when data arrives or input ends; readers wait on it.
     has_data: Condvar,
-    /// Signalled when room appears, a chunk comes free, or readers leave; the producer waits
+    /// Signalled when space appears, a chunk comes free, or readers leave; the producer waits
     /// on it.
-    has_room: Condvar,
+    has_space: Condvar,
     capacity: usize,
-    /// The least room the input is ever offered: a page. A packet-mode pipe discards what
+    /// The least space the input is ever offered: a page. A packet-mode pipe discards what
     /// does not fit in a read, and its packets are up to a page long; and moving less than a
     /// page per thread handoff would make tiny buffers crawl.
     min_read: usize,
-    /// A full backlog takes input again once this much room has been made, not at the first
+    /// A full backlog takes input again once this much space has been made, not at the first
     /// byte: with a consumer that reads 64 KiB at a time, waking the input for every read
     /// would cost a futex wakeup and a small read per 64 KiB. `--resume-at` sets it.
     resume_gap: usize,
@@ -187,7 +187,7 @@ struct State {
     closed: bool,
     spare_chunks: Vec<Arc<Chunk>>,
     spare_pipes: Vec<Arc<PoolPipe>>,
-    /// The producer waits for room, or for a chunk to come free.
+    /// The producer waits for space, or for a chunk to come free.
     producer_waiting: Option<Shortage>,
     /// Readers waiting for data.
     readers_waiting: usize,
@@ -201,8 +201,8 @@ struct State {
     spill_tail: u64,
     /// The spill's disk or budget said no: spill no more until the spill has drained.
     spill_full: bool,
-    /// The producer holds a [`SpillVacant`]: the back spill window is in use.
-    spill_vacant: bool,
+    /// The producer holds a [`SpillSpace`]: the back spill window is in use.
+    back_window_in_use: bool,
     /// Writing the spill file failed: it takes nothing more (what it holds is still read).
     spill_failed: bool,
 }
@@ -210,8 +210,8 @@ struct State {
 /// What the producer is short of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Shortage {
-    /// Room: the backlog is full.
-    Room,
+    /// Space: the backlog is full.
+    Space,
     /// Memory: the kernel refused a new chunk.
     Memory,
 }
@@ -223,13 +223,13 @@ pub struct Closer {
 }
 
 impl Closer {
-    /// From now on the producer gets no room and readers get no more bytes; whoever waits
+    /// From now on the producer gets no space and readers get no more bytes; whoever waits
     /// wakes up.
     pub fn close(&self) {
         let mut state = self.shared.lock();
         state.closed = true;
         self.shared.has_data.notify_all();
-        self.shared.has_room.notify_all();
+        self.shared.has_space.notify_all();
     }
 }
 
@@ -254,8 +254,8 @@ impl Shared {
         (state.produced - state.released) as usize
     }
 
-    /// Room in memory (and pool pipes) against `-m`.
-    fn memory_free(&self, state: &State) -> usize {
+    /// Space in memory (and pool pipes) against `-m`.
+    fn memory_space(&self, state: &State) -> usize {
         self.capacity.saturating_sub(state.held_memory)
     }
 
@@ -268,7 +268,7 @@ impl Shared {
     /// (new bytes join the spill until it has drained, which keeps memory for the oldest).
     fn spilling(&self, state: &State) -> bool {
         self.can_spill(state)
-            && (self.memory_free(state) < self.min_read
+            && (self.memory_space(state) < self.min_read
                 || state.segments.iter().any(Segment::is_spill))
     }
 

@@ -1,4 +1,4 @@
-//! The producing half: the only way to add to the backlog. It waits for room (a full
+//! The producing half: the only way to add to the backlog. It waits for space (a full
 //! backlog, memory the kernel refused), reserves where the next bytes go (memory at the back,
 //! or a window of the spill file), and commits what was read or spliced there, waking the
 //! readers that wait.
@@ -19,11 +19,11 @@ use crate::sys::PoolPipe;
 /// spliced there.
 const STAGING: usize = 1 << 20;
 
-/// The backlog as the producer finds it after waiting for room.
+/// How full the backlog is, as the producer finds it after waiting for space.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Room {
-    /// Bytes that may still be added.
-    pub free: usize,
+pub struct Fill {
+    /// Bytes of memory that may still be added (none while input goes to the spill).
+    pub space: usize,
     /// Every reader has taken everything: nothing is held and no output is under way.
     pub empty: bool,
 }
@@ -33,7 +33,7 @@ pub struct Room {
 pub struct Producer {
     pub(super) shared: Arc<Shared>,
     /// Where input bound for the spill is read first, when it cannot be spliced there
-    /// ([`SpillVacant::staging`]).
+    /// ([`SpillSpace::staging`]).
     pub(super) staging: Vec<u8>,
 }
 
@@ -48,26 +48,27 @@ enum SpillFailure {
 /// Where the next bytes go: memory to read into, or (memory being full) the spill file.
 #[derive(Debug)]
 pub enum Space<'a> {
-    /// Free memory at the back of the backlog.
-    Memory(Vacant<'a>),
-    /// Reserved room at the end of the spill file.
-    Spill(SpillVacant<'a>),
+    /// Space in memory at the back of the backlog.
+    Memory(MemorySpace<'a>),
+    /// Reserved space at the end of the spill file.
+    Spill(SpillSpace<'a>),
 }
 
-/// Free memory at the back of the backlog, to read into and then [`commit`](Vacant::commit).
+/// Space in memory at the back of the backlog, to read into and then
+/// [`commit`](MemorySpace::commit).
 #[derive(Debug)]
-pub struct Vacant<'a> {
+pub struct MemorySpace<'a> {
     producer: &'a mut Producer,
     chunk: Arc<Chunk>,
     pub(super) offset: usize,
     pub(super) len: usize,
 }
 
-/// Reserved room at the end of the spill file, for input: spliced into its
-/// [`room`](SpillVacant::room) and [`commit`](SpillVacant::commit)ted, or read into its
-/// [`staging`](SpillVacant::staging) memory and [`commit_staged`](SpillVacant::commit_staged).
+/// Reserved space at the end of the spill file, for input: spliced into its
+/// [`range`](SpillSpace::range) and [`commit`](SpillSpace::commit)ted, or read into its
+/// [`staging`](SpillSpace::staging) memory and [`commit_staged`](SpillSpace::commit_staged).
 #[derive(Debug)]
-pub struct SpillVacant<'a> {
+pub struct SpillSpace<'a> {
     producer: &'a mut Producer,
     file: Arc<SpillFile>,
     at: u64,
@@ -75,18 +76,18 @@ pub struct SpillVacant<'a> {
 }
 
 /// The back spill window is the producer's no more: a drained spill may go.
-impl Drop for SpillVacant<'_> {
+impl Drop for SpillSpace<'_> {
     fn drop(&mut self) {
         let shared = &self.producer.shared;
         let mut state = shared.lock();
-        state.spill_vacant = false;
+        state.back_window_in_use = false;
         shared.release(&mut state);
     }
 }
 
-impl SpillVacant<'_> {
-    /// The reserved room in the spill file, to splice input into.
-    pub fn room(&self) -> FileRange<'_> {
+impl SpillSpace<'_> {
+    /// The reserved space in the spill file, to splice input into.
+    pub fn range(&self) -> FileRange<'_> {
         self.file.range(self.at, self.len)
     }
 
@@ -98,7 +99,7 @@ impl SpillVacant<'_> {
         staging
     }
 
-    /// Makes the first `n` bytes of the [`room`](SpillVacant::room), spliced there, visible to
+    /// Makes the first `n` bytes of the [`range`](SpillSpace::range), spliced there, visible to
     /// every reader (none at end of input).
     pub fn commit(self, n: usize) {
         assert!(n <= self.len, "committed more than was reserved");
@@ -111,11 +112,11 @@ impl SpillVacant<'_> {
         }
     }
 
-    /// Writes the first `n` bytes of the [`staging`](SpillVacant::staging) memory into the
+    /// Writes the first `n` bytes of the [`staging`](SpillSpace::staging) memory into the
     /// spill, and makes them visible to every reader (none at end of input).
     ///
     /// When the spill file cannot be written (EIO), spilling stops for the rest of the run
-    /// (the user is told once) and the bytes go to memory instead, when there is room:
+    /// (the user is told once) and the bytes go to memory instead, when there is space:
     /// nothing read is lost. Fails only as [`Producer::reserve`] does, finding that memory.
     pub fn commit_staged(self, n: usize) -> io::Result<()> {
         match self.file.write_at(&self.producer.staging[..n], self.at) {
@@ -139,19 +140,19 @@ impl SpillVacant<'_> {
     }
 }
 
-impl Vacant<'_> {
-    /// The free bytes, to read into; at least a page.
+impl MemorySpace<'_> {
+    /// The space, to read into; at least a page.
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
-        // SAFETY: a Vacant covers bytes past the back segment's committed end, which no Filled
-        // covers, and it borrows the one Producer, so no other Vacant exists; the Arc keeps
-        // the mapping alive. Its bytes are initialised: zeros from the kernel in a fresh chunk,
-        // earlier bytes of the stream in a reused one (any byte is a valid u8).
+        // SAFETY: a MemorySpace covers bytes past the back segment's committed end, which no
+        // Filled covers, and it borrows the one Producer, so no other MemorySpace exists; the Arc
+        // keeps the mapping alive. Its bytes are initialised: zeros from the kernel in a fresh
+        // chunk, earlier bytes of the stream in a reused one (any byte is a valid u8).
         unsafe { std::slice::from_raw_parts_mut(self.chunk.at(self.offset), self.len) }
     }
 
     /// Makes the first `n` bytes visible to every reader.
     pub fn commit(self, n: usize) {
-        assert!(n <= self.len, "committed more than was vacant");
+        assert!(n <= self.len, "committed more than there was space for");
         self.producer.commit(n, Tier::Memory);
     }
 }
@@ -194,27 +195,27 @@ impl Producer {
         let mut state = state;
         state.producer_gathering = while_readers_have_bytes;
         let (mut state, _) = shared
-            .has_room
+            .has_space
             .wait_timeout_while(state, pause, |s| s.open() && !waiting(s))
             .unwrap_or_else(PoisonError::into_inner);
         state.producer_gathering = false;
         true
     }
 
-    /// Waits until there is room for a read of at least a page; `None` once no reader is left
+    /// Waits until there is space for a read of at least a page; `None` once no reader is left
     /// or the run is over.
-    pub fn wait_for_room(&mut self) -> Option<Room> {
-        let state = self.shared.room_locked();
+    pub fn wait_for_space(&mut self) -> Option<Fill> {
+        let state = self.shared.space_locked();
         state.open().then(|| {
             let held = Shared::held(&state);
-            let free =
-                if self.shared.spilling(&state) { 0 } else { self.shared.memory_free(&state) };
-            Room { free, empty: held == 0 }
+            let space =
+                if self.shared.spilling(&state) { 0 } else { self.shared.memory_space(&state) };
+            Fill { space, empty: held == 0 }
         })
     }
 
-    /// Waits for room, then says where the next bytes go: free memory to read into (at least
-    /// a page), or, memory being full, reserved room in the spill file (`--spill`); `None`
+    /// Waits for space, then says where the next bytes go: space in memory to read into (at
+    /// least a page), or, memory being full, reserved space in the spill file (`--spill`); `None`
     /// once no reader is left. Starts a memory segment if the back one is full or not memory.
     ///
     /// When the kernel refuses memory for a new chunk (a memory limit below the buffer size),
@@ -223,7 +224,7 @@ impl Producer {
     /// buffered, or the spill file fails.
     pub fn reserve(&mut self) -> io::Result<Option<Space<'_>>> {
         let shared = Arc::clone(&self.shared);
-        let mut state = shared.room_locked();
+        let mut state = shared.space_locked();
         loop {
             if !state.open() {
                 return Ok(None);
@@ -232,17 +233,17 @@ impl Producer {
                 state.rewind(shared.spill.as_deref());
             }
             if shared.spilling(&state) {
-                if state.segments.back().map_or(0, Segment::spill_room) >= shared.min_read {
+                if state.segments.back().map_or(0, Segment::space_in_window) >= shared.min_read {
                     break;
                 }
                 shared.open_window(&mut state)?;
                 continue;
             }
-            if shared.memory_free(&state) < shared.min_read {
-                state = shared.room_locked_again(state);
+            if shared.memory_space(&state) < shared.min_read {
+                state = shared.space_locked_again(state);
                 continue;
             }
-            if state.segments.back().map_or(0, Segment::memory_room) >= shared.min_read {
+            if state.segments.back().map_or(0, Segment::space_in_chunk) >= shared.min_read {
                 break;
             }
             let chunk = match state.spare_chunks.pop() {
@@ -269,40 +270,40 @@ impl Producer {
         let space = match &back.store {
             Store::Memory(chunk) => {
                 let (chunk, offset) = (Arc::clone(chunk), back.len);
-                let len = shared.memory_free(&state).min(chunk.size() - offset).min(most);
+                let len = shared.memory_space(&state).min(chunk.size() - offset).min(most);
                 drop(state);
-                Space::Memory(Vacant { producer: self, chunk, offset, len })
+                Space::Memory(MemorySpace { producer: self, chunk, offset, len })
             }
             Store::Spill { at, .. } => {
-                let (at, len) = (at + back.len as u64, back.spill_room().min(most));
+                let (at, len) = (at + back.len as u64, back.space_in_window().min(most));
                 let file = Arc::clone(shared.spill.as_ref().expect("a spill file"));
-                state.spill_vacant = true;
+                state.back_window_in_use = true;
                 drop(state);
-                Space::Spill(SpillVacant { producer: self, file, at, len })
+                Space::Spill(SpillSpace { producer: self, file, at, len })
             }
-            Store::Pipe(_) => unreachable!("room found in memory or the spill"),
+            Store::Pipe(_) => unreachable!("space found in memory or the spill"),
         };
         Ok(Some(space))
     }
 
-    /// Adds `bytes` read already to the backlog, waiting for room as a read would; dropped
+    /// Adds `bytes` read already to the backlog, waiting for space as a read would; dropped
     /// only when no reader is left to take them.
     pub fn queue(&mut self, mut bytes: &[u8]) -> io::Result<()> {
         while !bytes.is_empty() {
             let n = match self.reserve()? {
                 None => break,
-                Some(Space::Memory(mut vacant)) => {
-                    let room = vacant.as_mut_slice();
-                    let n = room.len().min(bytes.len());
-                    room[..n].copy_from_slice(&bytes[..n]);
-                    vacant.commit(n);
+                Some(Space::Memory(mut space)) => {
+                    let into = space.as_mut_slice();
+                    let n = into.len().min(bytes.len());
+                    into[..n].copy_from_slice(&bytes[..n]);
+                    space.commit(n);
                     n
                 }
-                Some(Space::Spill(mut vacant)) => {
-                    let room = vacant.staging(bytes.len());
-                    let n = room.len();
-                    room.copy_from_slice(&bytes[..n]);
-                    vacant.commit_staged(n)?;
+                Some(Space::Spill(mut space)) => {
+                    let into = space.staging(bytes.len());
+                    let n = into.len();
+                    into.copy_from_slice(&bytes[..n]);
+                    space.commit_staged(n)?;
                     n
                 }
             };
@@ -421,22 +422,22 @@ impl Shared {
 }
 
 impl Shared {
-    /// Locks the state once there is room for a read of at least a page (in memory or the
+    /// Locks the state once there is space for a read of at least a page (in memory or the
     /// spill), or no reader is left.
-    fn room_locked(&self) -> MutexGuard<'_, State> {
-        self.room_locked_again(self.lock())
+    fn space_locked(&self) -> MutexGuard<'_, State> {
+        self.space_locked_again(self.lock())
     }
 
-    /// As [`room_locked`](Shared::room_locked), with the lock already held.
-    fn room_locked_again<'a>(&self, mut state: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
-        let full = |s: &State| self.memory_free(s) < self.min_read && !self.can_spill(s);
+    /// As [`space_locked`](Shared::space_locked), with the lock already held.
+    fn space_locked_again<'a>(&self, mut state: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+        let full = |s: &State| self.memory_space(s) < self.min_read && !self.can_spill(s);
         if full(&state) && state.open() {
             self.meter.input_held(true);
-            state.producer_waiting = Some(Shortage::Room);
+            state.producer_waiting = Some(Shortage::Space);
             // As full as it gets: a reader held by its start watermark goes now.
             self.has_data.notify_all();
-            state = self.wait(&self.has_room, state, |s| {
-                self.memory_free(s) < self.resume_gap && !self.can_spill(s) && s.open()
+            state = self.wait(&self.has_space, state, |s| {
+                self.memory_space(s) < self.resume_gap && !self.can_spill(s) && s.open()
             });
             state.producer_waiting = None;
             self.meter.input_held(false);
@@ -500,7 +501,7 @@ impl Shared {
         self.meter.input_held(true);
         state.producer_waiting = Some(Shortage::Memory);
         self.has_data.notify_all();
-        state = self.wait(&self.has_room, state, |s| {
+        state = self.wait(&self.has_space, state, |s| {
             s.spare_chunks.is_empty() && Shared::held(s) > 0 && s.open()
         });
         state.producer_waiting = None;

@@ -174,7 +174,7 @@ impl Reader {
             state.readers_waiting += 1;
             if state.producer_gathering {
                 // This reader's consumer may soon wait: the input is read now.
-                shared.has_room.notify_all();
+                shared.has_space.notify_all();
             }
             // Enough for this reader: a byte, a block, or its start watermark.
             let wanted = if gate_open { min } else { shared.start_at.max(min) };

@@ -37,16 +37,16 @@ impl Segment {
         self.start + self.len as u64
     }
 
-    /// Free bytes at the end of a memory segment; 0 for a pipe or the spill.
-    pub(super) fn memory_room(&self) -> usize {
+    /// Space left in a memory segment's chunk; 0 for a pipe or the spill.
+    pub(super) fn space_in_chunk(&self) -> usize {
         match &self.store {
             Store::Memory(chunk) => chunk.size() - self.len,
             Store::Pipe(_) | Store::Spill { .. } => 0,
         }
     }
 
-    /// Reserved bytes left at the end of a spill segment; 0 for memory or a pipe.
-    pub(super) fn spill_room(&self) -> usize {
+    /// Reserved space left in a spill segment's window; 0 for memory or a pipe.
+    pub(super) fn space_in_window(&self) -> usize {
         match self.store {
             Store::Spill { reserved, .. } => (reserved - self.len as u64) as usize,
             _ => 0,
@@ -93,13 +93,13 @@ impl Shared {
         let wake = match state.producer_waiting {
             None => false,
             _ if state.readers_left == 0 => true,
-            Some(Shortage::Room) => {
-                self.memory_free(state) >= self.resume_gap || self.can_spill(state)
+            Some(Shortage::Space) => {
+                self.memory_space(state) >= self.resume_gap || self.can_spill(state)
             }
             Some(Shortage::Memory) => !state.spare_chunks.is_empty() || Shared::held(state) == 0,
         };
         if wake {
-            self.has_room.notify_one();
+            self.has_space.notify_one();
         }
     }
 }
@@ -116,9 +116,9 @@ impl State {
 
     /// With nothing held, gives the disk of a drained spill back at once: every spill segment
     /// goes, and the file is emptied. Not while the producer holds the back window (a
-    /// [`SpillVacant`]): that one goes when it is full and passed.
+    /// [`SpillSpace`](super::SpillSpace)): that one goes when it is full and passed.
     pub(super) fn drop_drained_spill(&mut self, spill: Option<&SpillFile>) {
-        let Some(spill) = spill.filter(|_| !self.spill_vacant) else { return };
+        let Some(spill) = spill.filter(|_| !self.back_window_in_use) else { return };
         let before = self.segments.len();
         self.segments.retain(|segment| !segment.is_spill());
         if self.segments.len() < before {

@@ -74,7 +74,7 @@ impl Bypass {
         self.open && !flow.output_thread_only()
     }
 
-    /// Whether the next read from `input`, with nothing queued and `free` bytes of memory,
+    /// Whether the next read from `input`, with nothing queued and `space` bytes of memory,
     /// goes through a [relay](Bypass::relay): the input is a pipe (whose packets, if any, fit
     /// a relay's read; a datagram socket's might not) and is not ahead, neither an input rate
     /// limit (its `quantum`) nor `--input-block-size` sets the size of a read, and a relay's
@@ -84,10 +84,10 @@ impl Bypass {
         input: &Endpoint,
         producer: &Producer,
         quantum: Option<usize>,
-        free: usize,
+        space: usize,
     ) -> bool {
         let sized = quantum.is_some() || producer.read_block().is_some();
-        input.kind == FdKind::Pipe && !self.ahead && !sized && free > 0
+        input.kind == FdKind::Pipe && !self.ahead && !sized && space > 0
     }
 
     /// Reads and passes each read on at once, from this thread, for as long as the consumer

@@ -33,14 +33,14 @@ pub fn read_input(
         let mut most = pacer.quantum();
         let direct = match &mut bypass {
             Some(bypass) if bypass.allowed(flow) => {
-                let Some(room) = producer.wait_for_room() else { return Err(nobody_left()) };
-                room.empty.then_some((bypass, room.free))
+                let Some(fill) = producer.wait_for_space() else { return Err(nobody_left()) };
+                fill.empty.then_some((bypass, fill.space))
             }
             _ => None,
         };
         let took = match direct {
-            Some((bypass, free)) if bypass.relays(input, &producer, most, free) => {
-                let most = Bypass::RELAY.min(free);
+            Some((bypass, space)) if bypass.relays(input, &producer, most, space) => {
+                let most = Bypass::RELAY.min(space);
                 let to = Relay { input, output: &outputs[0], route, flow, most, until: most };
                 bypass.relay(to, &mut producer, gather.as_mut())?
             }

@@ -33,26 +33,26 @@ pub fn read_once(
     pass_on: Option<PassOn<'_>>,
 ) -> io::Result<Option<Took>> {
     let read_block = producer.read_block();
-    let mut vacant = match producer.reserve()? {
+    let mut space = match producer.reserve()? {
         None => return Err(nobody_left()),
-        Some(Space::Spill(vacant)) => {
-            let offered = most.map_or(vacant.len(), |most| most.min(vacant.len()));
-            let got = spill::take_in(input, vacant, offered)?;
+        Some(Space::Spill(space)) => {
+            let offered = most.map_or(space.len(), |most| most.min(space.len()));
+            let got = spill::take_in(input, space, offered)?;
             return Ok((got > 0).then_some(Took { got, spilled: true }));
         }
-        Some(Space::Memory(vacant)) => vacant,
+        Some(Space::Memory(space)) => space,
     };
-    let room = vacant.as_mut_slice();
-    let len = most.map_or(room.len(), |most| most.min(room.len()));
-    let room = &mut room[..len];
-    let offered = room.len();
-    match input.read(room) {
+    let into = space.as_mut_slice();
+    let len = most.map_or(into.len(), |most| most.min(into.len()));
+    let into = &mut into[..len];
+    let offered = into.len();
+    match input.read(into) {
         Ok(0) => Ok(None),
         Ok(got) => {
-            let passed = pass_on.map_or(0, |pass_on| pass_on(&room[..got]));
+            let passed = pass_on.map_or(0, |pass_on| pass_on(&into[..got]));
             if passed < got {
-                room.copy_within(passed..got, 0);
-                vacant.commit(got - passed);
+                into.copy_within(passed..got, 0);
+                space.commit(got - passed);
             }
             Ok(Some(Took { got, spilled: false }))
         }
