@@ -191,8 +191,8 @@ struct State {
     producer_waiting: Option<Shortage>,
     /// Readers waiting for data.
     readers_waiting: usize,
-    /// The producer lets input gather ([`Producer::gather`]) until a reader waits for data.
-    producer_gathering: bool,
+    /// The producer pauses ([`Producer::pause`]) until a reader waits for data.
+    producer_pausing: bool,
     /// Bytes held in memory and pool pipes (against `-m`).
     held_memory: usize,
     /// Bytes held in the spill file.

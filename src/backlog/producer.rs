@@ -179,12 +179,12 @@ impl Producer {
         state.cursors[reader].map(|cursor| (state.produced - cursor) as usize)
     }
 
-    /// Lets input gather in its pipe for at most `pause`, so that the next read takes many
-    /// pieces at once; the run's end ends the pause, and, `while_readers_have_bytes`, so does a
-    /// reader that runs out (its consumer may soon wait). Whether it paused: not once the run
-    /// is over, nor, `while_readers_have_bytes`, when a reader waits already or nothing is
-    /// held.
-    pub fn gather(&mut self, pause: Duration, while_readers_have_bytes: bool) -> bool {
+    /// Pauses the input for at most `longest`, letting input gather in its pipe so that the
+    /// next read takes many pieces at once; the run's end ends the pause, and,
+    /// `while_readers_have_bytes`, so does a reader that runs out (its consumer may soon wait).
+    /// Whether it paused: not once the run is over, nor, `while_readers_have_bytes`, when a
+    /// reader waits already or nothing is held.
+    pub fn pause(&mut self, longest: Duration, while_readers_have_bytes: bool) -> bool {
         let shared = &self.shared;
         let state = shared.lock();
         let waiting = |s: &State| while_readers_have_bytes && s.readers_waiting > 0;
@@ -193,12 +193,12 @@ impl Producer {
             return false;
         }
         let mut state = state;
-        state.producer_gathering = while_readers_have_bytes;
+        state.producer_pausing = while_readers_have_bytes;
         let (mut state, _) = shared
             .has_space
-            .wait_timeout_while(state, pause, |s| s.open() && !waiting(s))
+            .wait_timeout_while(state, longest, |s| s.open() && !waiting(s))
             .unwrap_or_else(PoisonError::into_inner);
-        state.producer_gathering = false;
+        state.producer_pausing = false;
         true
     }
 

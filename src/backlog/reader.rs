@@ -115,7 +115,7 @@ impl Reader {
     /// output block), unless the input has ended, or memory was refused with less held (the
     /// producer waits for this reader to free a chunk: see [`at_end`](Reader::at_end)). The
     /// front itself may be shorter, where the bytes span segments:
-    /// [`copy_out`](Reader::copy_out) gathers them.
+    /// [`copy_out`](Reader::copy_out) copies them into one block.
     pub fn front_of_at_least(&mut self, min: usize) -> Option<Front<'_>> {
         let shared = &self.shared;
         let mut state = shared.lock();
@@ -172,7 +172,7 @@ impl Reader {
             }
             shared.meter.reader_starved(self.index, true);
             state.readers_waiting += 1;
-            if state.producer_gathering {
+            if state.producer_pausing {
                 // This reader's consumer may soon wait: the input is read now.
                 shared.has_space.notify_all();
             }
@@ -214,11 +214,11 @@ impl Reader {
         state.input_ended && cursor + n as u64 == state.produced
     }
 
-    /// Lets small pieces gather: when fewer than `most` bytes are ahead of this reader and
+    /// Lets small pieces coalesce: when fewer than `most` bytes are ahead of this reader and
     /// more can come (the input has not ended, the backlog is not full), sleeps until `until`.
     /// A sleep, not a wait on the producer: the producer would otherwise wake this reader
-    /// for every piece it adds, which is the cost gathering is there to save.
-    pub fn gather(&self, most: usize, until: Instant) {
+    /// for every piece it adds, which is the cost coalescing is there to save.
+    pub fn coalesce(&self, most: usize, until: Instant) {
         let more_can_come = {
             let state = self.shared.lock();
             let cursor = state.cursors[self.index].expect("a reader still there");

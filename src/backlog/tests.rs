@@ -302,7 +302,7 @@ fn input_blocks_are_offered_exactly() {
 }
 
 #[test]
-fn blocks_gather_across_chunks() {
+fn blocks_are_assembled_across_chunks() {
     // A chunk holds 2 MiB: a block straddling two chunks is copied out whole.
     let (mut producer, mut reader) = one(4 * MAX_CHUNK);
     let data = pattern(MAX_CHUNK + 3000);
@@ -320,24 +320,24 @@ fn blocks_gather_across_chunks() {
 }
 
 #[test]
-fn gathering_sleeps_only_while_more_can_come() {
+fn coalescing_sleeps_only_while_more_can_come() {
     let (mut producer, reader) = one(4 * MAX_CHUNK);
     let short = Duration::from_millis(50);
-    // Less than wanted, input open: the reader lets pieces gather until the time given.
+    // Less than wanted, input open: the reader lets pieces coalesce until the time given.
     put(&mut producer, &pattern(100));
     let start = Instant::now();
-    reader.gather(1000, start + short);
+    reader.coalesce(1000, start + short);
     assert!(start.elapsed() >= short, "returned after {:?}", start.elapsed());
     // Enough ahead already: no sleep (half a minute would show).
     put(&mut producer, &pattern(900));
     let start = Instant::now();
-    reader.gather(1000, start + Duration::from_secs(30));
+    reader.coalesce(1000, start + Duration::from_secs(30));
     assert!(start.elapsed() < Duration::from_secs(15));
     // Nothing more can come once the input has ended, however little is ahead.
     let (producer, reader) = one(4 * MAX_CHUNK);
     drop(producer);
     let start = Instant::now();
-    reader.gather(1000, start + Duration::from_secs(30));
+    reader.coalesce(1000, start + Duration::from_secs(30));
     assert!(start.elapsed() < Duration::from_secs(15));
 }
 
@@ -392,13 +392,13 @@ fn kept_bytes_are_held_until_released_and_can_be_taken_again() {
     drop(producer);
 }
 
-/// Input gathers only while every reader has bytes to take, and a reader that runs out ends
-/// the gathering at once: its consumer may be waiting (issue 22). Ordering, not a clock: the
+/// The input pauses only while every reader has bytes to take, and a reader that runs out
+/// ends the pause at once: its consumer may be waiting (issue 22). Ordering, not a clock: the
 /// pause asked for is far longer than the test's patience.
 #[test]
-fn a_reader_that_runs_out_ends_the_gathering() {
+fn a_reader_that_runs_out_ends_the_pause() {
     let (mut producer, mut reader) = one(1 << 20);
-    assert!(!producer.gather(Duration::from_secs(3600), true), "nothing held: no pause");
+    assert!(!producer.pause(Duration::from_secs(3600), true), "nothing held: no pause");
     put(&mut producer, &pattern(page()));
     let taking = thread::spawn(move || {
         let got = take(&mut reader).unwrap();
@@ -407,7 +407,7 @@ fn a_reader_that_runs_out_ends_the_gathering() {
     });
     // Whether the reader ran out before the pause began (no pause) or during it, the
     // producer goes on: it does not wait out the hour.
-    producer.gather(Duration::from_secs(3600), true);
+    producer.pause(Duration::from_secs(3600), true);
     drop(producer);
     let (got, rest) = taking.join().unwrap();
     assert_eq!(got, pattern(page()));

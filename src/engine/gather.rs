@@ -20,7 +20,7 @@
 //!   any fast producer never pause, nor pay for a look).
 //!
 //! A pause ends early when the run ends, and, where a consumer's output is not a pipe (its
-//! only runway is the backlog), when its reader runs out ([`Producer::gather`]). Rates are
+//! only runway is the backlog), when its reader runs out ([`Producer::pause`]). Rates are
 //! measured from the moves themselves and the meter's counts (no system call but one
 //! `FIONREAD` per output pipe per look), taken at once when they rise and let down slowly.
 //! Only an input pipe whose size the kernel tells (Linux) pauses, and only without an input
@@ -134,7 +134,7 @@ impl Gather {
         }
         if pause >= LEAST {
             let pipes_only = self.consumers.iter().all(|consumer| consumer.pipe.is_some());
-            self.input.paused = producer.gather(pause, !pipes_only);
+            self.input.paused = producer.pause(pause, !pipes_only);
         }
     }
 
