@@ -165,7 +165,7 @@ pub enum Outcome {
     /// It failed; an output gets no more bytes after this.
     Failed(Failure),
     /// The run ended first (another output's failure, a stall): cut short, no error of its own.
-    Stopped,
+    CutShort,
 }
 
 /// Why a side failed.
@@ -513,8 +513,8 @@ fn follow(
     inbox: mpsc::Receiver<Event>,
 ) -> Outcomes {
     let mut outcomes = Outcomes {
-        input: Outcome::Stopped,
-        outputs: plan.outputs.iter().map(|_| Outcome::Stopped).collect(),
+        input: Outcome::CutShort,
+        outputs: plan.outputs.iter().map(|_| Outcome::CutShort).collect(),
         digests: plan.hashes.iter().map(|_| None).collect(),
         hashes_failed: Vec::new(),
         stalled: None,
@@ -582,7 +582,7 @@ fn follow(
 fn ended(result: Result<(), Failure>) -> Outcome {
     match result {
         Ok(()) => Outcome::Complete,
-        Err(failure) if failure.error().kind() == io::ErrorKind::Interrupted => Outcome::Stopped,
+        Err(failure) if failure.error().kind() == io::ErrorKind::Interrupted => Outcome::CutShort,
         Err(failure) => Outcome::Failed(failure),
     }
 }
