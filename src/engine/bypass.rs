@@ -17,8 +17,8 @@ use crate::sys;
 /// thread with a write that never waits (to a pipe, a plain write on a description of the
 /// pipe of accel's own, [`sys::PrivateWriter`]; else [`sys::write_nowait`]; what does not fit
 /// is queued as usual). With nothing queued the output thread has nothing under way, so order
-/// is kept. A line crosses with one wakeup instead of two, and a copy into an output that keeps up runs
-/// in one thread, as `cat`'s does. Never past what only the output thread keeps
+/// is kept. A line crosses with one wakeup instead of two, and a copy into an output that
+/// keeps up runs in one thread, as `cat`'s does. Never past what only the output thread keeps
 /// ([`Flow::output_thread_only`]), into another program's writer or a network link, or where
 /// a hash or a second output reads the same bytes.
 #[derive(Debug)]

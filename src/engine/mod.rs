@@ -14,6 +14,10 @@
 //!   accel's own pipes, then into memory. A pipe's bytes can be read once, so with several
 //!   readers the bytes are shared through memory, which every reader can read.
 //!
+//! Both input sides read into memory the same way where they do not splice: one read into the
+//! backlog ([`read`]), passed straight on from the input thread while nothing is queued
+//! ([`bypass`]), with pauses that let input gather in its pipe ([`gather`]).
+//!
 //! The output side is the same for both ([`output`]): write whatever is at the reader's place,
 //! by `write` from memory or by `splice` from a pool pipe. Spilled bytes (`--spill`) go into
 //! the spill file and out of it by either engine alike ([`spill`]).
