@@ -19,8 +19,8 @@ pub(super) enum Redirect {
     Stop,
 }
 
-/// A reader's hold on the bytes it passed ([`Reader::keep`]), for whoever learns which are
-/// needed no more: another thread than the reader's own.
+/// A reader's hold on the bytes it passed ([`Reader::keep`](super::Reader::keep)), for
+/// whoever learns which are needed no more: another thread than the reader's own.
 #[derive(Debug, Clone)]
 pub struct Keep {
     pub(super) shared: Arc<Shared>,
