@@ -243,7 +243,7 @@ pub fn decide(
                 eprintln!("accel: write to {name}: {}; {counts}", describe(error));
                 exit = exit.at_least(Exit::OutputFailed);
             }
-            Outcome::Stopped => {
+            Outcome::CutShort => {
                 eprintln!("accel: {name}: cut short when the run ended; {counts}");
                 exit = exit.at_least(Exit::OutputFailed);
             }

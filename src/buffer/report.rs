@@ -134,7 +134,7 @@ impl Outcome {
         use engine::Outcome as Side;
         match outcome {
             Side::Complete => Outcome::Complete,
-            Side::Stopped => Outcome::CutShort,
+            Side::CutShort => Outcome::CutShort,
             Side::Failed(Failure::Spill { error, .. }) => Outcome::SpillFailed(error),
             Side::Failed(Failure::Io(error) | Failure::Sync(error) | Failure::Panic(error)) => {
                 Outcome::Failed(error)
