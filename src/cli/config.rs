@@ -30,11 +30,13 @@ pub struct ConfigError {
 impl Config {
     /// Validates the raw command line; `stderr_is_terminal` decides about the progress line.
     pub fn from_cli(cli: Cli, stderr_is_terminal: bool) -> Result<Config, ConfigError> {
-        let size = crate::size::parse_buffer_size(&cli.size).map_err(|reason| ConfigError {
-            option: "-m",
-            value: cli.size.clone(),
-            reason: reason.to_string(),
-        })?;
+        let size = crate::size::parse_buffer_size(&cli.size, crate::sys::physical_memory).map_err(
+            |reason| ConfigError {
+                option: "-m",
+                value: cli.size.clone(),
+                reason: reason.to_string(),
+            },
+        )?;
         let flow = flow(&cli, size)?;
         let spill_size = match &cli.spill_size {
             None => None,

@@ -579,7 +579,7 @@ impl Request {
                 let memory = here.memory.ok_or(
                     "mbuffer -m: the machine's memory is not known here: give a size, e.g. 1G",
                 )?;
-                Some((memory as f64 * percent / 100.0) as u64)
+                Some(crate::size::share_of_memory(memory, percent))
             }
             (None, Some(blocks)) => Some(blocks.saturating_mul(block)),
             (None, None) => None,

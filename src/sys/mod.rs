@@ -48,6 +48,7 @@ use portable as imp;
 
 mod memory;
 
+use std::fmt;
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 
@@ -57,7 +58,7 @@ pub use imp::{
     reserve_space, spill_file, splice, splice_from_file, splice_to_file, start_writeback,
     thread_sleeps, widen_send_buffer, write_nowait, writeback_error,
 };
-pub use memory::{MemoryLimit, fit_allocator_to_limits, memory_limit, physical_memory};
+pub use memory::{fit_allocator_to_limits, memory_limit, physical_memory};
 
 /// The size we try to give the pipes accel reads from and writes to.
 ///
@@ -73,6 +74,23 @@ pub struct Peer {
     pub uid: u32,
     /// Its process, where the system says (Linux).
     pub pid: Option<u32>,
+}
+
+/// The most the buffer may take, and the limit that sets it ([`memory_limit`]): the one the
+/// facade's both sides say (the machine's and the rlimits in `memory.rs`, a cgroup's in
+/// `linux.rs`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemoryLimit {
+    /// Bytes the buffer may hold.
+    pub bytes: u64,
+    /// What sets it, for the message: `this machine's memory (23.4 GiB)`.
+    pub what: String,
+}
+
+impl fmt::Display for MemoryLimit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.what)
+    }
 }
 
 /// Why a pool pipe could not be had.
