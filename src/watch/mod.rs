@@ -867,7 +867,7 @@ impl Watch {
             "consumer_starved_s": snapshot.consumer_starved.as_secs_f64(),
             "peak_fill_bytes": snapshot.peak_held,
             "capacity_bytes": snapshot.capacity,
-            "bottleneck": report::bottleneck(snapshot).as_str(),
+            "bottleneck": crate::meter::bottleneck(snapshot).as_str(),
             "slowest": snapshot.slowest().map(|index| self.names.reader(index)),
             "engine": self.engine,
             "tiers": {
