@@ -39,7 +39,7 @@ use crate::meter::Meter;
 use crate::stop::Stop;
 
 pub use adapters::{Incomplete, ReadAhead, WriteBehind};
-pub(crate) use plan::{Parts, Settings, transfer};
+pub(crate) use plan::{Blueprint, Planned, spill_size_refused, transfer};
 pub use report::{Bottleneck, Error, Outcome, OutputReport, Progress, Report};
 pub use sides::{Input, Output};
 
@@ -335,7 +335,7 @@ impl Buffer {
     /// # Ok::<(), accel_buffer::Error>(())
     /// ```
     pub fn run(&self, input: Input, outputs: Vec<Output>) -> Result<Report, Error> {
-        self.start_here(input, outputs)?.finish()
+        self.start_here(input, outputs)?.run()
     }
 
     /// Starts moving `input` to `outputs` on threads of their own, and returns at once: the
@@ -351,18 +351,18 @@ impl Buffer {
     /// # Ok::<(), accel_buffer::Error>(())
     /// ```
     pub fn start(&self, input: Input, outputs: Vec<Output>) -> Result<Transfer, Error> {
-        let started = self.start_here(input, outputs)?;
-        let meter = Arc::clone(&started.parts.meter);
-        let outputs = started.parts.plan.outputs.len();
+        let ready = self.start_here(input, outputs)?;
+        let meter = Arc::clone(&ready.planned.meter);
+        let outputs = ready.planned.plan.outputs.len();
         let run = thread::Builder::new()
             .name("accel-run".into())
-            .spawn(move || started.finish())
+            .spawn(move || ready.run())
             .map_err(Error::Setup)?;
         Ok(Transfer { meter, outputs, run })
     }
 
     /// Opens the endpoints and plans the run; nothing is read yet.
-    fn start_here(&self, input: Input, outputs: Vec<Output>) -> Result<Started, Error> {
+    fn start_here(&self, input: Input, outputs: Vec<Output>) -> Result<Ready, Error> {
         if outputs.is_empty() {
             return Err(Error::Settings("a run needs at least one output".into()));
         }
@@ -390,7 +390,7 @@ impl Buffer {
             None => None,
         };
         let log = Arc::new(Log::new(!self.warnings, false));
-        let settings = Settings {
+        let blueprint = Blueprint {
             size: self.size,
             rate: self.rate,
             input_rate: self.input_rate,
@@ -406,9 +406,9 @@ impl Buffer {
             },
             engine: Preference::Auto,
         };
-        let parts = settings.plan(input, outputs, spill, log);
-        Ok(Started {
-            parts,
+        let planned = blueprint.plan(input, outputs, spill, log);
+        Ok(Ready {
+            planned,
             stop,
             stall_timeout: self.stall_timeout,
             progress: self.progress.clone(),
@@ -416,26 +416,26 @@ impl Buffer {
     }
 }
 
-/// A run planned by [`Buffer`], not started.
-struct Started {
-    parts: Parts,
+/// A run planned by [`Buffer`], ready to go: its endpoints open, nothing read yet.
+struct Ready {
+    planned: Planned,
     stop: Arc<Stop>,
     stall_timeout: Option<Duration>,
     progress: Option<(Duration, Arc<Mutex<ProgressCallback>>)>,
 }
 
-impl Started {
+impl Ready {
     /// Runs the transfer on this thread, and reports.
-    fn finish(self) -> Result<Report, Error> {
-        let Started { parts, stop, stall_timeout, progress } = self;
+    fn run(self) -> Result<Report, Error> {
+        let Ready { planned, stop, stall_timeout, progress } = self;
         // Without a handler, a run ended early would wait up to two seconds for a thread
         // blocked in a call before going on without it.
         Stop::install_unless_set();
-        let meter = Arc::clone(&parts.meter);
-        let input = parts.plan.input.name.clone();
-        let names: Vec<String> = parts.plan.outputs.iter().map(|o| o.name.clone()).collect();
+        let meter = Arc::clone(&planned.meter);
+        let input = planned.plan.input.name.clone();
+        let names: Vec<String> = planned.plan.outputs.iter().map(|o| o.name.clone()).collect();
         let streams: Vec<Option<Arc<Stream>>> =
-            parts.plan.outputs.iter().map(|o| o.as_stream().cloned()).collect();
+            planned.plan.outputs.iter().map(|o| o.as_stream().cloned()).collect();
         let (events, inbox) = mpsc::channel();
         let watchdog = watchdog::Watchdog::start(
             Arc::clone(&meter),
@@ -446,7 +446,7 @@ impl Started {
             names.clone(),
         )
         .map_err(Error::Setup)?;
-        let outcomes = transfer(parts, Arc::clone(&stop), events, inbox);
+        let outcomes = transfer(planned, Arc::clone(&stop), events, inbox);
         let snapshot = meter.snapshot();
         watchdog.end(snapshot.clone());
         let outcomes = outcomes.map_err(Error::Setup)?;

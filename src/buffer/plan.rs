@@ -5,7 +5,7 @@
 use std::io;
 use std::sync::{Arc, mpsc};
 
-use crate::backlog::spill::SpillFile;
+use crate::backlog::spill::{STEP, SpillFile};
 use crate::backlog::{self, Gates};
 use crate::endpoint::{Endpoint, FdKind};
 use crate::engine::OutputErrors;
@@ -14,12 +14,13 @@ use crate::engine::pace::Limits;
 use crate::engine::{self, Block, Flow, Outcomes, Plan, Preference, Route};
 use crate::log::Log;
 use crate::meter::Meter;
+use crate::size::Bytes;
 use crate::stop::Stop;
 use crate::sys;
 
-/// Everything a run needs that is not an endpoint: the library's settings, and the command
-/// line's beyond them (hashes, watermarks, `--sync`, `--engine`).
-pub(crate) struct Settings {
+/// A run's blueprint: everything it needs that is not an endpoint, the library's options and
+/// the command line's beyond them (hashes, watermarks, `--sync`, `--engine`).
+pub(crate) struct Blueprint {
     /// The buffer size asked for.
     pub size: usize,
     /// `-r`.
@@ -46,7 +47,7 @@ pub(crate) struct Settings {
 
 /// A run planned: what the engine takes, and what watches it.
 #[derive(Debug)]
-pub(crate) struct Parts {
+pub(crate) struct Planned {
     /// The engine's plan.
     pub plan: Plan,
     /// The route it starts on.
@@ -57,7 +58,7 @@ pub(crate) struct Parts {
     pub limits: Arc<Limits>,
 }
 
-impl Settings {
+impl Blueprint {
     /// Plans moving `input` to `outputs`: the buffer's capacity, its gates and limits, the
     /// counters and the route; nothing is read. The pipes on either side are enlarged (best
     /// effort), so that each wakeup moves more.
@@ -67,7 +68,7 @@ impl Settings {
         outputs: Vec<Endpoint>,
         spill: Option<Arc<SpillFile>>,
         log: Arc<Log>,
-    ) -> Parts {
+    ) -> Planned {
         for endpoint in std::iter::once(&input).chain(&outputs) {
             if endpoint.kind == FdKind::Pipe {
                 sys::enlarge_pipe(endpoint.fd());
@@ -102,17 +103,29 @@ impl Settings {
             spill,
         };
         let route = Arc::new(Route::plan(self.engine, &plan, log));
-        Parts { plan, route, meter, limits }
+        Planned { plan, route, meter, limits }
     }
 }
 
-/// Runs `parts` to its end on the engine's threads; `events` is where a watchdog, the
+/// Runs `planned` to its end on the engine's threads; `events` is where a watchdog, the
 /// program's or the library's, says the run has stalled, and `inbox` its other end.
 pub(crate) fn transfer(
-    parts: Parts,
+    planned: Planned,
     stop: Arc<Stop>,
     events: mpsc::Sender<engine::Event>,
     inbox: mpsc::Receiver<engine::Event>,
 ) -> io::Result<Outcomes> {
-    engine::run(parts.plan, parts.route, parts.meter, stop, events, inbox)
+    engine::run(planned.plan, planned.route, planned.meter, stop, events, inbox)
+}
+
+/// Why `bytes` cannot be the most a spill file holds (`--spill-size`), if it cannot: less
+/// than the spill reserves at once could never spill a byte.
+pub(crate) fn spill_size_refused(bytes: u64) -> Option<String> {
+    (bytes < STEP).then(|| {
+        format!(
+            "too small: the spill takes disk {} at a time; at least {}M",
+            Bytes(STEP),
+            STEP >> 20
+        )
+    })
 }

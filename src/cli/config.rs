@@ -4,7 +4,6 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::backlog::spill::STEP;
 use crate::cli::{Cli, EngineArg, OutputErrorArg};
 use crate::endpoint::open::Existing;
 use crate::engine::digest::Algorithm;
@@ -47,13 +46,8 @@ impl Config {
                     reason,
                 };
                 let size = parse_size(text, 1).map_err(|reason| fail(reason.to_string()))?;
-                // Less than the spill reserves at once could never spill a byte.
-                if size < STEP {
-                    return Err(fail(format!(
-                        "too small: the spill takes disk {} at a time; at least {}M",
-                        Bytes(STEP),
-                        STEP >> 20
-                    )));
+                if let Some(why) = crate::buffer::spill_size_refused(size) {
+                    return Err(fail(why));
                 }
                 Some(size)
             }

@@ -211,7 +211,7 @@ fn start(config: &Config, closed: stdio::Closed) -> Result<Exit, Refusal> {
     let expected = config.expect.or_else(|| input.remaining().filter(|_| config.lines.is_none()));
     // The plan is the library's, as for any program that runs a buffer.
     let (start_at, resume_at) = (config.flow.start_at, config.flow.resume_at);
-    let settings = buffer::Settings {
+    let blueprint = buffer::Blueprint {
         size: within_memory(config, &log)?,
         rate: config.flow.rate,
         input_rate: config.flow.input_rate,
@@ -224,8 +224,9 @@ fn start(config: &Config, closed: stdio::Closed) -> Result<Exit, Refusal> {
         output_errors: config.output_errors,
         engine: config.engine,
     };
-    let parts = settings.plan(input, outputs, spill, Arc::clone(&log));
-    let (plan, route, meter) = (&parts.plan, Arc::clone(&parts.route), Arc::clone(&parts.meter));
+    let planned = blueprint.plan(input, outputs, spill, Arc::clone(&log));
+    let (plan, route, meter) =
+        (&planned.plan, Arc::clone(&planned.route), Arc::clone(&planned.meter));
     for (index, output) in plan.outputs.iter().enumerate() {
         if let Some(link) = output.link() {
             link.report_to(&meter, index);
@@ -234,7 +235,7 @@ fn start(config: &Config, closed: stdio::Closed) -> Result<Exit, Refusal> {
     if let Some(link) = plan.input.link() {
         link.report_input_to(&meter);
     }
-    let limits = Arc::clone(&parts.limits);
+    let limits = Arc::clone(&planned.limits);
     let lines = lines.map(|(_, count)| count);
     let sides = watch::Sides { names, engine: route.engine.to_string(), limits, lines };
     let settings = watch_settings(config);
@@ -272,7 +273,7 @@ fn start(config: &Config, closed: stdio::Closed) -> Result<Exit, Refusal> {
         ),
         None => None,
     };
-    let outcomes = buffer::transfer(parts, Arc::clone(&stop), events, inbox)
+    let outcomes = buffer::transfer(planned, Arc::clone(&stop), events, inbox)
         .map_err(setup("start the transfer"))?;
     if let Some(confirming) = confirming {
         confirming.join();
