@@ -793,12 +793,8 @@ fn log_to(path: &Path) -> std::io::Result<()> {
         OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC | OFlags::APPEND | OFlags::CLOEXEC,
         Mode::from_bits_truncate(0o666),
     )?;
-    use std::os::fd::AsRawFd;
-    // SAFETY: dup2 onto descriptor 2, which run/stdio.rs made sure is open; `file` is valid.
-    if unsafe { libc::dup2(file.as_raw_fd(), 2) } == -1 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
+    // Onto descriptor 2, which run/stdio.rs made sure is open.
+    Ok(rustix::stdio::dup2_stderr(&file)?)
 }
 
 /// Whether a block size can be observed on the output or input at `path` (`None`: stdout

@@ -12,7 +12,6 @@ pub mod stdio;
 
 use std::fs::File;
 use std::io::Write;
-use std::os::fd::BorrowedFd;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, mpsc};
 use std::time::Instant;
@@ -349,9 +348,7 @@ fn check_progress_fd(config: &Config) -> Result<(), String> {
     } else if fd == libc::STDOUT_FILENO && config.outputs.contains(&Target::Stdout) {
         Some("stdout carries the data; with -o FILE it may carry the progress".to_owned())
     } else {
-        // SAFETY: only asks whether the descriptor is open.
-        let open = unsafe { BorrowedFd::borrow_raw(fd) };
-        rustix::io::fcntl_getfd(open).err().map(|error| {
+        sys::check_open(fd).err().map(|error| {
             format!("{}; open it in the shell, e.g. 3>progress.log", describe(&error.into()))
         })
     };
