@@ -411,6 +411,34 @@ pub fn judge(snapshot: &Snapshot) -> Judgement {
     }
 }
 
+/// When the counters last moved: what the stall watchdogs (the command line's and the
+/// library's) have in common; each says in its own words which side is stuck.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Motion {
+    /// Bytes in, and bytes taken by all readers together, when they last moved...
+    counts: (u64, u64),
+    /// ...and when (by the meter's clock).
+    at: Duration,
+}
+
+impl Motion {
+    /// Follows `snapshot`: how long nothing has moved, once that is `timeout` or more. Motion
+    /// is a byte read, or taken by a reader; what a receiver confirms moves too (bytes taken
+    /// at the far end of a network output).
+    pub fn still(&mut self, snapshot: &Snapshot, timeout: Duration) -> Option<Duration> {
+        let taken = snapshot
+            .readers
+            .iter()
+            .fold(0u64, |sum, r| sum.wrapping_add(r.bytes).wrapping_add(r.confirmed));
+        if (snapshot.bytes_in, taken) != self.counts {
+            *self = Motion { counts: (snapshot.bytes_in, taken), at: snapshot.elapsed };
+            return None;
+        }
+        let still = snapshot.elapsed.saturating_sub(self.at);
+        (still >= timeout).then_some(still)
+    }
+}
+
 impl Meter {
     /// Starts the clock for a buffer of `capacity` bytes and `readers` readers.
     pub fn new(capacity: u64, readers: usize) -> Meter {
@@ -676,6 +704,26 @@ impl Wait {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Motion is a byte read or taken (or confirmed); stillness is counted from the last.
+    #[test]
+    fn motion_says_how_long_nothing_moved_once_it_is_long_enough() {
+        let at = |secs: u64, bytes_in: u64, taken: u64, confirmed: u64| Snapshot {
+            elapsed: Duration::from_secs(secs),
+            bytes_in,
+            readers: vec![ReaderSnapshot { bytes: taken, confirmed, ..Default::default() }],
+            ..Default::default()
+        };
+        let timeout = Duration::from_secs(5);
+        let mut motion = Motion::default();
+        assert_eq!(motion.still(&at(1, 10, 0, 0), timeout), None, "read: moved");
+        assert_eq!(motion.still(&at(5, 10, 0, 0), timeout), None, "still for 4 s");
+        assert_eq!(motion.still(&at(6, 10, 0, 0), timeout), Some(Duration::from_secs(5)));
+        assert_eq!(motion.still(&at(7, 10, 4, 0), timeout), None, "taken: moved");
+        assert_eq!(motion.still(&at(12, 10, 4, 0), timeout), Some(timeout));
+        assert_eq!(motion.still(&at(13, 10, 4, 2), timeout), None, "confirmed: moved");
+        assert_eq!(motion.still(&at(17, 10, 4, 2), timeout), None);
+    }
 
     #[test]
     fn counts_bytes_and_peak() {

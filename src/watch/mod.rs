@@ -33,7 +33,7 @@ use crate::engine::Event;
 use crate::engine::digest::{Algorithm, Digest};
 use crate::engine::pace::Limits;
 use crate::exit::{BROKEN_PIPE, Exit, TERMINATING_SIGNALS};
-use crate::meter::{Meter, RateLimits, Snapshot};
+use crate::meter::{Meter, Motion, RateLimits, Snapshot};
 use crate::watch::control::Control;
 use board::Board;
 use draw::Mode;
@@ -257,9 +257,8 @@ struct State {
     /// (Ctrl-Z, SIGSTOP) lies in one of the two when a SIGCONT is seen.
     last_tick: Instant,
     last_gap: Duration,
-    /// The counters (bytes in, bytes taken by all readers) when they last moved, and when
-    /// (by the meter's clock).
-    last_motion: (u64, u64, Duration),
+    /// When the counters last moved, for the stall watchdog.
+    motion: Motion,
     /// The transfer is over: the final progress is down and nothing more is drawn.
     closed: bool,
     /// The end was reported; nothing more is written.
@@ -331,7 +330,7 @@ impl Watch {
                 json_due: now + json_every,
                 last_tick: now,
                 last_gap: Duration::ZERO,
-                last_motion: (0, 0, Duration::ZERO),
+                motion: Motion::default(),
                 closed: false,
                 finished: false,
             }),

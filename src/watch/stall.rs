@@ -10,21 +10,7 @@ impl Watch {
     /// The watchdog: once nothing has moved for `--stall-timeout`, which side is stuck, in
     /// words.
     pub(super) fn stalled(&self, state: &mut State, snapshot: &Snapshot) -> Option<String> {
-        let timeout = self.stall_timeout?;
-        // What a receiver confirms moves too: bytes taken at the far end of a network output.
-        let taken = snapshot
-            .readers
-            .iter()
-            .fold(0u64, |sum, r| sum.wrapping_add(r.bytes).wrapping_add(r.confirmed));
-        let (bytes_in, bytes_taken, since) = state.last_motion;
-        if (snapshot.bytes_in, taken) != (bytes_in, bytes_taken) {
-            state.last_motion = (snapshot.bytes_in, taken, snapshot.elapsed);
-            return None;
-        }
-        let still = snapshot.elapsed.saturating_sub(since);
-        if still < timeout {
-            return None;
-        }
+        let still = state.motion.still(snapshot, self.stall_timeout?)?;
         let still = crate::words::duration(still);
         // Everything sent, and a receiver has not confirmed the end of its stream.
         let awaiting = snapshot.readers.iter().position(|r| r.ending_stream && !r.gone);
