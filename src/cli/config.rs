@@ -11,7 +11,7 @@ use crate::engine::{OutputErrors, Preference};
 use crate::net::{self, address::Address};
 use crate::run::config::{Config, FlowConfig, Level, Target};
 use crate::size::{Bytes, parse_size};
-use crate::watch::{JsonTarget, Progress};
+use crate::watch::{JsonTarget, Visibility};
 use crate::words::printable;
 
 /// The shortest `--interval`: a terminal redrawn more often only flickers.
@@ -176,16 +176,16 @@ impl Config {
         });
         let progress = if cli.numeric || progress_fd.is_some() {
             // Asked for by name, and not drawn over a terminal's other lines: always written.
-            Progress::Always
+            Visibility::Always
         } else if cli.quiet || !stderr_is_terminal {
-            Progress::Off
+            Visibility::Off
         } else if cli.progress {
-            Progress::Always
+            Visibility::Always
         } else if json == Some(JsonTarget::Stderr) {
             // NDJSON on the terminal is what was asked for; a redrawn line would garble it.
-            Progress::Off
+            Visibility::Off
         } else {
-            Progress::Foreground
+            Visibility::Foreground
         };
         Ok(Config {
             input,
@@ -463,7 +463,7 @@ mod tests {
     #[test]
     fn defaults() {
         assert_eq!(config(&[], false).unwrap(), Config::default());
-        assert_eq!(config(&[], true).unwrap().progress, Progress::Foreground);
+        assert_eq!(config(&[], true).unwrap().progress, Visibility::Foreground);
     }
 
     #[test]
@@ -480,20 +480,20 @@ mod tests {
     #[test]
     fn progress_follows_the_terminal_and_the_flags() {
         let progress = |args: &[&str], terminal| config(args, terminal).unwrap().progress;
-        assert_eq!(progress(&["-p"], false), Progress::Off, "no terminal, no line");
-        assert_eq!(progress(&["-p"], true), Progress::Always);
-        assert_eq!(progress(&["-q"], true), Progress::Off);
-        assert_eq!(progress(&["--json"], true), Progress::Off, "NDJSON owns stderr");
-        assert_eq!(progress(&["--json=x.ndjson"], true), Progress::Foreground);
+        assert_eq!(progress(&["-p"], false), Visibility::Off, "no terminal, no line");
+        assert_eq!(progress(&["-p"], true), Visibility::Always);
+        assert_eq!(progress(&["-q"], true), Visibility::Off);
+        assert_eq!(progress(&["--json"], true), Visibility::Off, "NDJSON owns stderr");
+        assert_eq!(progress(&["--json=x.ndjson"], true), Visibility::Foreground);
         assert_eq!(config(&["--json"], false).unwrap().json, Some(JsonTarget::Stderr));
         // Of -q and -v or -p, the later one counts, so that an alias can be overridden.
         assert!(config(&["-q", "-v"], true).unwrap().stats);
         assert!(!config(&["-v", "-q"], true).unwrap().stats);
-        assert_eq!(progress(&["-q", "-p"], true), Progress::Always);
-        assert_eq!(progress(&["-p", "-q"], true), Progress::Off);
+        assert_eq!(progress(&["-q", "-p"], true), Visibility::Always);
+        assert_eq!(progress(&["-p", "-q"], true), Visibility::Off);
         // Asked for by name, progress is written whatever stderr is, and -q does not stop it.
-        assert_eq!(progress(&["-n"], false), Progress::Always);
-        assert_eq!(progress(&["-q", "--progress-fd", "3"], false), Progress::Always);
+        assert_eq!(progress(&["-n"], false), Visibility::Always);
+        assert_eq!(progress(&["-q", "--progress-fd", "3"], false), Visibility::Always);
     }
 
     #[test]

@@ -28,7 +28,7 @@ use std::time::Duration;
 use crate::cli::usage::{self, Refusal};
 use crate::exit::Exit;
 use crate::run::config::Config;
-use crate::watch::line::Parts;
+use crate::watch::line::LineParts;
 use crate::watch::{Figures, Hold, Look};
 
 /// The program name that makes accel read pv's command line.
@@ -314,7 +314,7 @@ pub const DIFFERENCES: &[&str] = &[
 pub struct Request {
     /// The parts the display switches chose; how many switches there were (pv's default,
     /// `-pterb`, stands when none).
-    parts: Parts,
+    parts: LineParts,
     switches: usize,
     format: Option<String>,
     numeric: bool,
@@ -358,7 +358,7 @@ pub enum Parsed {
 /// Parses pv's command line `args` (the program name first), or says why not: `pv -s lots:
 /// <why>`, for `accel: ` to prefix.
 pub fn parse(args: &[OsString]) -> Result<Parsed, String> {
-    let mut request = Request { parts: Parts::NONE, ..Request::default() };
+    let mut request = Request { parts: LineParts::NONE, ..Request::default() };
     let mut words = args.iter().skip(1);
     while let Some(word) = words.next() {
         let text = word.to_string_lossy();
@@ -471,7 +471,7 @@ fn apply(
         }
     }
     let si = r.si;
-    let display = |r: &mut Request, set: fn(&mut Parts)| {
+    let display = |r: &mut Request, set: fn(&mut LineParts)| {
         set(&mut r.parts);
         r.switches += 1;
     };
@@ -617,10 +617,10 @@ pub fn size(text: &str, si: bool) -> Result<u64, String> {
 impl Request {
     /// The parts of the line: the format's, the switches', or with none of either, accel's
     /// whole line; and what a format holds that accel does not show, to say once.
-    fn parts(&self) -> (Parts, Option<String>) {
+    fn parts(&self) -> (LineParts, Option<String>) {
         let Some(format) = &self.format else {
             return match self.switches {
-                0 => (Parts::ACCEL, None),
+                0 => (LineParts::ACCEL, None),
                 _ => (self.parts, None),
             };
         };
@@ -694,7 +694,7 @@ impl Request {
     pub fn adjust(&self, config: &mut Config) {
         let parts = match self.parts().0 {
             // Only parts accel cannot show (-A): its own line rather than none.
-            parts if parts == Parts::NONE => Parts::ACCEL,
+            parts if parts == LineParts::NONE => LineParts::ACCEL,
             parts => parts,
         };
         config.look = Look {
@@ -738,8 +738,8 @@ impl Request {
 
 /// The parts a `-F` format names, and whether it holds anything else (text, or a sequence
 /// accel does not show).
-fn format_parts(format: &str) -> (Parts, bool) {
-    let mut parts = Parts::NONE;
+fn format_parts(format: &str) -> (LineParts, bool) {
+    let mut parts = LineParts::NONE;
     let mut other = false;
     let mut chars = format.chars().peekable();
     while let Some(c) = chars.next() {
@@ -928,22 +928,28 @@ mod tests {
     #[test]
     fn display_switches_choose_the_parts() {
         let parts = |args: &str| config(args).look.parts;
-        assert_eq!(parts(""), Parts::ACCEL, "pv's default: accel's whole line");
-        assert_eq!(parts("-s 5"), Parts::ACCEL);
-        let pterb = Parts { fill: false, ..Parts::ACCEL };
+        assert_eq!(parts(""), LineParts::ACCEL, "pv's default: accel's whole line");
+        assert_eq!(parts("-s 5"), LineParts::ACCEL);
+        let pterb = LineParts { fill: false, ..LineParts::ACCEL };
         assert_eq!(parts("-pterb"), pterb);
         assert_eq!(parts("-p -t -e -r -b -s 12345"), pterb);
-        assert_eq!(parts("-t"), Parts { elapsed: true, ..Parts::NONE });
+        assert_eq!(parts("-t"), LineParts { elapsed: true, ..LineParts::NONE });
         assert_eq!(
             parts("-trab"),
-            Parts { elapsed: true, rates: true, average: true, counts: true, ..Parts::NONE }
+            LineParts {
+                elapsed: true,
+                rates: true,
+                average: true,
+                counts: true,
+                ..LineParts::NONE
+            }
         );
-        assert_eq!(parts("-T -I"), Parts { fill: true, eta: true, ..Parts::NONE });
-        assert_eq!(parts("-A 16"), Parts::ACCEL, "nothing accel can show: its own line");
-        assert_eq!(parts("-t -F %b"), Parts { counts: true, ..Parts::NONE }, "-F wins");
+        assert_eq!(parts("-T -I"), LineParts { fill: true, eta: true, ..LineParts::NONE });
+        assert_eq!(parts("-A 16"), LineParts::ACCEL, "nothing accel can show: its own line");
+        assert_eq!(parts("-t -F %b"), LineParts { counts: true, ..LineParts::NONE }, "-F wins");
         assert_eq!(
             parts("-F %20{progress}%{eta}%N"),
-            Parts { bar: true, eta: true, ..Parts::NONE }
+            LineParts { bar: true, eta: true, ..LineParts::NONE }
         );
         let said = |args: &str| parsed(args).unwrap().said();
         assert_eq!(said("-F %b"), Vec::<String>::new());

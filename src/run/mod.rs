@@ -236,9 +236,9 @@ fn start(config: &Config, closed: stdio::Closed) -> Result<Exit, Refusal> {
     }
     let limits = Arc::clone(&planned.limits);
     let lines = lines.map(|(_, count)| count);
-    let sides = watch::Sides { names, engine: route.engine.to_string(), limits, lines };
-    let settings = watch_settings(config);
-    let watch = Watch::new(settings, Arc::clone(&meter), sides, expected).map_err(|error| {
+    let watched = watch::Watched { names, engine: route.engine.to_string(), limits, lines };
+    let watching = watching(config);
+    let watch = Watch::new(watching, Arc::clone(&meter), watched, expected).map_err(|error| {
         let Some(JsonTarget::File(path)) = &config.json else { unreachable!("a file") };
         usage(format!("--json={}: {}", path.display(), describe(&error)))
     })?;
@@ -356,8 +356,8 @@ fn check_progress_fd(config: &Config) -> Result<(), String> {
 }
 
 /// What the watcher needs of `config`.
-fn watch_settings(config: &Config) -> watch::Settings {
-    watch::Settings {
+fn watching(config: &Config) -> watch::Watching {
+    watch::Watching {
         progress: config.progress,
         numeric: config.numeric,
         progress_fd: config.progress_fd,

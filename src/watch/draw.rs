@@ -5,7 +5,7 @@
 use super::board::Board;
 use super::line::{self, Rates};
 use super::sink::{in_foreground, terminal_size};
-use super::{Progress, State, Watch};
+use super::{State, Visibility, Watch};
 use crate::meter::Snapshot;
 
 /// How progress is shown.
@@ -32,9 +32,9 @@ impl Watch {
     /// draws nothing, unless `-p`).
     pub(super) fn ours(&self) -> bool {
         match self.progress {
-            Progress::Off => false,
-            Progress::Always => true,
-            Progress::Foreground => in_foreground(),
+            Visibility::Off => false,
+            Visibility::Always => true,
+            Visibility::Foreground => in_foreground(),
         }
     }
 

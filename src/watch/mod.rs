@@ -56,7 +56,7 @@ pub const SHORT: usize = 20;
 
 /// When the progress line is drawn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Progress {
+pub enum Visibility {
     /// Never (`-q`, or stderr is not a terminal).
     Off,
     /// While accel's job holds the terminal's foreground (pv's rule: nothing from a
@@ -78,9 +78,9 @@ pub enum JsonTarget {
 /// How a run is watched: what is shown, where and how often, and when a run that no longer
 /// moves has stalled.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Settings {
+pub struct Watching {
     /// Whether and when to draw the progress line.
-    pub progress: Progress,
+    pub progress: Visibility,
     /// Progress as numbers, a line per interval (`-n`).
     pub numeric: bool,
     /// The descriptor progress goes to instead of stderr (`--progress-fd`), checked open.
@@ -103,7 +103,7 @@ pub struct Settings {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Look {
     /// The parts of the line shown (`-p -t -e -r -a -b -T`).
-    pub parts: line::Parts,
+    pub parts: line::LineParts,
     /// What each `-n` line holds besides its figure (`-n` with `-t`, `-b`, `-r`).
     pub figures: Figures,
     /// Nothing is shown before this (`-W`, `-D`).
@@ -192,8 +192,8 @@ impl Names {
     }
 }
 
-/// What the watcher is told of the run besides its counters.
-pub struct Sides {
+/// The run watched: what the watcher is told of it besides its counters.
+pub struct Watched {
     /// What the sides are called.
     pub names: Names,
     /// The engine, for the summary.
@@ -218,7 +218,7 @@ pub struct Watch {
     control: OnceLock<Control>,
     /// Where the watchdog says the run has stalled.
     events: Mutex<Option<mpsc::Sender<Event>>>,
-    progress: Progress,
+    progress: Visibility,
     mode: Mode,
     sink: Sink,
     /// How often the line (or number) and the JSON progress events are written.
@@ -266,24 +266,24 @@ struct State {
 }
 
 impl Watch {
-    /// A watcher as `settings` say, of a run whose sides are `sides`; opens the `--json`
+    /// A watcher as `watching` says, of the run `watched`; opens the `--json`
     /// file.
     pub fn new(
-        settings: Settings,
+        watching: Watching,
         meter: Arc<Meter>,
-        sides: Sides,
+        watched: Watched,
         expected: Option<u64>,
     ) -> io::Result<Arc<Watch>> {
-        let Sides { names, engine, limits, lines } = sides;
-        let json: Option<Box<dyn Write + Send>> = match &settings.json {
+        let Watched { names, engine, limits, lines } = watched;
+        let json: Option<Box<dyn Write + Send>> = match &watching.json {
             None => None,
             Some(JsonTarget::Stderr) => Some(Box::new(io::stderr())),
             Some(JsonTarget::File(path)) => Some(Box::new(File::create(path)?)),
         };
-        let sink = Sink(settings.progress_fd);
-        let mode = if settings.progress == Progress::Off {
+        let sink = Sink(watching.progress_fd);
+        let mode = if watching.progress == Visibility::Off {
             Mode::Off
-        } else if settings.numeric {
+        } else if watching.numeric {
             Mode::Numeric
         } else if rustix::termios::isatty(sink.fd()) {
             Mode::Redrawn
@@ -291,11 +291,11 @@ impl Watch {
             Mode::Lines
         };
         // pv's pace for what is read rather than watched; twice as often for the line.
-        let line_every = settings.interval.unwrap_or(match mode {
+        let line_every = watching.interval.unwrap_or(match mode {
             Mode::Redrawn => REDRAW,
             _ => SECOND,
         });
-        let json_every = settings.interval.unwrap_or(SECOND);
+        let json_every = watching.interval.unwrap_or(SECOND);
         let now = Instant::now();
         Ok(Arc::new(Watch {
             meter,
@@ -303,18 +303,18 @@ impl Watch {
             engine,
             limits,
             lines,
-            look: settings.look,
+            look: watching.look,
             control: OnceLock::new(),
             events: Mutex::new(None),
-            progress: settings.progress,
+            progress: watching.progress,
             mode,
             sink,
             line_every,
             json_every,
-            stats: settings.stats,
-            quiet: settings.quiet,
+            stats: watching.stats,
+            quiet: watching.quiet,
             expected,
-            stall_timeout: settings.stall_timeout,
+            stall_timeout: watching.stall_timeout,
             continued: AtomicBool::new(false),
             state: Mutex::new(State {
                 rates: Rates::new(),
