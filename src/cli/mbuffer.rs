@@ -4,7 +4,7 @@
 //!
 //! mbuffer's command line is translated into accel's own words (`-R 10M` becomes `-r 10485760`,
 //! `-I 9090` becomes `--from 9090 --insecure`), which then go through the same parsing and
-//! validation as any accel command line (`usage.rs`, `config.rs`). What is mbuffer's own is
+//! validation as any accel command line (`usage.rs`, `validate.rs`). What is mbuffer's own is
 //! done here: its option syntax (one option per word; a value glued or separate, `-s128k`;
 //! the last of a repeated option wins), its sizes (`calcint` in mbuffer.c: a number and one
 //! suffix `k m g t b %` in either case, anything after the suffix ignored, a bare number

@@ -1,14 +1,14 @@
 //! The command line as typed: clap's derive struct, whose doc comments are the `--help` text.
 //!
 //! Values stay raw strings where accel wants to word the error itself (`accel: -m 3Q: ...`);
-//! `config.rs` turns this into a validated [`Config`](crate::run::config::Config). Nothing past
-//! `config.rs` sees clap.
+//! `validate.rs` turns this into a validated [`Config`](crate::run::config::Config). Nothing past
+//! `validate.rs` sees clap.
 
-pub mod config;
 pub mod manual;
 pub mod mbuffer;
 pub mod pv;
 pub mod usage;
+pub mod validate;
 
 use std::path::{Path, PathBuf};
 

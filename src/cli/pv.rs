@@ -8,7 +8,7 @@
 //! options; and pv's numbers (`1.5G`, `-k` for multiples of 1000, `-s @FILE`). What maps onto
 //! accel's own options becomes them (`-L 1m` is `-r 1048576`, `-B` is `-m`), which then go
 //! through the same parsing and validation as any accel command line (`usage.rs`,
-//! `config.rs`); what only pv has a use for is set on the [`Config`] after (the parts of the
+//! `validate.rs`); what only pv has a use for is set on the [`Config`] after (the parts of the
 //! line pv's display switches choose, `-W`/`-D`, `-l`, `-S`).
 //!
 //! Every option of pv's (1.6 to 1.10) is in [`OPTIONS`], with what accel does for it: done,
@@ -515,7 +515,7 @@ fn apply(
         '0' => r.lines = Some(0),
         'i' => {
             let interval = seconds(&text).ok_or_else(|| bad(NOT_SECONDS))?;
-            let shortest = crate::cli::config::SHORTEST_INTERVAL;
+            let shortest = crate::cli::validate::SHORTEST_INTERVAL;
             if interval < shortest {
                 r.notes.push(format!("{typed} {text}: accel updates at most every 0.1 seconds"));
             }
@@ -569,7 +569,9 @@ fn seconds(text: &str) -> Option<Duration> {
         return None;
     }
     let seconds: f64 = text.parse().ok()?;
-    Duration::try_from_secs_f64(seconds).ok().filter(|d| *d <= crate::cli::config::LONGEST_DURATION)
+    Duration::try_from_secs_f64(seconds)
+        .ok()
+        .filter(|d| *d <= crate::cli::validate::LONGEST_DURATION)
 }
 
 /// A size as pv reads it (`pv_getnum_size`): digits, a fraction after `.` or `,` (to four
