@@ -41,7 +41,7 @@ pub fn invoked_as(argv0: Option<&OsString>) -> bool {
 
 /// What accel does with one of pv's options.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Does {
+pub enum Handling {
     /// Taken, doing what the text says.
     Maps(&'static str),
     /// Taken, with a difference from pv that accel says once, at the start (not with `-q`,
@@ -64,44 +64,49 @@ pub struct Opt {
     /// `Some("SIZE")` when it takes a value.
     pub value: Option<&'static str>,
     /// What accel does.
-    pub does: Does,
+    pub handling: Handling,
 }
 
 const fn opt(
     short: char,
     long: &'static [&'static str],
     value: Option<&'static str>,
-    does: Does,
+    handling: Handling,
 ) -> Opt {
-    Opt { short, long, value, does }
+    Opt { short, long, value, handling }
 }
 
 /// pv's options (1.10's, which are 1.6's and more), in the order of its `-h`.
 pub const OPTIONS: &[Opt] = &[
-    opt('p', &["progress"], None, Does::Maps("the bar and the percent done (with a size)")),
-    opt('t', &["timer"], None, Does::Maps("the time so far")),
-    opt('e', &["eta"], None, Does::Maps("the time left (with a size)")),
+    opt('p', &["progress"], None, Handling::Maps("the bar and the percent done (with a size)")),
+    opt('t', &["timer"], None, Handling::Maps("the time so far")),
+    opt('e', &["eta"], None, Handling::Maps("the time left (with a size)")),
     opt(
         'I',
         &["fineta"],
         None,
-        Does::Differs("accel shows the time left (as -e), not the time of day it ends"),
+        Handling::Differs("accel shows the time left (as -e), not the time of day it ends"),
     ),
-    opt('r', &["rate"], None, Does::Maps("the rates in and out")),
-    opt('a', &["average-rate"], None, Does::Maps("the output's average rate over the whole run")),
-    opt('b', &["bytes"], None, Does::Maps("the bytes (with -l, the lines) in and out")),
-    opt('T', &["buffer-percent"], None, Does::Maps("the buffer's fill")),
+    opt('r', &["rate"], None, Handling::Maps("the rates in and out")),
+    opt(
+        'a',
+        &["average-rate"],
+        None,
+        Handling::Maps("the output's average rate over the whole run"),
+    ),
+    opt('b', &["bytes"], None, Handling::Maps("the bytes (with -l, the lines) in and out")),
+    opt('T', &["buffer-percent"], None, Handling::Maps("the buffer's fill")),
     opt(
         'A',
         &["last-written"],
         Some("NUM"),
-        Does::Differs("accel does not show the last bytes written"),
+        Handling::Differs("accel does not show the last bytes written"),
     ),
     opt(
         'F',
         &["format"],
         Some("FORMAT"),
-        Does::Maps(
+        Handling::Maps(
             "the parts the format names (%p %t %e %I %r %a %b %T %N, and their {long} names), \
              in accel's layout; other text in it is said once, not shown",
         ),
@@ -110,81 +115,81 @@ pub const OPTIONS: &[Opt] = &[
         'n',
         &["numeric"],
         None,
-        Does::Maps(
+        Handling::Maps(
             "a number per line instead of the line: the percent done, or with no size (or \
              -b) the bytes (with -l, the lines); -t puts the seconds first, -r the rate after",
         ),
     ),
-    opt('q', &["quiet"], None, Does::Maps("nothing on stderr but errors")),
-    opt('8', &["bits"], None, Does::Differs("accel counts bytes, not bits (-b is shown)")),
+    opt('q', &["quiet"], None, Handling::Maps("nothing on stderr but errors")),
+    opt('8', &["bits"], None, Handling::Differs("accel counts bytes, not bits (-b is shown)")),
     opt(
         'k',
         &["si"],
         None,
-        Does::Differs(
+        Handling::Differs(
             "sizes after it are read in multiples of 1000; accel shows binary units (KiB)",
         ),
     ),
-    opt('W', &["wait"], None, Does::Maps("nothing is shown before the first byte")),
+    opt('W', &["wait"], None, Handling::Maps("nothing is shown before the first byte")),
     opt(
         'D',
         &["delay-start"],
         Some("SEC"),
-        Does::Maps("nothing is shown before SEC seconds, so a short run shows nothing"),
+        Handling::Maps("nothing is shown before SEC seconds, so a short run shows nothing"),
     ),
     opt(
         's',
         &["size"],
         Some("SIZE"),
-        Does::Maps(
+        Handling::Maps(
             "the size expected, for the percent done and the ETA (with -l, in lines); 0 is \
              unknown; @FILE is FILE's size",
         ),
     ),
-    opt('g', &["gauge"], None, Does::Differs("without a size, accel shows no bar")),
+    opt('g', &["gauge"], None, Handling::Differs("without a size, accel shows no bar")),
     opt(
         'l',
         &["line-mode"],
         None,
-        Does::Maps(
+        Handling::Maps(
             "count the lines taken in, and show them on the input's side (-s is then in \
              lines); the output's side stays in bytes",
         ),
     ),
-    opt('0', &["null"], None, Does::Maps("as -l, lines ending in a NUL byte")),
-    opt('i', &["interval"], Some("SEC"), Does::Maps("update every SEC seconds (at least 0.1)")),
+    opt('0', &["null"], None, Handling::Maps("as -l, lines ending in a NUL byte")),
+    opt('i', &["interval"], Some("SEC"), Handling::Maps("update every SEC seconds (at least 0.1)")),
     opt(
         'm',
         &["average-rate-window"],
         Some("SEC"),
-        Does::Differs("accel's average (-a) is over the whole run"),
+        Handling::Differs("accel's average (-a) is over the whole run"),
     ),
-    opt('w', &["width"], Some("WIDTH"), Does::Maps("lines WIDTH columns wide")),
+    opt('w', &["width"], Some("WIDTH"), Handling::Maps("lines WIDTH columns wide")),
     opt(
         'H',
         &["height"],
         Some("HEIGHT"),
-        Does::Accepted("accel takes the terminal's height as it is"),
+        Handling::Accepted("accel takes the terminal's height as it is"),
     ),
-    opt('N', &["name"], Some("NAME"), Does::Maps("NAME before the line, report and JSON")),
-    opt('u', &["bar-style"], Some("STYLE"), Does::Differs("accel draws pv's plain bar")),
+    opt('N', &["name"], Some("NAME"), Handling::Maps("NAME before the line, report and JSON")),
+    opt('u', &["bar-style"], Some("STYLE"), Handling::Differs("accel draws pv's plain bar")),
     opt(
         'x',
         &["extra-display"],
         Some("SPEC"),
-        Does::Differs("accel writes no window or process title"),
+        Handling::Differs("accel writes no window or process title"),
     ),
     opt(
         'v',
         &["stats"],
         None,
-        Does::Maps("accel's report at the end (rates, waits, the bottleneck)"),
+        Handling::Maps("accel's report at the end (rates, waits, the bottleneck)"),
     ),
     opt(
         'f',
         &["force"],
         None,
-        Does::Maps(
+        Handling::Maps(
             "progress even when stderr is not a terminal (a line per interval) or accel's job \
              is in the background",
         ),
@@ -193,14 +198,14 @@ pub const OPTIONS: &[Opt] = &[
         'c',
         &["cursor"],
         None,
-        Does::Accepted("accels drawing on one terminal share it, each on a row of its own"),
+        Handling::Accepted("accels drawing on one terminal share it, each on a row of its own"),
     ),
-    opt('o', &["output"], Some("FILE"), Does::Maps("write FILE instead of stdout (truncated)")),
+    opt('o', &["output"], Some("FILE"), Handling::Maps("write FILE instead of stdout (truncated)")),
     opt(
         'L',
         &["rate-limit"],
         Some("RATE"),
-        Does::Maps(
+        Handling::Maps(
             "cap the output at RATE bytes per second (in line mode too), smoothly; the input \
              reads ahead into the buffer",
         ),
@@ -209,14 +214,14 @@ pub const OPTIONS: &[Opt] = &[
         'B',
         &["buffer-size"],
         Some("BYTES"),
-        Does::Maps("the buffer's size (accel -m), which decouples the input from the output"),
+        Handling::Maps("the buffer's size (accel -m), which decouples the input from the output"),
     ),
-    opt('C', &["no-splice"], None, Does::Maps("never splice (accel --engine copy)")),
+    opt('C', &["no-splice"], None, Handling::Maps("never splice (accel --engine copy)")),
     opt(
         'E',
         &["skip-errors"],
         None,
-        Does::Refused(
+        Handling::Refused(
             "accel never turns what cannot be read into zeros: a read error ends the run \
              (status 1), what was read delivered; dd conv=noerror,sync or ddrescue do that",
         ),
@@ -225,33 +230,33 @@ pub const OPTIONS: &[Opt] = &[
         'Z',
         &["error-skip-block"],
         Some("BYTES"),
-        Does::Refused("it goes with -E, which accel does not do"),
+        Handling::Refused("it goes with -E, which accel does not do"),
     ),
     opt(
         'S',
         &["stop-at-size"],
         None,
-        Does::Maps("stop after the -s size, as if the input ended there (not with -l)"),
+        Handling::Maps("stop after the -s size, as if the input ended there (not with -l)"),
     ),
     opt(
         'Y',
         &["sync"],
         None,
-        Does::Differs("accel flushes file outputs to disk once, before it ends (--sync)"),
+        Handling::Differs("accel flushes file outputs to disk once, before it ends (--sync)"),
     ),
-    opt('K', &["direct-io"], None, Does::Differs("accel does not use O_DIRECT")),
+    opt('K', &["direct-io"], None, Handling::Differs("accel does not use O_DIRECT")),
     opt(
         'O',
         &["sparse", "sparse-output"],
         None,
-        Does::Differs("accel writes zeros as they come: the output file is not sparse"),
+        Handling::Differs("accel writes zeros as they come: the output file is not sparse"),
     ),
-    opt('X', &["discard"], None, Does::Maps("throw the stream away (-o /dev/null)")),
+    opt('X', &["discard"], None, Handling::Maps("throw the stream away (-o /dev/null)")),
     opt(
         'U',
         &["store-and-forward"],
         Some("FILE"),
-        Does::Refused(
+        Handling::Refused(
             "accel does not store a stream before it forwards it; accel --spill DIR takes \
              beyond memory what the consumer has not taken yet",
         ),
@@ -260,13 +265,13 @@ pub const OPTIONS: &[Opt] = &[
         'd',
         &["watchfd"],
         Some("PID[:FD]"),
-        Does::Refused("accel moves the data itself: it cannot watch another process's files"),
+        Handling::Refused("accel moves the data itself: it cannot watch another process's files"),
     ),
     opt(
         'R',
         &["remote"],
         Some("PID"),
-        Does::Maps(
+        Handling::Maps(
             "with -L, change the rate cap of the accel running as PID (as accel -R PID -r); \
              alone, print its report so far; the other options are not sent",
         ),
@@ -275,19 +280,19 @@ pub const OPTIONS: &[Opt] = &[
         'Q',
         &["query"],
         Some("PID"),
-        Does::Maps("print the report so far of the accel running as PID"),
+        Handling::Maps("print the report so far of the accel running as PID"),
     ),
     opt(
         'P',
         &["pidfile"],
         Some("FILE"),
-        Does::Refused(
+        Handling::Refused(
             "accel writes no PID file; accel -R PID reaches a running accel by the PID the \
              shell gives ($!)",
         ),
     ),
-    opt('h', &["help"], None, Does::Maps("print this help")),
-    opt('V', &["version"], None, Does::Maps("print the version")),
+    opt('h', &["help"], None, Handling::Maps("print this help")),
+    opt('V', &["version"], None, Handling::Maps("print the version")),
 ];
 
 /// The differences from pv that accel keeps on purpose, as `pv -h` and the README list them.
@@ -458,13 +463,13 @@ fn apply(
     typed: &str,
     value: Option<OsString>,
 ) -> Result<Option<Parsed>, String> {
-    if let Does::Refused(why) = option.does {
+    if let Handling::Refused(why) = option.handling {
         return Err(format!("pv {typed}: {why}"));
     }
     let raw = value.clone().unwrap_or_default();
     let text = raw.to_string_lossy().into_owned();
     let bad = |why: &str| format!("pv {typed} {text}: {why}");
-    if let Does::Differs(what) = option.does {
+    if let Handling::Differs(what) = option.handling {
         let note = format!("{typed}: {what}");
         if !r.notes.contains(&note) {
             r.notes.push(note);
@@ -788,11 +793,11 @@ pub fn help() -> String {
     for option in OPTIONS {
         let value = option.value.map(|v| format!(" {v}")).unwrap_or_default();
         let head = format!("-{}, --{}{value}", option.short, option.long.join(", --"));
-        let what = match option.does {
-            Does::Maps(what) => what.to_owned(),
-            Does::Differs(what) => format!("taken; said once: {what}"),
-            Does::Accepted(what) => format!("accepted: {what}"),
-            Does::Refused(why) => format!("refused: {why}"),
+        let what = match option.handling {
+            Handling::Maps(what) => what.to_owned(),
+            Handling::Differs(what) => format!("taken; said once: {what}"),
+            Handling::Accepted(what) => format!("accepted: {what}"),
+            Handling::Refused(why) => format!("refused: {why}"),
         };
         let _ = writeln!(text, "  {head:<34}: {what}");
     }
@@ -990,7 +995,7 @@ mod tests {
     fn refusals_name_the_option_and_why() {
         let said = |args: &str| parsed(args).unwrap_err();
         for option in OPTIONS {
-            if let Does::Refused(why) = option.does {
+            if let Handling::Refused(why) = option.handling {
                 let value = if option.value.is_some() { " 1" } else { "" };
                 assert_eq!(
                     said(&format!("-{}{value}", option.short)),

@@ -1,6 +1,6 @@
 //! The command line's refusals in accel's words: one line, `accel: <what>: <why>`.
 //!
-//! clap parses the arguments (`cli.rs`), but its own messages are several lines that start with
+//! clap parses the arguments (`mod.rs`), but its own messages are several lines that start with
 //! `error:` and end with a usage block, and they name options by their long form and
 //! placeholder (`--size <SIZE>`) whatever the user typed. accel promises one-line errors, so
 //! this module words each of clap's refusals itself, from the error's kind and context and

@@ -43,23 +43,23 @@ pub fn run(config: &Config, closed: stdio::Closed) -> Exit {
     }
     let exit = match start(config, closed) {
         Ok(exit) => exit,
-        Err(Refusal::Closed(exit, why)) => {
+        Err(NotStarted::Closed(exit, why)) => {
             eprintln!("accel: {why}");
             exit
         }
-        Err(Refusal::Usage(why)) => {
+        Err(NotStarted::Usage(why)) => {
             eprintln!("accel: {why}");
             Exit::Usage
         }
-        Err(Refusal::Setup { what, error }) => {
+        Err(NotStarted::Setup { what, error }) => {
             eprintln!("accel: cannot start: {what}: {}; nothing was read", describe(&error));
             Exit::Setup
         }
-        Err(Refusal::Network(why)) => {
+        Err(NotStarted::Network(why)) => {
             eprintln!("accel: {why}");
             Exit::Network
         }
-        Err(Refusal::Stalled(why)) => {
+        Err(NotStarted::Stalled(why)) => {
             eprintln!("accel: {why}");
             Exit::Stalled
         }
@@ -91,7 +91,7 @@ fn remote(pid: u32, config: &Config) -> Exit {
 }
 
 /// Why a run did not start; nothing was read.
-enum Refusal {
+enum NotStarted {
     /// A standard descriptor accel needs is closed: there is nothing to read, or nowhere to
     /// write (status 1 or 3, as a read or write error would give).
     Closed(Exit, &'static str),
@@ -110,27 +110,27 @@ enum Refusal {
     Stalled(String),
 }
 
-impl From<SetupError> for Refusal {
-    fn from(error: SetupError) -> Refusal {
+impl From<SetupError> for NotStarted {
+    fn from(error: SetupError) -> NotStarted {
         match error {
-            SetupError::Usage(why) => Refusal::Usage(why),
-            SetupError::Unreached(why) => Refusal::Network(why),
+            SetupError::Usage(why) => NotStarted::Usage(why),
+            SetupError::Unreached(why) => NotStarted::Network(why),
         }
     }
 }
 
 /// A usage refusal saying `why`.
-fn usage(why: impl ToString) -> Refusal {
-    Refusal::Usage(why.to_string())
+fn usage(why: impl ToString) -> NotStarted {
+    NotStarted::Usage(why.to_string())
 }
 
-/// Turns an error of starting up into a [`Refusal::Setup`] saying what was being done.
-fn setup(what: &'static str) -> impl FnOnce(std::io::Error) -> Refusal {
-    move |error| Refusal::Setup { what, error }
+/// Turns an error of starting up into a [`NotStarted::Setup`] saying what was being done.
+fn setup(what: &'static str) -> impl FnOnce(std::io::Error) -> NotStarted {
+    move |error| NotStarted::Setup { what, error }
 }
 
 /// Opens and checks everything before a byte is read, then runs the transfer and has the exit policy decide.
-fn start(config: &Config, closed: stdio::Closed) -> Result<Exit, Refusal> {
+fn start(config: &Config, closed: stdio::Closed) -> Result<Exit, NotStarted> {
     check_progress_fd(config).map_err(usage)?;
     // Before any thread starts: under ulimit -v or -d, one allocator arena for all of them.
     sys::fit_allocator_to_limits();
@@ -144,7 +144,7 @@ fn start(config: &Config, closed: stdio::Closed) -> Result<Exit, Refusal> {
         }
         (None, None) if !config.files.is_empty() => {
             if closed.stdin && config.files.iter().any(|path| path.as_os_str() == "-") {
-                return Err(Refusal::Closed(
+                return Err(NotStarted::Closed(
                     Exit::InputFailed,
                     "stdin is closed: there is nothing to read",
                 ));
@@ -152,7 +152,7 @@ fn start(config: &Config, closed: stdio::Closed) -> Result<Exit, Refusal> {
             open::files(&config.files, &stop).map_err(usage)?
         }
         (None, None) if closed.stdin => {
-            return Err(Refusal::Closed(
+            return Err(NotStarted::Closed(
                 Exit::InputFailed,
                 "stdin is closed: there is nothing to read",
             ));
@@ -372,7 +372,7 @@ fn watching(config: &Config) -> watch::Watching {
 
 /// The network side, when `--to` or `--from` was given: the key read, names resolved, the
 /// receiver's port bound; nothing connected yet.
-fn open_network(config: &Config, log: &Arc<Log>) -> Result<Option<Network>, Refusal> {
+fn open_network(config: &Config, log: &Arc<Log>) -> Result<Option<Network>, NotStarted> {
     let to: Vec<_> = config
         .outputs
         .iter()
@@ -394,7 +394,7 @@ fn open_outputs(
     closed: stdio::Closed,
     stop: &Arc<Stop>,
     network: Option<&Network>,
-) -> Result<Vec<Endpoint>, Refusal> {
+) -> Result<Vec<Endpoint>, NotStarted> {
     let paths: Vec<_> = config
         .outputs
         .iter()
@@ -404,12 +404,11 @@ fn open_outputs(
         })
         .collect();
     let files = open::outputs(&paths, config.existing, stop, config.stall_timeout);
-    let mut files =
-        files
-            .map_err(|error| {
-                if error.stalled() { Refusal::Stalled(error.to_string()) } else { usage(error) }
-            })?
-            .into_iter();
+    let mut files = files
+        .map_err(|error| {
+            if error.stalled() { NotStarted::Stalled(error.to_string()) } else { usage(error) }
+        })?
+        .into_iter();
     let mut links = network.into_iter().flat_map(Network::outputs);
     config
         .outputs
@@ -420,7 +419,7 @@ fn open_outputs(
                 let link = links.next().expect("one link per --to");
                 Ok(Endpoint::network(link, &address.to_string(), stop))
             }
-            Target::Stdout if closed.stdout => Err(Refusal::Closed(
+            Target::Stdout if closed.stdout => Err(NotStarted::Closed(
                 Exit::OutputFailed,
                 "stdout is closed: there is nowhere to write",
             )),
@@ -445,7 +444,7 @@ fn digest_lines(digests: &[Digest], config: &Config, input: &str) -> String {
 /// The buffer size to use for `-m`: under the memory this process may really have, saying so
 /// when that is less; refused when the blocks (`--block-size`, `--input-block-size`) need
 /// more than that (an output would wait for ever for a block the buffer cannot hold).
-fn within_memory(config: &Config, log: &Log) -> Result<usize, Refusal> {
+fn within_memory(config: &Config, log: &Log) -> Result<usize, NotStarted> {
     let size = config.size;
     match sys::memory_limit() {
         Some(limit) if size as u64 > limit.bytes => {
