@@ -10,6 +10,10 @@
 //! interval (`-n`). When the transfer is over, the run [`closes`](Watch::close) the display: the final
 //! line is left standing, as pv leaves it, and accel's last messages follow it; then
 //! [`report`](Watch::report) adds the verdict (or, with `-v`, the report) and the JSON summary.
+//!
+//! This file is the watcher: its thread, each tick, the report at the end, what the signal
+//! thread asks of it. The drawing is `draw.rs`, the stall watchdog's words `stall.rs`, the
+//! NDJSON events `events.rs`, where progress is written `sink.rs`.
 
 pub mod board;
 pub mod control;
