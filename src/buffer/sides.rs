@@ -154,6 +154,8 @@ impl Output {
     /// writer panicked (its message)` ([`Buffer::on_output_error`] says whether the others
     /// go on), and it is not called again, not even flushed.
     ///
+    /// [`Buffer::on_output_error`]: crate::Buffer::on_output_error
+    ///
     /// ```
     /// let output = accel_buffer::Output::writer(std::io::sink());
     /// # let _ = output;
