@@ -113,7 +113,8 @@ def strip_noise(text: str) -> str:
 def use_tree(tree: str) -> list[tuple[list[str], str]]:
     """`a::{b, c::d as e, f::*}` as paths and the names they bring: ([a, b], b), ([a, c, d],
     e), ([a, f, *], *)."""
-    tree = re.sub(r"\s+", "", tree)
+    # Spaces only where they mean something: between a path and `as`.
+    tree = re.sub(r"\s*(::|[{},])\s*", r"\1", re.sub(r"\s+", " ", tree.strip()))
     out = []
 
     def walk(prefix: list[str], s: str) -> None:
@@ -125,9 +126,7 @@ def use_tree(tree: str) -> list[tuple[list[str], str]]:
                 if part:
                     walk(base, part)
             return
-        path, _, alias = s.partition("as")
-        if not re.fullmatch(r"[\w:*]+", path) or alias and not re.fullmatch(r"\w+", alias):
-            path, alias = s, ""  # a name with "as" inside it
+        path, _, alias = s.partition(" as ")
         segs = prefix + [p for p in path.split("::") if p]
         if segs and segs[-1] == "self":
             segs.pop()
@@ -240,15 +239,12 @@ class House:
         code = self.code[name]
         here = self.module_of(name)
         paths: list[list[str]] = []
-        reexports: list[list[str]] = []
         for start, end in self.use_spans[name]:
             m = re.match(r"\s*(pub(?:\([^)]*\))?\s+)?use\s+([^;]+);", code[start:end])
             for segs, _ in use_tree(m.group(2)):
                 segs = [s for s in segs if s != "*"]
-                # A re-export of a child is a door (its users are counted through it).
-                if m.group(1) and self.resolve(here, segs[:1]) <= self.descendants(name):
-                    reexports.append(segs)
-                else:
+                # A re-export of a child is a door: its users are counted through it.
+                if not (m.group(1) and self.resolve(here, segs[:1]) <= self.descendants(name)):
                     paths.append(segs)
         without_uses = code
         for start, end in reversed(self.use_spans[name]):
@@ -263,7 +259,6 @@ class House:
         for m in re.finditer(r"(?<![\w:])(\w+)((?:::\w+)+)", without_uses):
             if m.group(1) in heads:
                 paths.append([m.group(1)] + m.group(2).strip(":").split("::"))
-        # A path that is only a local name (a variable, not a path) is no import.
         used = set()
         for segs in paths:
             used |= self.resolve(here, segs)
