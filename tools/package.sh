@@ -96,8 +96,11 @@ accel=$(realpath "$root/usr/bin/accel")
 crates=$(cargo tree --locked --target "$host" -e normal,no-proc-macro --prefix none \
   -f '{p}: {l}' | sed -e 's/^\([^ ]* [^ ]*\) (\/[^)]*):/\1:/' -e 's/ (\*)$//' | sort -u)
 awslc=$(sed -n 's/^\(aws-lc-sys\) v\([^:]*\):.*/\1-\2/p' <<<"$crates")
-awslc_license=$(ls "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/"$awslc"/LICENSE | head -1)
-[ -f "$awslc_license" ] || fail "aws-lc's notices: no LICENSE in the source of $awslc"
+awslc_license=
+for file in "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/"${awslc:-aws-lc-sys}"/LICENSE; do
+  awslc_license=$file
+done
+[ -f "$awslc_license" ] || fail "aws-lc's notices: no LICENSE in the source of ${awslc:-aws-lc-sys}"
 {
   cat <<'EOF'
 Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/
@@ -164,9 +167,11 @@ depends=$(cd "$shlibs" && dpkg-shlibdeps -O "$accel" | sed -n 's/^shlibs:Depends
 rm -r "$shlibs"
 [ -n "$depends" ] || fail "dpkg-shlibdeps found no Depends for usr/bin/accel"
 
-# No maintainer scripts: the package installs no mbuffer or pv name for accel. A link made
-# unasked would take the name from a real mbuffer or pv installed later, or fail beside one
-# already there; the README gives the one line that makes each, for whoever wants it.
+# No maintainer scripts: the package makes no mbuffer or pv name for accel. Debian's mbuffer
+# and pv ship theirs as plain files, which update-alternatives leaves in place ("not replacing
+# /usr/bin/mbuffer with a link"): an alternatives entry would do nothing where the real one is
+# installed, and take the name unasked where it is not. The README's one-liners make the
+# links for whoever wants them.
 cat >"$root/DEBIAN/control" <<EOF
 Package: accel
 Version: $version
