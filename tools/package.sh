@@ -43,7 +43,7 @@ version=${pkgid##*@}                              # ...#accel-buffer@0.1.0
 say() { printf 'package: %s\n' "$*" >&2; }
 fail() { printf 'package: FAILED: %s\n' "$*" >&2; exit 1; }
 phase_start=$SECONDS
-phase() { say "$1 ($((SECONDS - phase_start)) s)"; phase_start=$SECONDS; }
+phase() { say "$* ($((SECONDS - phase_start)) s)"; phase_start=$SECONDS; }
 
 missing=()
 for tool in dpkg-deb:dpkg dpkg-shlibdeps:dpkg-dev strip:binutils readelf:binutils \
@@ -192,7 +192,8 @@ Description: pipeline buffer that keeps both sides of a pipe moving
 EOF
 (cd "$root" && find usr -type f -exec md5sum {} + | sort -k 2) >"$root/DEBIAN/md5sums"
 dpkg-deb --root-owner-group --build "$root" "$deb" >/dev/null
-phase "made $deb ($(du -k "$deb" | cut -f1) KiB)${binary:+ and $binary ($(du -k "$binary" | cut -f1) KiB)}"
+kib() { du -k "$1" | cut -f1; }
+phase "made $deb ($(kib "$deb") KiB)${binary:+ and $binary ($(kib "$binary") KiB)}"
 
 [ "$check" = 1 ] || exit 0
 
@@ -209,7 +210,8 @@ trap cleanup EXIT
 
 # A free port on loopback, for --from; the receiver says so at once if it was taken since.
 free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])'
 }
 # send FROM-BINARY TO-BINARY: the input between the two over loopback, with the key.
 send() {
@@ -268,8 +270,10 @@ grep -E '/(mbuffer|pv)$' <<<"$installed" && fail "the package installs an mbuffe
 [[ "$(man accel 2>/dev/null)" == *"EXIT STATUS"* ]] || fail "man accel does not show the page"
 # The bash completion as bash calls it: `accel --gen<TAB>`, then `accel --generate <TAB>`.
 words=$(bash -c '. /usr/share/bash-completion/completions/accel
-  COMP_WORDS=(accel --gen); COMP_CWORD=1; _accel accel --gen accel; echo "${COMPREPLY[*]}"
-  COMP_WORDS=(accel --generate ""); COMP_CWORD=2; _accel accel "" --generate; echo "${COMPREPLY[*]}"')
+  COMP_WORDS=(accel --gen); COMP_CWORD=1
+  _accel accel --gen accel; echo "${COMPREPLY[*]}"
+  COMP_WORDS=(accel --generate ""); COMP_CWORD=2
+  _accel accel "" --generate; echo "${COMPREPLY[*]}"')
 [ "$words" = $'--generate\nman bash zsh fish key' ] || fail "bash completion gave: $words"
 [ "$(head -1 /usr/share/zsh/vendor-completions/_accel)" = '#compdef accel' ] ||
   fail "_accel is not a zsh completion for accel"
@@ -284,4 +288,5 @@ for file in $installed; do
   [ -d "$file" ] || [ ! -e "$file" ] || fail "$file is left after dpkg --purge"
 done
 [ ! -e /usr/share/doc/accel ] || fail "/usr/share/doc/accel is left after dpkg --purge"
-phase "checked $deb: installs, man -w accel, completions, --to/--from${binary:+ with the static binary}, purges"
+phase "checked $deb: installs, man -w accel, completions," \
+  "--to/--from${binary:+ with the static binary}, purges"
