@@ -51,7 +51,11 @@ pub fn read_once(
         Ok(got) => {
             let passed = pass_on.map_or(0, |pass_on| pass_on(&into[..got]));
             if passed < got {
-                into.copy_within(passed..got, 0);
+                // Only when the bypass took the front: musl's memmove copies even onto itself
+                // (glibc's returns at once), which cost the static binary 0.8 CPU s per 4 GiB.
+                if passed > 0 {
+                    into.copy_within(passed..got, 0);
+                }
                 space.commit(got - passed);
             }
             Ok(Some(Took { got, spilled: false }))
