@@ -24,6 +24,9 @@
 mod receive;
 mod send;
 
+use receive::Receiving;
+use send::Sending;
+
 use std::io;
 use std::ops::Range;
 use std::sync::Arc;
@@ -89,36 +92,19 @@ pub struct Channel {
     received_messages: u64,
     /// Messages each way under one key ([`REKEY_EVERY`]; fewer in tests).
     rekey_every: u64,
-    /// The End frame was received (receiving side).
-    ended: bool,
     /// A write failed or was cut short, maybe mid-frame: nothing more can be sent.
     broken: bool,
-    /// Sending side: the most bytes the receiver has confirmed its outputs took.
-    confirmed: u64,
-    /// Sending side: the furthest stream offset sealed into a batch, sent or not (a
-    /// connection cut in the middle of a batch may have carried some of it).
-    reached: u64,
-    /// Sending side: when to look for confirmations next, between batches.
-    next_look: Instant,
-    /// Sending side: the receiver closed its side; nothing more will come from it.
-    peer_closed: bool,
-    /// Sending side: the receiver's Ack, heard before this session's End was sent: in a
-    /// session that took over from one dropped after the End, the receiver says it first.
-    acked: Option<u64>,
     /// The stream's name, from the sender's Hello.
     stream: [u8; 16],
-    /// Receiving side: the sender's Hello goes on with its stream (a reconnection), so the
-    /// sender waits for a Resume frame.
-    goes_on: bool,
     /// When the peer was last heard from, and when this side last sent.
     last_heard: Instant,
     last_sent: Instant,
     /// How long the peer may say nothing before the path counts as dead.
     silence: Duration,
-    /// Receiving side: the sender's heartbeat came, which also asks for a confirmation.
-    /// Sending side: a confirmation was asked for; until it comes, it is looked for
-    /// between every two batches.
-    asked: bool,
+    /// What only the side that sends the stream keeps ([`send`]).
+    sending: Sending,
+    /// What only the side that receives it keeps ([`receive`]).
+    receiving: Receiving,
 }
 
 impl std::fmt::Debug for Channel {
@@ -149,19 +135,13 @@ impl Channel {
             sent_messages: 0,
             received_messages: 0,
             rekey_every: REKEY_EVERY,
-            ended: false,
             broken: false,
-            confirmed: 0,
-            reached: 0,
-            next_look: Instant::now(),
-            peer_closed: false,
-            acked: None,
             stream: [0; 16],
-            goes_on: false,
             last_heard: Instant::now(),
             last_sent: Instant::now(),
             silence: Duration::MAX,
-            asked: false,
+            sending: Sending::new(),
+            receiving: Receiving::default(),
         }
     }
 
@@ -278,7 +258,7 @@ impl Channel {
                     self.last_sent = Instant::now();
                     Ok(())
                 }
-                Ok(None) if listening && !self.peer_closed => {
+                Ok(None) if listening && !self.sending.peer_closed => {
                     let either = PollFlags::OUT | PollFlags::IN;
                     let silent_at = self.silent_at();
                     let until = deadline.into_iter().chain(silent_at).min();

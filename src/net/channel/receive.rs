@@ -10,22 +10,35 @@ use crate::net::wire::{Hello, Kind};
 use crate::stop::Stop;
 use crate::words::byte_count;
 
+/// What a session's receiving side keeps, beside the offset of the next byte to receive and
+/// the plaintext not yet handed out.
+#[derive(Debug, Default)]
+pub(super) struct Receiving {
+    /// The End frame came.
+    ended: bool,
+    /// The sender's Hello goes on with its stream (a reconnection), so the sender waits for
+    /// a Resume frame.
+    goes_on: bool,
+    /// The sender's heartbeat came, which also asks for a confirmation.
+    asked: bool,
+}
+
 impl Channel {
     /// Whether the sender asked for a confirmation since the last call (receiving side).
     pub fn take_asked(&mut self) -> bool {
-        std::mem::take(&mut self.asked)
+        std::mem::take(&mut self.receiving.asked)
     }
 
     /// Takes the sender's Hello (receiving side): the stream, and whether it goes on.
     pub fn opened_by(&mut self, hello: &Hello) {
         self.stream = hello.stream;
-        self.goes_on = hello.resuming;
+        self.receiving.goes_on = hello.resuming;
     }
 
     /// Whether the sender goes on with its stream, and waits for a Resume frame (receiving
     /// side).
     pub fn goes_on(&self) -> bool {
-        self.goes_on
+        self.receiving.goes_on
     }
 
     /// Stream bytes handed out so far (receiving side): what a resumed stream goes on from.
@@ -35,14 +48,14 @@ impl Channel {
 
     /// Whether the End frame came (receiving side).
     pub fn ended(&self) -> bool {
-        self.ended
+        self.receiving.ended
     }
 
     /// Takes over from the session before it (receiving side): the stream goes on at `offset`,
     /// and has ended if it had; says so to the sender with a Resume frame.
     pub fn resume_from(&mut self, offset: u64, ended: bool) -> io::Result<()> {
         self.offset = offset;
-        self.ended = ended;
+        self.receiving.ended = ended;
         self.seal(Kind::Resume, offset, &[]);
         self.flush_regardless()
     }
@@ -60,7 +73,7 @@ impl Channel {
     /// Confirms the end of the stream with the Ack (receiving side), once the outputs have
     /// taken every byte: only after the End frame came.
     pub fn acknowledge_end(&mut self) -> io::Result<()> {
-        if !self.ended {
+        if !self.receiving.ended {
             return Err(io::Error::other("the stream has not ended"));
         }
         self.seal(Kind::Ack, self.offset, &[]);
@@ -106,13 +119,13 @@ impl Channel {
     ) -> io::Result<usize> {
         loop {
             let mut got = self.hand_out(buf);
-            while got < buf.len() && self.pending.is_empty() && !self.ended {
+            while got < buf.len() && self.pending.is_empty() && !self.receiving.ended {
                 match self.open_next(&mut buf[got..])? {
                     None => break,
                     Some(Frame::Data(len)) if self.pending.is_empty() => got += len,
                     Some(Frame::Data(_)) => got += self.hand_out(&mut buf[got..]),
                     Some(Frame::End(count)) => self.end_at(count)?,
-                    Some(Frame::Heartbeat) => self.asked = true,
+                    Some(Frame::Heartbeat) => self.receiving.asked = true,
                     Some(Frame::Abort(why)) => {
                         // The sender's words, on our terminal: no escape sequence gets through.
                         return Err(io::Error::other(format!(
@@ -124,7 +137,7 @@ impl Channel {
                     Some(other) => return Err(unexpected(&other)),
                 }
             }
-            if got > 0 || self.ended {
+            if got > 0 || self.receiving.ended {
                 return Ok(got);
             }
             if self.read_sealed(stop, deadline)? == 0 {
@@ -149,7 +162,7 @@ impl Channel {
                 byte_count(self.offset)
             )));
         }
-        self.ended = true;
+        self.receiving.ended = true;
         Ok(())
     }
 

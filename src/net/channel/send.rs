@@ -15,6 +15,39 @@ use crate::words::byte_count;
 /// nothing costs a system call.
 const LOOK: Duration = Duration::from_millis(10);
 
+/// What a session's sending side keeps, beside the offset of the next byte to send.
+#[derive(Debug)]
+pub(super) struct Sending {
+    /// The most bytes the receiver has confirmed its outputs took.
+    confirmed: u64,
+    /// The furthest stream offset sealed into a batch, sent or not (a connection cut in the
+    /// middle of a batch may have carried some of it).
+    reached: u64,
+    /// When to look for confirmations next, between batches.
+    next_look: Instant,
+    /// The receiver closed its side; nothing more will come from it.
+    pub(super) peer_closed: bool,
+    /// The receiver's Ack, heard before this session's End was sent: in a session that took
+    /// over from one dropped after the End, the receiver says it first.
+    acked: Option<u64>,
+    /// A confirmation was asked for ([`Channel::ask`]) and has not come: until it does, it
+    /// is looked for between every two batches.
+    awaits_count: bool,
+}
+
+impl Sending {
+    pub(super) fn new() -> Sending {
+        Sending {
+            confirmed: 0,
+            reached: 0,
+            next_look: Instant::now(),
+            peer_closed: false,
+            acked: None,
+            awaits_count: false,
+        }
+    }
+}
+
 impl Channel {
     /// On a reconnection (sending side): waits, until `deadline`, for the receiver's Resume,
     /// and goes on where it says; the offset. It must be a byte the sender still holds: at
@@ -30,8 +63,8 @@ impl Channel {
             match self.open_next(&mut [])? {
                 Some(Frame::Resume(offset)) if (kept..=reached).contains(&offset) => {
                     self.offset = offset;
-                    self.reached = offset;
-                    self.confirmed = kept;
+                    self.sending.reached = offset;
+                    self.sending.confirmed = kept;
                     return Ok(offset);
                 }
                 Some(Frame::Resume(offset)) => {
@@ -59,7 +92,7 @@ impl Channel {
     /// Asks the receiver to say what it has delivered (sending side): a heartbeat, sent
     /// as data is, waiting for room until the run's `stop`.
     pub fn ask(&mut self, stop: &Stop) -> io::Result<()> {
-        self.asked = true;
+        self.sending.awaits_count = true;
         self.seal(Kind::Heartbeat, self.offset, &[]);
         self.write_out(stop, None, true)
     }
@@ -82,7 +115,7 @@ impl Channel {
     /// The furthest stream offset sealed to be sent (sending side): the receiver may have
     /// up to this many bytes, if the connection was cut while they went.
     pub fn reached(&self) -> u64 {
-        self.reached.max(self.offset)
+        self.sending.reached.max(self.offset)
     }
 
     /// Takes in the confirmations that have arrived, without waiting (sending side).
@@ -93,7 +126,7 @@ impl Channel {
     /// Stream bytes the receiver has confirmed its outputs took, as far as has been heard
     /// (sending side).
     pub fn confirmed(&self) -> u64 {
-        self.confirmed
+        self.sending.confirmed
     }
 
     /// Takes in the confirmations that have arrived, without waiting (sending side). The
@@ -103,18 +136,18 @@ impl Channel {
             while let Some(frame) = self.open_next(&mut [])? {
                 match frame {
                     Frame::Delivered(count) => {
-                        self.asked &= count <= self.confirmed;
-                        self.confirmed = self.confirmed.max(count);
+                        self.sending.awaits_count &= count <= self.sending.confirmed;
+                        self.sending.confirmed = self.sending.confirmed.max(count);
                     }
                     // Taken up by the End (end_stream), which checks its count.
-                    Frame::Ack(count) => self.acked = Some(count),
+                    Frame::Ack(count) => self.sending.acked = Some(count),
                     Frame::Abort(why) => return Err(receiver_stopped(self.offset, &why)),
                     other => return Err(unexpected(&other)),
                 }
             }
             match self.read_sealed_now()? {
                 Some(0) => {
-                    self.peer_closed = true;
+                    self.sending.peer_closed = true;
                     return Err(io::Error::new(
                         io::ErrorKind::UnexpectedEof,
                         "the receiver closed the connection",
@@ -134,11 +167,13 @@ impl Channel {
             self.seal(Kind::Data, self.offset + taken as u64, piece);
             taken += piece.len();
         }
-        self.reached = self.offset + taken as u64;
+        self.sending.reached = self.offset + taken as u64;
         self.write_out(stop, None, true)?;
         self.offset += taken as u64;
-        if !self.peer_closed && (self.asked || Instant::now() >= self.next_look) {
-            self.next_look = Instant::now() + LOOK;
+        if !self.sending.peer_closed
+            && (self.sending.awaits_count || Instant::now() >= self.sending.next_look)
+        {
+            self.sending.next_look = Instant::now() + LOOK;
             if let Err(error) = self.take_confirmations() {
                 self.broken = true;
                 return Err(closed_by_peer(error, "the receiver"));
@@ -159,15 +194,15 @@ impl Channel {
     pub fn end_stream(&mut self, stop: &Stop, heard: &mut dyn FnMut(u64, bool)) -> io::Result<()> {
         self.seal(Kind::End, self.offset, &[]);
         self.write_out(stop, None, true)?;
-        heard(self.confirmed, true);
+        heard(self.sending.confirmed, true);
         loop {
-            let frame = match self.acked.take() {
+            let frame = match self.sending.acked.take() {
                 Some(count) => Some(Frame::Ack(count)),
                 None => self.open_next(&mut [])?,
             };
             match frame {
                 Some(Frame::Ack(count)) if count == self.offset => {
-                    self.confirmed = count;
+                    self.sending.confirmed = count;
                     heard(count, false);
                     return Ok(());
                 }
@@ -179,8 +214,8 @@ impl Channel {
                     )));
                 }
                 Some(Frame::Delivered(count)) => {
-                    self.confirmed = self.confirmed.max(count);
-                    heard(self.confirmed, true);
+                    self.sending.confirmed = self.sending.confirmed.max(count);
+                    heard(self.sending.confirmed, true);
                     // The Ack may have come with it.
                     continue;
                 }
@@ -195,7 +230,7 @@ impl Channel {
                 }
                 read => read,
             };
-            if self.peer_closed || read? == 0 {
+            if self.sending.peer_closed || read? == 0 {
                 return Err(io::Error::new(
                     io::ErrorKind::UnexpectedEof,
                     "the receiver closed the connection without confirming the end of the \
