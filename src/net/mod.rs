@@ -44,6 +44,7 @@
 pub mod address;
 pub mod channel;
 pub mod cipher;
+mod dial;
 pub mod handshake;
 pub mod key;
 pub mod link;
@@ -65,9 +66,10 @@ use crate::stop::Stop;
 use crate::words::{describe, duration};
 use address::Address;
 use channel::Channel;
+use dial::Dialer;
 use key::Key;
-use link::{Dialer, Listening, Way};
 pub use link::{Link, Resume, resumed_at};
+use link::{Listening, Way};
 use socket::Socket;
 
 /// How long a sender may take to connect and handshake when `--stall-timeout` does not say.
