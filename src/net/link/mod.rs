@@ -32,7 +32,7 @@ mod receive;
 mod send;
 mod tend;
 
-pub(super) use tend::{Listening, Way};
+pub(super) use tend::{Listening, Reconnect};
 
 use std::fmt;
 use std::io;
@@ -116,8 +116,19 @@ pub fn resumed_at(error: &io::Error) -> Option<u64> {
     error.get_ref()?.downcast_ref::<Resumed>().map(|resumed| resumed.at)
 }
 
+/// Which end of the stream a link is. Not which end connected: that is how the link gets
+/// its connection back ([`tend`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// It sends the stream: a `--to` output.
+    Sender,
+    /// It receives the stream: the `--from` input.
+    Receiver,
+}
+
 /// A network peer: its name, and its session once established.
 pub struct Link {
+    role: Role,
     secure: bool,
     /// The address as the user gave it, for messages.
     name: String,
@@ -135,7 +146,8 @@ pub struct Link {
     /// The thread that tends it, and that thread's own stop.
     tending: Mutex<Option<(JoinHandle<()>, Arc<Stop>)>>,
     /// A receiver's thread that confirms deliveries ([`super::Confirming`]), woken when
-    /// the sender asks; and whether it asked.
+    /// the sender asks; and whether it asked (the receiving side's word: the sender's is
+    /// [`Session`]'s `awaits_count`).
     confirmer: OnceLock<thread::Thread>,
     asked: AtomicBool,
     /// The last count a receiver told its sender, told again in each new session.
@@ -144,7 +156,9 @@ pub struct Link {
 
 impl fmt::Debug for Link {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Link").field("name", &self.name).field("secure", &self.secure).finish()
+        let mut link = f.debug_struct("Link");
+        link.field("name", &self.name).field("role", &self.role);
+        link.field("secure", &self.secure).finish()
     }
 }
 
@@ -173,7 +187,7 @@ struct Session {
     tries: u64,
     /// Sending side: a confirmation was asked for when this much was confirmed, and has
     /// not come since.
-    asked: Option<u64>,
+    awaits_count: Option<u64>,
     /// The link gave up: every later call fails so.
     failed: Option<(io::ErrorKind, String)>,
     /// The run is over: the tending thread ends.
@@ -187,9 +201,10 @@ impl Session {
 }
 
 impl Link {
-    /// A peer known as `name`, not yet connected.
-    pub fn new(secure: bool, name: String, resume: Resume, log: Arc<Log>) -> Arc<Link> {
+    /// The `role` end of a stream, to a peer known as `name`, not yet connected.
+    pub fn new(role: Role, secure: bool, name: String, resume: Resume, log: Arc<Log>) -> Arc<Link> {
         Arc::new(Link {
+            role,
             secure,
             name,
             resume,
@@ -261,7 +276,7 @@ impl Link {
         }
         let Some(mut channel) = session.channel.take() else { return Ok(()) };
         channel.abandon();
-        let sending = self.keep.get().is_some();
+        let sending = self.role == Role::Sender;
         let place = if sending {
             session.sent = channel.sent();
             session.reached = channel.reached();
@@ -304,7 +319,7 @@ impl Link {
             };
             let deadline = since + self.resume.receiver_waits();
             let now = Instant::now();
-            if now >= deadline && self.keep.get().is_none() {
+            if now >= deadline && self.role == Role::Receiver {
                 session.failed = Some((
                     io::ErrorKind::TimedOut,
                     format!(

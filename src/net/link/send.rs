@@ -1,14 +1,23 @@
 //! A link's sending side (an output's): the stream written through the session, the
-//! receiver's confirmations published, and the End confirmed by its Ack; a new session
-//! heard from where the stream goes on ([`Resumed`]).
+//! receiver's confirmations published, and the End confirmed by its Ack; while the session is
+//! up, the tending's round (confirmations, heartbeats, a silent receiver); once a connection
+//! is back, where the stream goes on, heard from the receiver and told to the output
+//! ([`Resumed`]).
 
 use std::io;
+use std::sync::{Arc, MutexGuard};
+use std::time::{Duration, Instant};
 
-use super::{Link, Resumed, Session};
+use rustix::event::PollFlags;
+
+use super::{Link, Resumed, Session, outage_words};
 use crate::backlog::Keep;
 use crate::meter::Peer;
+use crate::net::channel::Channel;
 use crate::net::closed_by_peer;
-use crate::stop::Stop;
+use crate::net::wire::Hello;
+use crate::stop::{Stop, wait_for};
+use crate::words::{byte_count, describe};
 
 impl Link {
     /// Keeps the output's bytes in the backlog until the receiver confirms them, so that a
@@ -40,7 +49,7 @@ impl Link {
             if let Some(error) = self.check_writing(&mut session) {
                 return Err(error);
             }
-            let asked = session.asked;
+            let awaits_count = session.awaits_count;
             let Some(channel) = session.channel.as_mut() else {
                 session = self.await_session(session, stop)?;
                 continue;
@@ -53,12 +62,12 @@ impl Link {
                     // word now rather than at its next round (50 ms), which on a fast link
                     // would leave the buffer full and the input waiting. Once per word.
                     let confirmed = channel.confirmed();
-                    if asked.is_some_and(|asked| confirmed > asked) {
-                        session.asked = None;
+                    if awaits_count.is_some_and(|since| confirmed > since) {
+                        session.awaits_count = None;
                     }
                     let pressing = self.keep.get().is_some_and(Keep::pressing);
-                    if session.asked.is_none() && pressing {
-                        session.asked = Some(confirmed);
+                    if session.awaits_count.is_none() && pressing {
+                        session.awaits_count = Some(confirmed);
                         let asked = session.channel.as_mut().map_or(Ok(()), |c| c.ask(stop));
                         // The bytes went; the connection's failure is a drop like any other,
                         // met again at the next write.
@@ -126,5 +135,93 @@ impl Link {
                 channel.abort(why);
             }
         }
+    }
+
+    /// One round of a sender's tending, while its session is up: takes in the receiver's
+    /// confirmations (so that the backlog lets go of what was confirmed while the output has
+    /// nothing to send), says it is there when it has sent nothing for a heartbeat, and
+    /// notices a receiver silent for [`SILENT_BEATS`](super::SILENT_BEATS) of them (a drop).
+    /// Then waits, not holding the session, until the receiver says something or the next
+    /// heartbeat or silence is due. `false` once the link gave up, or the tending's `stop`.
+    pub(super) fn tend_sending(&self, mut session: MutexGuard<'_, Session>, stop: &Stop) -> bool {
+        let Some(channel) = session.channel.as_mut() else { return true };
+        let heartbeat = self.resume.heartbeat;
+        let tended = channel.take_confirmations_now().and_then(|()| {
+            if channel.silent_at().is_some_and(|at| at <= Instant::now()) {
+                return Err(channel.silence_error("the receiver"));
+            }
+            if channel.quiet_for() >= heartbeat { channel.heartbeat() } else { Ok(()) }
+        });
+        self.heard(channel.confirmed(), false);
+        let socket = Arc::clone(channel.socket());
+        let beat = Instant::now() + heartbeat.saturating_sub(channel.quiet_for());
+        let wake = channel.silent_at().map_or(beat, |at| at.min(beat));
+        if let Err(error) = tended {
+            let error = closed_by_peer(error, "the receiver");
+            if let Err(error) = self.dropped(&mut session, error) {
+                if let Some(channel) = session.channel.as_mut() {
+                    channel.abandon();
+                }
+                self.give_up(&mut session, error.kind(), describe(&error));
+                return false;
+            }
+            return true;
+        }
+        drop(session);
+        if let Err(error) = wait_for(socket.fd(), PollFlags::IN, stop, Some(wake)) {
+            if error.kind() == io::ErrorKind::Interrupted {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// What a sender says when it connects again (its Hello): the same stream, from the first
+    /// byte the receiver has not confirmed; and the furthest byte it sealed, past which the
+    /// receiver cannot have anything.
+    pub(super) fn hello_again(&self) -> (Hello, u64) {
+        let session = self.lock();
+        let hello = Hello { stream: session.stream, offset: session.confirmed, resuming: true };
+        (hello, session.reached)
+    }
+
+    /// In a new session: the receiver's word of where the stream goes on (a byte between
+    /// `kept` and `reached`), waited for until `deadline`.
+    pub(super) fn hear_where_to_go_on(
+        &self,
+        channel: &mut Channel,
+        kept: u64,
+        reached: u64,
+        stop: &Stop,
+        deadline: Instant,
+    ) -> io::Result<u64> {
+        channel.set_silence(self.resume.silence());
+        channel.await_resume(kept, reached, stop, deadline)
+    }
+
+    /// The connection is back after `tries`, in `channel`, and the stream goes on at `at`:
+    /// the output is sent back there, even while it waits for data (its buffer full of what
+    /// was not confirmed). `false` if it cannot be (the link gives up).
+    pub(super) fn go_on_sending(&self, channel: Channel, at: u64, tries: u64) -> bool {
+        let mut session = self.lock();
+        if let Err(error) = self.keep.get().map_or(Ok(()), |keep| keep.go_on_from(at)) {
+            self.give_up(&mut session, io::ErrorKind::InvalidData, describe(&error));
+            return false;
+        }
+        let outage = session.down.take().map_or(Duration::ZERO, |(s, _)| s.elapsed());
+        let resent = session.sent.saturating_sub(at);
+        session.channel = Some(channel);
+        session.generation += 1;
+        session.resume_at = at;
+        self.publish(|meter, peer| meter.reconnected(peer, resent));
+        self.log.warn(format_args!(
+            "{}: connected again after {} ({}); resuming at byte {at} ({} sent again)",
+            self.name,
+            outage_words(outage),
+            if tries == 1 { "1 try".into() } else { format!("{tries} tries") },
+            byte_count(resent)
+        ));
+        self.changed.notify_all();
+        true
     }
 }

@@ -1,6 +1,12 @@
-//! A secure link's own thread: it tends the session (a sender's: confirmations, heartbeats,
-//! a silent receiver noticed) and gets the connection back when it drops (a sender connects
-//! again, a receiver takes its sender back).
+//! A secure link's own thread: it tends the session while it is up, and gets the
+//! connection back when it drops.
+//!
+//! Which side connected is not which side sends. The side that connected connects again,
+//! with pauses ([`Reconnect::Dial`]); the side that listened goes on listening, and takes back
+//! the peer that proves it holds the key and names the same stream ([`Reconnect::Listen`]).
+//! What each end of the stream does with a connection that is back (the sender hears where
+//! the stream goes on, the receiver says it) is in `send.rs` and `receive.rs`. Today the
+//! sender connects and the receiver listens.
 
 use std::io;
 use std::os::fd::OwnedFd;
@@ -8,137 +14,106 @@ use std::sync::{Arc, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use rustix::event::PollFlags;
-
-use super::{Link, outage_words};
+use super::Link;
 use crate::net::address::Address;
-use crate::net::closed_by_peer;
-use crate::net::dial::{Dial, Dialer, FIRST_PAUSE, LONGEST_PAUSE, SECOND_PAUSE, jittered};
+use crate::net::dial::{Dialer, Missed, Pauses};
 use crate::net::handshake;
 use crate::net::key::Key;
-use crate::stop::{Stop, wait_for};
-use crate::words::{byte_count, describe, duration};
+use crate::stop::Stop;
+use crate::words::duration;
+
+/// The pause after the listening side failed to accept (out of descriptors, say): no spin,
+/// and well within a sender's tries.
+const LISTEN_AGAIN: Duration = Duration::from_secs(1);
+
+/// How a link gets its connection back.
+pub(in crate::net) enum Reconnect {
+    /// This side connected: it connects again.
+    Dial(Dialer),
+    /// This side listened: it takes its peer back.
+    Listen(Listening),
+}
+
+/// What the side that listened needs to take its peer back: the listening sockets, and the
+/// key.
+pub(in crate::net) struct Listening {
+    pub(in crate::net) address: Address,
+    pub(in crate::net) listeners: Vec<OwnedFd>,
+    pub(in crate::net) key: Arc<Key>,
+    /// Connections dropped so far in the run.
+    pub(in crate::net) dropped: usize,
+}
 
 impl Link {
-    /// Starts tending the link (a secure one): for a sender, `dialer` connects again; for a
-    /// receiver, `listening` takes the sender back.
-    pub(in crate::net) fn tend(self: &Arc<Link>, way: Way) -> io::Result<()> {
+    /// Starts tending the link (a secure one), getting its connection back by `reconnect`.
+    pub(in crate::net) fn tend(self: &Arc<Link>, reconnect: Reconnect) -> io::Result<()> {
         if !self.secure {
             return Ok(());
         }
         let stop = Arc::new(Stop::default());
         let (link, own) = (Arc::clone(self), Arc::clone(&stop));
-        let thread = thread::Builder::new().name("accel-link".into()).spawn(move || match way {
-            Way::Dial(dialer) => link.tend_sending(&dialer, &own),
-            Way::Listen(listening) => link.tend_receiving(listening, &own),
-        })?;
+        let thread =
+            thread::Builder::new().name("accel-link".into()).spawn(move || match reconnect {
+                Reconnect::Dial(dialer) => link.tend_dialing(&dialer, &own),
+                Reconnect::Listen(listening) => link.tend_listening(listening, &own),
+            })?;
         *self.tending.lock().unwrap_or_else(PoisonError::into_inner) = Some((thread, stop));
         Ok(())
     }
 
-    /// A sender's tending: confirmations, heartbeats, a silent receiver noticed, and a
-    /// dropped connection restored.
-    fn tend_sending(&self, dialer: &Dialer, stop: &Stop) {
+    /// The tending of a link that connected (a sender's): its session while it is up
+    /// ([`Link::tend_sending`]), and a dropped connection made again.
+    fn tend_dialing(&self, dialer: &Dialer, stop: &Stop) {
         loop {
-            let mut session = self.lock();
+            let session = self.lock();
             if session.over || session.failed.is_some() {
                 return;
             }
-            let Some(channel) = session.channel.as_mut() else {
+            let goes_on = if session.channel.is_some() {
+                self.tend_sending(session, stop)
+            } else {
                 drop(session);
-                if !self.restore(dialer, stop) {
-                    return;
-                }
-                continue;
+                self.redial(dialer, stop)
             };
-            let heartbeat = self.resume.heartbeat;
-            let tended = channel.take_confirmations_now().and_then(|()| {
-                if channel.silent_at().is_some_and(|at| at <= Instant::now()) {
-                    return Err(channel.silence_error("the receiver"));
-                }
-                if channel.quiet_for() >= heartbeat { channel.heartbeat() } else { Ok(()) }
-            });
-            self.heard(channel.confirmed(), false);
-            let socket = Arc::clone(channel.socket());
-            let beat = Instant::now() + heartbeat.saturating_sub(channel.quiet_for());
-            let wake = channel.silent_at().map_or(beat, |at| at.min(beat));
-            if let Err(error) = tended {
-                let error = closed_by_peer(error, "the receiver");
-                if let Err(error) = self.dropped(&mut session, error) {
-                    if let Some(channel) = session.channel.as_mut() {
-                        channel.abandon();
-                    }
-                    self.give_up(&mut session, error.kind(), describe(&error));
-                    return;
-                }
-                continue;
-            }
-            drop(session);
-            if let Err(error) = wait_for(socket.fd(), PollFlags::IN, stop, Some(wake)) {
-                if error.kind() == io::ErrorKind::Interrupted {
-                    return;
-                }
+            if !goes_on {
+                return;
             }
         }
     }
 
-    /// Connects again, 0.2 s after the drop, then with pauses that double from 1 s to 30 s
-    /// (with jitter), each counted from the start of the try before (a try that waited for
-    /// its answer is followed at once); a try given up on after [`Resume::try_patience`];
-    /// the last try at the end of `--reconnect-for`. Until the connection is back (`true`),
-    /// or `--reconnect-for` is over or the run is (`false`).
-    fn restore(&self, dialer: &Dialer, stop: &Stop) -> bool {
+    /// Connects again, at the [`Pauses`] after the drop, a try given up on after
+    /// [`Resume::try_patience`](super::Resume::try_patience); the last try at the end of
+    /// `--reconnect-for`. Until the connection is back (`true`), or `--reconnect-for` is over
+    /// or the run is (`false`).
+    fn redial(&self, dialer: &Dialer, stop: &Stop) -> bool {
         let (since, _) = self.lock().down.clone().expect("down");
         let deadline = since + self.resume.within;
-        let mut pause = FIRST_PAUSE;
-        let mut next = since + jittered(pause);
+        let mut pauses = Pauses::after(since);
         loop {
             let now = Instant::now();
-            if stop.sleep(next.min(deadline).saturating_duration_since(now)).is_err()
+            if stop.sleep(pauses.due().min(deadline).saturating_duration_since(now)).is_err()
                 || self.lock().over
             {
                 return false;
             }
-            pause =
-                if pause < SECOND_PAUSE { SECOND_PAUSE } else { (pause * 2).min(LONGEST_PAUSE) };
-            next = Instant::now() + jittered(pause);
-            let (kept, reached, tries) = {
+            pauses.trying();
+            let tries = {
                 let mut session = self.lock();
                 session.tries += 1;
-                (session.confirmed, session.reached, session.tries)
+                session.tries
             };
             self.publish(|meter, peer| meter.reconnecting(peer, tries));
-            match dialer.dial(kept, reached, &self.resume, stop) {
-                Ok((channel, at)) => {
-                    let mut session = self.lock();
-                    // The output goes on there at its next look for data, even if it waits
-                    // for data now (its buffer full of what was not confirmed).
-                    if let Err(error) = self.keep.get().map_or(Ok(()), |keep| keep.go_on_from(at)) {
-                        self.give_up(&mut session, io::ErrorKind::InvalidData, describe(&error));
-                        return false;
-                    }
-                    let outage = session.down.take().map_or(Duration::ZERO, |(s, _)| s.elapsed());
-                    let resent = session.sent.saturating_sub(at);
-                    session.channel = Some(channel);
-                    session.generation += 1;
-                    session.resume_at = at;
-                    self.publish(|meter, peer| meter.reconnected(peer, resent));
-                    self.log.warn(format_args!(
-                        "{}: connected again after {} ({}); resuming at byte {at} ({} sent \
-                         again)",
-                        self.name,
-                        outage_words(outage),
-                        if tries == 1 { "1 try".into() } else { format!("{tries} tries") },
-                        byte_count(resent)
-                    ));
-                    self.changed.notify_all();
-                    return true;
-                }
-                Err(Dial::Fatal(reason)) => {
+            let (hello, reached) = self.hello_again();
+            let settle = |channel: &mut _, deadline| {
+                self.hear_where_to_go_on(channel, hello.offset, reached, stop, deadline)
+            };
+            match dialer.again(hello, self.resume.try_patience(), stop, settle) {
+                Ok((channel, at)) => return self.go_on_sending(channel, at, tries),
+                Err(Missed::Final(reason)) => {
                     self.give_up(&mut self.lock(), io::ErrorKind::ConnectionRefused, reason);
                     return false;
                 }
-                Err(Dial::Again(why)) => {
+                Err(Missed::Refused(why) | Missed::Again(why)) => {
                     self.log.debug(format_args!("{}: try {tries}: {why}", self.name));
                     // The try that ended at or past the deadline was the last: it says why.
                     if Instant::now() >= deadline {
@@ -154,8 +129,9 @@ impl Link {
         }
     }
 
-    /// A receiver's tending: waits for the sender to connect again, and takes it back.
-    fn tend_receiving(&self, mut listening: Listening, stop: &Stop) {
+    /// The tending of a link that listened (a receiver's): waits for the peer to connect
+    /// again, and takes it back.
+    fn tend_listening(&self, mut listening: Listening, stop: &Stop) {
         let stream = self.lock().stream;
         loop {
             let key = Some(listening.key.as_ref());
@@ -174,28 +150,11 @@ impl Link {
                 Err(_) if stop.requested() || self.lock().over => return,
                 Err(why) => {
                     self.log.warn(format_args!("{}: {why}", listening.address));
-                    if stop.sleep(SECOND_PAUSE).is_err() {
+                    if stop.sleep(LISTEN_AGAIN).is_err() {
                         return;
                     }
                 }
             }
         }
     }
-}
-
-/// How a link gets its connection back.
-pub(in crate::net) enum Way {
-    /// A sender connects again.
-    Dial(Dialer),
-    /// A receiver takes its sender back.
-    Listen(Listening),
-}
-
-/// What a receiver needs to take its sender back: the listening sockets, and the key.
-pub(in crate::net) struct Listening {
-    pub(in crate::net) address: Address,
-    pub(in crate::net) listeners: Vec<OwnedFd>,
-    pub(in crate::net) key: Arc<Key>,
-    /// Connections dropped so far in the run.
-    pub(in crate::net) dropped: usize,
 }
