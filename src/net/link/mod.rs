@@ -380,12 +380,3 @@ impl Link {
         self.lock().failure()
     }
 }
-
-/// How long an outage lasted: `0.8 s`, `12.0 s`, `0:03:20`.
-fn outage_words(outage: Duration) -> String {
-    if outage < Duration::from_secs(60) {
-        format!("{:.1} s", outage.as_secs_f64())
-    } else {
-        duration(outage)
-    }
-}

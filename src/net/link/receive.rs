@@ -10,10 +10,10 @@ use std::time::{Duration, Instant};
 
 use rustix::event::PollFlags;
 
-use super::{Link, Session, outage_words};
+use super::{Link, Session};
 use crate::net::channel::Channel;
 use crate::stop::{Stop, wait_for};
-use crate::words::{byte_count, describe};
+use crate::words::{byte_count, describe, span};
 
 impl Link {
     /// Reads what has arrived, up to `buf.len()` (0 at the end of the stream): through the
@@ -193,7 +193,7 @@ impl Link {
         self.log.warn(format_args!(
             "{}: the sender is back (from {peer}) after {}; resuming at byte {at}",
             self.name,
-            outage_words(outage)
+            span(outage)
         ));
         self.changed.notify_all();
     }

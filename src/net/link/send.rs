@@ -10,14 +10,14 @@ use std::time::{Duration, Instant};
 
 use rustix::event::PollFlags;
 
-use super::{Link, Resumed, Session, outage_words};
+use super::{Link, Resumed, Session};
 use crate::backlog::Keep;
 use crate::meter::Peer;
 use crate::net::channel::Channel;
 use crate::net::closed_by_peer;
 use crate::net::wire::Hello;
 use crate::stop::{Stop, wait_for};
-use crate::words::{byte_count, describe};
+use crate::words::{byte_count, describe, span};
 
 impl Link {
     /// Keeps the output's bytes in the backlog until the receiver confirms them, so that a
@@ -217,7 +217,7 @@ impl Link {
         self.log.warn(format_args!(
             "{}: connected again after {} ({}); resuming at byte {at} ({} sent again)",
             self.name,
-            outage_words(outage),
+            span(outage),
             if tries == 1 { "1 try".into() } else { format!("{tries} tries") },
             byte_count(resent)
         ));
