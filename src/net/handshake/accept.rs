@@ -50,6 +50,85 @@ const LISTED_DROPS: usize = 20;
 /// sealed behind a tag of 16); anything much longer is not accel's.
 const LONGEST_HELLO: usize = 1024;
 
+/// Why a connection the listening side accepted was not taken for its peer, and was dropped;
+/// its words (`Display`) follow the connection's address in the warning that says so.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stranger {
+    /// It closed the connection before its first message.
+    ClosedBefore,
+    /// It closed the connection after its first message, before its Start frame.
+    ClosedDuring,
+    /// Its connection failed: how, in words.
+    Broken(String),
+    /// It sent no whole handshake within [`HANDSHAKE_PATIENCE`].
+    Silent,
+    /// It is not accel: it sent something else.
+    NotAccel,
+    /// Its first message is far longer than accel's.
+    TooLong,
+    /// It speaks another version of accel's protocol.
+    OtherVersion,
+    /// Its first message was made with another key.
+    WrongKey,
+    /// Its Hello, or the frame after it, is not one accel sends.
+    Malformed,
+    /// It goes on with a stream this side never had (the Welcome [`wire::UNKNOWN_STREAM`]).
+    UnknownStream,
+    /// It has another stream than this side's (the Welcome [`wire::BUSY`]).
+    Busy,
+    /// Its first message proved the key, but its Start frame failed authentication: altered,
+    /// or the handshake a recording.
+    Replayed,
+    /// The Noise state would not turn to transport (it cannot, once the handshake is read).
+    Handshake(String),
+    /// Too many connections at once, and it had come the least far ([`Pending::sent`]).
+    Crowded(&'static str),
+    /// No descriptor was left to accept more (the system's words), and it had come the least
+    /// far.
+    NoDescriptor(String, &'static str),
+}
+
+impl Stranger {
+    /// The Welcome that tells the connecting side why it is refused, when it is owed one.
+    fn welcome(&self) -> Option<u64> {
+        match self {
+            Stranger::UnknownStream => Some(wire::UNKNOWN_STREAM),
+            Stranger::Busy => Some(wire::BUSY),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Stranger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Stranger::ClosedBefore => f.write_str("closed the connection before the handshake"),
+            Stranger::ClosedDuring => f.write_str("closed the connection during the handshake"),
+            Stranger::Broken(why) | Stranger::Handshake(why) => f.write_str(why),
+            Stranger::Silent => {
+                write!(f, "no handshake within {}s", HANDSHAKE_PATIENCE.as_secs())
+            }
+            Stranger::NotAccel => {
+                f.write_str("not an accel sender (it sent something else; an accel --insecure?)")
+            }
+            Stranger::TooLong => f.write_str("not an accel sender (a handshake far too long)"),
+            Stranger::OtherVersion => f.write_str("speaks another version of accel's protocol"),
+            Stranger::WrongKey => f.write_str(WRONG_KEY),
+            Stranger::Malformed => f.write_str("a malformed handshake"),
+            Stranger::UnknownStream => {
+                f.write_str("asks to go on with a stream this receiver never had")
+            }
+            Stranger::Busy => f.write_str("a sender of another stream"),
+            Stranger::Replayed => f.write_str(
+                "the key matched, but the first frame failed authentication: it was altered on \
+                 the way, or the handshake replayed",
+            ),
+            Stranger::Crowded(sent) => write!(f, "too many connections at once, and {sent}"),
+            Stranger::NoDescriptor(why, sent) => write!(f, "{why} to accept more, and {sent}"),
+        }
+    }
+}
+
 /// A connection the receiver has accepted and not yet decided about.
 struct Pending {
     socket: Arc<Socket>,
@@ -94,9 +173,9 @@ enum Verdict {
     /// Not yet decided.
     Waiting,
     /// It proved it holds the key: the session.
-    Sender(Box<Channel>),
+    Proved(Box<Channel>),
     /// Dropped, for this reason.
-    Dropped(String),
+    Dropped(Stranger),
 }
 
 /// The connections a receiver has accepted and not yet decided about, and how many it has
@@ -127,8 +206,8 @@ enum Settled {
     Waiting,
     /// Dropped: another pending connection now holds its index.
     Gone,
-    /// The sender.
-    Sender(Arc<Socket>, Box<Channel>),
+    /// It proved it holds the key: the peer.
+    Proved(Arc<Socket>, Box<Channel>),
 }
 
 impl Lobby<'_> {
@@ -136,8 +215,8 @@ impl Lobby<'_> {
     fn settle(&mut self, index: usize, verdict: Verdict) -> Settled {
         match verdict {
             Verdict::Waiting => Settled::Waiting,
-            Verdict::Sender(channel) => {
-                Settled::Sender(self.pending.swap_remove(index).socket, channel)
+            Verdict::Proved(channel) => {
+                Settled::Proved(self.pending.swap_remove(index).socket, channel)
             }
             Verdict::Dropped(why) => {
                 self.drop_at(index, &why);
@@ -148,7 +227,7 @@ impl Lobby<'_> {
 
     /// Drops the connection at `index`, saying why (only the first [`LISTED_DROPS`]: a flood
     /// would bury everything else said).
-    fn drop_at(&mut self, index: usize, why: &str) {
+    fn drop_at(&mut self, index: usize, why: &Stranger) {
         let gone = self.pending.swap_remove(index);
         *self.dropped += 1;
         if *self.dropped <= LISTED_DROPS {
@@ -176,7 +255,7 @@ impl Lobby<'_> {
         });
         let index = self.pending.len() - 1;
         let verdict = hear(&mut self.pending[index], self.key, self.stream, self.stop);
-        if let Settled::Sender(socket, channel) = self.settle(index, verdict) {
+        if let Settled::Proved(socket, channel) = self.settle(index, verdict) {
             return Some((socket, channel));
         }
         self.make_room(source)
@@ -184,11 +263,11 @@ impl Lobby<'_> {
 
     /// Drops the least advanced connection, the oldest among equals, because `why` (no
     /// descriptor left for another).
-    fn shed(&mut self, why: &str) {
+    fn shed(&mut self, why: String) {
         let victim = (0..self.pending.len())
             .min_by_key(|&index| (self.pending[index].progress(), self.pending[index].since))
             .expect("one pending");
-        let why = format!("{why} to accept more, and {}", self.pending[victim].sent());
+        let why = Stranger::NoDescriptor(why, self.pending[victim].sent());
         self.drop_at(victim, &why);
     }
 
@@ -217,14 +296,11 @@ impl Lobby<'_> {
             let before = self.pending[victim].progress();
             let verdict = hear(&mut self.pending[victim], self.key, self.stream, self.stop);
             match self.settle(victim, verdict) {
-                Settled::Sender(socket, channel) => return Some((socket, channel)),
+                Settled::Proved(socket, channel) => return Some((socket, channel)),
                 Settled::Gone => continue,
                 Settled::Waiting if self.pending[victim].progress() > before => continue,
                 Settled::Waiting => {
-                    let why = format!(
-                        "too many connections at once, and {}",
-                        self.pending[victim].sent()
-                    );
+                    let why = Stranger::Crowded(self.pending[victim].sent());
                     self.drop_at(victim, &why);
                 }
             }
@@ -282,11 +358,11 @@ pub fn accept_sender(
             let verdict = if talking[index] {
                 hear(&mut lobby.pending[index], key, stream, stop)
             } else if lobby.pending[index].since.elapsed() >= HANDSHAKE_PATIENCE {
-                Verdict::Dropped(format!("no handshake within {}s", HANDSHAKE_PATIENCE.as_secs()))
+                Verdict::Dropped(Stranger::Silent)
             } else {
                 Verdict::Waiting
             };
-            if let Settled::Sender(socket, channel) = lobby.settle(index, verdict) {
+            if let Settled::Proved(socket, channel) = lobby.settle(index, verdict) {
                 return found(socket, channel, &lobby);
             }
         }
@@ -302,7 +378,7 @@ pub fn accept_sender(
                         if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
                             && !lobby.pending.is_empty() =>
                     {
-                        lobby.shed(&crate::words::describe(&e));
+                        lobby.shed(crate::words::describe(&e));
                         break;
                     }
                     Err(e) => return Err(format!("accept: {}", crate::words::describe(&e))),
@@ -368,11 +444,11 @@ fn hear(pending: &mut Pending, key: &Key, stream: Option<[u8; 16]>, stop: &Stop)
             let mut buf = [0u8; 2048];
             match pending.socket.read_now(&mut buf) {
                 Ok(Some(0)) => {
-                    return Verdict::Dropped("closed the connection before the handshake".into());
+                    return Verdict::Dropped(Stranger::ClosedBefore);
                 }
                 Ok(Some(n)) => got.extend_from_slice(&buf[..n]),
                 Ok(None) => return Verdict::Waiting,
-                Err(e) => return Verdict::Dropped(crate::words::describe(&e)),
+                Err(e) => return Verdict::Dropped(Stranger::Broken(crate::words::describe(&e))),
             }
             match answer_hello(&pending.socket, got, key, stream, stop) {
                 Ok(Some(channel)) => {
@@ -384,9 +460,9 @@ fn hear(pending: &mut Pending, key: &Key, stream: Option<[u8; 16]>, stop: &Stop)
             }
         }
         Stage::Confirm(channel) => match channel.read_sealed_now() {
-            Ok(Some(0)) => Verdict::Dropped("closed the connection during the handshake".into()),
+            Ok(Some(0)) => Verdict::Dropped(Stranger::ClosedDuring),
             Ok(_) => confirm(&mut pending.stage),
-            Err(e) => Verdict::Dropped(crate::words::describe(&e)),
+            Err(e) => Verdict::Dropped(Stranger::Broken(crate::words::describe(&e))),
         },
     }
 }
@@ -400,16 +476,12 @@ fn confirm(stage: &mut Stage) -> Verdict {
             let Stage::Confirm(channel) = std::mem::replace(stage, Stage::Hello(Vec::new())) else {
                 unreachable!("confirming")
             };
-            Verdict::Sender(channel)
+            Verdict::Proved(channel)
         }
-        Ok(Some(_)) => Verdict::Dropped("a malformed handshake".into()),
+        Ok(Some(_)) => Verdict::Dropped(Stranger::Malformed),
         // Its first message proved the key (or replayed one that did); only the session's
         // keys open this frame, so it was altered, or the handshake is a recording.
-        Err(_) => Verdict::Dropped(
-            "the key matched, but the first frame failed authentication: it was altered on the \
-             way, or the handshake replayed"
-                .into(),
-        ),
+        Err(_) => Verdict::Dropped(Stranger::Replayed),
     }
 }
 
@@ -420,20 +492,16 @@ fn answer_hello(
     key: &Key,
     stream: Option<[u8; 16]>,
     stop: &Stop,
-) -> Result<Option<Box<Channel>>, String> {
+) -> Result<Option<Box<Channel>>, Stranger> {
     let cipher = match wire::read_preamble(&got[..got.len().min(PREAMBLE_LEN)]) {
-        Preamble::Foreign => {
-            return Err("not an accel sender (it sent something else; an accel --insecure?)".into());
-        }
+        Preamble::Foreign => return Err(Stranger::NotAccel),
         _ if got.len() < PREAMBLE_LEN + 2 => return Ok(None),
-        Preamble::OtherVersion => {
-            return Err("speaks another version of accel's protocol".into());
-        }
+        Preamble::OtherVersion => return Err(Stranger::OtherVersion),
         Preamble::Accel(cipher) => cipher,
     };
     let len = usize::from(u16::from_be_bytes([got[PREAMBLE_LEN], got[PREAMBLE_LEN + 1]]));
     if len > LONGEST_HELLO {
-        return Err("not an accel sender (a handshake far too long)".into());
+        return Err(Stranger::TooLong);
     }
     let Some(message) = got.get(PREAMBLE_LEN + 2..PREAMBLE_LEN + 2 + len) else {
         return Ok(None);
@@ -445,35 +513,33 @@ fn answer_hello(
         let mut refusal = wire::preamble(cipher).to_vec();
         refusal.extend_from_slice(&[0, 0]);
         let _ = socket.write_all(&refusal, stop, Some(Instant::now() + Duration::from_secs(1)));
-        return Err(WRONG_KEY.into());
+        return Err(Stranger::WrongKey);
     };
-    let hello = Hello::decode(&payload[..n]).ok_or("a malformed handshake")?;
+    let hello = Hello::decode(&payload[..n]).ok_or(Stranger::Malformed)?;
     // A first connection starts a stream; a reconnection goes on with ours. A stream exists
     // from the moment its first session is confirmed, at the sender's end too: when the
     // connection dropped before that frame came, the sender comes back going on with a
     // stream this receiver never had, from byte 0, which is a stream that starts now. Any
     // further on, the stream was another receiver's (this one was restarted).
     let refusal = match stream {
-        None if hello.resuming && hello.offset > 0 => {
-            Some((wire::UNKNOWN_STREAM, "asks to go on with a stream this receiver never had"))
-        }
-        Some(ours) if hello.stream != ours || !hello.resuming => {
-            Some((wire::BUSY, "a sender of another stream"))
-        }
+        None if hello.resuming && hello.offset > 0 => Some(Stranger::UnknownStream),
+        Some(ours) if hello.stream != ours || !hello.resuming => Some(Stranger::Busy),
         _ => None,
     };
-    let welcome = refusal.map_or(0, |(welcome, _)| welcome);
+    let welcome = refusal.as_ref().and_then(Stranger::welcome).unwrap_or(0);
     let mut message = vec![0u8; wire::MAX_MESSAGE];
     let len2 = noise.write_message(&welcome.to_be_bytes(), &mut message).expect("a short message");
     let mut answer = wire::preamble(cipher).to_vec();
     answer.extend_from_slice(&(len2 as u16).to_be_bytes());
     answer.extend_from_slice(&message[..len2]);
     let deadline = Instant::now() + HANDSHAKE_PATIENCE;
-    socket.write_all(&answer, stop, Some(deadline)).map_err(|e| crate::words::describe(&e))?;
-    if let Some((_, why)) = refusal {
-        return Err(why.into());
+    let answered = socket.write_all(&answer, stop, Some(deadline));
+    answered.map_err(|e| Stranger::Broken(crate::words::describe(&e)))?;
+    if let Some(refusal) = refusal {
+        return Err(refusal);
     }
-    let noise = noise.into_transport_mode().map_err(|e| format!("handshake: {e}"))?;
+    let noise = noise.into_transport_mode();
+    let noise = noise.map_err(|e| Stranger::Handshake(format!("handshake: {e}")))?;
     let leftover = &got[PREAMBLE_LEN + 2 + len..];
     let mut channel = Channel::new(Arc::clone(socket), noise, leftover);
     channel.opened_by(&hello);

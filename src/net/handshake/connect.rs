@@ -15,8 +15,9 @@ use crate::net::socket::Socket;
 use crate::net::wire::{self, Cipher, Hello, Kind, PREAMBLE_LEN, Preamble};
 use crate::stop::Stop;
 
-/// Why a sender's handshake failed; its words (`Display`) are what the user reads after
-/// `accel: HOST:PORT: `. Whether another try may do better is the variant's, not the words'.
+/// Why the connecting side's handshake failed (today always the sender's); its words
+/// (`Display`) are what the user reads after `accel: HOST:PORT: `. Whether another try may do
+/// better is the variant's, not the words'.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Failure {
     /// The receiver did not answer before the deadline.
@@ -88,7 +89,7 @@ impl std::fmt::Display for Failure {
     }
 }
 
-/// The sender's first handshake message, made before it connects: the moment the
+/// The connecting side's first handshake message, made before it connects: the moment the
 /// connection is up, the message follows, so that a receiver busy with a flood of silent
 /// connections sees this one speak at once (the key exchange takes a while in a debug build).
 pub struct Opening {
@@ -117,10 +118,10 @@ impl Opening {
 /// never, and the deadline is tens of seconds away.
 const QUIET_HINT: Duration = Duration::from_secs(3);
 
-/// The sender's handshake, `opening`, on a connected `socket`: on success, the session, whose
-/// Start frame has been sent. On a first connection, `hint` names the receiver as typed and
-/// where to say that it has not answered yet, and what that may mean; a receiver that is
-/// reconnected to answered before, so nothing is said then.
+/// The connecting side's handshake, `opening`, on a connected `socket`: on success, the
+/// session, whose Start frame has been sent. On a first connection, `hint` names the receiver
+/// as typed and where to say that it has not answered yet, and what that may mean; a
+/// receiver that is reconnected to answered before, so nothing is said then.
 pub fn initiate(
     opening: Opening,
     socket: Socket,

@@ -13,7 +13,7 @@
 mod accept;
 mod connect;
 
-pub use accept::accept_sender;
+pub use accept::{Stranger, accept_sender};
 pub use connect::{Failure, Opening, initiate};
 
 /// The wrong key, in the words both ends use.
