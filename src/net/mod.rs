@@ -92,9 +92,10 @@ pub const EAGER_EVERY: Duration = Duration::from_millis(1);
 /// See [`EAGER_EVERY`].
 const EAGER_ROUNDS: u32 = 50;
 
-/// What the command line asks of the network.
+/// How this accel meets its peers, as the command line says: the sender it waits for
+/// (`--from`), the key that proves both ends, and how long it waits, tries, and resumes.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Settings {
+pub struct Peering {
     /// `--from`: receive the input from a sender. (Each `--to` is one of the run's outputs,
     /// given to [`Network::open`].)
     pub from: Option<Address>,
@@ -113,9 +114,9 @@ pub struct Settings {
     pub resume: Resume,
 }
 
-impl Default for Settings {
-    fn default() -> Settings {
-        Settings {
+impl Default for Peering {
+    fn default() -> Peering {
+        Peering {
             from: None,
             key_file: None,
             key_file_from_env: false,
@@ -266,13 +267,13 @@ impl Network {
     /// Reads the key, resolves each receiver's name and binds the receiver's sockets: what
     /// can fail before anything else happens.
     pub fn open(
-        settings: &Settings,
+        peering: &Peering,
         to: &[&Address],
         log: &Arc<Log>,
     ) -> Result<Network, SetupError> {
-        let key = match &settings.key_file {
+        let key = match &peering.key_file {
             Some(path) => Some(Key::read(path).map(Arc::new).map_err(|why| {
-                let named = if settings.key_file_from_env {
+                let named = if peering.key_file_from_env {
                     format!("{}={}", key::ENV, path.display())
                 } else {
                     format!("--key-file {}", path.display())
@@ -281,17 +282,17 @@ impl Network {
             })?),
             None => None,
         };
-        let secure = !settings.insecure;
+        let secure = !peering.insecure;
         let mut outputs = Vec::new();
         for &address in to {
             let resolved = address.resolve().map_err(|e| {
                 SetupError::Unreached(format!("{address}: {}; nothing was sent", describe(&e)))
             })?;
             let name = address.to_string();
-            let link = Link::new(Role::Sender, secure, name, settings.resume, Arc::clone(log));
+            let link = Link::new(Role::Sender, secure, name, peering.resume, Arc::clone(log));
             outputs.push(Output { address: address.clone(), resolved, link });
         }
-        let input = match &settings.from {
+        let input = match &peering.from {
             None => None,
             Some(address) => Some(Input {
                 listeners: bind(address, log)?,
@@ -300,13 +301,13 @@ impl Network {
                     Role::Receiver,
                     secure,
                     address.to_string(),
-                    settings.resume,
+                    peering.resume,
                     Arc::clone(log),
                 ),
-                accept_timeout: settings.accept_timeout,
+                accept_timeout: peering.accept_timeout,
             }),
         };
-        Ok(Network { key, input, outputs, received: None, connect_for: settings.connect_for })
+        Ok(Network { key, input, outputs, received: None, connect_for: peering.connect_for })
     }
 
     /// The input's link, with `--from`.
