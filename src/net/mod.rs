@@ -266,11 +266,7 @@ struct Output {
 impl Network {
     /// Reads the key, resolves each receiver's name and binds the receiver's sockets: what
     /// can fail before anything else happens.
-    pub fn open(
-        peering: &Peering,
-        to: &[&Address],
-        log: &Arc<Log>,
-    ) -> Result<Network, SetupError> {
+    pub fn open(peering: &Peering, to: &[&Address], log: &Arc<Log>) -> Result<Network, SetupError> {
         let key = match &peering.key_file {
             Some(path) => Some(Key::read(path).map(Arc::new).map_err(|why| {
                 let named = if peering.key_file_from_env {

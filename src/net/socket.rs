@@ -8,7 +8,11 @@
 //! even while nothing is being sent (see [`tune`]). The receive buffer is left to the kernel's
 //! autotuning, which grows it to the path's bandwidth-delay product (up to 32 MiB here); a
 //! sender's send buffer is set as large as may be where that beats autotuning's ceiling
-//! (`sys::widen_send_buffer`, with the measurement behind it).
+//! ([`Socket::widen_send_buffer`], with the measurement behind it in `sys`), by the sender,
+//! whichever side connected.
+//!
+//! What is TCP's alone is set where a socket is made ([`connect`], [`accept`]): the options
+//! of [`tune`], and the peer's address; a [`Socket`]'s I/O asks nothing of TCP.
 
 use std::io;
 use std::net::SocketAddr;
@@ -140,6 +144,13 @@ impl Socket {
             && fds[0].revents().contains(PollFlags::OUT)
     }
 
+    /// Makes its send buffer as large as may be set, where that beats autotuning's ceiling
+    /// (`sys::widen_send_buffer`): for the side that sends the stream, whichever side
+    /// connected.
+    pub fn widen_send_buffer(&self) {
+        crate::sys::widen_send_buffer(self.fd());
+    }
+
     /// Ends the connection both ways, waking whoever waits on it; best effort.
     pub fn shut_down(&self) {
         let _ = rustix::net::shutdown(&self.fd, rustix::net::Shutdown::Both);
@@ -165,7 +176,6 @@ pub fn connect(address: SocketAddr, stop: &Stop, deadline: Instant) -> io::Resul
         Err(e) => return Err(e.into()),
     }
     tune(&fd);
-    crate::sys::widen_send_buffer(fd.as_fd());
     Ok(Socket { fd, peer: address })
 }
 

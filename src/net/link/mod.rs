@@ -340,8 +340,12 @@ impl Link {
         Ok(session)
     }
 
-    /// Establishes the link on its first connection, to the stream `stream`.
+    /// Establishes the link on its first connection: its socket, and the session over it
+    /// (none over plain TCP). A sender's socket gets the widest send buffer.
     pub(super) fn establish(&self, socket: Arc<Socket>, channel: Option<Channel>) {
+        if self.role == Role::Sender {
+            socket.widen_send_buffer();
+        }
         assert!(self.socket.set(socket).is_ok(), "a link is established once");
         let mut session = self.lock();
         if let Some(mut channel) = channel {
