@@ -92,7 +92,7 @@ impl Socket {
         }
     }
 
-    /// Writes some of `buf` (at least a byte), waiting for room as long as it takes, until the
+    /// Writes some of `buf` (at least a byte), waiting for space as long as it takes, until the
     /// run's `stop`. `MSG_NOSIGNAL`: a peer that has gone is an error here, never a SIGPIPE.
     pub fn write(&self, buf: &[u8], stop: &Stop) -> io::Result<usize> {
         match self.send(buf, stop, None)? {
@@ -116,7 +116,7 @@ impl Socket {
         Ok(())
     }
 
-    /// One `send`, as on a blocking socket, waiting for room until `deadline` at most.
+    /// One `send`, as on a blocking socket, waiting for space until `deadline` at most.
     fn send(&self, buf: &[u8], stop: &Stop, deadline: Option<Instant>) -> io::Result<usize> {
         stop::blocking(self.fd(), PollFlags::OUT, stop, deadline, || {
             rustix::net::send(&self.fd, buf, SendFlags::NOSIGNAL)
@@ -136,7 +136,7 @@ impl Socket {
         }
     }
 
-    /// Whether a short write would go at once (there is room to send).
+    /// Whether a short write would go at once (there is space to send).
     pub fn writable_now(&self) -> bool {
         let mut fds = [rustix::event::PollFd::new(&self.fd, PollFlags::OUT)];
         let now = rustix::event::Timespec { tv_sec: 0, tv_nsec: 0 };
@@ -191,7 +191,7 @@ pub fn listen(address: SocketAddr, both_families: bool) -> io::Result<OwnedFd> {
     }
     rustix::net::bind(&fd, &address)?;
     // A deep queue (the system caps it at `net.core.somaxconn`): under a flood of
-    // connections, the sender's must find room (see `handshake::Lobby`).
+    // connections, the sender's must find a place (see `handshake::Lobby`).
     rustix::net::listen(&fd, 4096)?;
     Ok(fd)
 }

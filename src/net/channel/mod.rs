@@ -13,7 +13,7 @@
 //! Confirmations go the other way: while the stream goes, the receiver says how many bytes
 //! its outputs have taken ([`Channel::deliver`]), and once they have taken them all after the
 //! End, it sends the Ack ([`Channel::acknowledge_end`]). The sender takes them in as it sends
-//! (between batches, and while it waits for room to send), so that at any failure it knows
+//! (between batches, and while it waits for space to send), so that at any failure it knows
 //! what was delivered, and after its End it waits for the Ack ([`Channel::end_stream`]).
 //!
 //! One type for both sides, since a session is the same thing at both ends until it carries
@@ -236,7 +236,7 @@ impl Channel {
     }
 
     /// Writes the outgoing batch; `listening` (the sending side), takes in the receiver's
-    /// confirmations while it waits for room, so that a sender held up by its receiver still
+    /// confirmations while it waits for space, so that a sender held up by its receiver still
     /// learns what the receiver delivered. Any failure leaves the channel broken.
     fn write_out(
         &mut self,
@@ -328,7 +328,7 @@ impl Channel {
     }
 
     /// Moves the sealed bytes not yet opened to the front of the buffer; returns where the
-    /// room after them starts.
+    /// space after them starts.
     fn unread_to_front(&mut self) -> usize {
         if self.unread.start > 0 {
             self.incoming.copy_within(self.unread.clone(), 0);
@@ -338,8 +338,8 @@ impl Channel {
     }
 
     /// Opens the next complete frame, if one has arrived: a Data payload lands at the start of
-    /// `room` when its whole message fits there, else in the pending plaintext.
-    pub fn open_next(&mut self, room: &mut [u8]) -> io::Result<Option<Frame>> {
+    /// `buf` when its whole message fits there, else in the pending plaintext.
+    pub fn open_next(&mut self, buf: &mut [u8]) -> io::Result<Option<Frame>> {
         let unread = &self.incoming[self.unread.clone()];
         let length = |at: usize| {
             unread.get(at..at + 2).map(|b| usize::from(u16::from_be_bytes([b[0], b[1]])))
@@ -356,14 +356,14 @@ impl Channel {
             return Ok(None);
         };
         let sealed = &unread[2..2 + len];
-        let into_room = room.len() >= len;
+        let into_buf = buf.len() >= len;
         let mut incoming = Incoming {
             noise: &mut self.noise,
             received: &mut self.received_messages,
             rekey_every: self.rekey_every,
         };
-        let payload = if into_room {
-            incoming.open(sealed, room)
+        let payload = if into_buf {
+            incoming.open(sealed, buf)
         } else {
             // Only opened when everything pending was handed out.
             self.pending = 0..0;
@@ -389,7 +389,7 @@ impl Channel {
                 format!("a frame of an unknown kind from {}", self.socket.peer()),
             ));
         };
-        let plaintext = if into_room { &room[..payload] } else { &self.scratch[..payload] };
+        let plaintext = if into_buf { &buf[..payload] } else { &self.scratch[..payload] };
         Ok(Some(match kind {
             Kind::Data => {
                 if offset != self.offset {
@@ -399,7 +399,7 @@ impl Channel {
                     ));
                 }
                 self.offset += payload as u64;
-                if !into_room {
+                if !into_buf {
                     self.pending = 0..payload;
                 }
                 Frame::Data(payload)

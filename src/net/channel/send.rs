@@ -1,5 +1,5 @@
 //! The sending side of a session: the stream's bytes sealed into Data frames, the End, and
-//! the receiver's confirmations heard (between batches, while waiting for room to send, and
+//! the receiver's confirmations heard (between batches, while waiting for space to send, and
 //! after the End until the Ack); a new session told where to go on (the Resume frame).
 
 use std::io;
@@ -90,7 +90,7 @@ impl Channel {
     }
 
     /// Asks the receiver to say what it has delivered (sending side): a heartbeat, sent
-    /// as data is, waiting for room until the run's `stop`.
+    /// as data is, waiting for space until the run's `stop`.
     pub fn ask(&mut self, stop: &Stop) -> io::Result<()> {
         self.sending.awaits_count = true;
         self.seal(Kind::Heartbeat, self.offset, &[]);

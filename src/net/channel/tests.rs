@@ -26,9 +26,9 @@ fn session(cipher: Cipher, sender: Socket, receiver: Socket) -> (Channel, Channe
     (ends(sender, initiator), ends(receiver, responder))
 }
 
-/// Everything the receiver gets until the end, reading into `room`-byte buffers.
-fn receive_all(receiver: &mut Channel, room: usize) -> io::Result<Vec<u8>> {
-    let (mut got, mut buf) = (Vec::new(), vec![0u8; room]);
+/// Everything the receiver gets until the end, reading into `size`-byte buffers.
+fn receive_all(receiver: &mut Channel, size: usize) -> io::Result<Vec<u8>> {
+    let (mut got, mut buf) = (Vec::new(), vec![0u8; size]);
     loop {
         match receiver.receive(&mut buf, &Stop::default())? {
             0 => return Ok(got),
@@ -54,7 +54,7 @@ fn data(len: usize) -> Vec<u8> {
 
 #[test]
 fn a_stream_arrives_whole_and_its_end_is_confirmed() {
-    for (cipher, piece, room) in
+    for (cipher, piece, size) in
         [(Cipher::AesGcm, 300_000, 1 << 20), (Cipher::ChaChaPoly, 70_000, 1000)]
     {
         let (near, far) = socket::pair();
@@ -62,7 +62,7 @@ fn a_stream_arrives_whole_and_its_end_is_confirmed() {
         let sent = data(1_000_003);
         let expected = sent.clone();
         let sending = thread::spawn(move || send_all(sender, sent, piece));
-        let got = receive_all(&mut receiver, room).unwrap();
+        let got = receive_all(&mut receiver, size).unwrap();
         assert_eq!(got.len(), expected.len(), "{cipher:?}");
         assert!(got == expected, "{cipher:?}: the bytes differ");
         receiver.acknowledge_end().unwrap();

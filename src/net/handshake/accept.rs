@@ -243,7 +243,7 @@ impl Lobby<'_> {
         }
     }
 
-    /// Takes a new connection: reads what it has sent, then makes room if there are too
+    /// Takes a new connection: reads what it has sent, then thins the lobby out if there are too
     /// many.
     fn admit(&mut self, socket: Socket) -> Option<(Arc<Socket>, Box<Channel>)> {
         let source = socket.peer().ip().to_canonical();
@@ -258,7 +258,7 @@ impl Lobby<'_> {
         if let Settled::Proved(socket, channel) = self.settle(index, verdict) {
             return Some((socket, channel));
         }
-        self.make_room(source)
+        self.thin_out(source)
     }
 
     /// Drops the least advanced connection, the oldest among equals, because `why` (no
@@ -274,7 +274,7 @@ impl Lobby<'_> {
     /// Drops connections while `source` holds more than [`MOST_PER_SOURCE`], or all of
     /// them are more than [`MOST_PENDING`]: the least advanced first. Each is read once more
     /// before it goes, in case its handshake arrived meanwhile.
-    fn make_room(&mut self, source: IpAddr) -> Option<(Arc<Socket>, Box<Channel>)> {
+    fn thin_out(&mut self, source: IpAddr) -> Option<(Arc<Socket>, Box<Channel>)> {
         loop {
             let mut per_source: HashMap<IpAddr, usize> = HashMap::new();
             for pending in &self.pending {
