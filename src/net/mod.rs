@@ -19,14 +19,16 @@
 //!   or a port in use is said before anything else happens. Each peer is a [`Link`], still
 //!   unconnected, which the run makes an endpoint like any other.
 //! - [`Network::establish`], once signals are handled and before the clock starts: connects
-//!   and handshakes ([`handshake`]); the receiver waits (until `--accept-timeout`) for the
-//!   first connection that proves it holds the key, dropping any other.
+//!   (`dial.rs`: tried again while the receiver refuses, for `--connect-for`) and handshakes
+//!   ([`handshake`]); the receiver waits (until `--accept-timeout`) for the first connection
+//!   that proves it holds the key, dropping any other. Each secure peer's [`Link`] is then
+//!   tended by a thread of its own, which gets a dropped connection back ([`link`]).
 //! - The run: the engine reads and writes the endpoints as it does any other. A plain peer
 //!   (`--insecure`) is accel's own O_NONBLOCK socket, read, written and spliced like a pipe;
 //!   an encrypted peer reads and writes through its [`channel`], so through memory.
 //! - The end of the stream is part of the run: once a network output has every byte and the
 //!   input ended cleanly, its own thread sends the End frame with the byte count and waits
-//!   for the receiver's Ack ([`Link::finish`]), each output on its own, under the stall
+//!   for the receiver's Ack ([`Link::end_stream`]), each output on its own, under the stall
 //!   watchdog and the signals like any other wait. After the run, the receiver of a stream
 //!   that did not end cleanly is told why it stops ([`Link::abort`]); the words are the run's
 //!   to choose. The receiver's input ends cleanly only at an End whose count matches; a
@@ -35,7 +37,7 @@
 //!   bytes its outputs have taken ([`Confirming`], at most every [`DELIVERED_EVERY`]), and
 //!   it sends the Ack only once they have taken every byte ([`Link::acknowledge_end`]). The
 //!   sender counts as delivered only what was confirmed; the rest it calls sent
-//!   ([`Delivery`]). Plain TCP (`--insecure`) has no frames, so nothing is confirmed there.
+//!   ([`Delivery`](crate::meter::Delivery)). Plain TCP (`--insecure`) has no frames, so nothing is confirmed there.
 //!
 //! Failures before the run (name not found, refused, unreachable, no answer, wrong key, port
 //! in use, no sender in time) end accel with status 6 before a byte is read; failures during

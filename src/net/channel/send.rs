@@ -250,7 +250,7 @@ impl Channel {
 }
 
 /// The receiver's word that it stops (its run failed): the stream cannot go on, so not an
-/// error of a kind that counts as a drop ([`super::is_drop`]).
+/// error of a kind that counts as a drop ([`is_drop`](crate::net::is_drop)).
 fn receiver_stopped(sent: u64, why: &str) -> io::Error {
     io::Error::other(format!(
         "the receiver stopped after {} were sent: {}",
