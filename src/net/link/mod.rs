@@ -23,8 +23,11 @@
 //! Plain TCP (`--insecure`) has no offsets: its link is its one socket, and a drop is the
 //! end of the run, as it always was.
 //!
-//! This file is the link and what outlives a connection ([`Session`]'s counts, the outage);
-//! [`send`] is the output's side (writing, the end of the stream), [`receive`] the input's
+//! Today the sender is the side that connects and the receiver the side that listens; in
+//! the code, what an end of the stream does (its [`Role`]) and how a dropped connection comes
+//! back ([`Reconnect`]) are apart. This file is the link and what outlives a connection
+//! ([`Session`]'s counts, the outage); [`send`] is the output's side (writing, the end of the
+//! stream, the sender's round of tending, going on after a drop), [`receive`] the input's
 //! (reading, the confirmations, taking the sender back), [`tend`] the thread that tends the
 //! link and gets its connection back.
 
