@@ -4,8 +4,8 @@
 //! tries ([`Pauses`]).
 //!
 //! Which side connects is not which side sends: a Dialer connects and handshakes (it speaks
-//! first: see `handshake.rs`), and what the new session then says (where the stream goes on)
-//! is the caller's, given as `settle`. Today only a sender dials.
+//! first: see `handshake/connect.rs`), and what the new session then says (where the stream
+//! goes on) is the caller's, given as `settle`. Today only a sender dials.
 
 use std::io;
 use std::net::SocketAddr;
