@@ -10,7 +10,7 @@ use crate::endpoint::open::Existing;
 use crate::engine::digest::Algorithm;
 use crate::engine::{OutputErrors, Preference};
 use crate::net::{self, address::Address};
-use crate::watch::{JsonTarget, Look, Progress};
+use crate::watch::{JsonTarget, Look, Visibility};
 
 /// The default buffer size, as `--help` shows it.
 pub const DEFAULT_SIZE: u64 = 32 << 20;
@@ -45,7 +45,7 @@ pub struct Config {
     /// Which data path to prefer.
     pub engine: Preference,
     /// Whether and when to draw the progress line.
-    pub progress: Progress,
+    pub progress: Visibility,
     /// Print the report at the end.
     pub stats: bool,
     /// Print nothing but errors.
@@ -159,7 +159,7 @@ impl Default for Config {
             hash_file: None,
             size: DEFAULT_SIZE as usize,
             engine: Preference::Auto,
-            progress: Progress::Off,
+            progress: Visibility::Off,
             stats: false,
             quiet: false,
             json: None,
