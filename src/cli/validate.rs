@@ -368,7 +368,7 @@ fn parse_level(text: &str) -> Result<Level, String> {
 
 /// `--from`, `--key-file` (or `ACCEL_KEY_FILE`), `--insecure`, `--accept-timeout`,
 /// `--connect-for`, `--reconnect-for`, `--heartbeat`.
-fn network_settings(cli: &Cli) -> Result<net::Settings, ConfigError> {
+fn network_settings(cli: &Cli) -> Result<net::Peering, ConfigError> {
     let from = match &cli.from {
         None => None,
         Some(text) => Some(Address::parse(text, true).map_err(|reason| ConfigError {
@@ -433,7 +433,7 @@ fn network_settings(cli: &Cli) -> Result<net::Settings, ConfigError> {
         Some(zero) if zero.parse::<f64>() == Ok(0.0) => Duration::ZERO,
         _ => duration_option("--connect-for", &cli.connect_for)?.unwrap_or(net::CONNECT_FOR),
     };
-    Ok(net::Settings {
+    Ok(net::Peering {
         from,
         key_file,
         key_file_from_env,

@@ -19,8 +19,8 @@ use crate::sys;
 /// is queued as usual). With nothing queued the output thread has nothing under way, so order
 /// is kept. A line crosses with one wakeup instead of two, and a copy into an output that
 /// keeps up runs in one thread, as `cat`'s does. Never past what only the output thread keeps
-/// ([`Flow::output_thread_only`]), into another program's writer or a network link, or where
-/// a hash or a second output reads the same bytes.
+/// ([`Flow::output_thread_only`]), into another program's writer or a peer on another host,
+/// or where a hash or a second output reads the same bytes.
 #[derive(Debug)]
 pub struct Bypass {
     /// The output has not refused a write that never waits.
@@ -59,7 +59,7 @@ impl Bypass {
     /// descriptor.
     pub fn new(outputs: &[Endpoint], readers: usize) -> Option<Bypass> {
         let [output] = outputs else { return None };
-        let plain = output.as_stream().is_none() && output.link().is_none();
+        let plain = output.as_stream().is_none() && !output.is_remote();
         if readers != 1 || !plain {
             return None;
         }

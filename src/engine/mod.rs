@@ -344,11 +344,11 @@ fn choose(preference: Preference, plan: &Plan) -> EngineKind {
     let splices = plan.input.can_splice_from() && plan.outputs[0].can_splice_to();
     // A secure peer is read and written through memory; and a pipe's bytes, read once,
     // could not be sent again after a dropped connection.
-    let secure = |endpoint: &Endpoint| endpoint.link().is_some_and(|link| link.is_secure());
-    let secure_peer = secure(&plan.input) || plan.outputs.iter().any(secure);
+    let memory_only =
+        plan.input.through_memory_only() || plan.outputs.iter().any(Endpoint::through_memory_only);
     match preference {
         Preference::Copy => EngineKind::Copy,
-        _ if !sys::CAN_SPLICE || !single_reader || secure_peer => EngineKind::Copy,
+        _ if !sys::CAN_SPLICE || !single_reader || memory_only => EngineKind::Copy,
         Preference::Splice => EngineKind::Splice,
         Preference::Auto if splices => EngineKind::Splice,
         Preference::Auto => EngineKind::Copy,

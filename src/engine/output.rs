@@ -18,9 +18,8 @@ use super::spill::{self, PassError};
 use super::splice::PipeWriter;
 use super::{Block, Failure, Flow, InputEnd, Route};
 use crate::backlog::{Front, Reader};
-use crate::endpoint::{Endpoint, FdKind};
+use crate::endpoint::{Endpoint, FdKind, resumed_at};
 use crate::log::{Log, Once};
-use crate::net::resumed_at;
 
 /// How long a network output, having just sent, lets small pieces coalesce before it sends
 /// again (at most; it sends as soon as [`COALESCE_BYTES`] are there). A producer that writes a
@@ -49,23 +48,21 @@ pub fn write_all(
     sync: bool,
     input: &InputEnd,
 ) -> Result<(), Failure> {
-    if let Some(link) = output.link().filter(|link| link.resumes()) {
-        link.keep_until_confirmed(reader.keep());
-    }
+    output.keep_until_confirmed(&reader);
     let mut pacer = Pacer::new(&flow.limits.output);
     let written = loop {
         let written = match flow.block {
             None => write_as_it_comes(output, &mut reader, route, &mut pacer),
             Some(block) => write_blocks(output, &mut reader, block, &mut pacer, route),
         }
-        // A link that gave up stops its reader, which then finds no more data.
-        .and_then(|()| match output.link().and_then(|link| link.failure()) {
+        // A peer that gave up stops its reader, which then finds no more data.
+        .and_then(|()| match output.gave_up() {
             Some(error) => Err(Failure::Io(error)),
             None => end_stream(output, input, &route.log),
         });
         if let Err(Failure::Io(error)) = &written {
-            // The connection is back: the reader goes on where the receiver said (the link
-            // told it so) at its next look for data.
+            // The connection is back: the reader goes on where the receiver said (the
+            // endpoint sent it back there) at its next look for data.
             if resumed_at(error).is_some() {
                 continue;
             }
@@ -85,12 +82,14 @@ pub fn write_all(
 }
 
 /// A network output's last step, once it has sent every byte: when the input ended
-/// cleanly, the end of the stream and the receiver's confirmation of it (`Link::end_stream`),
-/// this output's own work, so that a frozen receiver holds up no other output, and the run's
-/// stop (a stall, a signal) cuts the wait short like any other. (A stream that did not end
-/// cleanly is aborted after the run, saying why.)
+/// cleanly, the end of the stream and the receiver's confirmation of it
+/// ([`Endpoint::end_stream`]), this output's own work, so that a frozen receiver holds up no
+/// other output, and the run's stop (a stall, a signal) cuts the wait short like any other.
+/// (A stream that did not end cleanly is aborted after the run, saying why.)
 fn end_stream(output: &Endpoint, input: &InputEnd, log: &Log) -> Result<(), Failure> {
-    let Some(link) = output.link() else { return Ok(()) };
+    if !output.is_remote() {
+        return Ok(());
+    }
     let interrupted = || Failure::Io(io::ErrorKind::Interrupted.into());
     match input.wait(output.stop()) {
         None => Err(interrupted()),
@@ -100,7 +99,7 @@ fn end_stream(output: &Endpoint, input: &InputEnd, log: &Log) -> Result<(), Fail
                 "{}: every byte sent; ending the stream, waiting for the receiver's confirmation",
                 output.name
             ));
-            link.end_stream(output.stop()).map_err(|error| match output.stop().requested() {
+            output.end_stream().map_err(|error| match output.stop().requested() {
                 true => interrupted(),
                 false => Failure::Io(error),
             })
@@ -119,7 +118,7 @@ fn write_as_it_comes(
     let mut scratch = Vec::new();
     // A program's writer (the library) too: a caller's small writes into a write-behind
     // buffer would otherwise wake this thread once each.
-    let coalesces = output.link().is_some() || output.kind == FdKind::Stream;
+    let coalesces = output.is_remote() || output.kind == FdKind::Stream;
     let mut coalesce_until = None;
     let mut drain = Drain::new(output);
     let mut taken = 0;

@@ -75,7 +75,7 @@ pub struct Config {
     /// The descriptor progress goes to instead of stderr (`--progress-fd`).
     pub progress_fd: Option<i32>,
     /// `--from`, the key, `--insecure`, `--accept-timeout` (each `--to` is in `outputs`).
-    pub net: net::Settings,
+    pub net: net::Peering,
 }
 
 /// Flow control as given; the percentages are of the buffer, resolved once its size is
@@ -174,7 +174,7 @@ impl Default for Config {
             numeric: false,
             interval: None,
             progress_fd: None,
-            net: net::Settings::default(),
+            net: net::Peering::default(),
         }
     }
 }

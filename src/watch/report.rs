@@ -14,7 +14,7 @@ use crate::size::{Bytes, share};
 use crate::watch::Names;
 use crate::watch::control::show_rate;
 use crate::watch::line::{average_input, average_output, per_second, rate};
-use crate::words::{byte_count, duration};
+use crate::words::{byte_count, span};
 
 /// What a Linux pipe holds by default: 16 pages of 4 KiB. A buffer that never held more did
 /// nothing a plain `|` would not have done.
@@ -355,12 +355,6 @@ fn peak_held(snapshot: &Snapshot) -> String {
         Bytes(snapshot.capacity),
         Bytes(snapshot.peak_disk)
     )
-}
-
-/// A span of time as the report shows it: tenths of a second under a minute, where waits are
-/// usually short and `0:00:00` would hide them; `h:mm:ss` beyond.
-fn span(d: Duration) -> String {
-    if d < Duration::from_secs(60) { format!("{:.1} s", d.as_secs_f64()) } else { duration(d) }
 }
 
 /// How much of a run of `elapsed` the wait `part` took, as [`share`] says it.
