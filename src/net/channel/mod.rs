@@ -440,4 +440,4 @@ fn unexpected(frame: &Frame) -> io::Error {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

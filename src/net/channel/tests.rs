@@ -11,7 +11,7 @@ use crate::net::socket;
 use crate::net::wire::Cipher;
 
 /// A session's two ends, as a handshake would leave them, over `sender` and `receiver`.
-fn session(cipher: Cipher, sender: Socket, receiver: Socket) -> (Channel, Channel) {
+pub(crate) fn session(cipher: Cipher, sender: Socket, receiver: Socket) -> (Channel, Channel) {
     let key = Key::generate().unwrap();
     let mut initiator = wire::handshake(cipher, &key, true);
     let mut responder = wire::handshake(cipher, &key, false);

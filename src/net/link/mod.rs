@@ -40,7 +40,7 @@ pub(super) use tend::{Listening, Reconnect};
 use std::fmt;
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError, TryLockError};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
@@ -55,6 +55,10 @@ use crate::words::{byte_count, describe, duration};
 
 /// Heartbeats a peer may miss before the path counts as dead.
 pub const SILENT_BEATS: u32 = 4;
+
+/// How long the words after a run (the Abort, the end of tending) wait for the session that
+/// another thread holds.
+const ABORT_PATIENCE: Duration = Duration::from_secs(1);
 
 /// The least a try to connect again waits for its answer (see [`Resume::try_patience`]).
 const LEAST_TRY: Duration = Duration::from_secs(1);
@@ -251,6 +255,21 @@ impl Link {
         self.session.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// The session, unless another thread holds it for longer than `patience`: one of the
+    /// run's that never ended may hold it for ever, so the last words after a run do not wait
+    /// for it (a tending round holds it for microseconds).
+    fn lock_within(&self, patience: Duration) -> Option<MutexGuard<'_, Session>> {
+        let until = Instant::now() + patience;
+        loop {
+            match self.session.try_lock() {
+                Ok(session) => return Some(session),
+                Err(TryLockError::Poisoned(poisoned)) => return Some(poisoned.into_inner()),
+                Err(TryLockError::WouldBlock) if Instant::now() >= until => return None,
+                Err(TryLockError::WouldBlock) => thread::sleep(Duration::from_millis(1)),
+            }
+        }
+    }
+
     /// Makes this output reader `index` of `meter`: what its bytes mean ([`Delivery`]), and
     /// where what its receiver confirms, and its outages, are published.
     pub fn report_to(&self, meter: &Arc<Meter>, index: usize) {
@@ -361,7 +380,7 @@ impl Link {
     /// The run is over: the tending thread ends, and is joined (for 5 s at most). Not
     /// waiting for the session: a thread of the run that never ended may hold it.
     pub fn close(&self) {
-        if let Ok(mut session) = self.session.try_lock() {
+        if let Some(mut session) = self.lock_within(ABORT_PATIENCE) {
             session.over = true;
         }
         self.changed.notify_all();
@@ -385,5 +404,38 @@ impl Link {
     /// The reason the link gave up, if it did.
     pub fn failure(&self) -> Option<io::Error> {
         self.lock().failure()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::net::channel::tests::session;
+    use crate::net::socket;
+    use crate::net::wire::Cipher;
+
+    #[test]
+    fn an_abort_waits_out_a_tending_round_that_holds_the_session() {
+        let (near, far) = socket::pair();
+        let (sender, mut receiver) = session(Cipher::AesGcm, near, far);
+        let log = Arc::new(Log::new(true, false));
+        let link = Link::new(Role::Sender, true, "peer".into(), Resume::default(), log);
+        link.establish(Arc::clone(sender.socket()), Some(sender));
+        let (held, release) = (std::sync::Barrier::new(2), Duration::from_millis(100));
+        thread::scope(|scope| {
+            scope.spawn(|| {
+                let _round = link.lock();
+                held.wait();
+                thread::sleep(release);
+            });
+            held.wait();
+            link.abort("stopped by SIGINT");
+        });
+        let mut buf = [0u8; 64];
+        // Within a generous time: an Abort that never came is a timeout, not a hang.
+        let until = Some(Instant::now() + Duration::from_secs(30));
+        let heard = receiver.receive_until(&mut buf, &Stop::default(), until);
+        let error = heard.expect_err("the Abort, not data or an end");
+        assert!(error.to_string().contains("stopped by SIGINT"), "{error}");
     }
 }

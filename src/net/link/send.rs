@@ -128,9 +128,11 @@ impl Link {
 
     /// After the run, for a stream that did not end whole: tells the peer it stops here, and
     /// `why`. Best effort, whether or not the run's stop was requested; nothing over plain
-    /// TCP, which has no frames, nor while a thread that never ended holds the session.
+    /// TCP, which has no frames, nor while a thread that never ended holds the session past
+    /// [`ABORT_PATIENCE`](super::ABORT_PATIENCE) (the tending thread holds it for a round,
+    /// which must not cost the peer its Abort).
     pub fn abort(&self, why: &str) {
-        if let Ok(mut session) = self.session.try_lock() {
+        if let Some(mut session) = self.lock_within(super::ABORT_PATIENCE) {
             if let Some(channel) = session.channel.as_mut() {
                 channel.abort(why);
             }
