@@ -408,7 +408,17 @@ const SECTIONS: &[(&str, &[Part])] = &[
         ],
     ),
     ("Examples", &[Part::Lines(EXAMPLES)]),
-    ("Coming from pv and mbuffer", &[Part::Instead(FROM_PV_AND_MBUFFER), Part::Text(HABITS)]),
+    (
+        "Coming from pv and mbuffer",
+        &[
+            Part::Text(&[
+                "What you typed in pv or mbuffer, and what to type in accel; a tool that has no \
+                 such thing is left out.",
+            ]),
+            Part::Instead(FROM_PV_AND_MBUFFER),
+            Part::Text(HABITS),
+        ],
+    ),
     ("As mbuffer", &[Part::Text(&[AS_MBUFFER])]),
     ("As pv", &[Part::Text(&[AS_PV]), Part::Bullets(crate::cli::pv::DIFFERENCES)]),
     ("Files", &[Part::Terms(["file", "what it is"], FILES)]),
