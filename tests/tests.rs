@@ -12,6 +12,7 @@ extern crate accel_buffer as accel;
 mod util;
 
 mod control;
+mod docs;
 mod edges;
 mod faults;
 mod flow;
