@@ -147,7 +147,18 @@ pub fn counts(reader: &ReaderSnapshot, total: u64) -> String {
     }
 }
 
-/// What the run's data path ended as, said in words, and how accel ends because of it.
+/// How a run came out: the status accel ends with, and the lines that say why (each said as
+/// `accel: <line>`, under the final progress line, by the caller).
+#[derive(Debug)]
+pub struct Decision {
+    /// How accel ends.
+    pub exit: Exit,
+    /// What is said of how the run came out: what failed, and what each output got.
+    pub lines: Vec<String>,
+}
+
+/// What the run's data path ended as, said in words, and how accel ends because of it: the
+/// exit policy decides, and says nothing itself.
 ///
 /// `names` are the outputs' names in the plan's order; `pipe_ignored` says SIGPIPE was
 /// ignored when accel started, when a reader going away is an ordinary write error, as `cat`
@@ -160,7 +171,8 @@ pub fn decide(
     policy: OutputErrors,
     pipe_ignored: bool,
     quiet: bool,
-) -> Exit {
+) -> Decision {
+    let mut lines = Vec::new();
     let total = snapshot.bytes_in;
     let reader = |index: usize| snapshot.readers.get(index).copied().unwrap_or_default();
     let got = |index: usize| reader(index).bytes;
@@ -174,23 +186,25 @@ pub fn decide(
         .map(|index| format!("{}: {}", names[index], said(index)))
         .collect();
     if let Some(why) = &outcomes.stalled {
-        eprintln!("accel: {why}");
+        lines.push(why.clone());
         for line in &unconfirmed {
-            eprintln!("accel: {line}");
+            lines.push(line.clone());
         }
-        return Exit::Stalled;
+        return Decision { exit: Exit::Stalled, lines };
     }
     let mut exit = Exit::Success;
     if let Outcome::Failed(failure) = &outcomes.input {
         let why = describe(failure.error());
         let read = byte_count(total);
         if unconfirmed.is_empty() {
-            eprintln!("accel: read from {input}: {why}; the {read} read before it were delivered");
+            lines.push(format!(
+                "read from {input}: {why}; the {read} read before it were delivered"
+            ));
         } else {
-            eprintln!(
-                "accel: read from {input}: {why}; of the {read} read before it, {}",
+            lines.push(format!(
+                "read from {input}: {why}; of the {read} read before it, {}",
                 unconfirmed.join("; ")
-            );
+            ));
         }
         exit = Exit::InputFailed;
     }
@@ -202,27 +216,27 @@ pub fn decide(
         match outcome {
             Outcome::Complete => {}
             Outcome::Failed(Failure::Spill { dir, error }) => {
-                eprintln!(
-                    "accel: read back from the spill in {}: {}; {delivered} delivered to \
+                lines.push(format!(
+                    "read back from the spill in {}: {}; {delivered} delivered to \
                      {name}, {missed} read but lost",
                     dir.display(),
                     describe(error)
-                );
+                ));
                 exit = exit.at_least(Exit::SpillFailed);
             }
             Outcome::Failed(Failure::Panic(error)) => {
-                eprintln!(
-                    "accel: {name}: {error}; {delivered} delivered, {missed} read but not \
+                lines.push(format!(
+                    "{name}: {error}; {delivered} delivered, {missed} read but not \
                      delivered"
-                );
+                ));
                 exit = exit.at_least(Exit::Bug);
             }
             Outcome::Failed(Failure::Sync(error)) => {
-                eprintln!(
-                    "accel: sync {name}: {}; all {delivered} were written, but may not be on \
+                lines.push(format!(
+                    "sync {name}: {}; all {delivered} were written, but may not be on \
                      stable storage",
                     describe(error)
-                );
+                ));
                 exit = exit.at_least(Exit::OutputFailed);
             }
             Outcome::Failed(Failure::Io(error))
@@ -231,20 +245,20 @@ pub fn decide(
                 // As `cat` ends: by SIGPIPE, and quietly when it was the only output.
                 died_of_pipe = true;
                 if names.len() > 1 {
-                    eprintln!("accel: {name}: the reader went away; {counts}");
+                    lines.push(format!("{name}: the reader went away; {counts}"));
                 }
             }
             Outcome::Failed(Failure::Io(error)) if !policy.is_failure(error) => {
                 if !quiet {
-                    eprintln!("accel: {name}: the reader went away; {counts}");
+                    lines.push(format!("{name}: the reader went away; {counts}"));
                 }
             }
             Outcome::Failed(Failure::Io(error)) => {
-                eprintln!("accel: write to {name}: {}; {counts}", describe(error));
+                lines.push(format!("write to {name}: {}; {counts}", describe(error)));
                 exit = exit.at_least(Exit::OutputFailed);
             }
-            Outcome::Stopped => {
-                eprintln!("accel: {name}: cut short when the run ended; {counts}");
+            Outcome::CutShort => {
+                lines.push(format!("{name}: cut short when the run ended; {counts}"));
                 exit = exit.at_least(Exit::OutputFailed);
             }
         }
@@ -256,10 +270,11 @@ pub fn decide(
         } else {
             format!("{} of the {} read were delivered", byte_count(delivered), byte_count(total))
         };
-        eprintln!("accel: --hash {hash}: no digest (its thread failed); {outputs}");
+        lines.push(format!("--hash {hash}: no digest (its thread failed); {outputs}"));
         exit = exit.at_least(Exit::Bug);
     }
-    if died_of_pipe { BROKEN_PIPE } else { exit }
+    let exit = if died_of_pipe { BROKEN_PIPE } else { exit };
+    Decision { exit, lines }
 }
 
 /// The signals that end accel the way they would end `cat`.
@@ -338,7 +353,7 @@ mod tests {
             };
             let names = ["a".to_owned(), "b".to_owned()];
             let snapshot = Snapshot { bytes_in: 10, ..Snapshot::default() };
-            decide(&outcomes, &snapshot, "stdin", &names, OutputErrors::Warn, false, true)
+            decide(&outcomes, &snapshot, "stdin", &names, OutputErrors::Warn, false, true).exit
         };
         for (first, second, gravest) in [
             ("panic", "spill", Exit::Bug),

@@ -40,14 +40,16 @@
 //! ```
 //!
 //! The same engine runs the `accel` program, whose command line plans its runs through the
-//! library. Inside, from the top down (a room only uses those below it): `cli` (the command
-//! line, accel's and mbuffer's), `run` (a run of the program: opens everything, signals, the
-//! exit status), the library's face (`buffer`), `watch` (progress line, report, JSON, control
-//! socket), `exit` (the exit policy: statuses, and what is said of how a run ended), `engine` (the threads that move the bytes, hashes, rate limits), `endpoint` and
+//! library. Inside, from the top down (a room only uses those below it; DEVELOPERS.md lists
+//! them, and `tools/imports.py --check` holds the code to that list): `cli` (the command
+//! line, accel's and mbuffer's and pv's), `run` (a run of the program: opens everything,
+//! signals, the exit status), the library's face (`buffer`), `watch` (progress line, report,
+//! JSON, control socket), `exit` (the exit policy: statuses, and what is said of how a run
+//! ended), `engine` (the threads that move the bytes, hashes, rate limits), `endpoint` and
 //! `net` (descriptors, a program's streams, a network peer), `backlog` (the buffer itself),
-//! `sys` (the platform), and small pieces everything uses (`meter`, `log`, `size`, `stop`,
-//! `words`). Only the library's API is public; `cli`, `run`, `exit`, `net`, `stop` and `log` are
-//! reachable, hidden, for the program and its tests, and are not part of the API.
+//! small pieces everything uses (`meter`, `stop`, `log`, `words`), `sys` (the platform), and
+//! `size` at the floor. Only the library's API is public; `cli`, `run`, `exit`, `net`, `stop`
+//! and `log` are reachable, hidden, for the program and its tests, and are not part of the API.
 
 #![deny(missing_docs)]
 

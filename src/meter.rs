@@ -320,6 +320,125 @@ impl Snapshot {
     }
 }
 
+// What the two waiting times say: which side of the pipeline held the other up. The verdict
+// is the meter's, below the library's report and the watch's words alike, which both name it.
+
+/// The share of the run one side must have spent waiting before it counts as held up.
+///
+/// A tenth: every run waits a little (for the first bytes, for a scheduler tick, for the buffer
+/// to drain at the very end), and a verdict on a few percent of waiting would name a culprit for
+/// noise. Above a tenth of the run, the waiting side could have gone at least that much faster,
+/// which is worth telling.
+const SIGNIFICANT: f64 = 0.10;
+
+/// Runs shorter than this get no verdict: thread start-up and the first reads alone take a good
+/// part of it, so the shares of waiting would say more about starting than about the pipeline.
+const SHORTEST: Duration = Duration::from_millis(100);
+
+/// Which side of the pipeline held the other up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bottleneck {
+    /// The input was the slow side: the output waited on an empty buffer.
+    Producer,
+    /// The output was the slow side: the input was held back by a full buffer.
+    Consumer,
+    /// Neither side waited much on the other, or the run was too short to tell.
+    None,
+}
+
+impl Bottleneck {
+    /// The name used in JSON: `producer`, `consumer` or `none`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Bottleneck::Producer => "producer",
+            Bottleneck::Consumer => "consumer",
+            Bottleneck::None => "none",
+        }
+    }
+}
+
+/// Names the side that held the other up, if either did.
+///
+/// The consumer is the bottleneck when the buffer was full (the producer held back) for at
+/// least a tenth of the run and for longer than it was empty; the producer, when the buffer was
+/// empty (the consumer waiting) for at least a tenth of the run and for longer than it was full.
+/// Runs under 0.1 s, and runs in which no byte moved, are [`Bottleneck::None`].
+pub fn bottleneck(snapshot: &Snapshot) -> Bottleneck {
+    match judge(snapshot) {
+        Judgement::Consumer => Bottleneck::Consumer,
+        Judgement::Producer => Bottleneck::Producer,
+        Judgement::TooShort | Judgement::Idle | Judgement::InTurn | Judgement::Neither => {
+            Bottleneck::None
+        }
+    }
+}
+
+/// Why a run got the verdict it got; finer than [`Bottleneck`], for the watch's words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Judgement {
+    /// The run was too short to tell.
+    TooShort,
+    /// No byte moved.
+    Idle,
+    /// The consumer held the producer back.
+    Consumer,
+    /// The producer kept the consumer waiting.
+    Producer,
+    /// Both sides waited a significant share, equally long: they took turns.
+    InTurn,
+    /// Neither side waited a significant share.
+    Neither,
+}
+
+/// The verdict on `snapshot`, with its reason.
+pub fn judge(snapshot: &Snapshot) -> Judgement {
+    if snapshot.elapsed < SHORTEST {
+        return Judgement::TooShort;
+    }
+    if snapshot.bytes_in == 0 && snapshot.bytes_out == 0 {
+        return Judgement::Idle;
+    }
+    let significant = snapshot.elapsed.mul_f64(SIGNIFICANT);
+    let (full, empty) = (snapshot.producer_blocked, snapshot.consumer_starved);
+    if full.max(empty) < significant {
+        Judgement::Neither
+    } else if full > empty {
+        Judgement::Consumer
+    } else if empty > full {
+        Judgement::Producer
+    } else {
+        Judgement::InTurn
+    }
+}
+
+/// When the counters last moved: what the stall watchdogs (the command line's and the
+/// library's) have in common; each says in its own words which side is stuck.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Motion {
+    /// Bytes in, and bytes taken by all readers together, when they last moved...
+    counts: (u64, u64),
+    /// ...and when (by the meter's clock).
+    at: Duration,
+}
+
+impl Motion {
+    /// Follows `snapshot`: how long nothing has moved, once that is `timeout` or more. Motion
+    /// is a byte read, or taken by a reader; what a receiver confirms moves too (bytes taken
+    /// at the far end of a network output).
+    pub fn still(&mut self, snapshot: &Snapshot, timeout: Duration) -> Option<Duration> {
+        let taken = snapshot
+            .readers
+            .iter()
+            .fold(0u64, |sum, r| sum.wrapping_add(r.bytes).wrapping_add(r.confirmed));
+        if (snapshot.bytes_in, taken) != self.counts {
+            *self = Motion { counts: (snapshot.bytes_in, taken), at: snapshot.elapsed };
+            return None;
+        }
+        let still = snapshot.elapsed.saturating_sub(self.at);
+        (still >= timeout).then_some(still)
+    }
+}
+
 impl Meter {
     /// Starts the clock for a buffer of `capacity` bytes and `readers` readers.
     pub fn new(capacity: u64, readers: usize) -> Meter {
@@ -585,6 +704,26 @@ impl Wait {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Motion is a byte read or taken (or confirmed); stillness is counted from the last.
+    #[test]
+    fn motion_says_how_long_nothing_moved_once_it_is_long_enough() {
+        let at = |secs: u64, bytes_in: u64, taken: u64, confirmed: u64| Snapshot {
+            elapsed: Duration::from_secs(secs),
+            bytes_in,
+            readers: vec![ReaderSnapshot { bytes: taken, confirmed, ..Default::default() }],
+            ..Default::default()
+        };
+        let timeout = Duration::from_secs(5);
+        let mut motion = Motion::default();
+        assert_eq!(motion.still(&at(1, 10, 0, 0), timeout), None, "read: moved");
+        assert_eq!(motion.still(&at(5, 10, 0, 0), timeout), None, "still for 4 s");
+        assert_eq!(motion.still(&at(6, 10, 0, 0), timeout), Some(Duration::from_secs(5)));
+        assert_eq!(motion.still(&at(7, 10, 4, 0), timeout), None, "taken: moved");
+        assert_eq!(motion.still(&at(12, 10, 4, 0), timeout), Some(timeout));
+        assert_eq!(motion.still(&at(13, 10, 4, 2), timeout), None, "confirmed: moved");
+        assert_eq!(motion.still(&at(17, 10, 4, 2), timeout), None);
+    }
 
     #[test]
     fn counts_bytes_and_peak() {

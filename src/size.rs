@@ -44,8 +44,12 @@ pub fn parse_size(text: &str, min: u64) -> Result<u64, SizeError> {
 }
 
 /// Parses a buffer size (`-m`): a size as [`parse_size`] takes it, or a share of the
-/// machine's physical memory (`2%`, as mbuffer's `-m`).
-pub fn parse_buffer_size(text: &str) -> Result<u64, SizeError> {
+/// machine's physical memory (`2%`, as mbuffer's `-m`), which `memory` says when asked (the
+/// platform's answer: sizes know none).
+pub fn parse_buffer_size(
+    text: &str,
+    memory: impl FnOnce() -> Option<u64>,
+) -> Result<u64, SizeError> {
     let Some(percent) = text.trim().strip_suffix('%') else { return parse_size(text, 1) };
     let percent = percent
         .trim()
@@ -53,8 +57,12 @@ pub fn parse_buffer_size(text: &str) -> Result<u64, SizeError> {
         .ok()
         .filter(|p| *p > 0.0 && *p <= 100.0)
         .ok_or(SizeError::BadShare)?;
-    let memory = crate::sys::physical_memory().ok_or(SizeError::BadShare)?;
-    Ok(((memory as f64 * percent / 100.0) as u64).max(1))
+    Ok(share_of_memory(memory().ok_or(SizeError::BadShare)?, percent))
+}
+
+/// `percent` of `memory` bytes, at least a byte: `-m N%`, in accel's syntax and mbuffer's.
+pub fn share_of_memory(memory: u64, percent: f64) -> u64 {
+    ((memory as f64 * percent / 100.0) as u64).max(1)
 }
 
 /// A byte count shown the way people read it: `512 B`, `1.5 MiB`, `3.25 GiB`.
@@ -112,14 +120,13 @@ mod tests {
 
     #[test]
     fn a_buffer_may_be_a_share_of_memory() {
-        // SAFETY: sysconf only reads system configuration.
-        let memory = unsafe {
-            libc::sysconf(libc::_SC_PHYS_PAGES) as u64 * libc::sysconf(libc::_SC_PAGESIZE) as u64
-        };
-        assert_eq!(parse_buffer_size("50%"), Ok(memory / 2));
-        assert_eq!(parse_buffer_size("32M"), Ok(32 << 20));
+        let memory = || Some(16 << 30);
+        assert_eq!(parse_buffer_size("50%", memory), Ok(8 << 30));
+        assert_eq!(parse_buffer_size("32M", memory), Ok(32 << 20));
+        assert_eq!(parse_buffer_size("32M", || None), Ok(32 << 20), "memory asked only for N%");
+        assert_eq!(parse_buffer_size("1%", || None), Err(SizeError::BadShare), "memory unknown");
         for bad in ["0%", "101%", "x%", "-2%"] {
-            assert_eq!(parse_buffer_size(bad), Err(SizeError::BadShare), "{bad}");
+            assert_eq!(parse_buffer_size(bad, memory), Err(SizeError::BadShare), "{bad}");
         }
     }
 

@@ -19,7 +19,6 @@
 use std::ffi::c_int;
 use std::io;
 use std::os::fd::BorrowedFd;
-use std::os::unix::thread::JoinHandleExt;
 use std::sync::Once;
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::thread::{self, JoinHandle};
@@ -27,6 +26,8 @@ use std::time::{Duration, Instant};
 
 use rustix::event::{PollFd, PollFlags};
 use rustix::io::Errno;
+
+use crate::sys::{self, Disposition};
 
 /// The signal that interrupts a blocked thread: SIGURG, whose default action is to do nothing
 /// and which only sockets with out-of-band data send, so no one else relies on it here.
@@ -55,17 +56,7 @@ impl Stop {
     /// Installs [`INTERRUPT`]'s do-nothing handler (without `SA_RESTART`, so that blocked calls
     /// return `EINTR`).
     pub fn install() -> io::Result<()> {
-        extern "C" fn nothing(_: c_int) {}
-        // SAFETY: a handler that does nothing is async-signal-safe; the action is well formed.
-        unsafe {
-            let mut action: libc::sigaction = std::mem::zeroed();
-            action.sa_sigaction = nothing as extern "C" fn(c_int) as libc::sighandler_t;
-            libc::sigemptyset(&mut action.sa_mask);
-            if libc::sigaction(INTERRUPT, &action, std::ptr::null_mut()) != 0 {
-                return Err(io::Error::last_os_error());
-            }
-        }
-        Ok(())
+        sys::handle_by_interrupting(INTERRUPT)
     }
 
     /// Installs [`INTERRUPT`]'s do-nothing handler once in the process, unless the signal's
@@ -74,13 +65,7 @@ impl Stop {
     pub fn install_unless_set() {
         static ONCE: Once = Once::new();
         ONCE.call_once(|| {
-            // SAFETY: reads the signal's current action into a zeroed, well-formed struct.
-            let default = unsafe {
-                let mut current: libc::sigaction = std::mem::zeroed();
-                libc::sigaction(INTERRUPT, std::ptr::null(), &mut current) == 0
-                    && current.sa_sigaction == libc::SIG_DFL
-            };
-            if default {
+            if sys::disposition(INTERRUPT) == Some(Disposition::Default) {
                 let _ = Stop::install();
             }
         });
@@ -149,10 +134,7 @@ impl Stop {
                     _ => continue,
                 };
                 if self.requested() && elapsed >= due {
-                    // SAFETY: the thread has not been joined, so its pthread_t is valid.
-                    unsafe {
-                        libc::pthread_kill(thread.as_pthread_t() as libc::pthread_t, INTERRUPT)
-                    };
+                    sys::send_to_thread(thread, INTERRUPT);
                     *interrupts += 1;
                 }
             }

@@ -38,6 +38,13 @@ pub fn duration(d: Duration) -> String {
     }
 }
 
+/// A span of time as a report or a message says it: tenths of a second under a minute, where
+/// waits and outages are usually short and `0:00:00` would hide them (`0.8 s`, `12.0 s`);
+/// [`duration`] beyond (`0:03:20`).
+pub fn span(d: Duration) -> String {
+    if d < Duration::from_secs(60) { format!("{:.1} s", d.as_secs_f64()) } else { duration(d) }
+}
+
 /// A count of bytes as a message states it: exact, and from 1 KiB on led by the size people
 /// read at a glance, as [`Bytes`] shows it: `700 bytes`, `406 MiB (425197568 bytes)`.
 ///

@@ -128,7 +128,7 @@ fn nothing_in_nothing_out(engine: &str) {
 /// memory, as rustix does unless told to ask libc, crashed accel under valgrind, whose vDSO is
 /// not where the kernel's vector says.)
 fn runs_under_valgrind(engine: &str) {
-    if !require("valgrind", Command::new("valgrind").arg("--version").output().is_ok()) {
+    if !require("valgrind", has("valgrind", "--version")) {
         return;
     }
     let mut child = Command::new("valgrind")

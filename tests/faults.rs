@@ -10,30 +10,17 @@ use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
 use std::thread;
 use std::time::Duration;
 
 use rustix::fs::OFlags;
 use rustix::process::{Pid, Signal, kill_process};
 
+use crate::util::control::{fake_server, remote, root_control_dir, with_socket_in};
 use crate::util::*;
 
 // ----- helpers -----
-
-/// What accel left behind: its status and what it said.
-struct Ended {
-    status: ExitStatus,
-    stderr: String,
-}
-
-/// Waits for `child` (stderr piped) and collects what it said.
-fn ended(mut child: Child) -> Ended {
-    let status = wait_within(&mut child, GENEROUS);
-    let mut stderr = String::new();
-    child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
-    Ended { status, stderr }
-}
 
 /// The two counts of a write error's message: `...; D delivered, M read but not delivered`.
 #[track_caller]
@@ -126,20 +113,35 @@ fn limit(command: &mut Command, resource: libc::__rlimit_resource_t, value: u64)
     }
 }
 
+/// Makes `command`'s process take no descriptor but stdin, stdout and stderr across exec: those
+/// the test process itself inherited are not accel's (`flock FILE cargo test` passes its lock
+/// on as descriptor 3).
+fn only_stdio(command: &mut Command) {
+    // SAFETY: close_range is a system call, async-signal-safe. CLOSE_RANGE_CLOEXEC (Linux
+    // 5.11) marks descriptors 3 and up close-on-exec rather than closing them, so that std's
+    // own pipe, which reports a failed exec, stays until then. Best effort: an older kernel
+    // refuses, and the descriptors stay as they were.
+    unsafe {
+        command.pre_exec(|| {
+            let _ = libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, libc::CLOSE_RANGE_CLOEXEC);
+            Ok(())
+        });
+    }
+}
+
 /// Runs accel on `data`; the consumer starts reading once accel's resident memory has reached
 /// `hold` bytes (the buffer has filled that far), then takes everything. Checks every byte
 /// arrived and returns what accel said.
-fn through(mut command: Command, data: &[u8], hold: u64) -> Ended {
+fn through(mut command: Command, data: &[u8], hold: u64) -> (ExitStatus, String) {
     let mut child = piped(&mut command);
+    let said = Said::collect(&mut child);
     let stdin = child.stdin.take().unwrap();
     let sent = data.to_vec();
     let producer = thread::spawn(move || feed(stdin, &sent, 1 << 20));
     let pid = child.id();
     eventually(GENEROUS, "accel buffers what the consumer does not read", || {
         if let Some(status) = child.try_wait().unwrap() {
-            let mut stderr = String::new();
-            child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
-            panic!("accel ended before the consumer read: {status}: {stderr}");
+            panic!("accel ended before the consumer read: {status}: {}", said.all());
         }
         proc_status_kib(pid, "VmRSS") << 10 >= hold
     });
@@ -147,7 +149,7 @@ fn through(mut command: Command, data: &[u8], hold: u64) -> Ended {
     let out = within(GENEROUS, move || drain(stdout)).expect("the output ended in good time");
     producer.join().unwrap().expect("the producer's writes");
     assert_same(&out, data, "through accel");
-    ended(child)
+    said.ended(&mut child)
 }
 
 /// Whether every line of `stderr` is one of the memory warnings: `-m` held to a limit, and
@@ -191,7 +193,7 @@ fn output_dev_full(engine: &str) {
         .unwrap();
     // The producer may be cut off when accel gives up; that is its EPIPE, not ours.
     let _ = feed(child.stdin.take().unwrap(), &pattern(1 << 20, 5), 4096);
-    let Ended { status, stderr } = ended(child);
+    let (status, stderr) = ended(child);
     assert_eq!(status.code(), Some(3), "{stderr}");
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(
@@ -221,7 +223,7 @@ fn output_disk_fills_mid_stream(engine: &str) {
         .spawn()
         .unwrap();
     let _ = feed(child.stdin.take().unwrap(), &data, 100_000);
-    let Ended { status, stderr } = ended(child);
+    let (status, stderr) = ended(child);
     assert_eq!(status.code(), Some(3), "{stderr}");
     assert!(stderr.starts_with("accel: write to stdout: No space left on device; "), "{stderr}");
     let (delivered, lost) = delivered_and_lost(&stderr);
@@ -260,7 +262,7 @@ fn output_consumer_killed(engine: &str) {
     });
     consumer.kill().unwrap();
     consumer.wait().unwrap();
-    let Ended { status, stderr } = ended(child);
+    let (status, stderr) = ended(child);
     let _ = producer.join();
     assert_eq!(status.signal(), Some(libc::SIGPIPE), "{status}: {stderr}");
     assert!(stderr.is_empty(), "{stderr}");
@@ -301,7 +303,7 @@ fn output_consumer_stopped_and_continued(engine: &str) {
     drop(stdin);
     got.extend(drain(from_consumer));
     assert!(consumer.wait().unwrap().success());
-    let Ended { status, stderr } = ended(child);
+    let (status, stderr) = ended(child);
     assert!(status.success(), "{status}: {stderr}");
     assert_same(&got, &data, "after the consumer was continued");
 }
@@ -323,7 +325,7 @@ fn output_closed(engine: &str) {
 /// shows that it did meet EAGAIN: on stdin, read empty between the producer's bursts; on
 /// stdout, which the consumer leaves full until accel has met it so.
 fn output_nonblocking_set_by_a_third_party(engine: &str) {
-    if !require("strace", Command::new("strace").arg("-V").output().is_ok()) {
+    if !require("strace", has("strace", "-V")) {
         return;
     }
     let scratch = Scratch::new(&format!("nonblocking-{engine}"));
@@ -472,7 +474,7 @@ fn output_fifo_without_a_reader(engine: &str) {
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();
     let _ = stdin.write_all(b"data");
-    let Ended { status, stderr } = ended(child);
+    let (status, stderr) = ended(child);
     assert_eq!(status.code(), Some(4), "{stderr}");
     assert_eq!(
         stderr,
@@ -528,7 +530,7 @@ fn input_producer_killed(engine: &str) {
     producer.kill().unwrap();
     producer.wait().unwrap();
     got.extend(drain(stdout));
-    let Ended { status, stderr } = ended(child);
+    let (status, stderr) = ended(child);
     assert!(status.success(), "{status}: {stderr}");
     assert!(stderr.is_empty(), "{stderr}");
     let at = got.iter().enumerate().position(|(i, &b)| b != line[i % line.len()]);
@@ -577,7 +579,7 @@ fn input_terminal_hangs_up(engine: &str) {
     });
     drop(master);
     let rest = drain(stdout);
-    let Ended { status, stderr } = ended(child);
+    let (status, stderr) = ended(child);
     assert_eq!(&got, b"hello world\n");
     assert!(rest.is_empty());
     assert_eq!(status.code(), Some(1), "{stderr}");
@@ -637,7 +639,7 @@ fn input_packet_mode_pipe(engine: &str) {
         })
         .expect("the output ended");
         producer.join().unwrap().unwrap();
-        let Ended { status, stderr } = ended(child);
+        let (status, stderr) = ended(child);
         assert!(status.success(), "{args:?}: {stderr}");
         assert_same(&got, &data, &format!("packet-mode pipe, {args:?}"));
     }
@@ -684,7 +686,7 @@ fn accel_stopped_and_continued(engine: &str) {
         let producer = thread::spawn(move || feed(stdin, &rest, 64 << 10));
         got.extend(drain(stdout));
         producer.join().unwrap().unwrap();
-        let Ended { status, stderr } = ended(child);
+        let (status, stderr) = ended(child);
         assert!(status.success(), "{stop:?}: {status}: {stderr}");
         assert!(stderr.is_empty(), "{stop:?}: {stderr}");
         assert_same(&got, &data, &format!("stopped by {stop:?} and continued"));
@@ -712,25 +714,13 @@ fn accel_tstp_in_an_orphaned_group(engine: &str) {
     // The report asked for next comes only once the signal thread has dealt with SIGTSTP, or
     // just before it does so: either way a stop would come before the data below passes.
     kill_process(Pid::from_child(&child), Signal::USR1).unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let (report, stderr) = within(GENEROUS, move || {
-        let mut stderr = std::io::BufReader::new(stderr);
-        let mut report = String::new();
-        while !report.contains("bottleneck") {
-            if std::io::BufRead::read_line(&mut stderr, &mut report).unwrap() == 0 {
-                break;
-            }
-        }
-        (report, stderr)
-    })
-    .expect("the report after SIGTSTP and SIGUSR1");
+    let report = said_until(&mut child, "bottleneck");
     assert!(report.contains("bottleneck"), "{report}");
-    child.stderr = Some(stderr.into_inner());
     // A stopped accel could pass on none of this.
     stdin.write_all(b"after\n").unwrap();
     drop(stdin);
     let rest = within(GENEROUS, move || drain(stdout)).expect("accel went on after SIGTSTP");
-    let Ended { status, stderr } = ended(child);
+    let (status, stderr) = ended(child);
     assert!(status.success(), "{status}: {stderr}");
     assert_eq!(rest, b"after\n", "after the line that went through before");
 }
@@ -754,8 +744,7 @@ fn accel_sigusr1_storm(engine: &str) {
     }
     producer.join().unwrap().unwrap();
     let got = consumer.join().unwrap();
-    let status = wait_within(&mut child, GENEROUS);
-    let stderr = said.all();
+    let (status, stderr) = said.ended(&mut child);
     assert!(status.success(), "{status}");
     assert_same(&got, &data, "through a SIGUSR1 storm");
     assert!(sent_signals > 10, "the storm happened while data moved");
@@ -779,6 +768,7 @@ fn accel_few_descriptors(engine: &str) {
         let mut in_w = File::from(in_w);
         in_w.write_all(b"probe").unwrap();
         let mut command = accel(engine, &[]);
+        only_stdio(&mut command);
         limit(&mut command, libc::RLIMIT_NOFILE, allowed);
         let mut child = command
             .stdin(Stdio::from(in_r.try_clone().unwrap()))
@@ -792,7 +782,7 @@ fn accel_few_descriptors(engine: &str) {
         let mut probe = Vec::new();
         (&mut stdout).take(5).read_to_end(&mut probe).unwrap();
         if probe.is_empty() {
-            let Ended { status, stderr } = ended(child);
+            let (status, stderr) = ended(child);
             assert_eq!(status.code(), Some(5), "ulimit -n {allowed}: {status}: {stderr}");
             assert!(stderr.starts_with("accel: cannot start: "), "{allowed}: {stderr}");
             assert!(stderr.trim_end().ends_with("; nothing was read"), "{allowed}: {stderr}");
@@ -804,7 +794,7 @@ fn accel_few_descriptors(engine: &str) {
             let producer = thread::spawn(move || feed(in_w, &sent, 1 << 20));
             let got = drain(stdout);
             producer.join().unwrap().unwrap();
-            let Ended { status, stderr } = ended(child);
+            let (status, stderr) = ended(child);
             assert!(status.success(), "ulimit -n {allowed}: {status}: {stderr}");
             assert_same(&[probe, got].concat(), &[&b"probe"[..], &data].concat(), "all of it");
         }
@@ -839,7 +829,7 @@ fn accel_pipe_quota_spent(engine: &str) {
     });
     command.arg("--debug").arg(format!("--json={}", json.display()));
     let data = pattern(16 << 20, 7);
-    let Ended { status, stderr } = through(command, &data, 8 << 20);
+    let (status, stderr) = through(command, &data, 8 << 20);
     let summary = summary(&std::fs::read_to_string(&json).unwrap());
     std::fs::remove_dir_all(&dir).unwrap();
     assert!(status.success(), "{stderr}");
@@ -864,7 +854,7 @@ fn summary(ndjson: &str) -> serde_json::Value {
 fn accel_address_space_limit(engine: &str) {
     let mut command = accel(engine, &["-m", "1G"]);
     limit(&mut command, libc::RLIMIT_AS, 256 << 20);
-    let Ended { status, stderr } = through(command, &pattern(300 << 20, 28), 32 << 20);
+    let (status, stderr) = through(command, &pattern(300 << 20, 28), 32 << 20);
     assert!(status.success(), "{status}: {stderr}");
     let limit =
         "accel: -m 1 GiB is more than the address-space limit (ulimit -v) of 256 MiB allows";
@@ -888,23 +878,15 @@ fn accel_memory_refused_mid_stream(engine: &str) {
     let rest = data[1 << 20..].to_vec();
     let producer = thread::spawn(move || feed(stdin, &rest, 1 << 20));
     // The consumer stalls until accel says it holds the producer back, then drains it all.
-    let stderr = child.stderr.take().unwrap();
-    let (said, stderr) = within(GENEROUS, move || {
-        let mut stderr = std::io::BufReader::new(stderr);
-        let mut said = String::new();
-        std::io::BufRead::read_line(&mut stderr, &mut said).unwrap();
-        (said, stderr)
-    })
-    .expect("accel said memory was refused");
+    let said = said_until(&mut child, "");
     assert!(
         said.starts_with("accel: memory refused with ")
             && said.trim_end().ends_with("; the producer waits while it drains"),
         "{said}"
     );
-    child.stderr = Some(stderr.into_inner());
     got.extend(drain(stdout));
     producer.join().unwrap().unwrap();
-    let Ended { status, stderr } = ended(child);
+    let (status, stderr) = ended(child);
     assert!(status.success(), "{status}: {stderr}");
     assert!(stderr.is_empty(), "said only once: {stderr}");
     assert_same(&got, &data, "memory refused mid-stream");
@@ -943,8 +925,7 @@ fn accel_memory_refused_short_of_a_block(engine: &str) {
         panic!("no end within {GENEROUS:?}: {}", said.text());
     };
     producer.join().unwrap().unwrap();
-    let status = wait_within(&mut child, GENEROUS);
-    let said = said.all();
+    let (status, said) = said.ended(&mut child);
     assert!(status.success(), "{status}: {said}");
     assert_same(&got, &data, "memory refused short of a block");
     let ours: Vec<&str> = said.lines().filter(|l| l.starts_with("accel: ")).collect();
@@ -974,7 +955,7 @@ fn accel_memory_cgroup_limit(engine: &str) {
     cgroup.set(file, &(96u64 << 20).to_string());
     let mut command = accel(engine, &["-m", "1G"]);
     join_cgroup(&mut command, cgroup.procs());
-    let Ended { status, stderr } = through(command, &pattern(300 << 20, 30), 40 << 20);
+    let (status, stderr) = through(command, &pattern(300 << 20, 30), 40 << 20);
     assert!(status.success(), "{status}: {stderr}");
     let limit = "accel: -m 1 GiB is more than the memory cgroup's limit of 96 MiB allows";
     assert!(only_memory_warnings(&stderr, limit), "{stderr}");
@@ -1006,7 +987,7 @@ fn accel_no_thread_to_spare(engine: &str) {
             .spawn()
             .unwrap();
         if allowed < 5 {
-            let Ended { status, stderr } = ended(child);
+            let (status, stderr) = ended(child);
             assert_eq!(status.code(), Some(5), "pids.max {allowed}: {stderr}");
             assert!(stderr.starts_with("accel: cannot start: "), "{stderr}");
             assert!(stderr.trim_end().ends_with("; nothing was read"), "{stderr}");
@@ -1051,7 +1032,7 @@ fn accel_ignored_signals_stay_ignored(engine: &str) {
     stdin.write_all(b"after\n").unwrap();
     drop(stdin);
     let rest = drain(stdout);
-    let Ended { status, stderr } = ended(child);
+    let (status, stderr) = ended(child);
     assert!(status.success(), "{status}: {stderr}");
     assert_eq!(rest, b"after\n", "after the line that went through before");
 }
@@ -1085,13 +1066,7 @@ fn with_a_panic(engine: &str, panic: &str, args: &[&str]) -> (ExitStatus, Vec<u8
         let _ = child.kill();
         panic!("the producer was not done within {GENEROUS:?}: {fed:?}: {}", said.text());
     }
-    let stdout = child.stdout.take().unwrap();
-    let Some(out) = within(GENEROUS, move || drain(stdout)) else {
-        let _ = child.kill();
-        panic!("no end within {GENEROUS:?}: {}", said.text());
-    };
-    let status = wait_within(&mut child, GENEROUS);
-    (status, out, said.all())
+    said.output_and_end(&mut child)
 }
 
 /// The output thread panics (a bug, injected): accel ends at once with status 8, naming the
@@ -1145,14 +1120,13 @@ fn accel_hash_thread_panics(engine: &str) {
 #[test]
 fn control_clients_that_say_nothing() {
     let runtime = Scratch::new("control-silent");
-    let (mut child, socket) =
-        crate::control::with_socket_in(&runtime, accel("auto", &["--stall-timeout", "2s"]));
+    let (mut child, socket) = with_socket_in(&runtime, accel("auto", &["--stall-timeout", "2s"]));
     let said = Said::collect(&mut child);
     let _silent: Vec<_> =
         (0..100).map(|_| std::os::unix::net::UnixStream::connect(&socket).unwrap()).collect();
-    let status = wait_within(&mut child, GENEROUS);
-    assert_eq!(status.code(), Some(4), "{}", said.all());
-    assert!(said.all().starts_with("accel: stalled: no input from stdin for "), "{}", said.all());
+    let (status, said) = said.ended(&mut child);
+    assert_eq!(status.code(), Some(4), "{said}");
+    assert!(said.starts_with("accel: stalled: no input from stdin for "), "{said}");
 }
 
 /// `accel -R PID` finds what it must not trust where it looks (`/tmp/accel-UID/PID.sock`): a
@@ -1161,7 +1135,6 @@ fn control_clients_that_say_nothing() {
 /// sending a thing; nothing the peer would say is printed.
 #[test]
 fn remote_refuses_a_socket_it_cannot_trust() {
-    use crate::control::{fake_server, remote, root_control_dir};
     use std::os::unix::fs::{PermissionsExt, chown};
     if !require("root, to make files of another user", is_root()) {
         return;
@@ -1208,7 +1181,7 @@ fn remote_refuses_a_socket_it_cannot_trust() {
 /// sane speed. (Regression: one thread handoff per byte, 14 KiB/s.)
 fn size_smallest_buffer(engine: &str) {
     let data = pattern(8 << 20, 31);
-    let Ended { status, stderr } = through(accel(engine, &["-m", "1"]), &data, 0);
+    let (status, stderr) = through(accel(engine, &["-m", "1"]), &data, 0);
     assert!(status.success(), "{status}: {stderr}");
     assert!(stderr.is_empty(), "{stderr}");
 }
@@ -1228,7 +1201,7 @@ fn size_zero(engine: &str) {
 fn size_absurd(engine: &str) {
     for size in ["1T", "18446744073709551615"] {
         let data = pattern(4 << 20, 32);
-        let Ended { status, stderr } = through(accel(engine, &["-m", size]), &data, 0);
+        let (status, stderr) = through(accel(engine, &["-m", size]), &data, 0);
         assert!(status.success(), "-m {size}: {status}: {stderr}");
         assert!(stderr.lines().count() <= 1, "-m {size}: {stderr}");
         if !stderr.is_empty() {
@@ -1240,7 +1213,7 @@ fn size_absurd(engine: &str) {
 /// Empty and one-byte inputs pass as they are, quietly.
 fn size_empty_and_one_byte(engine: &str) {
     for data in [&b""[..], b"x"] {
-        let Ended { status, stderr } = through(accel(engine, &[]), data, 0);
+        let (status, stderr) = through(accel(engine, &[]), data, 0);
         assert!(status.success() && stderr.is_empty(), "{} bytes: {stderr}", data.len());
     }
 }
@@ -1259,7 +1232,7 @@ fn size_one_byte_writes(engine: &str) {
     });
     let got = drain(child.stdout.take().unwrap());
     producer.join().unwrap();
-    let Ended { status, stderr } = ended(child);
+    let (status, stderr) = ended(child);
     assert!(status.success(), "{stderr}");
     assert_same(&got, &data, "one-byte writes");
 }
@@ -1278,7 +1251,7 @@ fn size_one_byte_reads(engine: &str) {
         got.push(byte[0]);
     }
     producer.join().unwrap().unwrap();
-    let Ended { status, stderr } = ended(child);
+    let (status, stderr) = ended(child);
     assert!(status.success(), "{stderr}");
     assert_same(&got, &data, "one-byte reads");
 }

@@ -3,7 +3,7 @@
 //! where the machine's load can only make things slower, and by accel's own progress events.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixDatagram;
 use std::process::{Command, ExitStatus, Stdio};
@@ -120,21 +120,6 @@ fn a_stall_banks_no_credit(engine: &str) {
     assert!(burst <= bound, "{burst} bytes in the half second after the stall (at most {bound})");
 }
 
-/// accel with `--json` on stderr: its progress events as they come, and the child.
-fn watched(engine: &str, args: &[&str]) -> (std::process::Child, mpsc::Receiver<Value>) {
-    let mut child = spawn_piped(engine, &[&["--json"], args].concat());
-    let stderr = BufReader::new(child.stderr.take().unwrap());
-    let (send, events) = mpsc::channel();
-    thread::spawn(move || {
-        for line in stderr.lines() {
-            if let Ok(event) = serde_json::from_str::<Value>(&line.unwrap()) {
-                let _ = send.send(event);
-            }
-        }
-    });
-    (child, events)
-}
-
 fn bytes(event: &Value, field: &str) -> u64 {
     event[field].as_u64().unwrap()
 }
@@ -142,7 +127,7 @@ fn bytes(event: &Value, field: &str) -> u64 {
 /// `accel -R PID -r RATE` from another process changes the rate of a running accel within a
 /// second (by accel's own count of bytes written), and another user cannot change it.
 fn the_rate_changes_while_running(engine: &str) {
-    let (mut child, events) = watched(engine, &["-r", "8M"]);
+    let Watched { mut child, events, .. } = Watched::start(engine, &["-r", "8M"]);
     let pid = child.id().to_string();
     let stdin = child.stdin.take().unwrap();
     let producer = thread::spawn(move || feed(stdin, &pattern(512 * MIB, 53), MIB));
@@ -187,7 +172,8 @@ fn the_rate_changes_while_running(engine: &str) {
 /// buffer has run empty, the same again (accel's own progress events say what it had). Each
 /// round brings exactly the watermark's worth, so that each ends with the buffer empty.
 fn the_start_watermark_holds_the_output(engine: &str) {
-    let (mut child, events) = watched(engine, &["-m", "4M", "--start-at", "50%"]);
+    let Watched { mut child, events, .. } =
+        Watched::start(engine, &["-m", "4M", "--start-at", "50%"]);
     let mut stdin = child.stdin.take().unwrap();
     let half = 2 * MIB as u64;
     let stdout = child.stdout.take().unwrap();
@@ -232,7 +218,8 @@ fn the_start_watermark_holds_the_output(engine: &str) {
 /// quarter: while a slow consumer drains it, accel's count of bytes read stands still for
 /// seconds (without the option, it would resume after a sixteenth).
 fn the_resume_watermark_holds_the_input(engine: &str) {
-    let (mut child, events) = watched(engine, &["-m", "4M", "--resume-at", "25%"]);
+    let Watched { mut child, events, .. } =
+        Watched::start(engine, &["-m", "4M", "--resume-at", "25%"]);
     let stdin = child.stdin.take().unwrap();
     let producer = thread::spawn(move || feed(stdin, &pattern(12 * MIB, 54), 64 << 10));
     // Full, and the input held: the consumer has not read yet. The buffer is full at once,
@@ -444,13 +431,7 @@ fn through_file(engine: &str, args: &[&str], data: &[u8]) -> (ExitStatus, Vec<u8
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let said = Said::collect(&mut child);
-    let stdout = child.stdout.take().unwrap();
-    let Some(out) = within(GENEROUS, move || drain(stdout)) else {
-        let _ = child.kill();
-        panic!("{args:?}: no end within {GENEROUS:?}: {}", said.text());
-    };
-    (wait_within(&mut child, GENEROUS), out, said.all())
+    Said::collect(&mut child).output_and_end(&mut child)
 }
 
 /// Issue 17, item 2: output blocks with every buffer that can hold one, beside watermarks and
@@ -527,8 +508,7 @@ fn a_stall_short_of_a_block_blames_the_producer(engine: &str) {
     let mut stdin = child.stdin.take().unwrap();
     stdin.write_all(b"abc").unwrap();
     let stdout = child.stdout.take().unwrap();
-    let status = wait_within(&mut child, GENEROUS);
-    let said = said.all();
+    let (status, said) = said.ended(&mut child);
     assert_eq!(status.code(), Some(4), "{said}");
     assert!(said.contains("the producer is not writing"), "{said}");
     assert!(!said.contains("reader is not reading"), "{said}");

@@ -7,51 +7,18 @@ use std::io::{Read, Write};
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::net::{Netns, command, ended, free_port, make_key};
+use crate::util::net::{Netns, command, free_port, make_key};
 use crate::util::*;
-
-/// A directory holding a link named `mbuffer` to the accel under test.
-struct Link {
-    dir: Scratch,
-    path: PathBuf,
-}
-
-impl Link {
-    fn new(test: &str) -> Link {
-        let dir = Scratch::new(&format!("mbuffer-{test}"));
-        let path = dir.path("mbuffer");
-        std::os::unix::fs::symlink(ACCEL, &path).unwrap();
-        Link { dir, path }
-    }
-
-    fn arg(&self) -> &str {
-        self.path.to_str().unwrap()
-    }
-
-    /// accel as `mbuffer ARGS`, stdio piped.
-    fn spawn<S: AsRef<OsStr>>(&self, args: &[S]) -> Child {
-        piped(Command::new(&self.path).args(args))
-    }
-
-    /// Runs `mbuffer ARGS` with `data` on stdin: its status, stdout and stderr.
-    fn run<S: AsRef<OsStr>>(&self, args: &[S], data: &[u8]) -> (ExitStatus, Vec<u8>, String) {
-        run_fed(self.spawn(args), data)
-    }
-}
-
-fn has(program: &str, version_flag: &str) -> bool {
-    Command::new(program).arg(version_flag).output().is_ok()
-}
 
 /// Every invocation the backup tools build (issue 19), byte for byte, nothing on stderr with
 /// -q, status 0.
 #[test]
 fn the_backup_tools_command_lines_pass_every_byte_quietly() {
-    let link = Link::new("tools");
+    let link = AccelAs::new("mbuffer", "tools");
     let data = pattern(3 << 20, 19);
     let invocations: &[&[&str]] = &[
         // syncoid, each side
@@ -84,7 +51,7 @@ fn the_backup_tools_command_lines_pass_every_byte_quietly() {
 /// "consumer exits early, run as mbuffer".
 #[test]
 fn a_consumer_that_exits_early_gives_status_1() {
-    let link = Link::new("epipe");
+    let link = AccelAs::new("mbuffer", "epipe");
     let mut child = link.spawn(&["-q", "-s", "128k", "-m", "16M"]);
     let said = Said::collect(&mut child);
     let mut stdin = child.stdin.take().unwrap();
@@ -96,9 +63,8 @@ fn a_consumer_that_exits_early_gives_status_1() {
     let mut first = [0u8; 10];
     stdout.read_exact(&mut first).unwrap();
     drop(stdout);
-    let status = wait_within(&mut child, GENEROUS);
+    let (status, said) = said.ended(&mut child);
     writer.join().unwrap();
-    let said = said.all();
     assert_eq!(status.code(), Some(1), "{status}: {said}");
     assert_eq!(said.lines().count(), 1, "{said}");
     assert!(said.starts_with("accel: write to stdout: Broken pipe; "), "{said}");
@@ -108,7 +74,7 @@ fn a_consumer_that_exits_early_gives_status_1() {
 /// `timeout` in ~/.mbuffer.rc, and `-W` bounds `-I`'s wait for a sender.
 #[test]
 fn the_watchdog_ends_a_stuck_run_with_status_1() {
-    let link = Link::new("watchdog");
+    let link = AccelAs::new("mbuffer", "watchdog");
     let home = link.dir.path("home");
     std::fs::create_dir(&home).unwrap();
     std::fs::write(home.join(".mbuffer.rc"), "timeout = 2\n").unwrap();
@@ -127,8 +93,7 @@ fn the_watchdog_ends_a_stuck_run_with_status_1() {
         let writer = thread::spawn(move || {
             let _ = stdin.write_all(&pattern(16 << 20, 5));
         });
-        let status = wait_within(&mut child, GENEROUS);
-        let said = said.all();
+        let (status, said) = said.ended(&mut child);
         assert_eq!(status.code(), Some(1), "mbuffer {args:?}: {status}: {said}");
         assert!(said.contains("stalled"), "mbuffer {args:?}: {said}");
         drop(child.stdout.take());
@@ -138,8 +103,8 @@ fn the_watchdog_ends_a_stuck_run_with_status_1() {
     let port = free_port().to_string();
     let mut child = link.spawn(&["-q", "-W", "2", "-I", &format!("127.0.0.1:{port}")]);
     let said = Said::collect(&mut child);
-    let status = wait_within(&mut child, GENEROUS);
-    assert_eq!(status.code(), Some(1), "{status}: {}", said.all());
+    let (status, said) = said.ended(&mut child);
+    assert_eq!(status.code(), Some(1), "{status}: {said}");
 }
 
 /// Sends `input` with `sender` (a command made afresh each try) until it gets through: the
@@ -170,7 +135,7 @@ fn plain_tcp_with_the_real_mbuffer_both_ways() {
         return;
     }
     let Some(ns) = Netns::new("mbufferlink") else { return };
-    let link = Link::new("tcp");
+    let link = AccelAs::new("mbuffer", "tcp");
     let data = pattern(8 << 20, 21);
     let input = link.dir.path("input");
     std::fs::write(&input, &data).unwrap();
@@ -188,7 +153,7 @@ fn plain_tcp_with_the_real_mbuffer_both_ways() {
             args.retain(|arg| *arg != "-4");
         }
         args.extend(["-o", output.to_str().unwrap()]);
-        let mut listener =
+        let listener =
             command(Some(&ns), &program(receiver), &args).stderr(Stdio::piped()).spawn().unwrap();
         let to = format!("127.0.0.1:{port}");
         send_until_through(|| {
@@ -198,7 +163,7 @@ fn plain_tcp_with_the_real_mbuffer_both_ways() {
                 &["-q", "-s", "256k", "-m", "1G", "-i", &input, "-O", &to],
             )
         });
-        let (status, said) = ended_child(&mut listener);
+        let (status, said) = ended(listener);
         assert!(status.success(), "{receiver} -I (from {sender} -O): {status}: {said}");
         if receiver == "accel" {
             // (The real mbuffer warns of no controlling terminal, even with -q.)
@@ -212,13 +177,6 @@ fn plain_tcp_with_the_real_mbuffer_both_ways() {
     }
 }
 
-fn ended_child(child: &mut Child) -> (ExitStatus, String) {
-    let status = wait_within(child, GENEROUS);
-    let mut said = String::new();
-    child.stderr.take().unwrap().read_to_string(&mut said).unwrap();
-    (status, said)
-}
-
 /// syncoid's direct mode: `socat - TCP:HOST:PORT,retry=60,interval=1` sends into
 /// `mbuffer -r RATE -W 60 -I ADDR:PORT -q -s 128k -m 16M`.
 #[test]
@@ -226,7 +184,7 @@ fn syncoids_socat_sender_into_listen() {
     if !require("socat (apt-get install socat)", has("socat", "-V")) {
         return;
     }
-    let link = Link::new("socat");
+    let link = AccelAs::new("mbuffer", "socat");
     let data = pattern(8 << 20, 22);
     let input = link.dir.path("input");
     std::fs::write(&input, &data).unwrap();
@@ -245,8 +203,7 @@ fn syncoids_socat_sender_into_listen() {
         .unwrap();
     let (status, socat_said) = ended(socat);
     assert!(status.success(), "socat: {socat_said}");
-    let status = wait_within(&mut receiver, GENEROUS);
-    let said = said.all();
+    let (status, said) = said.ended(&mut receiver);
     assert_eq!(status.code(), Some(0), "{said}");
     assert_eq!(said, "");
     assert_same(&received.join().unwrap(), &data, "socat into mbuffer -I");
@@ -256,7 +213,7 @@ fn syncoids_socat_sender_into_listen() {
 /// stream arrives, and a plain sender (the real mbuffer, or socat) is turned away.
 #[test]
 fn encrypted_between_two_accels_with_a_key() {
-    let link = Link::new("keyed");
+    let link = AccelAs::new("mbuffer", "keyed");
     let key = make_key(&link.dir, "k");
     let data = pattern(4 << 20, 23);
     let input = link.dir.path("input");
@@ -271,7 +228,7 @@ fn encrypted_between_two_accels_with_a_key() {
             .spawn()
             .unwrap()
     };
-    let mut receiver = keyed_receiver("60", &listen, &output);
+    let receiver = keyed_receiver("60", &listen, &output);
     send_until_through(|| {
         let mut sender = Command::new(&link.path);
         sender
@@ -279,7 +236,7 @@ fn encrypted_between_two_accels_with_a_key() {
             .env("ACCEL_KEY_FILE", &key);
         sender
     });
-    let (status, said) = ended_child(&mut receiver);
+    let (status, said) = ended(receiver);
     assert!(status.success(), "{said}");
     assert_same(&std::fs::read(&output).unwrap(), &data, "encrypted -O to -I");
 
@@ -287,7 +244,7 @@ fn encrypted_between_two_accels_with_a_key() {
     // and gives up when -W runs out, having written nothing.
     let output = link.dir.path("output2");
     let listen = format!("127.0.0.1:{}", free_port());
-    let mut receiver = keyed_receiver("3", &listen, &output);
+    let receiver = keyed_receiver("3", &listen, &output);
     let deadline = Instant::now() + GENEROUS;
     loop {
         let sender = Command::new(&link.path)
@@ -305,7 +262,7 @@ fn encrypted_between_two_accels_with_a_key() {
         assert!(Instant::now() < deadline, "{said}");
         thread::sleep(Duration::from_millis(100));
     }
-    let (status, said) = ended_child(&mut receiver);
+    let (status, said) = ended(receiver);
     assert_eq!(status.code(), Some(1), "{said}");
     assert_eq!(std::fs::read(&output).unwrap_or_default(), b"", "a plain stream was taken");
 }
@@ -315,7 +272,7 @@ fn encrypted_between_two_accels_with_a_key() {
 /// run with it moves every byte).
 #[test]
 fn every_option_of_mbuffers_help_is_done_or_refused() {
-    let link = Link::new("options");
+    let link = AccelAs::new("mbuffer", "options");
     let ours = Command::new(&link.path).arg("-h").output().unwrap();
     assert!(ours.status.success());
     let ours = String::from_utf8(ours.stdout).unwrap();
@@ -389,7 +346,7 @@ fn every_option_of_mbuffers_help_is_done_or_refused() {
 /// the version and the help.
 #[test]
 fn the_options_do_what_mbuffer_says() {
-    let link = Link::new("doing");
+    let link = AccelAs::new("mbuffer", "doing");
     let data = pattern(1 << 20, 25);
     let file = |name: &str| link.dir.path(name).to_str().unwrap().to_owned();
     let input = file("input");
@@ -441,9 +398,9 @@ fn the_options_do_what_mbuffer_says() {
     let mut child = link.spawn(&["-q", "--pid"]);
     let said = Said::collect(&mut child);
     drop(child.stdin.take());
-    let status = wait_within(&mut child, GENEROUS);
+    let (status, said) = said.ended(&mut child);
     assert!(status.success());
-    assert_eq!(said.all(), format!("accel: PID is {}\n", child.id()));
+    assert_eq!(said, format!("accel: PID is {}\n", child.id()));
 
     // -l FILE: the messages go there, not to stderr.
     let (status, _, said) =
@@ -469,8 +426,8 @@ fn the_options_do_what_mbuffer_says() {
         let mut child = piped(&mut command);
         let said = Said::collect(&mut child);
         drop(child.stdin.take());
-        assert!(wait_within(&mut child, GENEROUS).success());
-        let said = said.all();
+        let (status, said) = said.ended(&mut child);
+        assert!(status.success());
         assert_eq!(said.contains("memlock = yes: not supported by accel"), expected, "{said}");
     }
 
@@ -486,7 +443,7 @@ fn the_options_do_what_mbuffer_says() {
 /// An mbuffer usage error is status 1, as mbuffer's, and one line naming the option.
 #[test]
 fn mbuffer_usage_errors_are_status_1_on_one_line() {
-    let link = Link::new("usage");
+    let link = AccelAs::new("mbuffer", "usage");
     for (args, expected) in [
         (&["-x"][..], "accel: mbuffer -x: unknown option; mbuffer -h lists the options\n"),
         (&["-m", "100b"], "accel: mbuffer -m 100b: fewer than 128 bytes\n"),
@@ -505,7 +462,7 @@ fn mbuffer_usage_errors_are_status_1_on_one_line() {
 /// each read returns one write), every write is exactly `-s` bytes, the last one short.
 #[test]
 fn s_makes_exact_writes_into_a_packet_mode_pipe() {
-    let link = Link::new("packets");
+    let link = AccelAs::new("mbuffer", "packets");
     let mut fds = [0; 2];
     // SAFETY: pipe2 fills two descriptors, which OwnedFd then owns.
     assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_DIRECT | libc::O_CLOEXEC) }, 0);
@@ -538,8 +495,8 @@ fn s_makes_exact_writes_into_a_packet_mode_pipe() {
         }
     });
     producer.join().unwrap().unwrap();
-    let status = wait_within(&mut child, GENEROUS);
-    assert_eq!(status.code(), Some(0), "{}", said.all());
+    let (status, said) = said.ended(&mut child);
+    assert_eq!(status.code(), Some(0), "{said}");
     let (sizes, got) = reader.join().unwrap();
     assert_same(&got, &data, "through a packet-mode pipe");
     let (last, whole) = sizes.split_last().unwrap();
@@ -551,7 +508,7 @@ fn s_makes_exact_writes_into_a_packet_mode_pipe() {
 /// partial data until a block fills; a line comes out while the producer is still open.
 #[test]
 fn s_does_not_hold_partial_data_in_an_ordinary_pipe() {
-    let link = Link::new("partial");
+    let link = AccelAs::new("mbuffer", "partial");
     let mut child = link.spawn(&["-q", "-s", "128k", "-m", "16M"]);
     let (mut stdin, mut stdout) = (child.stdin.take().unwrap(), child.stdout.take().unwrap());
     // A line through, stdin still open: with 128 KiB blocks it would wait for 131065 more.
@@ -690,8 +647,8 @@ fn syncoid_replicates_through_accel_as_its_mbuffer_and_pv() {
     let said = Said::collect(&mut child);
     let stdout = child.stdout.take().unwrap();
     let printed = thread::spawn(move || String::from_utf8_lossy(&drain(stdout)).into_owned());
-    let status = wait_within(&mut child, GENEROUS);
-    let (printed, said) = (printed.join().unwrap(), said.all());
+    let (status, said) = said.ended(&mut child);
+    let printed = printed.join().unwrap();
     let read = |name: &str| std::fs::read_to_string(state.join(name)).unwrap_or_default();
     let calls = read("calls");
     let context = format!("syncoid {status}\nstdout:\n{printed}\nstderr:\n{said}\nzfs:\n{calls}");

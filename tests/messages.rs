@@ -12,14 +12,14 @@ use crate::util::*;
 /// accel `args` with 1 MiB on stdin: its status, stdout's length, and stderr.
 fn run(args: &[&str]) -> (Option<i32>, usize, String) {
     let mut child = spawn_piped("auto", args);
+    let said = Said::collect(&mut child);
     let mut stdin = child.stdin.take().unwrap();
     // A refusing accel may have gone before the producer is done.
     let producer = std::thread::spawn(move || {
         let _ = stdin.write_all(&pattern(1 << 20, 11));
     });
     let stdout = drain(child.stdout.take().unwrap());
-    let stderr = String::from_utf8(drain(child.stderr.take().unwrap())).unwrap();
-    let status = wait_within(&mut child, GENEROUS);
+    let (status, stderr) = said.ended(&mut child);
     producer.join().unwrap();
     (status.code(), stdout.len(), stderr)
 }

@@ -12,22 +12,15 @@ use std::os::unix::process::ExitStatusExt;
 use std::process::{Child, ChildStdout, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::{Arc, mpsc};
-use std::thread::{self, JoinHandle};
+use std::thread;
 use std::time::{Duration, Instant};
 
 use rustix::process::{Pid, Signal, kill_process};
 
+use crate::util::net::*;
 use crate::util::*;
 
 // ----- helpers -----
-
-/// A new key file named `name` in `dir`, made by `accel --generate key FILE`.
-pub(crate) fn make_key(dir: &Scratch, name: &str) -> String {
-    let path = dir.path(name);
-    let status = Command::new(ACCEL).args(["--generate", "key"]).arg(&path).status().unwrap();
-    assert!(status.success(), "accel --generate key FILE");
-    path.to_str().unwrap().to_owned()
-}
 
 /// A key file for the test `test`, and a receiver on 127.0.0.1 that uses it, with `extra`.
 fn keyed_receiver(engine: &str, test: &str, extra: &[&str]) -> (Scratch, String, Receiver) {
@@ -39,108 +32,12 @@ fn keyed_receiver(engine: &str, test: &str, extra: &[&str]) -> (Scratch, String,
     (dir, key, receiver)
 }
 
-/// A receiving accel, its port, what it writes, and what it says.
-pub(crate) struct Receiver {
-    pub(crate) child: Child,
-    pub(crate) port: u16,
-    pub(crate) said: Said,
-}
-
-/// A test that fails midway leaves no receiver behind.
-impl Drop for Receiver {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Receiver {
-    /// `accel --engine ENGINE --from HOST:0 ARGS...` (the system picks the port, accel says
-    /// which). `command` wraps it (`ip netns exec`), when given.
-    pub(crate) fn start(engine: &str, host: &str, args: &[&str], wrap: Option<&Netns>) -> Receiver {
-        Receiver::at(engine, &format!("{host}:0"), args, wrap)
-    }
-
-    /// `accel --engine ENGINE --from FROM ARGS...`, once it says where it listens.
-    pub(crate) fn at(engine: &str, from: &str, args: &[&str], wrap: Option<&Netns>) -> Receiver {
-        let mut full = vec!["--engine", engine, "--from", from];
-        full.extend_from_slice(args);
-        let mut child = command(wrap, ACCEL, &full)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn the receiver");
-        let said = Said::collect(&mut child);
-        let line = said.line_with("listening on ");
-        let port = line.rsplit(':').next().unwrap().trim().parse().expect("a port");
-        Receiver { child, port, said }
-    }
-
-    /// Everything it writes, read on a thread.
-    pub(crate) fn output(&mut self) -> JoinHandle<Vec<u8>> {
-        let stdout = self.child.stdout.take().unwrap();
-        thread::spawn(move || drain(stdout))
-    }
-
-    pub(crate) fn stdout(&mut self) -> ChildStdout {
-        self.child.stdout.take().unwrap()
-    }
-
-    /// Waits for it to end: its status and what it said.
-    pub(crate) fn end(&mut self) -> (ExitStatus, String) {
-        let status = wait_within(&mut self.child, GENEROUS);
-        (status, self.said.all())
-    }
-}
-
-/// A sending accel, `accel --engine ENGINE --to TO ARGS...`, its stdin and stderr piped.
-pub(crate) fn sender(engine: &str, to: &str, args: &[&str], wrap: Option<&Netns>) -> Child {
-    let mut full = vec!["--engine", engine, "--to", to];
-    full.extend_from_slice(args);
-    command(wrap, ACCEL, &full)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn the sender")
-}
-
 /// A sending accel, fed `data` on a thread.
 fn send(engine: &str, to: &str, args: &[&str], data: Vec<u8>, wrap: Option<&Netns>) -> Child {
     let mut child = sender(engine, to, args, wrap);
     let stdin = child.stdin.take().unwrap();
     thread::spawn(move || feed(stdin, &data, 100_003));
     child
-}
-
-/// `program args...`, inside `netns` when given.
-pub(crate) fn command(netns: Option<&Netns>, program: &str, args: &[&str]) -> Command {
-    match netns {
-        None => {
-            let mut command = Command::new(program);
-            command.args(args);
-            command
-        }
-        Some(netns) => {
-            let mut command = Command::new("ip");
-            command.args(["netns", "exec", &netns.name, program]).args(args);
-            command
-        }
-    }
-}
-
-/// Waits for `child` and collects its stderr.
-pub(crate) fn ended(mut child: Child) -> (ExitStatus, String) {
-    let status = wait_within(&mut child, GENEROUS);
-    let mut stderr = String::new();
-    child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
-    (status, stderr)
-}
-
-/// A loopback port nobody listens on (bound, then released).
-pub(crate) fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 /// A whole transfer: a receiver on `host`, a sender to it; both must end with 0 and the
@@ -274,98 +171,6 @@ fn tamper(upstream: SocketAddr, from_sender: bool, at: fn(usize) -> usize) -> u1
         pass(server, client, !from_sender);
     });
     port
-}
-
-// ----- network namespaces -----
-
-/// A network namespace made for one test, with loopback up; deleted (with its interfaces)
-/// when dropped, however the test ends.
-pub(crate) struct Netns {
-    pub(crate) name: String,
-}
-
-impl Netns {
-    /// `None`, having said so, where namespaces cannot be made (not root, no `ip`).
-    pub(crate) fn new(tag: &str) -> Option<Netns> {
-        let can =
-            is_root() && Command::new("ip").arg("-V").output().is_ok_and(|o| o.status.success());
-        if !require("root and `ip netns` (iproute2), for network namespaces", can) {
-            return None;
-        }
-        let name = format!("accel-t{}-{tag}", std::process::id());
-        ip(&["netns", "add", &name]);
-        let netns = Netns { name };
-        netns.ip(&["link", "set", "lo", "up"]);
-        Some(netns)
-    }
-
-    /// `ip -n NAME ARGS...`, which must succeed.
-    pub(crate) fn ip(&self, args: &[&str]) {
-        let mut full = vec!["-n", &self.name];
-        full.extend_from_slice(args);
-        ip(&full);
-    }
-
-    /// Runs `body` on a thread that has joined this namespace, and returns what it returns.
-    pub(crate) fn within<T: Send + 'static>(&self, body: impl FnOnce() -> T + Send + 'static) -> T {
-        let path = format!("/var/run/netns/{}", self.name);
-        thread::spawn(move || {
-            let file = std::fs::File::open(path).unwrap();
-            use std::os::fd::AsRawFd;
-            // SAFETY: setns with a namespace descriptor; it moves only this thread.
-            assert_eq!(unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) }, 0, "setns");
-            body()
-        })
-        .join()
-        .unwrap()
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.name]).status();
-    }
-}
-
-/// `ip ARGS...`, which must succeed.
-#[track_caller]
-fn ip(args: &[&str]) {
-    let out = Command::new("ip").args(args).output().expect("run ip");
-    assert!(
-        out.status.success(),
-        "ip {}: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// Two namespaces joined by a veth pair: `a` is 10.213.N.1, `b` is 10.213.N.2 (addresses
-/// that exist only inside them), limited to `rate` by a `tbf` on each side when given.
-pub(crate) fn linked(
-    tag: &str,
-    subnet: u8,
-    rate: Option<&str>,
-) -> Option<(Netns, Netns, String, String)> {
-    let a = Netns::new(&format!("{tag}a"))?;
-    let b = Netns::new(&format!("{tag}b"))?;
-    ip(&[
-        "link", "add", "va", "netns", &a.name, "type", "veth", "peer", "name", "vb", "netns",
-        &b.name,
-    ]);
-    let (addr_a, addr_b) = (format!("10.213.{subnet}.1"), format!("10.213.{subnet}.2"));
-    for (ns, dev, addr) in [(&a, "va", &addr_a), (&b, "vb", &addr_b)] {
-        ns.ip(&["addr", "add", &format!("{addr}/24"), "dev", dev]);
-        ns.ip(&["link", "set", dev, "up"]);
-        if let Some(rate) = rate {
-            let status = Command::new("tc")
-                .args(["-n", &ns.name, "qdisc", "add", "dev", dev, "root", "tbf", "rate", rate])
-                .args(["burst", "256kb", "latency", "50ms"])
-                .status()
-                .unwrap();
-            assert!(status.success(), "tc tbf");
-        }
-    }
-    Some((a, b, addr_a, addr_b))
 }
 
 // ----- behaviour, once per engine -----
@@ -646,8 +451,7 @@ fn sigterm_before_the_end_is_confirmed(engine: &str) {
     thread::spawn(move || feed(stdin, &pattern(4_000_000, 23), 100_003));
     said.line_with("waiting for the receiver's confirmation");
     kill_process(Pid::from_child(&sender), Signal::TERM).unwrap();
-    let status = wait_within(&mut sender, GENEROUS);
-    let said = said.all();
+    let (status, said) = said.ended(&mut sender);
     assert_eq!(status.signal(), Some(libc::SIGTERM), "{said}");
     assert!(!said.contains("were delivered"), "{said}");
     assert!(said.contains("stopped by SIGTERM; "), "{said}");
@@ -744,7 +548,7 @@ fn a_line_crosses_at_once(engine: &str) {
 /// come, far less than a millisecond apart; the count alone would not show it on a loaded
 /// machine, where a sender that lags behind sends several pieces at once anyway.
 fn small_pieces_gather_into_frames(engine: &str) {
-    if !require("strace", Command::new("strace").arg("-V").output().is_ok()) {
+    if !require("strace", has("strace", "-V")) {
         return;
     }
     let (keys, key, mut receiver) = keyed_receiver(engine, "gather", &[]);
@@ -918,8 +722,8 @@ fn a_sender_started_before_its_receiver_waits_for_it() {
     );
     let mut receiver = Receiver::at("auto", &address, &["--key-file", &key], None);
     let output = receiver.output();
-    let status = wait_within(&mut sending, GENEROUS);
-    assert!(status.success(), "sender: {status}: {}", said.all());
+    let (status, said) = said.ended(&mut sending);
+    assert!(status.success(), "sender: {status}: {said}");
     let (status, said) = receiver.end();
     assert!(status.success(), "receiver: {status}: {said}");
     assert_same(&output.join().unwrap(), &data, "sent before the receiver listened");
@@ -999,8 +803,9 @@ fn a_receiver_says_where_it_listens() {
         let (status, _) = ended(send("auto", &from, &["--key-file", &key], b"x\n".to_vec(), None));
         status.success()
     });
-    assert!(wait_within(&mut quiet, GENEROUS).success());
-    assert_eq!(said.all(), "", "-q");
+    let (status, said) = said.ended(&mut quiet);
+    assert!(status.success());
+    assert_eq!(said, "", "-q");
 }
 
 /// Issue 32, item 7: a receiver says which sender it took, in one line (and nothing under
@@ -1045,8 +850,8 @@ fn a_sender_says_when_the_receiver_does_not_answer() {
     assert!(line.contains("--insecure"), "{line}");
     assert!(sender.try_wait().unwrap().is_none(), "still waiting, while the listener holds on");
     drop(held);
-    let status = wait_within(&mut sender, GENEROUS);
-    assert_eq!(status.code(), Some(6), "{}", said.all());
+    let (status, said) = said.ended(&mut sender);
+    assert_eq!(status.code(), Some(6), "{said}");
 }
 
 /// Key files: `--generate key` makes one only its owner may read; one others may read is
@@ -1408,13 +1213,16 @@ fn a_receivers_hash_line_names_the_address() {
 /// byte, encrypted and plain.
 #[test]
 fn across_namespaces_both_ways() {
-    let Some((a, b, addr_a, addr_b)) = linked("both", 1, Some("200mbit")) else { return };
+    let Some(veth) = Veth::new("both", 1) else { return };
+    veth.limit("200mbit");
+    let (a, b) = (&veth.a.netns, &veth.b.netns);
+    let (addr_a, addr_b) = (&veth.a.addr, &veth.b.addr);
     let keys = Scratch::new("net-netns");
     let key = make_key(&keys, "k");
     for (from_ns, to_ns, to_addr, args) in [
-        (&a, &b, &addr_b, vec!["--key-file", key.as_str()]),
-        (&b, &a, &addr_a, vec!["--key-file", key.as_str()]),
-        (&a, &b, &addr_b, vec!["--insecure"]),
+        (a, b, addr_b, vec!["--key-file", key.as_str()]),
+        (b, a, addr_a, vec!["--key-file", key.as_str()]),
+        (a, b, addr_b, vec!["--insecure"]),
     ] {
         let mut receiver = Receiver::start("auto", to_addr, &args, Some(to_ns));
         let output = receiver.output();
@@ -1432,11 +1240,12 @@ fn across_namespaces_both_ways() {
 /// found), status 6, nothing sent.
 #[test]
 fn unreachable_host() {
-    let Some((a, _b, _, _)) = linked("unreach", 2, None) else { return };
+    let Some(veth) = Veth::new("unreach", 2) else { return };
     let keys = Scratch::new("net-unreach");
     let key = make_key(&keys, "k");
     let to = "10.213.2.99:9090";
-    let (status, said) = ended(send("auto", to, &["--key-file", &key], Vec::new(), Some(&a)));
+    let (status, said) =
+        ended(send("auto", to, &["--key-file", &key], Vec::new(), Some(&veth.a.netns)));
     assert_eq!(status.code(), Some(6), "{said}");
     assert!(said.starts_with(&format!("accel: {to}: cannot connect: ")), "{said}");
     assert!(said.contains("No route to host") || said.contains("no answer"), "{said}");
@@ -1475,7 +1284,7 @@ fn name_not_found() {
 /// since `mbuffer -I` listens on every interface whatever it is told.
 #[test]
 fn insecure_against_mbuffer() {
-    let has_mbuffer = Command::new("mbuffer").arg("-V").output().is_ok();
+    let has_mbuffer = has("mbuffer", "-V");
     if !require("mbuffer (apt-get install mbuffer)", has_mbuffer) {
         return;
     }
@@ -1488,7 +1297,7 @@ fn insecure_against_mbuffer() {
     let port = ns.within(free_port).to_string();
 
     // accel sends, mbuffer receives.
-    let mut mbuffer =
+    let mbuffer =
         command(Some(&ns), "mbuffer", &["-q", "-I", &port, "-o", output.to_str().unwrap()])
             .stderr(Stdio::piped())
             .spawn()
@@ -1510,7 +1319,7 @@ fn insecure_against_mbuffer() {
         assert!(said.contains("Connection refused") && Instant::now() < deadline, "{said}");
         thread::sleep(Duration::from_millis(100));
     }
-    let (status, said) = ended_mbuffer(&mut mbuffer);
+    let (status, said) = ended(mbuffer);
     assert!(status.success(), "mbuffer -I: {said}");
     assert_same(&std::fs::read(&output).unwrap(), &data, "accel --insecure to mbuffer -I");
 
@@ -1518,21 +1327,13 @@ fn insecure_against_mbuffer() {
     let mut receiver = Receiver::start("auto", "127.0.0.1", &["--insecure"], Some(&ns));
     let received = receiver.output();
     let to = format!("127.0.0.1:{}", receiver.port);
-    let mut mbuffer =
-        command(Some(&ns), "mbuffer", &["-q", "-i", input.to_str().unwrap(), "-O", &to])
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-    let (status, said) = ended_mbuffer(&mut mbuffer);
+    let mbuffer = command(Some(&ns), "mbuffer", &["-q", "-i", input.to_str().unwrap(), "-O", &to])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (status, said) = ended(mbuffer);
     assert!(status.success(), "mbuffer -O: {said}");
     let (status, said) = receiver.end();
     assert!(status.success(), "accel --insecure --from: {said}");
     assert_same(&received.join().unwrap(), &data, "mbuffer -O to accel --insecure");
-}
-
-fn ended_mbuffer(mbuffer: &mut Child) -> (ExitStatus, String) {
-    let status = wait_within(mbuffer, GENEROUS);
-    let mut said = String::new();
-    mbuffer.stderr.take().unwrap().read_to_string(&mut said).unwrap();
-    (status, said)
 }

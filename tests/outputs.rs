@@ -160,7 +160,7 @@ fn files_at_both_ends_and_sync(engine: &str) {
     let out = accel(engine, &["-i", &arg(&from), "-o", &arg(&to)]).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_same(&std::fs::read(&to).unwrap(), &data, "-i to -o");
-    if !require("strace", Command::new("strace").arg("-V").output().is_ok()) {
+    if !require("strace", has("strace", "-V")) {
         return;
     }
     std::fs::remove_file(&to).unwrap();
@@ -221,14 +221,13 @@ fn through(
     mut child: std::process::Child,
     data: &[u8],
 ) -> (std::process::ExitStatus, Vec<u8>, String) {
+    let said = Said::collect(&mut child);
     let stdin = child.stdin.take().unwrap();
     let sent = data.to_vec();
     let producer = thread::spawn(move || feed(stdin, &sent, 1 << 20));
     let stdout = child.stdout.take().map(drain).unwrap_or_default();
     let _ = producer.join();
-    let status = wait_within(&mut child, GENEROUS);
-    let mut stderr = String::new();
-    child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+    let (status, stderr) = said.ended(&mut child);
     (status, stdout, stderr)
 }
 

@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::thread;
 
+use crate::util::control::with_socket_in;
+use crate::util::terminal::{PRODUCER, has_tmux, is_verdict, screens_of};
 use crate::util::*;
 
 /// `accel ARGS` (engine `engine`) with `stdin` on its stdin: its status, stdout and stderr.
@@ -103,8 +105,7 @@ fn a_file_gone_when_it_is_reached_fails_the_input() {
     std::fs::remove_file(&later).unwrap();
     drop(first);
     let rest = drain(stdout);
-    let status = wait_within(&mut child, GENEROUS);
-    let said = said.all();
+    let (status, said) = said.ended(&mut child);
     assert_eq!(status.code(), Some(1), "{said}");
     assert!(rest.is_empty());
     assert_eq!(
@@ -159,37 +160,13 @@ fn an_operand_that_is_the_output_is_refused() {
 
 // ----- accel as pv -----
 
-/// A directory holding a link named `pv` to the accel under test.
-pub struct PvLink {
-    dir: Scratch,
-    path: PathBuf,
-}
-
-impl PvLink {
-    pub fn new(test: &str) -> PvLink {
-        let dir = Scratch::new(&format!("pv-{test}"));
-        let path = dir.path("pv");
-        std::os::unix::fs::symlink(ACCEL, &path).unwrap();
-        PvLink { dir, path }
-    }
-
-    pub fn arg(&self) -> &str {
-        text(&self.path)
-    }
-
-    /// Runs `pv ARGS` with `data` on stdin: its status, stdout and stderr.
-    fn run(&self, args: &[&str], data: &[u8]) -> (ExitStatus, Vec<u8>, String) {
-        run_fed(piped(Command::new(&self.path).args(args)), data)
-    }
-}
-
 /// The pv lines of syncoid (`-p -t -e -r -b -s SIZE`, SIZE a full u64 or 0 for unknown), of
 /// btrbk before 0.27 (`-trab` for --progress, `-q -L 10m` for its rate limit) and of pyznap
 /// (`-f -w 100 -s SIZE`): every byte through, status 0; with stderr not a terminal, nothing
 /// said but what -f asks for, a line per interval.
 #[test]
 fn the_pv_lines_tools_write_pass_every_byte() {
-    let link = PvLink::new("tools");
+    let link = AccelAs::new("pv", "tools");
     let data = pattern((3 << 20) + 5, 50);
     let size = data.len().to_string();
     let invocations: &[&[&str]] = &[
@@ -218,7 +195,7 @@ fn the_pv_lines_tools_write_pass_every_byte() {
 /// and options in any order, `--` before a name that starts with `-`, `-` for stdin.
 #[test]
 fn files_and_options_in_pvs_order() {
-    let link = PvLink::new("files");
+    let link = AccelAs::new("pv", "files");
     let paths = files(&link.dir, &[200_000, 300_000]);
     let dashed = link.dir.path("-pterb");
     std::fs::write(&dashed, b"dashed").unwrap();
@@ -244,7 +221,7 @@ fn files_and_options_in_pvs_order() {
 /// never going back, ending at 100; with `-l` and `-b`, the lines; with `-t`, the seconds first.
 #[test]
 fn numeric_output_for_dialog() {
-    let link = PvLink::new("numeric");
+    let link = AccelAs::new("pv", "numeric");
     let path = link.dir.path("data");
     std::fs::write(&path, pattern(4 << 20, 52)).unwrap();
     // Slowly enough for several lines: 4 MiB at 4 MiB/s, a line every 0.2 s.
@@ -276,7 +253,7 @@ fn numeric_output_for_dialog() {
 
 /// `pv ARGS` fed for ever (as `yes` feeds it) while its stdout is read up to `most` bytes,
 /// then let go: its status, and what it wrote.
-fn fed_for_ever(link: &PvLink, args: &[&str], most: usize) -> (ExitStatus, Vec<u8>) {
+fn fed_for_ever(link: &AccelAs, args: &[&str], most: usize) -> (ExitStatus, Vec<u8>) {
     let mut child = piped(Command::new(&link.path).args(args));
     let said = Said::collect(&mut child);
     let mut stdin = child.stdin.take().unwrap();
@@ -296,9 +273,8 @@ fn fed_for_ever(link: &PvLink, args: &[&str], most: usize) -> (ExitStatus, Vec<u
         got
     });
     // Killed, and so failing, if it does not end by itself.
-    let status = wait_within(&mut child, GENEROUS);
+    let (status, _) = said.ended(&mut child);
     writer.join().unwrap();
-    let _ = said.all();
     (status, reader.join().unwrap())
 }
 
@@ -306,7 +282,7 @@ fn fed_for_ever(link: &PvLink, args: &[&str], most: usize) -> (ExitStatus, Vec<u
 /// ends there, however much more the producer would write; spliced or not (`-C`).
 #[test]
 fn stop_at_size() {
-    let link = PvLink::new("stop");
+    let link = AccelAs::new("pv", "stop");
     for args in [&["-q", "-S", "-s", "1000000"][..], &["-q", "-S", "-s", "1000000", "-C"]] {
         let (status, got) = fed_for_ever(&link, args, usize::MAX);
         assert_eq!(status.code(), Some(0), "pv {args:?}");
@@ -319,7 +295,7 @@ fn stop_at_size() {
 #[test]
 fn a_consumer_that_went_away_is_not_a_success() {
     use std::os::unix::process::ExitStatusExt;
-    let link = PvLink::new("epipe");
+    let link = AccelAs::new("pv", "epipe");
     let (status, got) = fed_for_ever(&link, &["-q"], 10);
     assert!(got.len() >= 10);
     assert_eq!(status.signal(), Some(libc::SIGPIPE), "{status}");
@@ -329,7 +305,7 @@ fn a_consumer_that_went_away_is_not_a_success() {
 /// bad size, a missing FILE, an option accel does not do.
 #[test]
 fn refusals_are_one_line_with_status_2() {
-    let link = PvLink::new("refusals");
+    let link = AccelAs::new("pv", "refusals");
     let missing = link.dir.path("missing");
     let cases: &[(&[&str], String)] = &[
         (&["-j"], "accel: pv -j: unknown option; pv -h lists the options accel takes\n".into()),
@@ -363,7 +339,7 @@ fn refusals_are_one_line_with_status_2() {
 /// byte (`-R`, `-Q`, `-d`, `-P` aside: they do not move bytes).
 #[test]
 fn every_option_of_pvs_help_is_done_or_refused() {
-    let link = PvLink::new("options");
+    let link = AccelAs::new("pv", "options");
     let ours = Command::new(&link.path).arg("-h").output().unwrap();
     assert!(ours.status.success());
     let ours = String::from_utf8(ours.stdout).unwrap();
@@ -382,7 +358,7 @@ fn every_option_of_pvs_help_is_done_or_refused() {
     };
     let listed = options(&ours);
     let mut theirs: Vec<(char, bool)> = Vec::new();
-    if require("pv (apt-get install pv)", Command::new("pv").arg("-V").output().is_ok()) {
+    if require("pv (apt-get install pv)", has("pv", "-V")) {
         let help = Command::new("pv").arg("-h").output().unwrap();
         theirs = options(&String::from_utf8_lossy(&help.stdout));
         assert!(theirs.len() > 30, "{theirs:?}");
@@ -438,7 +414,7 @@ fn every_option_of_pvs_help_is_done_or_refused() {
 /// `-o FILE` writes FILE, over what was there, as pv's does; `-X` throws it away.
 #[test]
 fn output_and_discard() {
-    let link = PvLink::new("output");
+    let link = AccelAs::new("pv", "output");
     let out = link.dir.path("out");
     std::fs::write(&out, "old contents, longer than the new").unwrap();
     let (status, stdout, said) = link.run(&["-q", "-o", text(&out)], b"new");
@@ -453,11 +429,11 @@ fn output_and_discard() {
 /// a run capped at 10 KiB/s that would take minutes ends once the cap is lifted.
 #[test]
 fn remote_lifts_a_running_ones_cap() {
-    let link = PvLink::new("remote");
+    let link = AccelAs::new("pv", "remote");
     let runtime = Scratch::new("pv-remote-runtime");
     let mut command = Command::new(&link.path);
     command.args(["-q", "-L", "10k"]);
-    let (mut child, _) = crate::control::with_socket_in(&runtime, command);
+    let (mut child, _) = with_socket_in(&runtime, command);
     let said = Said::collect(&mut child);
     let stdin = child.stdin.take().unwrap();
     let data = pattern(4 << 20, 54);
@@ -478,7 +454,8 @@ fn remote_lifts_a_running_ones_cap() {
         told.starts_with("accel: pv -R: only -L changes a running accel; not sent: -N\n"),
         "{told}"
     );
-    assert_eq!(wait_within(&mut child, GENEROUS).code(), Some(0), "{}", said.all());
+    let (status, said) = said.ended(&mut child);
+    assert_eq!(status.code(), Some(0), "{said}");
     writer.join().unwrap().unwrap();
     assert_same(&reader.join().unwrap(), &data, "pv -L 10k, lifted");
 }
@@ -500,15 +477,15 @@ fn final_line(screen: &str) -> (&str, &str) {
 /// as long as the cap makes it, and the final line stands at 100 % with the verdict under it.
 #[test]
 fn pterb_and_a_rate_cap_on_a_terminal() {
-    if !crate::watch::has_tmux() {
+    if !has_tmux() {
         return;
     }
-    let link = PvLink::new("pterb");
+    let link = AccelAs::new("pv", "pterb");
     let file = link.dir.path("data");
     std::fs::write(&file, pattern(7 << 20, 55)).unwrap();
     let script =
         format!("\"{}\" -pterb -L 2m {} > /dev/null; echo DONE; sleep 30", link.arg(), text(&file));
-    let screens = crate::watch::screens_of("pterb", &script);
+    let screens = screens_of("pterb", &script);
     let drawn: Vec<&String> = screens.iter().filter(|s| s.contains("ETA")).collect();
     assert!(!drawn.is_empty(), "{screens:#?}");
     for screen in &drawn {
@@ -519,7 +496,7 @@ fn pterb_and_a_rate_cap_on_a_terminal() {
     }
     let (last, under) = final_line(screens.last().unwrap());
     assert!(last.ends_with("100%") && !last.contains("ETA"), "{last}");
-    assert!(crate::watch::is_verdict(under), "{under}");
+    assert!(is_verdict(under), "{under}");
     // 7 MiB at 2 MiB/s: at least three seconds, however loaded the machine.
     let elapsed = last.split_whitespace().find(|w| w.starts_with("0:00:")).unwrap();
     assert!(elapsed >= "0:00:03", "{last}");
@@ -529,10 +506,10 @@ fn pterb_and_a_rate_cap_on_a_terminal() {
 /// `pv -N name -c` twice in a pipeline: each named, on a row of its own; `pv -l`: lines.
 #[test]
 fn size_names_and_lines_on_a_terminal() {
-    if !crate::watch::has_tmux() {
+    if !has_tmux() {
         return;
     }
-    let link = PvLink::new("terminal");
+    let link = AccelAs::new("pv", "terminal");
     let pv = link.arg();
     let file = link.dir.path("data");
     std::fs::write(&file, pattern(6 << 20, 56)).unwrap();
@@ -540,16 +517,16 @@ fn size_names_and_lines_on_a_terminal() {
     let script = format!(
         "cat {file} | \"{pv}\" -s $(stat -c %s {file}) -L 3m > /dev/null; echo DONE; sleep 30"
     );
-    let screen = crate::watch::screens_of("size", &script).pop().unwrap();
+    let screen = screens_of("size", &script).pop().unwrap();
     let (last, _) = final_line(&screen);
     assert!(last.contains("100%") && last.contains("6 MiB"), "{last}");
 
-    let producer = crate::watch::PRODUCER;
+    let producer = PRODUCER;
     let script = format!(
         "{producer} | \"{pv}\" -N first -c | gzip -1 | \"{pv}\" -N second -c > /dev/null; \
          echo DONE; sleep 30"
     );
-    let screens = crate::watch::screens_of("names", &script);
+    let screens = screens_of("names", &script);
     let rows = |screen: &str, name: &str| {
         screen
             .lines()
@@ -569,7 +546,7 @@ fn size_names_and_lines_on_a_terminal() {
         "for i in $(seq 20); do seq 1 20000; sleep 0.1; done | \"{pv}\" -l > /dev/null; \
          echo DONE; sleep 30"
     );
-    let screen = crate::watch::screens_of("lines", &script).pop().unwrap();
+    let screen = screens_of("lines", &script).pop().unwrap();
     let (last, _) = final_line(&screen);
     assert!(last.starts_with("in  400k lines "), "{last}");
 }
@@ -578,15 +555,10 @@ fn size_names_and_lines_on_a_terminal() {
 /// ends when pv does.
 #[test]
 fn numeric_into_a_dialog_gauge() {
-    if !crate::watch::has_tmux()
-        || !require(
-            "dialog (apt-get install dialog)",
-            Command::new("dialog").arg("--version").output().is_ok(),
-        )
-    {
+    if !has_tmux() || !require("dialog (apt-get install dialog)", has("dialog", "--version")) {
         return;
     }
-    let link = PvLink::new("dialog");
+    let link = AccelAs::new("pv", "dialog");
     let file = link.dir.path("data");
     std::fs::write(&file, pattern(6 << 20, 57)).unwrap();
     let script = format!(
@@ -595,7 +567,7 @@ fn numeric_into_a_dialog_gauge() {
         link.arg(),
         text(&file)
     );
-    let screens = crate::watch::screens_of("gauge", &script);
+    let screens = screens_of("gauge", &script);
     let percents: Vec<u64> = screens
         .iter()
         .filter_map(|s| {
@@ -611,7 +583,7 @@ fn numeric_into_a_dialog_gauge() {
 /// all from a run shorter than that, the final line neither.
 #[test]
 fn wait_and_delay_hold_the_display_back() {
-    let link = PvLink::new("hold");
+    let link = AccelAs::new("pv", "hold");
     let mut child = piped(Command::new(&link.path).args(["-W", "-f", "-b", "-i", "0.1"]));
     let said = Said::collect(&mut child);
     let mut stdin = child.stdin.take().unwrap();
@@ -620,8 +592,8 @@ fn wait_and_delay_hold_the_display_back() {
     stdin.write_all(&pattern(1 << 20, 58)).unwrap();
     drop(stdin);
     drain(child.stdout.take().unwrap());
-    assert_eq!(wait_within(&mut child, GENEROUS).code(), Some(0));
-    let said = said.all();
+    let (status, said) = said.ended(&mut child);
+    assert_eq!(status.code(), Some(0));
     let counts: Vec<&str> = said.lines().filter(|l| l.starts_with("in ")).collect();
     assert!(!counts.is_empty(), "{said}");
     assert!(counts.iter().all(|l| !l.starts_with("in      0 B")), "{said}");

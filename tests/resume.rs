@@ -36,7 +36,8 @@ use rustix::event::{PollFd, PollFlags, Timespec};
 use serde_json::Value;
 use sha2::Digest;
 
-use crate::net::{Netns, Receiver, linked, make_key, sender};
+use crate::util::net::{Host, Netns, Receiver, Veth, make_key, sender};
+use crate::util::seeds::{Rng, env_number, fresh_seed};
 use crate::util::*;
 
 // ----- a proxy that cuts -----
@@ -547,39 +548,12 @@ fn the_cutter_cuts_as_told() {
 /// A seed for what is random: `ACCEL_RESUME_SEED` (hex, or decimal) when set, else a fresh
 /// one; printed, with the command that replays it (`also`: the rest of its environment).
 fn seed(test: &str, also: &str) -> u64 {
-    let seed = match std::env::var("ACCEL_RESUME_SEED") {
-        Ok(text) => match text.strip_prefix("0x") {
-            Some(hex) => u64::from_str_radix(hex, 16).expect("ACCEL_RESUME_SEED in hex"),
-            None => text.parse().expect("ACCEL_RESUME_SEED, a number"),
-        },
-        Err(_) => {
-            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
-            now.map_or(1, |d| d.as_nanos() as u64) ^ u64::from(std::process::id())
-        }
-    };
+    let seed = env_number("ACCEL_RESUME_SEED").unwrap_or_else(fresh_seed);
     eprintln!(
         "{test}: seed {seed:#x}; replay with: ACCEL_RESUME_SEED={seed:#x} {also}cargo test \
          --test integration resume::{test} -- --exact --include-ignored"
     );
     seed
-}
-
-/// SplitMix64: numbers from a seed, the same on every machine.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// A number in `low..=high`.
-    fn between(&mut self, low: u64, high: u64) -> u64 {
-        low + self.next() % (high - low + 1)
-    }
 }
 
 /// What the receiver writes, collected as it comes, so that a test can wait for an amount.
@@ -707,20 +681,15 @@ struct Ended {
 
 impl Ends {
     /// A receiver with `--engine engine`, the key, `--hash sha256`, `--json=FILE` and `args`,
-    /// on 127.0.0.1, or at `host` inside `netns`.
-    fn start(
-        engine: &'static str,
-        test: &str,
-        args: &[&str],
-        netns: Option<(&Netns, &str)>,
-    ) -> Ends {
+    /// on 127.0.0.1, or on `host` (at its address, inside its namespace).
+    fn start(engine: &'static str, test: &str, args: &[&str], host: Option<&Host>) -> Ends {
         let dir = Scratch::new(&format!("resume-{test}-{engine}"));
         let key = make_key(&dir, "k");
         let json = format!("--json={}", dir.path("receiver.json").display());
         let mut full = vec!["--key-file", key.as_str(), "--hash", "sha256", json.as_str()];
         full.extend_from_slice(args);
-        let (host, wrap) = match netns {
-            Some((netns, host)) => (host, Some(netns)),
+        let (host, wrap) = match host {
+            Some(host) => (host.addr.as_str(), Some(&host.netns)),
             None => ("127.0.0.1", None),
         };
         let mut receiver = Receiver::start(engine, host, &full, wrap);
@@ -780,29 +749,6 @@ impl Ends {
         let receiver = End::new(status, self.receiver.said.all(), &self.dir.path("receiver.json"));
         Ended { sender, receiver, written: self.written.all() }
     }
-}
-
-/// Waits for `child` to exit, a generous while at most.
-fn exited(child: &mut Child, patience: Duration) -> Option<ExitStatus> {
-    let deadline = Instant::now() + patience;
-    while Instant::now() < deadline {
-        if let Some(status) = child.try_wait().expect("wait") {
-            return Some(status);
-        }
-        thread::sleep(Duration::from_millis(10));
-    }
-    None
-}
-
-/// Waits for `child` to exit; after a generous while, kills it and fails, showing what it
-/// said.
-#[track_caller]
-fn exit_of(child: &mut Child, said: &Said, who: &str) -> ExitStatus {
-    exited(child, GENEROUS).unwrap_or_else(|| {
-        let _ = child.kill();
-        let _ = child.wait();
-        panic!("the {who} did not exit within {GENEROUS:?}; it said:\n{}", said.all())
-    })
 }
 
 /// SHA-256 in hex, as `--hash sha256` writes it.
@@ -939,7 +885,7 @@ fn resumed_within(offsets: &[u64], cuts: &[u64], context: &str) {
 /// four connections, the stream whole.
 fn three_resets_at_random_offsets(engine: &'static str) {
     let seed = seed(&format!("three_resets_at_random_offsets::{engine}"), "");
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     let size = 24 << 20;
     let cuts: Vec<u64> = (0..3).map(|_| rng.between(64 << 10, size / 8)).collect();
     let plan: Vec<_> = cuts.iter().map(|&at| (at, Cut::Reset)).collect();
@@ -1081,7 +1027,7 @@ fn a_black_hole_is_left_soon_after_it_ends() {
 /// reset) is a drop like a reset: both ends resume, twice, and the stream comes through whole.
 #[test]
 fn an_aborted_connection_is_a_drop_at_either_end() {
-    let can = is_root() && std::process::Command::new("ss").arg("-V").output().is_ok();
+    let can = is_root() && has("ss", "-V");
     if !require("root and ss (iproute2), to abort a socket with ss -K", can) {
         return;
     }
@@ -1192,13 +1138,13 @@ fn an_outage_longer_than_reconnect_for_fails_both_sides() {
     proxy.reset_now();
     // Its input stays open: the sender gives up because of the outage alone.
     let mut sending = sending;
-    let status = exit_of(&mut sending.child, &sending.said, "sender");
+    let status = sending.said.exit_of(&mut sending.child);
     let gave_up = cut.elapsed();
     let said = sending.said.all();
     sending.close_input();
     let written = {
         let Ends { mut receiver, written, .. } = ends;
-        let status = exit_of(&mut receiver.child, &receiver.said, "receiver");
+        let status = receiver.said.exit_of(&mut receiver.child);
         let waited = cut.elapsed();
         let said_received = receiver.said.all();
         let written = written.all();
@@ -1305,17 +1251,11 @@ fn insecure_does_not_resume(engine: &'static str) {
     let data = pattern(16 << 20, 208);
     let stdin = sending.stdin.take().unwrap();
     thread::spawn(move || feed(stdin, &data, 1 << 20));
-    let status = exit_of(&mut sending, &said, "sender");
-    assert_eq!(status.code(), Some(3), "sender: {}", said.all());
-    let received = exit_of(&mut receiver.child, &receiver.said, "receiver");
+    let (status, said) = said.ended(&mut sending);
+    assert_eq!(status.code(), Some(3), "sender: {said}");
+    let (received, said) = receiver.end();
     let written = written.all();
-    assert_eq!(
-        received.code(),
-        Some(1),
-        "receiver, {} bytes written: {}",
-        written.len(),
-        receiver.said.all()
-    );
+    assert_eq!(received.code(), Some(1), "receiver, {} bytes written: {said}", written.len());
     assert!(written.len() <= 1 << 20, "{} bytes written", written.len());
     assert_same(&written, &pattern(16 << 20, 208)[..written.len()], "before the reset");
     assert_eq!(proxy.accepted(), 1, "connections");
@@ -1337,19 +1277,19 @@ per_engine!(
 fn across_an_outage(
     tag: &str,
     subnet: u8,
-    away: impl FnOnce(&Netns, &Netns, &Ends),
-    back: impl FnOnce(&Netns, &Netns, &Ends, &Sending),
+    away: impl FnOnce(&Veth, &Ends),
+    back: impl FnOnce(&Veth, &Ends, &Sending),
 ) {
-    let Some((a, b, _, addr_b)) = linked(tag, subnet, None) else { return };
+    let Some(veth) = Veth::new(tag, subnet) else { return };
     let args = ["--heartbeat", "250ms"];
-    let ends = Ends::start("auto", tag, &args, Some((&b, &addr_b)));
-    let sending = ends.sender(&ends.address().to_string(), Some(&a));
+    let ends = Ends::start("auto", tag, &args, Some(&veth.b));
+    let sending = ends.sender(&ends.address().to_string(), Some(&veth.a.netns));
     let data = pattern(8 << 20, 207);
     sending.send(&data[..4 << 20]);
     ends.written.at_least(4 << 20);
-    away(&a, &b, &ends);
+    away(&veth, &ends);
     sending.send(&data[4 << 20..]);
-    back(&a, &b, &ends, &sending);
+    back(&veth, &ends, &sending);
     let ended = ends.end(sending);
     ended.whole(&data, tag);
     assert_eq!(ended.reconnected(1, true, tag), [4 << 20], "{tag}");
@@ -1362,10 +1302,10 @@ fn the_link_down_for_three_seconds() {
     across_an_outage(
         "rslink",
         20,
-        |a, _, _| a.ip(&["link", "set", "va", "down"]),
-        |a, _, _, _| {
+        |veth, _| veth.a.netns.ip(&["link", "set", veth.a.dev, "down"]),
+        |veth, _, _| {
             thread::sleep(Duration::from_secs(3));
-            a.ip(&["link", "set", "va", "up"]);
+            veth.a.netns.ip(&["link", "set", veth.a.dev, "up"]);
         },
     );
 }
@@ -1379,16 +1319,16 @@ fn the_link_down_for_three_seconds() {
 /// meet no host), and the address is added back.
 #[test]
 fn the_receivers_address_taken_away_and_given_back() {
-    let address = |ends: &Ends| format!("{}/24", ends.host);
+    let address = |receiver: &Host| format!("{}/24", receiver.addr);
     across_an_outage(
         "rsaddr",
         21,
-        |_, b, ends| b.ip(&["addr", "del", &address(ends), "dev", "vb"]),
-        |_, b, ends, sending| {
+        |veth, _| veth.b.netns.ip(&["addr", "del", &address(&veth.b), "dev", veth.b.dev]),
+        |veth, ends, sending| {
             sending.said.line_with("connection dropped");
             ends.receiver.said.line_with("connection dropped");
             thread::sleep(Duration::from_secs(2));
-            b.ip(&["addr", "add", &address(ends), "dev", "vb"]);
+            veth.b.netns.ip(&["addr", "add", &address(&veth.b), "dev", veth.b.dev]);
         },
     );
 }
@@ -1401,7 +1341,7 @@ fn the_receivers_address_taken_away_and_given_back() {
 /// the stream is a reconnection; one in a handshake is a failed try, which the sender repeats.
 fn random_cuts(test: &str, cuts: usize, size: usize, also: &str) {
     let seed = seed(test, also);
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     let most = (size / (2 * cuts)) as u64;
     let plan: Vec<(u64, Cut)> = (0..cuts)
         .map(|k| match rng.between(0, 9) {

@@ -57,10 +57,8 @@ fn a_stop_says_what_was_lost(engine: &str) {
                 .any(|event| event["bytes_out"].as_u64().is_some_and(|bytes| bytes >= 1 << 20))
         });
         kill_process(Pid::from_child(&child), signal).unwrap();
-        let status = wait_within(&mut child, GENEROUS);
+        let (status, stderr) = ended(child);
         assert_eq!(status.signal(), Some(signal.as_raw()), "{signal:?}: {status}");
-        let mut stderr = String::new();
-        child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
         std::fs::remove_file(&json).unwrap();
         if args == ["-q"] {
             assert_eq!(stderr, "", "-q: nothing");

@@ -27,12 +27,13 @@ use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, OnceLock, mpsc};
 use std::thread::{self, JoinHandle};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use rustix::process::{Pid, Signal, kill_process};
 use xxhash_rust::xxh3::Xxh3;
 
-use crate::util::{ACCEL, GENEROUS, REPORT_LABELS, is_verdict_so_far};
+use crate::util::seeds::{Rng, env_number, fresh_seed, mix};
+use crate::util::{ACCEL, GENEROUS, REPORT_LABELS, ended, is_verdict_so_far};
 
 /// Cases `soak::short` runs by default. A case takes about 30 ms (the slowest about half a
 /// second): on 2 cores, 1,000 take about 30 s alone and 33 s beside the rest of `cargo test`,
@@ -58,58 +59,9 @@ const TICK: Duration = Duration::from_millis(100);
 // ---------------------------------------------------------------------------------------------
 // Randomness: one seed, everything derived from it.
 
-/// SplitMix64's finaliser: a good 64-bit mix, used to derive seeds.
-fn mix(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
 /// The seed of case `index` of the run seeded `master`.
 fn case_seed(master: u64, index: u64) -> u64 {
     mix(master ^ mix(index.wrapping_add(0x9E37_79B9_7F4A_7C15)))
-}
-
-/// SplitMix64: small, fast, and good enough to draw test cases.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Rng {
-        Rng(seed)
-    }
-
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        mix(self.0)
-    }
-
-    /// Uniform in `0..n` (0 when `n` is 0).
-    fn below(&mut self, n: u64) -> u64 {
-        ((u128::from(self.next()) * u128::from(n)) >> 64) as u64
-    }
-
-    /// Uniform in `[0, 1)`.
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    fn chance(&mut self, p: f64) -> bool {
-        self.unit() < p
-    }
-
-    /// About log-uniform in `lo..=hi` (`1 <= lo <= hi < 2^63`): a power of two drawn uniformly,
-    /// then a value within it; as many small values as large ones. Integers only, so that a seed
-    /// draws the same case on every machine.
-    fn log_uniform(&mut self, lo: u64, hi: u64) -> u64 {
-        let (low_bit, high_bit) = (lo.ilog2(), hi.ilog2());
-        let bit = low_bit + self.below(u64::from(high_bit - low_bit + 1)) as u32;
-        let (from, to) = (lo.max(1 << bit), hi.min((2 << bit) - 1));
-        from + self.below(to - from + 1)
-    }
-
-    fn pick<T: Copy>(&mut self, items: &[T]) -> T {
-        items[self.below(items.len() as u64) as usize]
-    }
 }
 
 /// The stream's source: 16 MiB of pseudo-random bytes, made once per process.
@@ -680,17 +632,6 @@ impl fmt::Display for Case {
 // ---------------------------------------------------------------------------------------------
 // Settings from the environment.
 
-/// A number from the environment: decimal or `0x` hexadecimal.
-fn env_number(name: &str) -> Option<u64> {
-    let text = std::env::var(name).ok()?;
-    let text = text.trim();
-    let parsed = match text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
-        Some(hex) => u64::from_str_radix(hex, 16),
-        None => text.parse(),
-    };
-    Some(parsed.unwrap_or_else(|_| panic!("{name}={text:?}: not a number")))
-}
-
 /// A size from the environment: a number with an optional binary suffix K, M, G or T.
 fn env_size(name: &str) -> Option<u64> {
     let text = std::env::var(name).ok()?;
@@ -708,10 +649,7 @@ fn env_size(name: &str) -> Option<u64> {
 
 /// The run's master seed, printed so that the run can be repeated.
 fn master_seed() -> u64 {
-    let seed = env_number("ACCEL_SOAK_SEED").unwrap_or_else(|| {
-        let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
-        mix(now.as_nanos() as u64 ^ u64::from(std::process::id()))
-    });
+    let seed = env_number("ACCEL_SOAK_SEED").unwrap_or_else(|| mix(fresh_seed()));
     eprintln!("soak: master seed {seed:#018x} (ACCEL_SOAK_SEED={seed:#018x} repeats this run)");
     seed
 }
@@ -793,9 +731,9 @@ fn stderr_classification_knows_the_report() {
     let n = stderr.read(&mut report).unwrap();
     let report = String::from_utf8(report[..n].to_vec()).unwrap();
     drop(stdin);
-    let mut rest = String::new();
-    stderr.read_to_string(&mut rest).unwrap();
-    assert!(child.wait().unwrap().success());
+    child.stderr = Some(stderr);
+    let (status, rest) = ended(child);
+    assert!(status.success());
     assert_eq!(unexpected_stderr(&report), None, "a report is expected:\n{report}{rest}");
     assert_eq!(rest, "", "nothing more than the report");
     let error = format!("{report}accel: write to stdout: oops\n");
@@ -854,23 +792,36 @@ fn rss(pid: u32) -> u64 {
         .map_or(0, |kib| kib * KIB)
 }
 
-/// accel's resident memory at rest: once the consumer has read everything written, accel gives
-/// its memory back after a second of empty backlog. The least of samples taken from 1.5 s on,
-/// until one is at most `enough` or `within` has passed.
-fn rss_at_rest(pid: u32, shared: &Shared, enough: u64, within: Duration) -> u64 {
+/// How long accel keeps a drained backlog's spare memory before it gives it back: the
+/// library's `GIVE_BACK_AFTER` (src/backlog/mod.rs), which the tests cannot name. Keep the two
+/// equal: memory measured at rest sooner than this after a drain is not at rest.
+const GIVE_BACK_AFTER: Duration = Duration::from_secs(1);
+
+/// How much longer than [`GIVE_BACK_AFTER`] the memory of a backlog that had nothing to give
+/// back is watched for its least: the reader notices the drain a moment after the consumer's
+/// last read, later on a loaded machine.
+const REST_MARGIN: Duration = Duration::from_secs(3);
+
+/// accel's resident memory in bytes at rest. Waits until the consumer has read everything
+/// written (the backlog has drained), then samples accel's memory until `at_rest(drained,
+/// least)` holds (`drained`: what accel held when the backlog drained; `least`: the least
+/// since), or `within` has passed; returns the least.
+fn rss_at_rest(
+    pid: u32,
+    shared: &Shared,
+    within: Duration,
+    at_rest: impl Fn(u64, u64) -> bool,
+) -> u64 {
     while shared.read.load(Relaxed) < shared.written.load(Relaxed) && !shared.done.load(Relaxed) {
         thread::sleep(Duration::from_millis(10));
     }
-    thread::sleep(Duration::from_millis(1500));
-    let since = Instant::now();
-    let mut least = u64::MAX;
-    loop {
-        least = least.min(rss(pid));
-        if least <= enough || since.elapsed() >= within {
-            return least;
-        }
+    let (drained, since) = (rss(pid), Instant::now());
+    let mut least = drained;
+    while !at_rest(drained, least) && since.elapsed() < within {
         thread::sleep(Duration::from_millis(100));
+        least = least.min(rss(pid));
     }
+    least
 }
 
 /// What the long run's producer learnt at its two rests: accel's memory early and at the end,
@@ -898,11 +849,18 @@ fn long_run(engine: &str, total: u64, master: u64) -> Result<(), String> {
             |len| produce(&mut stdin, len, &pacing, &mut rng, &mut hash, &shared.written);
         let rested = Instant::now();
         let error = write(warm_up).err().or_else(|| {
-            let early = rss_at_rest(pid, shared, 0, Duration::from_millis(2500));
+            // At rest once the spare chunks are given back, all at once: 2 MiB each, every
+            // page of them touched, so accel's memory falls by a MiB and more. Where the
+            // backlog had no spares beyond the one it keeps, nothing falls, and the least
+            // from the drain to GIVE_BACK_AFTER and a margin past it stands.
+            let early =
+                rss_at_rest(pid, shared, GIVE_BACK_AFTER + REST_MARGIN, |drained, least| {
+                    least + MIB <= drained
+                });
             let took = rested.elapsed();
             let error = write(total - warm_up).err();
             let resting = Instant::now();
-            let end = rss_at_rest(pid, shared, early + REST_SLACK, Duration::from_secs(20));
+            let end = rss_at_rest(pid, shared, GENEROUS, |_, least| least <= early + REST_SLACK);
             let _ = rests_tx.send(Rests { early, end, took: took + resting.elapsed() });
             error
         });

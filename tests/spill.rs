@@ -2,7 +2,7 @@
 //! producer, the disk is given back as the backlog drains, memory stays bounded, a read-back
 //! error is told, and a DIR where spilling is not safe is refused before anything is read.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -60,9 +60,8 @@ fn every_byte_through_memory_and_disk(engine: &str) {
             got.extend_from_slice(&buf[..n]);
         }
         producer.join().unwrap().unwrap();
-        let mut stderr = String::new();
-        child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
-        prop_assert!(wait_within(&mut child, GENEROUS).success(), "{}", stderr);
+        let (status, stderr) = ended(child);
+        prop_assert!(status.success(), "{}", stderr);
         let at = got.iter().zip(&data).position(|(a, b)| a != b);
         prop_assert!(got == data, "bytes differ from {:?} ({} of {})", at, got.len(), data.len());
         Ok(())
@@ -76,20 +75,13 @@ fn told_then_drained(mut child: Child, data: Vec<u8>, check: impl FnOnce(&str)) 
     let stdin = child.stdin.take().unwrap();
     let sent = data.clone();
     let producer = thread::spawn(move || feed(stdin, &sent, MIB));
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let (said, stderr) = within(GENEROUS, move || {
-        let mut line = String::new();
-        stderr.read_line(&mut line).unwrap();
-        (line, stderr)
-    })
-    .expect("accel said something");
+    let said = said_until(&mut child, "");
     check(&said);
     assert!(!producer.is_finished(), "the producer is held, not told to go away");
     let got = drain(child.stdout.take().unwrap());
     producer.join().unwrap().unwrap();
-    let mut rest = String::new();
-    stderr.into_inner().read_to_string(&mut rest).unwrap();
-    assert!(wait_within(&mut child, GENEROUS).success(), "{rest}");
+    let (status, rest) = ended(child);
+    assert!(status.success(), "{rest}");
     assert!(rest.is_empty(), "said once: {rest}");
     assert_same(&got, &data, "every byte");
 }

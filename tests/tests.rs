@@ -4,6 +4,8 @@
 //! Overlap and latency are proven by orderings with generous timeouts, never by tight
 //! wall-clock bounds. Random tests print the seed that replays them when they fail. A test
 //! that needs what the machine lacks fails unless `ACCEL_TESTS_MAY_SKIP=1` (`util::require`).
+//! Helpers shared by modules live in `util/`, and a module imports them from there only,
+//! never from another module of tests.
 
 // The library is the package's (accel-buffer); the tests call it accel.
 extern crate accel_buffer as accel;

@@ -53,9 +53,8 @@ fn eof_while_queued(engine: &str, data: &[u8], write_size: usize) -> [u64; 3] {
     within(GENEROUS, move || feed(stdin, &rest, write_size).unwrap())
         .expect("producer finished while the consumer was stalled");
     out.extend(drain(stdout));
-    let mut stderr = String::new();
-    child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
-    assert!(wait_within(&mut child, GENEROUS).success(), "{stderr}");
+    let (status, stderr) = ended(child);
+    assert!(status.success(), "{stderr}");
     assert_same(&out, data, &format!("--engine {engine}"));
     let tiers = tiers(&json.summary());
     assert_eq!(tiers.iter().sum::<u64>(), data.len() as u64, "tiers account for every byte");
@@ -139,9 +138,8 @@ fn stalls_and_bursts_through_every_tier() {
             }
         }
         producer.join().unwrap().unwrap();
-        let mut stderr = String::new();
-        child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
-        prop_assert!(wait_within(&mut child, GENEROUS).success(), "{}", stderr);
+        let (status, stderr) = ended(child);
+        prop_assert!(status.success(), "{}", stderr);
         prop_assert!(got == data, "bytes differ (write size {}, {} bytes)", write_size, size);
         let tiers = tiers(&json.summary());
         prop_assert_eq!(tiers.iter().sum::<u64>(), size as u64);

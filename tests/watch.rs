@@ -1,16 +1,16 @@
 //! Watching the pipeline: NDJSON, the report's verdict, SIGUSR1, the stall watchdog, and the
 //! progress line on a real terminal.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rustix::process::{Pid, Signal, kill_process};
 use serde_json::Value;
 
+use crate::util::terminal::{PRODUCER, has_tmux, is_verdict, screens_of};
 use crate::util::*;
 
 /// Runs accel with a producer that writes `total` bytes in `piece`s with `producer_pause`
@@ -31,6 +31,7 @@ fn paced(
     ));
     let json_arg = format!("--json={}", json.display());
     let mut child = spawn_piped(engine, &[&[json_arg.as_str()], args].concat());
+    let said = Said::collect(&mut child);
     let mut stdin = child.stdin.take().unwrap();
     let producer = thread::spawn(move || {
         let data = pattern(piece, 1);
@@ -47,9 +48,8 @@ fn paced(
         thread::sleep(consumer_pause);
     }
     producer.join().unwrap();
-    let mut stderr = String::new();
-    child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
-    assert!(wait_within(&mut child, GENEROUS).success(), "{stderr}");
+    let (status, stderr) = said.ended(&mut child);
+    assert!(status.success(), "{stderr}");
     assert_eq!(got, total / piece * piece);
     let events = std::fs::read_to_string(&json)
         .unwrap()
@@ -87,58 +87,6 @@ fn json_summary_has_the_documented_fields(engine: &str) {
     let total: u64 =
         ["through", "pipes", "memory"].iter().map(|t| tiers[t].as_u64().unwrap()).sum();
     assert_eq!(total, 4 << 20, "every byte took one way: {tiers}");
-}
-
-/// accel with `--json` on stderr, where the test reads each event as it comes; `-v` and
-/// other `args` too. Every line of stderr that is not an event is kept as text.
-struct Watched {
-    child: std::process::Child,
-    events: mpsc::Receiver<Value>,
-    text: std::sync::Arc<std::sync::Mutex<String>>,
-    reader: thread::JoinHandle<()>,
-}
-
-impl Watched {
-    fn start(engine: &str, args: &[&str]) -> Watched {
-        let mut child = spawn_piped(engine, &[&["--json"], args].concat());
-        let stderr = BufReader::new(child.stderr.take().unwrap());
-        let (send, events) = mpsc::channel();
-        let text = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
-        let kept = std::sync::Arc::clone(&text);
-        let reader = thread::spawn(move || {
-            for line in stderr.lines() {
-                let line = line.unwrap();
-                match serde_json::from_str::<Value>(&line) {
-                    Ok(event) if line.starts_with('{') => {
-                        let _ = send.send(event);
-                    }
-                    _ => kept.lock().unwrap().push_str(&format!("{line}\n")),
-                }
-            }
-        });
-        Watched { child, events, text, reader }
-    }
-
-    /// Waits until `count` progress events in a row satisfy `condition`: a state accel itself
-    /// reports to have lasted that many seconds (an event a second).
-    fn until(&self, count: usize, what: &str, condition: impl Fn(&Value) -> bool) {
-        let mut in_a_row = 0;
-        while in_a_row < count {
-            let event = self.events.recv_timeout(GENEROUS).unwrap_or_else(|_| panic!("{what}"));
-            assert_eq!(event["event"], "progress", "{what}: the run ended first: {event}");
-            in_a_row = if condition(&event) { in_a_row + 1 } else { 0 };
-        }
-    }
-
-    /// Waits for the end: the summary, and the text beside the events.
-    fn finish(mut self) -> (Value, String) {
-        assert!(wait_within(&mut self.child, GENEROUS).success());
-        self.reader.join().unwrap();
-        let summary = self.events.try_iter().last().expect("a summary");
-        assert_eq!(summary["event"], "summary");
-        let text = self.text.lock().unwrap().clone();
-        (summary, text)
-    }
 }
 
 /// The consumer reads nothing until accel itself reports the producer held back by a full
@@ -229,25 +177,15 @@ fn sigusr1_prints_the_report_so_far(engine: &str) {
     // Once the consumer has it all, accel has certainly taken all 3 MiB in.
     let mut got = vec![0u8; data.len()];
     stdout.read_exact(&mut got).unwrap();
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
     kill_process(Pid::from_child(&child), Signal::USR1).unwrap();
-    let report = within(GENEROUS, move || {
-        let mut text = String::new();
-        while !text.contains("bottleneck") {
-            if stderr.read_line(&mut text).unwrap() == 0 {
-                break;
-            }
-        }
-        (text, stderr)
-    })
-    .expect("a report after SIGUSR1");
-    assert!(report.0.contains("bottleneck"), "{}", report.0);
+    let report = said_until(&mut child, "bottleneck");
+    assert!(report.contains("bottleneck"), "{}", report);
     // Issue 11, item 5: it says it is the report so far, and its verdict is one so far.
-    let lines: Vec<&str> = report.0.lines().collect();
+    let lines: Vec<&str> = report.lines().collect();
     assert!(lines[0].starts_with("report so far, at ") && lines[0].ends_with("; the run goes on"));
-    assert!(lines.last().unwrap().starts_with("so far, "), "{}", report.0);
-    let bytes_in = report.0.lines().find(|l| l.starts_with("in ")).unwrap_or_default();
-    assert!(bytes_in.contains(" 3145728 bytes"), "the bytes so far: {}", report.0);
+    assert!(lines.last().unwrap().starts_with("so far, "), "{}", report);
+    let bytes_in = report.lines().find(|l| l.starts_with("in ")).unwrap_or_default();
+    assert!(bytes_in.contains(" 3145728 bytes"), "the bytes so far: {}", report);
     // Still running: the rest goes through and accel ends normally.
     stdin.write_all(b"more").unwrap();
     drop(stdin);
@@ -260,9 +198,7 @@ fn sigusr1_prints_the_report_so_far(engine: &str) {
 fn stall_timeout_names_the_stuck_side(engine: &str) {
     let mut child = spawn_piped(engine, &["--stall-timeout", "1s"]);
     let stdin = child.stdin.take().unwrap();
-    let status = wait_within(&mut child, GENEROUS);
-    let mut stderr = String::new();
-    child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+    let (status, stderr) = ended(child);
     assert_eq!(status.code(), Some(4), "--engine {engine}: {stderr}");
     assert!(
         stderr.contains("stalled: no input from stdin for")
@@ -275,9 +211,7 @@ fn stall_timeout_names_the_stuck_side(engine: &str) {
     let mut stdin = child.stdin.take().unwrap();
     // Nobody reads: stdout's pipe and the buffer fill, then nothing moves.
     let _ = stdin.write_all(&pattern(4 << 20, 3));
-    let status = wait_within(&mut child, GENEROUS);
-    let mut stderr = String::new();
-    child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+    let (status, stderr) = ended(child);
     assert_eq!(status.code(), Some(4), "--engine {engine}: {stderr}");
     assert!(
         stderr.contains("stalled: nothing written to stdout for")
@@ -300,10 +234,8 @@ fn signal_prints_the_report_then_ends_by_it() {
     child.stdout.take().unwrap().read_exact(&mut got).unwrap();
     assert_same(&got, &data, "before the signal");
     kill_process(Pid::from_child(&child), Signal::TERM).unwrap();
-    let status = wait_within(&mut child, GENEROUS);
+    let (status, stderr) = ended(child);
     assert_eq!(status.signal(), Some(Signal::TERM.as_raw()));
-    let mut stderr = String::new();
-    child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
     assert!(stderr.contains("bottleneck"), "{stderr}");
 }
 
@@ -404,37 +336,6 @@ fn progress_to_another_descriptor() {
 
 // ----- a real terminal -----
 
-/// Runs tmux against the server `socket`; its stdout, and whether it succeeded.
-fn tmux(socket: &str, args: &[&str]) -> (String, bool) {
-    let out = Command::new("tmux").args(["-L", socket]).args(args).output().expect("run tmux");
-    (String::from_utf8_lossy(&out.stdout).into_owned(), out.status.success())
-}
-
-/// The screens of an 80x20 terminal running `script`, sampled until `DONE` appears.
-pub fn screens_of(session: &str, script: &str) -> Vec<String> {
-    // A server of its own: a shared one exits when its last session is killed, and a session
-    // started meanwhile would be lost with it.
-    let socket = format!("accel-tests-{}-{session}", std::process::id());
-    let size = ["-x", "80", "-y", "20"];
-    let command = ["bash", "--norc", "-c", script];
-    let (_, started) =
-        tmux(&socket, &[&["new-session", "-d", "-s", session], &size[..], &command].concat());
-    assert!(started, "tmux could not start a session");
-    let mut screens = Vec::new();
-    let deadline = Instant::now() + GENEROUS;
-    loop {
-        let (screen, _) = tmux(&socket, &["capture-pane", "-p", "-t", session]);
-        let finished = screen.contains("DONE");
-        screens.push(screen);
-        if finished || Instant::now() > deadline {
-            break;
-        }
-        thread::sleep(Duration::from_millis(100));
-    }
-    tmux(&socket, &["kill-server"]);
-    screens
-}
-
 fn has_progress_line(screen: &str) -> bool {
     screen.lines().any(is_progress_line)
 }
@@ -442,17 +343,6 @@ fn has_progress_line(screen: &str) -> bool {
 fn is_progress_line(line: &str) -> bool {
     line.contains("buf ") && line.contains('%') && line.contains("out ")
 }
-
-pub fn is_verdict(line: &str) -> bool {
-    line.starts_with("bottleneck: ") || line.starts_with("no bottleneck: ")
-}
-
-pub fn has_tmux() -> bool {
-    require("tmux (.ci/run installs it)", Command::new("tmux").arg("-V").output().is_ok())
-}
-
-/// A producer that takes a few seconds: 24 bursts of 300000 bytes, 0.1 s apart.
-pub const PRODUCER: &str = "for i in $(seq 24); do head -c 300000 /dev/urandom; sleep 0.1; done";
 
 /// Issue 11, item 3: on a terminal, in the foreground, the line appears, changes, and is left
 /// standing at the end with one line of verdict under it, not the report; `-v` adds the

@@ -1,25 +1,28 @@
-"""The command line of bench/run.py: options, the accel binary under test, the tools that
-pass the sanity check, then the machine header, each measure chosen by --only in ORDER, and
-the notes, in Markdown on stdout (progress goes to stderr)."""
+"""The command line of bench/run.py: options, the accel binary under test (and a baseline
+build beside it), the tools that pass the sanity check, then the machine header, each
+measure chosen by --only in ORDER, and the notes, in Markdown on stdout (progress goes to
+stderr); each measure's section also goes into the results file (bench/RESULTS.md)."""
 
 from __future__ import annotations
 
 import argparse
 import inspect
 import os
+import shlex
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
 
+from . import results
+from .builds import BuildFailed, build_revision, build_tree, source_revision
+from .context import BENCH, MIB, WORK, Context, NotMeasured, note
+from .markdown import load_average, machine_header, machine_lines
 from .measures import MEASURES, ORDER
-from .runner import (
-    MIB, REPO, WORK, Context, Tool, machine_header, note, parse_variants, peer_tools,
-    sanity_check,
-)
+from .tools import Tool, parse_variants, peer_tools, sanity_check
 
 DEFAULT_VARIANTS = "accel=accel,accel-copy=accel --engine copy"
+RESULTS = BENCH / "RESULTS.md"
 
 ABOUT = """\
 Benchmark accel against a bare pipe and its peers (mbuffer, pv -B, buffer; tee, cp and
@@ -44,7 +47,13 @@ In --variants, each comma-separated item is NAME=COMMAND; the word ``accel`` in 
 replaced by the accel binary.  Without --accel, ``cargo build --release`` runs in the repo
 root and target/release/accel is used.  --quick shrinks the corpus (20 MiB), the stream
 (512 MiB), the data of outputs, hash and files (tens of MiB) and spill's burst (512 MiB), so
-that each measure takes under a minute; it is for testing this script, its numbers are not meaningful.  Tables go to stdout (Markdown), progress to stderr.
+that each measure takes under a minute; it is for testing this script, its numbers are not
+meaningful.  Tables go to stdout (Markdown), progress to stderr.
+Each measure's tables also replace its section of the results file (bench/RESULTS.md, or
+--results FILE), under the machine header and this command line; the other sections stay.
+--quick and --no-results write nothing there.  --baseline REV builds accel as of git
+revision REV in bench/work/baseline/ and adds it as the variant `before`, so that the
+build before a change runs beside this one in the same interleaved rounds.
 """
 
 
@@ -58,7 +67,8 @@ def describe() -> str:
     return ABOUT + "\n" + "\n".join(lines) + "\n\n" + HOW_TO_READ
 
 
-def main() -> int:
+def parser() -> argparse.ArgumentParser:
+    """The options of bench/run.py."""
     ap = argparse.ArgumentParser(description=describe(), epilog=USAGE_NOTES,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=5, help="rounds per timed section (min 3)")
@@ -80,9 +90,29 @@ def main() -> int:
                     help="corpus tar size in MiB (default 300, --quick 20)")
     ap.add_argument("--timeout", type=float, metavar="S",
                     help="kill a pipeline run after S seconds (default 600, --quick 60)")
+    ap.add_argument("--baseline", metavar="REV",
+                    help="also run accel as of git revision REV (built once in "
+                         "bench/work/baseline/), as the variant 'before'")
+    ap.add_argument("--results", metavar="FILE", default=str(RESULTS),
+                    help="the results file each measure's section goes into "
+                         "(default bench/RESULTS.md)")
+    ap.add_argument("--no-results", action="store_true",
+                    help="write no results file (--quick never writes one)")
     ap.add_argument("--drop-caches", action="store_true",
                     help="files and spill: drop the page cache before each run, so that files "
                          "come from the disk (needs root; it slows everyone on the machine)")
+    return ap
+
+
+def results_file(args: argparse.Namespace) -> Path | None:
+    """Where each measure's section goes: --results (bench/RESULTS.md unless given), or
+    nowhere with --no-results, and never with --quick (its sizes are for testing the script,
+    its figures meaningless)."""
+    return None if args.quick or args.no_results else Path(args.results)
+
+
+def main() -> int:
+    ap = parser()
     args = ap.parse_args()
     if args.rounds < 3:
         ap.error("--rounds must be at least 3")
@@ -115,32 +145,24 @@ def main() -> int:
         print(f"run.py: required tools missing: {', '.join(missing)}", file=sys.stderr)
         return 2
 
-    if args.accel:
-        accel = os.path.abspath(args.accel)
-        accel_origin = accel
-        if not os.access(accel, os.X_OK):
-            print(f"run.py: --accel {args.accel}: not an executable file", file=sys.stderr)
-            return 2
-    else:
-        note("cargo build --release")
-        r = subprocess.run(["cargo", "build", "--release"], cwd=REPO, stdout=sys.stderr)
-        if r.returncode != 0:
-            print("run.py: cargo build --release failed", file=sys.stderr)
-            return 1
-        built = REPO / "target" / "release" / "accel"
-        # Snapshot the binary so that a rebuild by someone else during the run cannot mix
-        # two versions of accel into one set of medians.
-        WORK.mkdir(parents=True, exist_ok=True)
-        snap = WORK / "accel-under-test"
-        tmp = WORK / "accel-under-test.tmp"
-        shutil.copy2(built, tmp)
-        os.replace(tmp, snap)
-        accel = str(snap)
-        accel_origin = f"{built} (snapshot: {snap})"
+    try:
+        if args.accel:
+            accel = os.path.abspath(args.accel)
+            accel_origin = accel
+            if not os.access(accel, os.X_OK):
+                print(f"run.py: --accel {args.accel}: not an executable file", file=sys.stderr)
+                return 2
+        else:
+            accel, accel_origin = build_tree()
+        baseline = build_revision(args.baseline) if args.baseline else None
+    except BuildFailed as e:
+        print(f"run.py: {e}", file=sys.stderr)
+        return 1
     WORK.mkdir(parents=True, exist_ok=True)
 
     notes: list[str] = []
-    variants = parse_variants(args.variants, accel)
+    spec = args.variants + (f",before={shlex.quote(baseline[0])}" if baseline else "")
+    variants = parse_variants(spec, accel)
     tools = [Tool("bare", None, "bare")] + variants + peer_tools(notes, peers)
     for t in tools:
         if t.argv is None:
@@ -155,20 +177,39 @@ def main() -> int:
             note(f"sanity: {t.name}: ok")
 
     t_start = time.perf_counter()
-    print(machine_header(accel, accel_origin, args, sizes))
+    header = machine_lines(accel, accel_origin, args, sizes)
+    if baseline:
+        header.append(f"- baseline (the variant `before`): {baseline[1]}")
+    print(machine_header(header))
     sys.stdout.flush()
     ctx = Context(tools, accel, args.rounds, sizes["corpus"], sizes["count"], timeout,
                   levels, args.quick, args.drop_caches)
+    path = results_file(args)
+    about = header + [f"- source: {source_revision()}",
+                      f"- command: `{shlex.join(['bench/run.py', *sys.argv[1:]])}`"]
     for name, measure in MEASURES.items():
         if name not in only:
             continue
         note(f"--- {name}")
-        print(measure.run(ctx))
+        t_measure = time.perf_counter()
+        try:
+            report = measure.run(ctx)
+        except NotMeasured as e:  # printed, but an earlier run's figures stay in the file
+            report, path_now = e.section, None
+        else:
+            path_now = path
+        print(report)
         sys.stdout.flush()
-    loadavg = " ".join(Path("/proc/loadavg").read_text().split()[:3])
-    notes.append(f"load average at end: {loadavg}; total {time.perf_counter() - t_start:.0f} s.")
+        if path_now:
+            took = (f"- this measure: ended {time.strftime('%Y-%m-%d %H:%M:%S %Z')}, took "
+                    f"{time.perf_counter() - t_measure:.0f} s; load average at its end: "
+                    f"{load_average()}")
+            results.record(path_now, name, results.section(
+                name, about + [took] + [f"- note: {n}" for n in notes], report), ORDER)
+            note(f"{name}: its section of {path_now} written")
+    notes.append(f"load average at end: {load_average()}; "
+                 f"total {time.perf_counter() - t_start:.0f} s.")
     print("## Notes\n")
     for n in notes:
         print(f"- {n}")
     return 0
-

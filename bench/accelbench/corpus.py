@@ -10,7 +10,7 @@ import subprocess
 import tarfile
 from pathlib import Path
 
-from .runner import MIB, WORK, note
+from .context import MIB, WORK, note
 
 CORPUS_VERSION = 2  # bump when the file selection changes, to invalidate cached corpora
 CORPUS_ROOTS = [

@@ -37,8 +37,8 @@ pub struct Chunk {
 }
 
 // SAFETY: a Chunk is plain memory owned by its value; the backlog decides who touches which
-// bytes (the producer's `Vacant` past what is committed, readers' `Filled` before it: see the
-// `backlog` module), so moving or sharing the handle between threads is sound.
+// bytes (the producer's `MemorySpace` past what is committed, readers' `Filled` before it: see
+// the `backlog` module), so moving or sharing the handle between threads is sound.
 unsafe impl Send for Chunk {}
 // SAFETY: as above; `&Chunk` only hands out raw pointers, never references.
 unsafe impl Sync for Chunk {}
@@ -84,7 +84,7 @@ impl Chunk {
 impl Drop for Chunk {
     fn drop(&mut self) {
         // SAFETY: the mapping was made in `new` and nothing refers to it once the chunk is dropped
-        // (segments, `Vacant`s and `Filled`s hold an `Arc<Chunk>`).
+        // (segments, `MemorySpace`s and `Filled`s hold an `Arc<Chunk>`).
         let _ = unsafe { rustix::mm::munmap(self.addr.as_ptr().cast::<c_void>(), self.len) };
     }
 }

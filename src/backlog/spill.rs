@@ -194,7 +194,7 @@ impl SpillFile {
         self.written.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Writes all of `bytes` into the file at `offset` (room reserved for them).
+    /// Writes all of `bytes` into the file at `offset` (space reserved for them).
     pub(super) fn write_at(&self, bytes: &[u8], offset: u64) -> io::Result<()> {
         let mut done = 0;
         while done < bytes.len() {

@@ -1,8 +1,10 @@
-//! The backlog on its own: order, room, memory, and readers that go at their own pace.
+//! The backlog on its own: order, space, memory, and readers that go at their own pace.
 
 use std::thread;
 use std::time::{Duration, Instant};
 
+use super::producer::MemorySpace;
+use super::segments::Store;
 use super::*;
 
 fn backlog_for(capacity: usize, readers: usize) -> (Producer, Vec<Reader>) {
@@ -28,19 +30,19 @@ fn pattern(len: usize) -> Vec<u8> {
 }
 
 /// The memory the next reservation gives (these backlogs have no spill).
-fn vacant(producer: &mut Producer) -> Vacant<'_> {
+fn memory_space(producer: &mut Producer) -> MemorySpace<'_> {
     match producer.reserve().unwrap().expect("a reader is there") {
-        Space::Memory(vacant) => vacant,
+        Space::Memory(space) => space,
         Space::Spill(_) => panic!("no spill in these tests"),
     }
 }
 
 /// Puts as much of `bytes` as one reservation takes; how much that was.
 fn put(producer: &mut Producer, bytes: &[u8]) -> usize {
-    let mut vacant = vacant(producer);
-    let n = bytes.len().min(vacant.as_mut_slice().len());
-    vacant.as_mut_slice()[..n].copy_from_slice(&bytes[..n]);
-    vacant.commit(n);
+    let mut space = memory_space(producer);
+    let n = bytes.len().min(space.as_mut_slice().len());
+    space.as_mut_slice()[..n].copy_from_slice(&bytes[..n]);
+    space.commit(n);
     n
 }
 
@@ -85,7 +87,7 @@ fn bytes_come_out_in_order() {
     let (mut producer, mut reader) = one(page() + 10);
     let data = pattern(page() + 20);
     assert_eq!(put(&mut producer, &data[..5]), 5);
-    assert_eq!(put(&mut producer, &data[5..]), page() + 5, "capacity limits the vacant space");
+    assert_eq!(put(&mut producer, &data[5..]), page() + 5, "capacity limits the space");
     assert_eq!(take(&mut reader).unwrap(), &data[..page() + 10]);
     drop(producer);
     assert_eq!(take(&mut reader), None, "the end, once everything was taken");
@@ -102,12 +104,12 @@ fn a_tiny_buffer_holds_a_page() {
 #[test]
 fn every_read_is_offered_at_least_a_page() {
     // A chunk's tail shorter than a page is skipped, and a backlog with less than a page of
-    // room waits: a packet-mode pipe would discard what does not fit in a read.
+    // space waits: a packet-mode pipe would discard what does not fit in a read.
     let (mut producer, mut reader) = one(3 * page());
     put(&mut producer, &pattern(2 * page() + page() / 2));
     let shared = Arc::clone(&producer.shared);
-    let input = thread::spawn(move || vacant(&mut producer).len);
-    eventually(|| shared.producer_waiting() == Some(Shortage::Room));
+    let input = thread::spawn(move || memory_space(&mut producer).len);
+    eventually(|| shared.producer_waiting() == Some(Shortage::Space));
     assert_eq!(take(&mut reader).unwrap().len(), 2 * page() + page() / 2);
     assert!(input.join().unwrap() >= page());
 }
@@ -137,9 +139,9 @@ fn rewinds_when_empty() {
     let (mut producer, mut reader) = one(1 << 20);
     put(&mut producer, b"abc");
     take(&mut reader);
-    let vacant = vacant(&mut producer);
-    assert_eq!(vacant.offset, 0);
-    assert_eq!(vacant.len, 1 << 20);
+    let space = memory_space(&mut producer);
+    assert_eq!(space.offset, 0);
+    assert_eq!(space.len, 1 << 20);
 }
 
 #[test]
@@ -150,10 +152,10 @@ fn a_full_backlog_holds_the_producer_until_the_slowest_reader_takes() {
     let shared = Arc::clone(&producer.shared);
     let rest = data[page()..].to_vec();
     let input = thread::spawn(move || put(&mut producer, &rest));
-    eventually(|| shared.producer_waiting() == Some(Shortage::Room));
-    // The fast reader taking everything makes no room: the slow one still needs it.
+    eventually(|| shared.producer_waiting() == Some(Shortage::Space));
+    // The fast reader taking everything makes no space: the slow one still needs it.
     assert_eq!(take(&mut readers[0]).unwrap(), &data[..page()]);
-    assert_eq!(shared.producer_waiting(), Some(Shortage::Room));
+    assert_eq!(shared.producer_waiting(), Some(Shortage::Space));
     assert_eq!(take(&mut readers[1]).unwrap(), &data[..page()]);
     assert_eq!(input.join().unwrap(), page());
     for reader in &mut readers {
@@ -206,8 +208,8 @@ fn a_reader_that_leaves_no_longer_holds_the_backlog() {
     assert_eq!(take(&mut readers[0]).unwrap().len(), page());
     let shared = Arc::clone(&producer.shared);
     let input = thread::spawn(move || put(&mut producer, &pattern(page())));
-    eventually(|| shared.producer_waiting() == Some(Shortage::Room));
-    // The slow reader goes (its output failed): the fast one alone sets the room.
+    eventually(|| shared.producer_waiting() == Some(Shortage::Space));
+    // The slow reader goes (its output failed): the fast one alone sets the space.
     readers.pop();
     assert_eq!(input.join().unwrap(), page());
     assert_eq!(take(&mut readers[0]).unwrap().len(), page());
@@ -220,9 +222,9 @@ fn the_last_reader_leaving_releases_a_waiting_producer() {
     let shared = Arc::clone(&producer.shared);
     let input = thread::spawn(move || producer.reserve().unwrap().is_none());
     // Left only once the producer is known to wait, so that leaving is what releases it.
-    eventually(|| shared.producer_waiting() == Some(Shortage::Room));
+    eventually(|| shared.producer_waiting() == Some(Shortage::Space));
     drop(reader);
-    assert!(input.join().unwrap(), "with no reader left, the producer gets no room");
+    assert!(input.join().unwrap(), "with no reader left, the producer gets no space");
 }
 
 #[test]
@@ -273,8 +275,8 @@ fn a_full_backlog_resumes_only_below_the_resume_watermark() {
     let (mut producer, mut readers) = gated(8 * page(), 1, gates);
     put(&mut producer, &pattern(8 * page()));
     let shared = Arc::clone(&producer.shared);
-    let input = thread::spawn(move || producer.wait_for_room().unwrap().free);
-    eventually(|| shared.producer_waiting() == Some(Shortage::Room));
+    let input = thread::spawn(move || producer.wait_for_space().unwrap().space);
+    eventually(|| shared.producer_waiting() == Some(Shortage::Space));
     // Taken a page at a time, as a slow consumer would: input resumes only at 2 pages held.
     while !input.is_finished() {
         // Once it has resumed, the input thread drops the producer: the input has ended, and
@@ -293,14 +295,14 @@ fn input_blocks_are_offered_exactly() {
     let gates = Gates { read_block: Some(3 * page() + 1), ..Gates::default() };
     let (mut producer, _reader) = gated(16 * page(), 1, gates);
     for _ in 0..4 {
-        let mut vacant = vacant(&mut producer);
-        assert_eq!(vacant.as_mut_slice().len(), 3 * page() + 1);
-        vacant.commit(100);
+        let mut space = memory_space(&mut producer);
+        assert_eq!(space.as_mut_slice().len(), 3 * page() + 1);
+        space.commit(100);
     }
 }
 
 #[test]
-fn blocks_gather_across_chunks() {
+fn blocks_are_assembled_across_chunks() {
     // A chunk holds 2 MiB: a block straddling two chunks is copied out whole.
     let (mut producer, mut reader) = one(4 * MAX_CHUNK);
     let data = pattern(MAX_CHUNK + 3000);
@@ -318,24 +320,24 @@ fn blocks_gather_across_chunks() {
 }
 
 #[test]
-fn gathering_sleeps_only_while_more_can_come() {
+fn coalescing_sleeps_only_while_more_can_come() {
     let (mut producer, reader) = one(4 * MAX_CHUNK);
     let short = Duration::from_millis(50);
-    // Less than wanted, input open: the reader lets pieces gather until the time given.
+    // Less than wanted, input open: the reader lets pieces coalesce until the time given.
     put(&mut producer, &pattern(100));
     let start = Instant::now();
-    reader.gather(1000, start + short);
+    reader.coalesce(1000, start + short);
     assert!(start.elapsed() >= short, "returned after {:?}", start.elapsed());
     // Enough ahead already: no sleep (half a minute would show).
     put(&mut producer, &pattern(900));
     let start = Instant::now();
-    reader.gather(1000, start + Duration::from_secs(30));
+    reader.coalesce(1000, start + Duration::from_secs(30));
     assert!(start.elapsed() < Duration::from_secs(15));
     // Nothing more can come once the input has ended, however little is ahead.
     let (producer, reader) = one(4 * MAX_CHUNK);
     drop(producer);
     let start = Instant::now();
-    reader.gather(1000, start + Duration::from_secs(30));
+    reader.coalesce(1000, start + Duration::from_secs(30));
     assert!(start.elapsed() < Duration::from_secs(15));
 }
 
@@ -368,7 +370,7 @@ fn kept_bytes_are_held_until_released_and_can_be_taken_again() {
     let again = take(&mut reader).unwrap();
     assert!(again[..] == data[back as usize..back as usize + again.len()]);
     assert_eq!(meter.snapshot().readers[0].bytes, capacity as u64);
-    // Released up to `back`: that much room, and nothing before it can be asked for.
+    // Released up to `back`: that much space, and nothing before it can be asked for.
     keep.release(back);
     assert_eq!(held(), capacity as u64 - back);
     assert!(keep.go_on_from(back - 1).is_err(), "released bytes are gone");
@@ -390,13 +392,13 @@ fn kept_bytes_are_held_until_released_and_can_be_taken_again() {
     drop(producer);
 }
 
-/// Input gathers only while every reader has bytes to take, and a reader that runs out ends
-/// the gathering at once: its consumer may be waiting (issue 22). Ordering, not a clock: the
+/// The input pauses only while every reader has bytes to take, and a reader that runs out
+/// ends the pause at once: its consumer may be waiting (issue 22). Ordering, not a clock: the
 /// pause asked for is far longer than the test's patience.
 #[test]
-fn a_reader_that_runs_out_ends_the_gathering() {
+fn a_reader_that_runs_out_ends_the_pause() {
     let (mut producer, mut reader) = one(1 << 20);
-    assert!(!producer.gather(Duration::from_secs(3600), true), "nothing held: no pause");
+    assert!(!producer.pause(Duration::from_secs(3600), true), "nothing held: no pause");
     put(&mut producer, &pattern(page()));
     let taking = thread::spawn(move || {
         let got = take(&mut reader).unwrap();
@@ -405,7 +407,7 @@ fn a_reader_that_runs_out_ends_the_gathering() {
     });
     // Whether the reader ran out before the pause began (no pause) or during it, the
     // producer goes on: it does not wait out the hour.
-    producer.gather(Duration::from_secs(3600), true);
+    producer.pause(Duration::from_secs(3600), true);
     drop(producer);
     let (got, rest) = taking.join().unwrap();
     assert_eq!(got, pattern(page()));

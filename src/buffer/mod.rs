@@ -17,34 +17,31 @@
 //! asked ([`Buffer::warnings`]).
 
 mod adapters;
+mod plan;
 mod report;
+mod sides;
 #[cfg(test)]
 mod tests;
 mod watchdog;
 
 use std::fmt;
-use std::io::{self, Read, Write};
-use std::os::fd::{AsFd, OwnedFd};
+use std::io;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, mpsc};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
 use crate::backlog::spill::SpillFile;
-use crate::backlog::{self, Gates};
-use crate::endpoint::stream::{Sink, Stream};
-use crate::endpoint::{Endpoint, FdKind};
-use crate::engine::OutputErrors;
-use crate::engine::digest::Algorithm;
-use crate::engine::pace::Limits;
-use crate::engine::{self, Block, Flow, Outcomes, Plan, Preference, Route};
+use crate::endpoint::stream::Stream;
+use crate::engine::{self, Block, OutputErrors, Preference};
 use crate::log::Log;
 use crate::meter::Meter;
 use crate::stop::Stop;
-use crate::sys;
 
 pub use adapters::{Incomplete, ReadAhead, WriteBehind};
+pub(crate) use plan::{Blueprint, Planned, spill_size_refused, transfer};
 pub use report::{Bottleneck, Error, Outcome, OutputReport, Progress, Report};
+pub use sides::{Input, Output};
 
 /// The buffer size when none is given: 32 MiB, as the command line's `-m`. Memory is taken as
 /// the backlog grows, in chunks of up to 2 MiB, and given back once it has drained.
@@ -338,7 +335,7 @@ impl Buffer {
     /// # Ok::<(), accel_buffer::Error>(())
     /// ```
     pub fn run(&self, input: Input, outputs: Vec<Output>) -> Result<Report, Error> {
-        self.start_here(input, outputs)?.finish()
+        self.start_here(input, outputs)?.run()
     }
 
     /// Starts moving `input` to `outputs` on threads of their own, and returns at once: the
@@ -354,18 +351,18 @@ impl Buffer {
     /// # Ok::<(), accel_buffer::Error>(())
     /// ```
     pub fn start(&self, input: Input, outputs: Vec<Output>) -> Result<Transfer, Error> {
-        let started = self.start_here(input, outputs)?;
-        let meter = Arc::clone(&started.parts.meter);
-        let outputs = started.parts.plan.outputs.len();
+        let ready = self.start_here(input, outputs)?;
+        let meter = Arc::clone(&ready.planned.meter);
+        let outputs = ready.planned.plan.outputs.len();
         let run = thread::Builder::new()
             .name("accel-run".into())
-            .spawn(move || started.finish())
+            .spawn(move || ready.run())
             .map_err(Error::Setup)?;
         Ok(Transfer { meter, outputs, run })
     }
 
     /// Opens the endpoints and plans the run; nothing is read yet.
-    fn start_here(&self, input: Input, outputs: Vec<Output>) -> Result<Started, Error> {
+    fn start_here(&self, input: Input, outputs: Vec<Output>) -> Result<Ready, Error> {
         if outputs.is_empty() {
             return Err(Error::Settings("a run needs at least one output".into()));
         }
@@ -393,7 +390,7 @@ impl Buffer {
             None => None,
         };
         let log = Arc::new(Log::new(!self.warnings, false));
-        let settings = Settings {
+        let blueprint = Blueprint {
             size: self.size,
             rate: self.rate,
             input_rate: self.input_rate,
@@ -409,9 +406,9 @@ impl Buffer {
             },
             engine: Preference::Auto,
         };
-        let parts = settings.plan(input, outputs, spill, log);
-        Ok(Started {
-            parts,
+        let planned = blueprint.plan(input, outputs, spill, log);
+        Ok(Ready {
+            planned,
             stop,
             stall_timeout: self.stall_timeout,
             progress: self.progress.clone(),
@@ -419,126 +416,26 @@ impl Buffer {
     }
 }
 
-/// Everything a run needs that is not an endpoint: the library's settings, and the command
-/// line's beyond them (hashes, watermarks, `--sync`, `--engine`).
-pub(crate) struct Settings {
-    /// The buffer size asked for.
-    pub size: usize,
-    /// `-r`.
-    pub rate: Option<u64>,
-    /// `--input-rate`.
-    pub input_rate: Option<u64>,
-    /// `--block-size`, `--pad`.
-    pub block: Option<Block>,
-    /// `--input-block-size`.
-    pub input_block_size: Option<usize>,
-    /// `--start-at`: of the buffer's capacity, how many bytes.
-    pub start_at: Option<Box<dyn Fn(usize) -> usize>>,
-    /// `--resume-at`: of the buffer's capacity, how many bytes.
-    pub resume_at: Option<Box<dyn Fn(usize) -> usize>>,
-    /// `--hash`.
-    pub hashes: Vec<Algorithm>,
-    /// `--sync`.
-    pub sync: bool,
-    /// `--output-error`.
-    pub output_errors: OutputErrors,
-    /// `--engine`.
-    pub engine: Preference,
-}
-
-/// A run planned: what the engine takes, and what watches it.
-#[derive(Debug)]
-pub(crate) struct Parts {
-    /// The engine's plan.
-    pub plan: Plan,
-    /// The route it starts on.
-    pub route: Arc<Route>,
-    /// Its counters.
-    pub meter: Arc<Meter>,
-    /// Its rate limits, which may change while it runs.
-    pub limits: Arc<Limits>,
-}
-
-impl Settings {
-    /// Plans moving `input` to `outputs`: the buffer's capacity, its gates and limits, the
-    /// counters and the route; nothing is read. The pipes on either side are enlarged (best
-    /// effort), so that each wakeup moves more.
-    pub(crate) fn plan(
-        &self,
-        input: Endpoint,
-        outputs: Vec<Endpoint>,
-        spill: Option<Arc<SpillFile>>,
-        log: Arc<Log>,
-    ) -> Parts {
-        for endpoint in std::iter::once(&input).chain(&outputs) {
-            if endpoint.kind == FdKind::Pipe {
-                sys::enlarge_pipe(endpoint.fd());
-            }
-        }
-        let blocks = Gates {
-            read_block: self.input_block_size,
-            write_block: self.block.map(|block| block.size),
-            ..Gates::default()
-        };
-        let capacity = backlog::capacity_for(self.size, &blocks);
-        let readers = outputs.len() + self.hashes.len();
-        let meter = Arc::new(Meter::new(capacity as u64, readers));
-        let limits = Arc::new(Limits::new(self.rate, self.input_rate));
-        let flow = Flow {
-            limits: Arc::clone(&limits),
-            gates: Gates {
-                start_at: self.start_at.as_ref().map_or(0, |level| level(capacity)),
-                resume_at: self.resume_at.as_ref().map(|level| level(capacity)),
-                ..blocks
-            },
-            block: self.block,
-        };
-        let plan = Plan {
-            input,
-            outputs,
-            hashes: self.hashes.clone(),
-            capacity,
-            sync: self.sync,
-            output_errors: self.output_errors,
-            flow,
-            spill,
-        };
-        let route = Arc::new(Route::plan(self.engine, &plan, log));
-        Parts { plan, route, meter, limits }
-    }
-}
-
-/// Runs `parts` to its end on the engine's threads; `events` is where a watchdog, the
-/// program's or the library's, says the run has stalled, and `inbox` its other end.
-pub(crate) fn transfer(
-    parts: Parts,
-    stop: Arc<Stop>,
-    events: mpsc::Sender<engine::Event>,
-    inbox: mpsc::Receiver<engine::Event>,
-) -> io::Result<Outcomes> {
-    engine::run(parts.plan, parts.route, parts.meter, stop, events, inbox)
-}
-
-/// A run planned by [`Buffer`], not started.
-struct Started {
-    parts: Parts,
+/// A run planned by [`Buffer`], ready to go: its endpoints open, nothing read yet.
+struct Ready {
+    planned: Planned,
     stop: Arc<Stop>,
     stall_timeout: Option<Duration>,
     progress: Option<(Duration, Arc<Mutex<ProgressCallback>>)>,
 }
 
-impl Started {
+impl Ready {
     /// Runs the transfer on this thread, and reports.
-    fn finish(self) -> Result<Report, Error> {
-        let Started { parts, stop, stall_timeout, progress } = self;
+    fn run(self) -> Result<Report, Error> {
+        let Ready { planned, stop, stall_timeout, progress } = self;
         // Without a handler, a run ended early would wait up to two seconds for a thread
         // blocked in a call before going on without it.
         Stop::install_unless_set();
-        let meter = Arc::clone(&parts.meter);
-        let input = parts.plan.input.name.clone();
-        let names: Vec<String> = parts.plan.outputs.iter().map(|o| o.name.clone()).collect();
+        let meter = Arc::clone(&planned.meter);
+        let input = planned.plan.input.name.clone();
+        let names: Vec<String> = planned.plan.outputs.iter().map(|o| o.name.clone()).collect();
         let streams: Vec<Option<Arc<Stream>>> =
-            parts.plan.outputs.iter().map(|o| o.as_stream().cloned()).collect();
+            planned.plan.outputs.iter().map(|o| o.as_stream().cloned()).collect();
         let (events, inbox) = mpsc::channel();
         let watchdog = watchdog::Watchdog::start(
             Arc::clone(&meter),
@@ -549,7 +446,7 @@ impl Started {
             names.clone(),
         )
         .map_err(Error::Setup)?;
-        let outcomes = transfer(parts, Arc::clone(&stop), events, inbox);
+        let outcomes = transfer(planned, Arc::clone(&stop), events, inbox);
         let snapshot = meter.snapshot();
         watchdog.end(snapshot.clone());
         let outcomes = outcomes.map_err(Error::Setup)?;
@@ -629,207 +526,5 @@ impl Transfer {
         self.run.join().unwrap_or_else(|_| {
             Err(Error::Setup(io::Error::other("the thread running the transfer panicked")))
         })
-    }
-}
-
-/// Where a run's bytes come from: a descriptor (spliced where that is safe) or a program's
-/// reader.
-///
-/// ```
-/// use accel_buffer::Input;
-///
-/// let from_memory = Input::reader(&b"bytes"[..]);
-/// let from_file = Input::fd(std::fs::File::open("Cargo.toml")?).named("Cargo.toml");
-/// # let _ = (from_memory, from_file);
-/// # Ok::<(), std::io::Error>(())
-/// ```
-pub struct Input {
-    source: Source,
-    name: Option<String>,
-}
-
-enum Source {
-    Fd(OwnedFd),
-    Reader(Box<dyn Read + Send>),
-}
-
-impl fmt::Debug for Input {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let source = match &self.source {
-            Source::Fd(fd) => format!("{fd:?}"),
-            Source::Reader(_) => "a reader".to_owned(),
-        };
-        f.debug_struct("Input").field("source", &source).field("name", &self.name).finish()
-    }
-}
-
-impl Input {
-    /// Reads from `reader` on the run's input thread, calling it as a blocking descriptor is
-    /// called: an interrupted read is retried at once; `WouldBlock` (a non-blocking reader
-    /// with nothing yet) is read again after a pause, of 1 ms at first, doubling up to
-    /// 50 ms while it goes on, since a `Read` cannot say when it will have something. A
-    /// panic in it fails the input, `the program's reader panicked (its message)`, and it is
-    /// not called again.
-    ///
-    /// ```
-    /// let input = accel_buffer::Input::reader(std::io::Cursor::new(vec![1, 2, 3]));
-    /// # let _ = input;
-    /// ```
-    pub fn reader(reader: impl Read + Send + 'static) -> Input {
-        Input { source: Source::Reader(Box::new(reader)), name: None }
-    }
-
-    /// Reads from a descriptor the run owns and closes at its end: a [`File`](std::fs::File),
-    /// a [`ChildStdout`](std::process::ChildStdout), a pipe, a socket. Pipes and files are
-    /// spliced where that is safe; its `O_NONBLOCK` flag, if set, is coped with.
-    ///
-    /// ```
-    /// use std::process::{Command, Stdio};
-    ///
-    /// let mut child = Command::new("echo").arg("hi").stdout(Stdio::piped()).spawn()?;
-    /// let input = accel_buffer::Input::fd(child.stdout.take().unwrap());
-    /// # let _ = input; child.wait()?;
-    /// # Ok::<(), std::io::Error>(())
-    /// ```
-    pub fn fd(fd: impl Into<OwnedFd>) -> Input {
-        Input { source: Source::Fd(fd.into()), name: None }
-    }
-
-    /// The process's standard input, through a duplicate of its descriptor (so that the
-    /// process's own stays open after the run).
-    ///
-    /// ```
-    /// let input = accel_buffer::Input::stdin()?;
-    /// # let _ = input;
-    /// # Ok::<(), std::io::Error>(())
-    /// ```
-    pub fn stdin() -> io::Result<Input> {
-        let fd = io::stdin().as_fd().try_clone_to_owned()?;
-        Ok(Input::fd(fd).named("stdin"))
-    }
-
-    /// Known in the report and in messages as `name` (by default `input`).
-    ///
-    /// ```
-    /// let input = accel_buffer::Input::reader(std::io::empty()).named("the archive");
-    /// # let _ = input;
-    /// ```
-    pub fn named(mut self, name: impl Into<String>) -> Input {
-        self.name = Some(name.into());
-        self
-    }
-
-    fn endpoint(self, stop: &Arc<Stop>) -> io::Result<Endpoint> {
-        let name = self.name.unwrap_or_else(|| "input".to_owned());
-        match self.source {
-            Source::Fd(fd) => Endpoint::opened(fd, &name, stop),
-            Source::Reader(reader) => Ok(Endpoint::stream(
-                Arc::new(Stream::reader(reader, "the program's reader")),
-                &name,
-                stop,
-            )),
-        }
-    }
-}
-
-/// Where a run's bytes go: a descriptor (spliced into where that is safe) or a program's
-/// writer. Each output gets every byte.
-///
-/// ```
-/// use accel_buffer::Output;
-///
-/// let to_memory = Output::writer(Vec::new());
-/// let to_file = Output::fd(tempfile_in_target()?).named("copy");
-/// # fn tempfile_in_target() -> std::io::Result<std::fs::File> {
-/// #     std::fs::File::create(std::env::temp_dir().join("accel-buffer-doc-output"))
-/// # }
-/// # let _ = (to_memory, to_file);
-/// # Ok::<(), std::io::Error>(())
-/// ```
-pub struct Output {
-    sink: Target,
-    name: Option<String>,
-}
-
-enum Target {
-    Fd(OwnedFd),
-    Writer(Box<dyn Sink>),
-}
-
-impl fmt::Debug for Output {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let sink = match &self.sink {
-            Target::Fd(fd) => format!("{fd:?}"),
-            Target::Writer(_) => "a writer".to_owned(),
-        };
-        f.debug_struct("Output").field("sink", &sink).field("name", &self.name).finish()
-    }
-}
-
-impl Output {
-    /// Writes to `writer` on an output thread of its own, and flushes it once it has every
-    /// byte; it is dropped at the end of the run. It is called as a blocking descriptor is:
-    /// an interrupted write is retried at once; `WouldBlock` (a non-blocking writer with no
-    /// room yet) is tried again after a pause, of 1 ms at first, doubling up to 50 ms while
-    /// it goes on. A panic in it fails this output like any error of it, `the program's
-    /// writer panicked (its message)` ([`Buffer::on_output_error`] says whether the others
-    /// go on), and it is not called again, not even flushed.
-    ///
-    /// ```
-    /// let output = accel_buffer::Output::writer(std::io::sink());
-    /// # let _ = output;
-    /// ```
-    pub fn writer(writer: impl Write + Send + 'static) -> Output {
-        Output { sink: Target::Writer(Box::new(writer)), name: None }
-    }
-
-    /// Writes to a descriptor the run owns and closes at its end (the reader sees end of
-    /// file as soon as this output has every byte): a [`File`](std::fs::File), a
-    /// [`ChildStdin`](std::process::ChildStdin), a pipe, a socket. Pipes, files and
-    /// character devices are spliced into where that is safe.
-    ///
-    /// ```
-    /// let output = accel_buffer::Output::fd(std::fs::File::create(std::env::temp_dir().join("accel-doc"))?);
-    /// # let _ = output;
-    /// # Ok::<(), std::io::Error>(())
-    /// ```
-    pub fn fd(fd: impl Into<OwnedFd>) -> Output {
-        Output { sink: Target::Fd(fd.into()), name: None }
-    }
-
-    /// The process's standard output, through a duplicate of its descriptor (so that the
-    /// process's own stays open after the run).
-    ///
-    /// ```
-    /// let output = accel_buffer::Output::stdout()?;
-    /// # let _ = output;
-    /// # Ok::<(), std::io::Error>(())
-    /// ```
-    pub fn stdout() -> io::Result<Output> {
-        let fd = io::stdout().as_fd().try_clone_to_owned()?;
-        Ok(Output::fd(fd).named("stdout"))
-    }
-
-    /// Known in the report and in messages as `name` (by default `output 1`, `output 2`, ...).
-    ///
-    /// ```
-    /// let output = accel_buffer::Output::writer(std::io::sink()).named("the tape");
-    /// # let _ = output;
-    /// ```
-    pub fn named(mut self, name: impl Into<String>) -> Output {
-        self.name = Some(name.into());
-        self
-    }
-
-    fn endpoint(self, index: usize, stop: &Arc<Stop>) -> io::Result<Endpoint> {
-        let name = self.name.unwrap_or_else(|| format!("output {}", index + 1));
-        match self.sink {
-            Target::Fd(fd) => Endpoint::opened(fd, &name, stop),
-            Target::Writer(writer) => Ok(Endpoint::stream(
-                Arc::new(Stream::writer(writer, "the program's writer")),
-                &name,
-                stop,
-            )),
-        }
     }
 }

@@ -2,15 +2,14 @@
 //! [`Error`] when it could not start or not every byte reached every output.
 //!
 //! All of it is read from the meter's counters, as the command line's progress line and
-//! report are; the verdict on the bottleneck is the command line's own.
+//! report are; the verdict on the bottleneck is the meter's, which the command line names too.
 
 use std::fmt;
 use std::io;
 use std::time::Duration;
 
 use crate::engine::{self, Failure, Outcomes};
-use crate::meter::Snapshot;
-use crate::watch::report::bottleneck;
+use crate::meter::{Snapshot, bottleneck};
 use crate::words::{byte_count, describe};
 
 /// The command line's verdict, for a library run: the side that waited at least a tenth of
@@ -25,7 +24,7 @@ use crate::words::{byte_count, describe};
 /// }
 /// # Ok::<(), accel_buffer::Error>(())
 /// ```
-pub use crate::watch::report::Bottleneck;
+pub use crate::meter::Bottleneck;
 
 /// The counters of a run at one moment, for a caller's own display.
 ///
@@ -134,7 +133,7 @@ impl Outcome {
         use engine::Outcome as Side;
         match outcome {
             Side::Complete => Outcome::Complete,
-            Side::Stopped => Outcome::CutShort,
+            Side::CutShort => Outcome::CutShort,
             Side::Failed(Failure::Spill { error, .. }) => Outcome::SpillFailed(error),
             Side::Failed(Failure::Io(error) | Failure::Sync(error) | Failure::Panic(error)) => {
                 Outcome::Failed(error)

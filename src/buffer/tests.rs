@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::thread;
 use std::time::Duration;
 
+use super::sides::{Source, Target};
 use super::*;
 
 /// Long enough that only a hang reaches it on a loaded machine.

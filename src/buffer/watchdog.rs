@@ -1,8 +1,10 @@
 //! The library's watcher: the caller's progress callback at its interval, and the stall
 //! timeout, on one thread that ends with the run.
 //!
-//! A stall is the command line's: nothing read and nothing taken by any output for the
-//! timeout; the engine is told, as the command line's watchdog tells it, and ends the run.
+//! A stall is what the command line's watchdog calls one, followed by the same tracker
+//! ([`Motion`]): nothing read and nothing taken by any output for the timeout. The engine is
+//! told, as the command line's watchdog tells it, and ends the run; the words are the
+//! library's own (a program's reader and writer).
 
 use std::io;
 use std::sync::{Arc, Mutex, PoisonError, mpsc};
@@ -11,7 +13,7 @@ use std::time::Duration;
 
 use super::{Progress, ProgressCallback};
 use crate::engine::Event;
-use crate::meter::{Meter, Snapshot};
+use crate::meter::{Meter, Motion, Snapshot};
 use crate::size::Bytes;
 use crate::words::duration;
 
@@ -43,7 +45,7 @@ impl Watchdog {
         };
         let (end, ended) = mpsc::channel::<Snapshot>();
         let handle = thread::Builder::new().name("accel-watchdog".into()).spawn(move || {
-            let mut last_motion = (0u64, 0u64, Duration::ZERO);
+            let mut motion = Motion::default();
             let mut next_show = Duration::ZERO;
             let show = |snapshot: Snapshot| {
                 if let Some((_, callback)) = &progress {
@@ -59,9 +61,7 @@ impl Watchdog {
                     Err(mpsc::RecvTimeoutError::Disconnected) => break,
                 };
                 if let Some(timeout) = stall_timeout {
-                    if let Some(why) =
-                        stalled(&snapshot, &mut last_motion, timeout, &input, &outputs)
-                    {
+                    if let Some(why) = stalled(&snapshot, &mut motion, timeout, &input, &outputs) {
                         let _ = events.send(Event::Stalled(why));
                         stall_timeout.take();
                     }
@@ -90,21 +90,12 @@ impl Watchdog {
 /// Once nothing has moved for `timeout`, which side is stuck, in words.
 fn stalled(
     snapshot: &Snapshot,
-    last_motion: &mut (u64, u64, Duration),
+    motion: &mut Motion,
     timeout: Duration,
     input: &str,
     outputs: &[String],
 ) -> Option<String> {
-    let taken = snapshot.readers.iter().fold(0u64, |sum, r| sum.wrapping_add(r.bytes));
-    if (snapshot.bytes_in, taken) != (last_motion.0, last_motion.1) {
-        *last_motion = (snapshot.bytes_in, taken, snapshot.elapsed);
-        return None;
-    }
-    let still = snapshot.elapsed.saturating_sub(last_motion.2);
-    if still < timeout {
-        return None;
-    }
-    let still = duration(still);
+    let still = duration(motion.still(snapshot, timeout)?);
     Some(match snapshot.slowest() {
         Some(slowest) if snapshot.held() > 0 => format!(
             "stalled: nothing written to {} for {still} with {} waiting; its writer is not \

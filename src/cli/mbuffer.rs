@@ -4,7 +4,7 @@
 //!
 //! mbuffer's command line is translated into accel's own words (`-R 10M` becomes `-r 10485760`,
 //! `-I 9090` becomes `--from 9090 --insecure`), which then go through the same parsing and
-//! validation as any accel command line (`usage.rs`, `config.rs`). What is mbuffer's own is
+//! validation as any accel command line (`usage.rs`, `validate.rs`). What is mbuffer's own is
 //! done here: its option syntax (one option per word; a value glued or separate, `-s128k`;
 //! the last of a repeated option wins), its sizes (`calcint` in mbuffer.c: a number and one
 //! suffix `k m g t b %` in either case, anything after the suffix ignored, a bare number
@@ -41,7 +41,7 @@ pub fn invoked_as(argv0: Option<&OsString>) -> bool {
 
 /// What accel does with one of mbuffer's options.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Does {
+pub enum Handling {
     /// Taken, doing what the text says.
     Maps(&'static str),
     /// Refused at once, for the reason given.
@@ -57,7 +57,7 @@ pub struct Opt {
     /// `Some("<size>")` when it takes a value.
     pub value: Option<&'static str>,
     /// Mapped or refused.
-    pub does: Does,
+    pub handling: Handling,
 }
 
 const VOLUMES: &str = "multi-volume operation (volume changes) is not supported; accel ends with an error where \
@@ -65,44 +65,48 @@ const VOLUMES: &str = "multi-volume operation (volume changes) is not supported;
 
 /// mbuffer's options (20230301's `-h`, plus `-H`, `--md5` and `--hash`), in `-h`'s order.
 pub const OPTIONS: &[Opt] = &[
-    opt("-b", Some("<num>"), Does::Maps("buffer of <num> blocks of -s (when -m is not given)")),
+    opt("-b", Some("<num>"), Handling::Maps("buffer of <num> blocks of -s (when -m is not given)")),
     opt(
         "-s",
         Some("<size>"),
-        Does::Maps(
+        Handling::Maps(
             "block size: every write is exactly <size> to a tape or other character device and \
              to a packet-mode pipe; into ordinary pipes, files and sockets accel forwards data \
              as it comes, without waiting for a block to fill",
         ),
     ),
-    opt("-m", Some("<size>"), Does::Maps("buffer size in b,k,M,G,T or % of memory (default 32M)")),
+    opt(
+        "-m",
+        Some("<size>"),
+        Handling::Maps("buffer size in b,k,M,G,T or % of memory (default 32M)"),
+    ),
     opt(
         "-L",
         None,
-        Does::Refused(
+        Handling::Refused(
             "locking the buffer in memory is not supported: accel takes memory only as data waits, and gives it back",
         ),
     ),
-    opt("-d", None, Does::Refused("the device's block size is not looked up: give it with -s")),
-    opt("-D", Some("<size>"), Does::Refused(VOLUMES)),
+    opt("-d", None, Handling::Refused("the device's block size is not looked up: give it with -s")),
+    opt("-D", Some("<size>"), Handling::Refused(VOLUMES)),
     opt(
         "-P",
         Some("<num>"),
-        Does::Maps("start writing once the buffer is <num>% full (accel --start-at)"),
+        Handling::Maps("start writing once the buffer is <num>% full (accel --start-at)"),
     ),
     opt(
         "-p",
         Some("<num>"),
-        Does::Maps("resume reading once the buffer is below <num>% (accel --resume-at)"),
+        Handling::Maps("resume reading once the buffer is below <num>% (accel --resume-at)"),
     ),
-    opt("-i", Some("<file>"), Does::Maps("read <file> instead of stdin")),
-    opt("-o", Some("<file>"), Does::Maps("write <file> (repeatable; - is stdout)")),
-    opt("--append", None, Does::Maps("append to existing output files")),
-    opt("--truncate", None, Does::Maps("overwrite existing output files")),
+    opt("-i", Some("<file>"), Handling::Maps("read <file> instead of stdin")),
+    opt("-o", Some("<file>"), Handling::Maps("write <file> (repeatable; - is stdout)")),
+    opt("--append", None, Handling::Maps("append to existing output files")),
+    opt("--truncate", None, Handling::Maps("overwrite existing output files")),
     opt(
         "-I",
         Some("[<h>:]<p>"),
-        Does::Maps(
+        Handling::Maps(
             "receive the input over TCP on port <p>, listening on address <h> if given (every \
              interface if not); one connection, plain TCP as mbuffer's, encrypted when \
              ACCEL_KEY_FILE names a key",
@@ -111,105 +115,115 @@ pub const OPTIONS: &[Opt] = &[
     opt(
         "-O",
         Some("<h>:<p>"),
-        Does::Maps(
+        Handling::Maps(
             "send the stream over TCP to <h>:<p> (repeatable); plain TCP as mbuffer's, \
              encrypted when ACCEL_KEY_FILE names a key",
         ),
     ),
-    opt("-n", Some("<num>"), Does::Refused(VOLUMES)),
-    opt("-t", None, Does::Maps("beyond -m, spill to an unnamed file in $TMPDIR (or /var/tmp)")),
+    opt("-n", Some("<num>"), Handling::Refused(VOLUMES)),
+    opt("-t", None, Handling::Maps("beyond -m, spill to an unnamed file in $TMPDIR (or /var/tmp)")),
     opt(
         "-T",
         Some("<file>"),
-        Does::Refused(
+        Handling::Refused(
             "a named buffer file is not supported: accel's spill file is unnamed; use -t, with TMPDIR naming the directory",
         ),
     ),
-    opt("-l", Some("<file>"), Does::Maps("write messages to <file> instead of stderr")),
+    opt("-l", Some("<file>"), Handling::Maps("write messages to <file> instead of stderr")),
     opt(
         "-u",
         Some("<num>"),
-        Does::Refused("a pause after each write is not supported: limit the rate with -R"),
+        Handling::Refused("a pause after each write is not supported: limit the rate with -R"),
     ),
-    opt("-r", Some("<rate>"), Does::Maps("limit reading to <rate> bytes per second (b,k,M,G)")),
-    opt("-R", Some("<rate>"), Does::Maps("limit writing to <rate> bytes per second (b,k,M,G)")),
-    opt("-f", None, Does::Maps("overwrite existing output files")),
-    opt("-a", Some("<time>"), Does::Refused(VOLUMES)),
-    opt("-A", Some("<cmd>"), Does::Refused(VOLUMES)),
+    opt("-r", Some("<rate>"), Handling::Maps("limit reading to <rate> bytes per second (b,k,M,G)")),
+    opt("-R", Some("<rate>"), Handling::Maps("limit writing to <rate> bytes per second (b,k,M,G)")),
+    opt("-f", None, Handling::Maps("overwrite existing output files")),
+    opt("-a", Some("<time>"), Handling::Refused(VOLUMES)),
+    opt("-A", Some("<cmd>"), Handling::Refused(VOLUMES)),
     opt(
         "-v",
         Some("<level>"),
-        Does::Maps("0 or 1: no warnings (as -q); 5 or 6: say how bytes move (accel --debug)"),
+        Handling::Maps("0 or 1: no warnings (as -q); 5 or 6: say how bytes move (accel --debug)"),
     ),
-    opt("-q", None, Does::Maps("quiet: no status; nothing at all on stderr when all went well")),
-    opt("-Q", None, Does::Maps("accepted: accel writes no status lines to a log")),
+    opt(
+        "-q",
+        None,
+        Handling::Maps("quiet: no status; nothing at all on stderr when all went well"),
+    ),
+    opt("-Q", None, Handling::Maps("accepted: accel writes no status lines to a log")),
     opt(
         "-c",
         None,
-        Does::Maps("flush file outputs to stable storage before a successful exit (accel --sync)"),
+        Handling::Maps(
+            "flush file outputs to stable storage before a successful exit (accel --sync)",
+        ),
     ),
-    opt("-e", None, Does::Maps("stop at the first error of any output")),
-    opt("--pid", None, Does::Maps("print this process's PID on stderr")),
+    opt("-e", None, Handling::Maps("stop at the first error of any output")),
+    opt("--pid", None, Handling::Maps("print this process's PID on stderr")),
     opt(
         "-W",
         Some("<time>"),
-        Does::Maps(
+        Handling::Maps(
             "end with an error when nothing moved for <time> seconds; with -I, also the longest wait for the sender",
         ),
     ),
-    opt("-4", None, Does::Maps("IPv4 for -I and -O")),
-    opt("-6", None, Does::Maps("IPv6 for -I and -O")),
-    opt("-0", None, Does::Maps("IPv4 or IPv6 for -I and -O (the default)")),
-    opt("--no-direct", None, Does::Maps("accepted: accel never uses O_DIRECT")),
+    opt("-4", None, Handling::Maps("IPv4 for -I and -O")),
+    opt("-6", None, Handling::Maps("IPv6 for -I and -O")),
+    opt("-0", None, Handling::Maps("IPv4 or IPv6 for -I and -O (the default)")),
+    opt("--no-direct", None, Handling::Maps("accepted: accel never uses O_DIRECT")),
     opt(
         "--tcpbuffer",
         Some("<size>"),
-        Does::Maps("accepted: accel sizes its socket buffers itself"),
+        Handling::Maps("accepted: accel sizes its socket buffers itself"),
     ),
     opt(
         "--tcptimeo",
         Some("<msec>"),
-        Does::Maps(
+        Handling::Maps(
             "end with an error when the network moved nothing for <msec> (as -W, unless -W is given)",
         ),
     ),
     opt(
         "--tapeaware",
         None,
-        Does::Refused(
+        Handling::Refused(
             "writing to the end of a tape is not supported: a full tape (ENOSPC) ends accel with an error",
         ),
     ),
     opt(
         "--direct",
         None,
-        Does::Maps("accepted: accel's spill file stays out of the page cache anyway"),
+        Handling::Maps("accepted: accel's spill file stays out of the page cache anyway"),
     ),
-    opt("-H", None, Does::Maps("print the MD5 hash of the stream at the end (accel --hash md5)")),
-    opt("--md5", None, Does::Maps("as -H")),
+    opt(
+        "-H",
+        None,
+        Handling::Maps("print the MD5 hash of the stream at the end (accel --hash md5)"),
+    ),
+    opt("--md5", None, Handling::Maps("as -H")),
     opt(
         "--hash",
         Some("<alg>"),
-        Does::Maps("print a hash of the stream at the end; list: the algorithms"),
+        Handling::Maps("print a hash of the stream at the end; list: the algorithms"),
     ),
     opt(
         "-Z",
         None,
-        Does::Refused("not an option of mbuffer either (listed as unsupported by its -h)"),
+        Handling::Refused("not an option of mbuffer either (listed as unsupported by its -h)"),
     ),
     opt(
         "-B",
         None,
-        Does::Refused("not an option of mbuffer either (listed as unsupported by its -h)"),
+        Handling::Refused("not an option of mbuffer either (listed as unsupported by its -h)"),
     ),
-    opt("-V", None, Does::Maps("print the version")),
-    opt("--version", None, Does::Maps("print the version")),
-    opt("-h", None, Does::Maps("print this help")),
-    opt("--help", None, Does::Maps("print this help")),
+    opt("-V", None, Handling::Maps("print the version")),
+    opt("--version", None, Handling::Maps("print the version")),
+    opt("-h", None, Handling::Maps("print this help")),
+    opt("--help", None, Handling::Maps("print this help")),
 ];
 
-const fn opt(name: &'static str, value: Option<&'static str>, does: Does) -> Opt {
-    Opt { name, value, does }
+const fn opt(name: &'static str, value: Option<&'static str>, handling: Handling) -> Opt {
+    Opt { name, value, handling }
 }
 
 /// The address family `-4`, `-6` and `-0` ask for.
@@ -296,7 +310,7 @@ pub fn parse(args: &[OsString], defaults: Request) -> Result<Parsed, String> {
                 }
             },
         };
-        if let Does::Refused(why) = option.does {
+        if let Handling::Refused(why) = option.handling {
             return Err(format!("mbuffer {}: {why}", option.name));
         }
         let value = match (option.value, glued) {
@@ -579,7 +593,7 @@ impl Request {
                 let memory = here.memory.ok_or(
                     "mbuffer -m: the machine's memory is not known here: give a size, e.g. 1G",
                 )?;
-                Some((memory as f64 * percent / 100.0) as u64)
+                Some(crate::size::share_of_memory(memory, percent))
             }
             (None, Some(blocks)) => Some(blocks.saturating_mul(block)),
             (None, None) => None,
@@ -696,9 +710,9 @@ pub fn help() -> String {
     );
     for option in OPTIONS {
         let head = format!("{} {}", option.name, option.value.unwrap_or_default());
-        let what = match option.does {
-            Does::Maps(what) => what.to_owned(),
-            Does::Refused(why) => format!("refused: {why}"),
+        let what = match option.handling {
+            Handling::Maps(what) => what.to_owned(),
+            Handling::Refused(why) => format!("refused: {why}"),
         };
         let _ = writeln!(text, "{:<18}: {what}", head.trim_end());
     }
@@ -793,12 +807,8 @@ fn log_to(path: &Path) -> std::io::Result<()> {
         OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC | OFlags::APPEND | OFlags::CLOEXEC,
         Mode::from_bits_truncate(0o666),
     )?;
-    use std::os::fd::AsRawFd;
-    // SAFETY: dup2 onto descriptor 2, which run/stdio.rs made sure is open; `file` is valid.
-    if unsafe { libc::dup2(file.as_raw_fd(), 2) } == -1 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
+    // Onto descriptor 2, which run/stdio.rs made sure is open.
+    Ok(rustix::stdio::dup2_stderr(&file)?)
 }
 
 /// Whether a block size can be observed on the output or input at `path` (`None`: stdout
@@ -955,7 +965,7 @@ mod tests {
     fn refusals_name_the_option_and_why() {
         let said = |args: &str| translated(args, false).unwrap_err();
         for option in OPTIONS {
-            if let Does::Refused(why) = option.does {
+            if let Handling::Refused(why) = option.handling {
                 let args =
                     format!("{} {}", option.name, if option.value.is_some() { "1" } else { "" });
                 assert_eq!(said(&args), format!("mbuffer {}: {why}", option.name));

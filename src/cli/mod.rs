@@ -1,14 +1,14 @@
 //! The command line as typed: clap's derive struct, whose doc comments are the `--help` text.
 //!
 //! Values stay raw strings where accel wants to word the error itself (`accel: -m 3Q: ...`);
-//! `config.rs` turns this into a validated [`Config`](crate::run::config::Config). Nothing past
-//! `config.rs` sees clap.
+//! `validate.rs` turns this into a validated [`Config`](crate::run::config::Config). Nothing past
+//! `validate.rs` sees clap.
 
-pub mod config;
 pub mod manual;
 pub mod mbuffer;
 pub mod pv;
 pub mod usage;
+pub mod validate;
 
 use std::path::{Path, PathBuf};
 
@@ -50,7 +50,8 @@ Exit status: 0 all input delivered; 1 reading failed (what was read was delivere
 2 usage error, nothing read; 3 writing an output failed (the message says what it missed);
 4 stalled (--stall-timeout); 5 could not start, nothing read; 6 the network peer could not
 be reached or did not authenticate, nothing read; 7 spilled bytes could not be read back (the
-message says what each output missed). Killed by SIGPIPE when the consumer exits early, and by
+message says what each output missed); 8 a thread of accel's own failed (a bug; the message
+says what was delivered). Killed by SIGPIPE when the consumer exits early, and by
 SIGINT/SIGTERM/SIGHUP when sent one, like cat, saying how many bytes were read but not
 delivered. SIGUSR1 prints the report so far. `man accel` (see --generate) has the JSON fields,
 the signals and the statuses in full.

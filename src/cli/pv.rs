@@ -8,7 +8,7 @@
 //! options; and pv's numbers (`1.5G`, `-k` for multiples of 1000, `-s @FILE`). What maps onto
 //! accel's own options becomes them (`-L 1m` is `-r 1048576`, `-B` is `-m`), which then go
 //! through the same parsing and validation as any accel command line (`usage.rs`,
-//! `config.rs`); what only pv has a use for is set on the [`Config`] after (the parts of the
+//! `validate.rs`); what only pv has a use for is set on the [`Config`] after (the parts of the
 //! line pv's display switches choose, `-W`/`-D`, `-l`, `-S`).
 //!
 //! Every option of pv's (1.6 to 1.10) is in [`OPTIONS`], with what accel does for it: done,
@@ -28,7 +28,7 @@ use std::time::Duration;
 use crate::cli::usage::{self, Refusal};
 use crate::exit::Exit;
 use crate::run::config::Config;
-use crate::watch::line::Parts;
+use crate::watch::line::LineParts;
 use crate::watch::{Figures, Hold, Look};
 
 /// The program name that makes accel read pv's command line.
@@ -41,7 +41,7 @@ pub fn invoked_as(argv0: Option<&OsString>) -> bool {
 
 /// What accel does with one of pv's options.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Does {
+pub enum Handling {
     /// Taken, doing what the text says.
     Maps(&'static str),
     /// Taken, with a difference from pv that accel says once, at the start (not with `-q`,
@@ -64,44 +64,49 @@ pub struct Opt {
     /// `Some("SIZE")` when it takes a value.
     pub value: Option<&'static str>,
     /// What accel does.
-    pub does: Does,
+    pub handling: Handling,
 }
 
 const fn opt(
     short: char,
     long: &'static [&'static str],
     value: Option<&'static str>,
-    does: Does,
+    handling: Handling,
 ) -> Opt {
-    Opt { short, long, value, does }
+    Opt { short, long, value, handling }
 }
 
 /// pv's options (1.10's, which are 1.6's and more), in the order of its `-h`.
 pub const OPTIONS: &[Opt] = &[
-    opt('p', &["progress"], None, Does::Maps("the bar and the percent done (with a size)")),
-    opt('t', &["timer"], None, Does::Maps("the time so far")),
-    opt('e', &["eta"], None, Does::Maps("the time left (with a size)")),
+    opt('p', &["progress"], None, Handling::Maps("the bar and the percent done (with a size)")),
+    opt('t', &["timer"], None, Handling::Maps("the time so far")),
+    opt('e', &["eta"], None, Handling::Maps("the time left (with a size)")),
     opt(
         'I',
         &["fineta"],
         None,
-        Does::Differs("accel shows the time left (as -e), not the time of day it ends"),
+        Handling::Differs("accel shows the time left (as -e), not the time of day it ends"),
     ),
-    opt('r', &["rate"], None, Does::Maps("the rates in and out")),
-    opt('a', &["average-rate"], None, Does::Maps("the output's average rate over the whole run")),
-    opt('b', &["bytes"], None, Does::Maps("the bytes (with -l, the lines) in and out")),
-    opt('T', &["buffer-percent"], None, Does::Maps("the buffer's fill")),
+    opt('r', &["rate"], None, Handling::Maps("the rates in and out")),
+    opt(
+        'a',
+        &["average-rate"],
+        None,
+        Handling::Maps("the output's average rate over the whole run"),
+    ),
+    opt('b', &["bytes"], None, Handling::Maps("the bytes (with -l, the lines) in and out")),
+    opt('T', &["buffer-percent"], None, Handling::Maps("the buffer's fill")),
     opt(
         'A',
         &["last-written"],
         Some("NUM"),
-        Does::Differs("accel does not show the last bytes written"),
+        Handling::Differs("accel does not show the last bytes written"),
     ),
     opt(
         'F',
         &["format"],
         Some("FORMAT"),
-        Does::Maps(
+        Handling::Maps(
             "the parts the format names (%p %t %e %I %r %a %b %T %N, and their {long} names), \
              in accel's layout; other text in it is said once, not shown",
         ),
@@ -110,81 +115,81 @@ pub const OPTIONS: &[Opt] = &[
         'n',
         &["numeric"],
         None,
-        Does::Maps(
+        Handling::Maps(
             "a number per line instead of the line: the percent done, or with no size (or \
              -b) the bytes (with -l, the lines); -t puts the seconds first, -r the rate after",
         ),
     ),
-    opt('q', &["quiet"], None, Does::Maps("nothing on stderr but errors")),
-    opt('8', &["bits"], None, Does::Differs("accel counts bytes, not bits (-b is shown)")),
+    opt('q', &["quiet"], None, Handling::Maps("nothing on stderr but errors")),
+    opt('8', &["bits"], None, Handling::Differs("accel counts bytes, not bits (-b is shown)")),
     opt(
         'k',
         &["si"],
         None,
-        Does::Differs(
+        Handling::Differs(
             "sizes after it are read in multiples of 1000; accel shows binary units (KiB)",
         ),
     ),
-    opt('W', &["wait"], None, Does::Maps("nothing is shown before the first byte")),
+    opt('W', &["wait"], None, Handling::Maps("nothing is shown before the first byte")),
     opt(
         'D',
         &["delay-start"],
         Some("SEC"),
-        Does::Maps("nothing is shown before SEC seconds, so a short run shows nothing"),
+        Handling::Maps("nothing is shown before SEC seconds, so a short run shows nothing"),
     ),
     opt(
         's',
         &["size"],
         Some("SIZE"),
-        Does::Maps(
+        Handling::Maps(
             "the size expected, for the percent done and the ETA (with -l, in lines); 0 is \
              unknown; @FILE is FILE's size",
         ),
     ),
-    opt('g', &["gauge"], None, Does::Differs("without a size, accel shows no bar")),
+    opt('g', &["gauge"], None, Handling::Differs("without a size, accel shows no bar")),
     opt(
         'l',
         &["line-mode"],
         None,
-        Does::Maps(
+        Handling::Maps(
             "count the lines taken in, and show them on the input's side (-s is then in \
              lines); the output's side stays in bytes",
         ),
     ),
-    opt('0', &["null"], None, Does::Maps("as -l, lines ending in a NUL byte")),
-    opt('i', &["interval"], Some("SEC"), Does::Maps("update every SEC seconds (at least 0.1)")),
+    opt('0', &["null"], None, Handling::Maps("as -l, lines ending in a NUL byte")),
+    opt('i', &["interval"], Some("SEC"), Handling::Maps("update every SEC seconds (at least 0.1)")),
     opt(
         'm',
         &["average-rate-window"],
         Some("SEC"),
-        Does::Differs("accel's average (-a) is over the whole run"),
+        Handling::Differs("accel's average (-a) is over the whole run"),
     ),
-    opt('w', &["width"], Some("WIDTH"), Does::Maps("lines WIDTH columns wide")),
+    opt('w', &["width"], Some("WIDTH"), Handling::Maps("lines WIDTH columns wide")),
     opt(
         'H',
         &["height"],
         Some("HEIGHT"),
-        Does::Accepted("accel takes the terminal's height as it is"),
+        Handling::Accepted("accel takes the terminal's height as it is"),
     ),
-    opt('N', &["name"], Some("NAME"), Does::Maps("NAME before the line, report and JSON")),
-    opt('u', &["bar-style"], Some("STYLE"), Does::Differs("accel draws pv's plain bar")),
+    opt('N', &["name"], Some("NAME"), Handling::Maps("NAME before the line, report and JSON")),
+    opt('u', &["bar-style"], Some("STYLE"), Handling::Differs("accel draws pv's plain bar")),
     opt(
         'x',
         &["extra-display"],
         Some("SPEC"),
-        Does::Differs("accel writes no window or process title"),
+        Handling::Differs("accel writes no window or process title"),
     ),
     opt(
         'v',
         &["stats"],
         None,
-        Does::Maps("accel's report at the end (rates, waits, the bottleneck)"),
+        Handling::Maps("accel's report at the end (rates, waits, the bottleneck)"),
     ),
     opt(
         'f',
         &["force"],
         None,
-        Does::Maps(
+        Handling::Maps(
             "progress even when stderr is not a terminal (a line per interval) or accel's job \
              is in the background",
         ),
@@ -193,14 +198,14 @@ pub const OPTIONS: &[Opt] = &[
         'c',
         &["cursor"],
         None,
-        Does::Accepted("accels drawing on one terminal share it, each on a row of its own"),
+        Handling::Accepted("accels drawing on one terminal share it, each on a row of its own"),
     ),
-    opt('o', &["output"], Some("FILE"), Does::Maps("write FILE instead of stdout (truncated)")),
+    opt('o', &["output"], Some("FILE"), Handling::Maps("write FILE instead of stdout (truncated)")),
     opt(
         'L',
         &["rate-limit"],
         Some("RATE"),
-        Does::Maps(
+        Handling::Maps(
             "cap the output at RATE bytes per second (in line mode too), smoothly; the input \
              reads ahead into the buffer",
         ),
@@ -209,14 +214,14 @@ pub const OPTIONS: &[Opt] = &[
         'B',
         &["buffer-size"],
         Some("BYTES"),
-        Does::Maps("the buffer's size (accel -m), which decouples the input from the output"),
+        Handling::Maps("the buffer's size (accel -m), which decouples the input from the output"),
     ),
-    opt('C', &["no-splice"], None, Does::Maps("never splice (accel --engine copy)")),
+    opt('C', &["no-splice"], None, Handling::Maps("never splice (accel --engine copy)")),
     opt(
         'E',
         &["skip-errors"],
         None,
-        Does::Refused(
+        Handling::Refused(
             "accel never turns what cannot be read into zeros: a read error ends the run \
              (status 1), what was read delivered; dd conv=noerror,sync or ddrescue do that",
         ),
@@ -225,33 +230,33 @@ pub const OPTIONS: &[Opt] = &[
         'Z',
         &["error-skip-block"],
         Some("BYTES"),
-        Does::Refused("it goes with -E, which accel does not do"),
+        Handling::Refused("it goes with -E, which accel does not do"),
     ),
     opt(
         'S',
         &["stop-at-size"],
         None,
-        Does::Maps("stop after the -s size, as if the input ended there (not with -l)"),
+        Handling::Maps("stop after the -s size, as if the input ended there (not with -l)"),
     ),
     opt(
         'Y',
         &["sync"],
         None,
-        Does::Differs("accel flushes file outputs to disk once, before it ends (--sync)"),
+        Handling::Differs("accel flushes file outputs to disk once, before it ends (--sync)"),
     ),
-    opt('K', &["direct-io"], None, Does::Differs("accel does not use O_DIRECT")),
+    opt('K', &["direct-io"], None, Handling::Differs("accel does not use O_DIRECT")),
     opt(
         'O',
         &["sparse", "sparse-output"],
         None,
-        Does::Differs("accel writes zeros as they come: the output file is not sparse"),
+        Handling::Differs("accel writes zeros as they come: the output file is not sparse"),
     ),
-    opt('X', &["discard"], None, Does::Maps("throw the stream away (-o /dev/null)")),
+    opt('X', &["discard"], None, Handling::Maps("throw the stream away (-o /dev/null)")),
     opt(
         'U',
         &["store-and-forward"],
         Some("FILE"),
-        Does::Refused(
+        Handling::Refused(
             "accel does not store a stream before it forwards it; accel --spill DIR takes \
              beyond memory what the consumer has not taken yet",
         ),
@@ -260,13 +265,13 @@ pub const OPTIONS: &[Opt] = &[
         'd',
         &["watchfd"],
         Some("PID[:FD]"),
-        Does::Refused("accel moves the data itself: it cannot watch another process's files"),
+        Handling::Refused("accel moves the data itself: it cannot watch another process's files"),
     ),
     opt(
         'R',
         &["remote"],
         Some("PID"),
-        Does::Maps(
+        Handling::Maps(
             "with -L, change the rate cap of the accel running as PID (as accel -R PID -r); \
              alone, print its report so far; the other options are not sent",
         ),
@@ -275,19 +280,19 @@ pub const OPTIONS: &[Opt] = &[
         'Q',
         &["query"],
         Some("PID"),
-        Does::Maps("print the report so far of the accel running as PID"),
+        Handling::Maps("print the report so far of the accel running as PID"),
     ),
     opt(
         'P',
         &["pidfile"],
         Some("FILE"),
-        Does::Refused(
+        Handling::Refused(
             "accel writes no PID file; accel -R PID reaches a running accel by the PID the \
              shell gives ($!)",
         ),
     ),
-    opt('h', &["help"], None, Does::Maps("print this help")),
-    opt('V', &["version"], None, Does::Maps("print the version")),
+    opt('h', &["help"], None, Handling::Maps("print this help")),
+    opt('V', &["version"], None, Handling::Maps("print the version")),
 ];
 
 /// The differences from pv that accel keeps on purpose, as `pv -h` and the man page list them.
@@ -314,7 +319,7 @@ pub const DIFFERENCES: &[&str] = &[
 pub struct Request {
     /// The parts the display switches chose; how many switches there were (pv's default,
     /// `-pterb`, stands when none).
-    parts: Parts,
+    parts: LineParts,
     switches: usize,
     format: Option<String>,
     numeric: bool,
@@ -358,7 +363,7 @@ pub enum Parsed {
 /// Parses pv's command line `args` (the program name first), or says why not: `pv -s lots:
 /// <why>`, for `accel: ` to prefix.
 pub fn parse(args: &[OsString]) -> Result<Parsed, String> {
-    let mut request = Request { parts: Parts::NONE, ..Request::default() };
+    let mut request = Request { parts: LineParts::NONE, ..Request::default() };
     let mut words = args.iter().skip(1);
     while let Some(word) = words.next() {
         let text = word.to_string_lossy();
@@ -458,20 +463,20 @@ fn apply(
     typed: &str,
     value: Option<OsString>,
 ) -> Result<Option<Parsed>, String> {
-    if let Does::Refused(why) = option.does {
+    if let Handling::Refused(why) = option.handling {
         return Err(format!("pv {typed}: {why}"));
     }
     let raw = value.clone().unwrap_or_default();
     let text = raw.to_string_lossy().into_owned();
     let bad = |why: &str| format!("pv {typed} {text}: {why}");
-    if let Does::Differs(what) = option.does {
+    if let Handling::Differs(what) = option.handling {
         let note = format!("{typed}: {what}");
         if !r.notes.contains(&note) {
             r.notes.push(note);
         }
     }
     let si = r.si;
-    let display = |r: &mut Request, set: fn(&mut Parts)| {
+    let display = |r: &mut Request, set: fn(&mut LineParts)| {
         set(&mut r.parts);
         r.switches += 1;
     };
@@ -515,7 +520,7 @@ fn apply(
         '0' => r.lines = Some(0),
         'i' => {
             let interval = seconds(&text).ok_or_else(|| bad(NOT_SECONDS))?;
-            let shortest = crate::cli::config::SHORTEST_INTERVAL;
+            let shortest = crate::cli::validate::SHORTEST_INTERVAL;
             if interval < shortest {
                 r.notes.push(format!("{typed} {text}: accel updates at most every 0.1 seconds"));
             }
@@ -569,7 +574,9 @@ fn seconds(text: &str) -> Option<Duration> {
         return None;
     }
     let seconds: f64 = text.parse().ok()?;
-    Duration::try_from_secs_f64(seconds).ok().filter(|d| *d <= crate::cli::config::LONGEST_DURATION)
+    Duration::try_from_secs_f64(seconds)
+        .ok()
+        .filter(|d| *d <= crate::cli::validate::LONGEST_DURATION)
 }
 
 /// A size as pv reads it (`pv_getnum_size`): digits, a fraction after `.` or `,` (to four
@@ -617,10 +624,10 @@ pub fn size(text: &str, si: bool) -> Result<u64, String> {
 impl Request {
     /// The parts of the line: the format's, the switches', or with none of either, accel's
     /// whole line; and what a format holds that accel does not show, to say once.
-    fn parts(&self) -> (Parts, Option<String>) {
+    fn parts(&self) -> (LineParts, Option<String>) {
         let Some(format) = &self.format else {
             return match self.switches {
-                0 => (Parts::ACCEL, None),
+                0 => (LineParts::ACCEL, None),
                 _ => (self.parts, None),
             };
         };
@@ -694,7 +701,7 @@ impl Request {
     pub fn adjust(&self, config: &mut Config) {
         let parts = match self.parts().0 {
             // Only parts accel cannot show (-A): its own line rather than none.
-            parts if parts == Parts::NONE => Parts::ACCEL,
+            parts if parts == LineParts::NONE => LineParts::ACCEL,
             parts => parts,
         };
         config.look = Look {
@@ -738,8 +745,8 @@ impl Request {
 
 /// The parts a `-F` format names, and whether it holds anything else (text, or a sequence
 /// accel does not show).
-fn format_parts(format: &str) -> (Parts, bool) {
-    let mut parts = Parts::NONE;
+fn format_parts(format: &str) -> (LineParts, bool) {
+    let mut parts = LineParts::NONE;
     let mut other = false;
     let mut chars = format.chars().peekable();
     while let Some(c) = chars.next() {
@@ -786,11 +793,11 @@ pub fn help() -> String {
     for option in OPTIONS {
         let value = option.value.map(|v| format!(" {v}")).unwrap_or_default();
         let head = format!("-{}, --{}{value}", option.short, option.long.join(", --"));
-        let what = match option.does {
-            Does::Maps(what) => what.to_owned(),
-            Does::Differs(what) => format!("taken; said once: {what}"),
-            Does::Accepted(what) => format!("accepted: {what}"),
-            Does::Refused(why) => format!("refused: {why}"),
+        let what = match option.handling {
+            Handling::Maps(what) => what.to_owned(),
+            Handling::Differs(what) => format!("taken; said once: {what}"),
+            Handling::Accepted(what) => format!("accepted: {what}"),
+            Handling::Refused(why) => format!("refused: {why}"),
         };
         let _ = writeln!(text, "  {head:<34}: {what}");
     }
@@ -928,22 +935,28 @@ mod tests {
     #[test]
     fn display_switches_choose_the_parts() {
         let parts = |args: &str| config(args).look.parts;
-        assert_eq!(parts(""), Parts::ACCEL, "pv's default: accel's whole line");
-        assert_eq!(parts("-s 5"), Parts::ACCEL);
-        let pterb = Parts { fill: false, ..Parts::ACCEL };
+        assert_eq!(parts(""), LineParts::ACCEL, "pv's default: accel's whole line");
+        assert_eq!(parts("-s 5"), LineParts::ACCEL);
+        let pterb = LineParts { fill: false, ..LineParts::ACCEL };
         assert_eq!(parts("-pterb"), pterb);
         assert_eq!(parts("-p -t -e -r -b -s 12345"), pterb);
-        assert_eq!(parts("-t"), Parts { elapsed: true, ..Parts::NONE });
+        assert_eq!(parts("-t"), LineParts { elapsed: true, ..LineParts::NONE });
         assert_eq!(
             parts("-trab"),
-            Parts { elapsed: true, rates: true, average: true, counts: true, ..Parts::NONE }
+            LineParts {
+                elapsed: true,
+                rates: true,
+                average: true,
+                counts: true,
+                ..LineParts::NONE
+            }
         );
-        assert_eq!(parts("-T -I"), Parts { fill: true, eta: true, ..Parts::NONE });
-        assert_eq!(parts("-A 16"), Parts::ACCEL, "nothing accel can show: its own line");
-        assert_eq!(parts("-t -F %b"), Parts { counts: true, ..Parts::NONE }, "-F wins");
+        assert_eq!(parts("-T -I"), LineParts { fill: true, eta: true, ..LineParts::NONE });
+        assert_eq!(parts("-A 16"), LineParts::ACCEL, "nothing accel can show: its own line");
+        assert_eq!(parts("-t -F %b"), LineParts { counts: true, ..LineParts::NONE }, "-F wins");
         assert_eq!(
             parts("-F %20{progress}%{eta}%N"),
-            Parts { bar: true, eta: true, ..Parts::NONE }
+            LineParts { bar: true, eta: true, ..LineParts::NONE }
         );
         let said = |args: &str| parsed(args).unwrap().said();
         assert_eq!(said("-F %b"), Vec::<String>::new());
@@ -982,7 +995,7 @@ mod tests {
     fn refusals_name_the_option_and_why() {
         let said = |args: &str| parsed(args).unwrap_err();
         for option in OPTIONS {
-            if let Does::Refused(why) = option.does {
+            if let Handling::Refused(why) = option.handling {
                 let value = if option.value.is_some() { " 1" } else { "" };
                 assert_eq!(
                     said(&format!("-{}{value}", option.short)),

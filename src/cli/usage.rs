@@ -1,6 +1,6 @@
 //! The command line's refusals in accel's words: one line, `accel: <what>: <why>`.
 //!
-//! clap parses the arguments (`cli.rs`), but its own messages are several lines that start with
+//! clap parses the arguments (`mod.rs`), but its own messages are several lines that start with
 //! `error:` and end with a usage block, and they name options by their long form and
 //! placeholder (`--size <SIZE>`) whatever the user typed. accel promises one-line errors, so
 //! this module words each of clap's refusals itself, from the error's kind and context and
@@ -8,7 +8,7 @@
 //! unexpected word (`--json out.json` wants `--json=out.json`).
 //!
 //! It also gives every option that takes a value getopt's rule: the next argument is its value
-//! even when it starts with `-`, so `-m -5` is a bad size for `-m`, worded by `config.rs` like
+//! even when it starts with `-`, so `-m -5` is a bad size for `-m`, worded by `validate.rs` like
 //! any other, rather than an unknown option `-5`.
 
 use std::ffi::OsString;
@@ -499,7 +499,7 @@ mod tests {
     fn a_value_may_start_with_a_dash() {
         let args: Vec<OsString> = ["accel", "-m", "-5", "-o", "-"].map(Into::into).to_vec();
         let cli = parse(&args).unwrap();
-        assert_eq!(cli.size, "-5", "left to config.rs to word as a bad size");
+        assert_eq!(cli.size, "-5", "left to validate.rs to word as a bad size");
         assert_eq!(said(&["-q", "-v"]), "ok", "the later one counts");
         assert_eq!(said(&["--help"]), "shown");
         assert_eq!(said(&["-V"]), "shown");

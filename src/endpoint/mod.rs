@@ -10,11 +10,16 @@
 //! (`O_NONBLOCK`, so splicing from it never holds a pipe's lock). It is connected or accepted
 //! after the endpoints are planned, once signals are handled (see `net`). A plain peer
 //! (`--insecure`) is read and written like any descriptor, and spliced; an encrypted one reads
-//! and writes through its secure channel, and so through memory.
+//! and writes through its secure channel, and so through memory. What only a peer has (the
+//! end of its stream, what its receiver confirms, a connection that comes back) the engine
+//! asks in its own words, of `peer.rs`, and never of the network itself.
 
 pub mod files;
 pub mod open;
+mod peer;
 pub mod stream;
+
+pub use peer::resumed_at;
 
 use std::fmt;
 use std::io;
@@ -125,12 +130,6 @@ impl Endpoint {
         Endpoint::inspect(Descriptor::Opened(Arc::new(fd)), name, stop)
     }
 
-    /// A network peer, known to the user as `name` (the address given); its socket comes when
-    /// the link is established, before the run starts.
-    pub fn network(link: Arc<Link>, name: &str, stop: &Arc<Stop>) -> Endpoint {
-        Endpoint::of(Descriptor::Network(link), name.to_owned(), FdKind::Socket, stop)
-    }
-
     /// A program's reader or writer, known as `name`: read and written, never spliced.
     pub fn stream(stream: Arc<Stream>, name: &str, stop: &Arc<Stop>) -> Endpoint {
         Endpoint::of(Descriptor::Stream(stream), name.to_owned(), FdKind::Stream, stop)
@@ -178,14 +177,6 @@ impl Endpoint {
     pub fn as_stream(&self) -> Option<&Arc<Stream>> {
         match &self.fd {
             Descriptor::Stream(stream) => Some(stream),
-            _ => None,
-        }
-    }
-
-    /// The network link, when this is a network peer.
-    pub fn link(&self) -> Option<&Arc<Link>> {
-        match &self.fd {
-            Descriptor::Network(link) => Some(link),
             _ => None,
         }
     }
@@ -315,11 +306,6 @@ impl Endpoint {
             FdKind::Socket => self.plain_socket(),
             FdKind::Terminal | FdKind::Other | FdKind::Stream => false,
         }
-    }
-
-    /// Whether this is accel's own socket to a plain (`--insecure`) peer.
-    fn plain_socket(&self) -> bool {
-        self.link().is_some_and(|link| !link.is_secure())
     }
 
     /// Reads what is available, up to `buf.len()`; 0 means end of input (of the last FILE

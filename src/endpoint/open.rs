@@ -1,6 +1,6 @@
-//! Opening what `-i`, FILE operands and `-o` name, before anything is read: the input files; output files
-//! without clobbering one that exists (unless `-f` or `-a`); devices, FIFOs and sockets as
-//! they are.
+//! Opening what `-i`, FILE operands and `-o` name, before anything is read: the input files;
+//! output files without clobbering one that exists (unless `-f` or `-a`); devices, FIFOs and
+//! sockets as they are.
 //!
 //! A refusal names the path and the cause, and how to get past it where there is a way
 //! (`accel: -o out.img: the file exists; -f overwrites it, -a appends to it`).

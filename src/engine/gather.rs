@@ -20,7 +20,7 @@
 //!   any fast producer never pause, nor pay for a look).
 //!
 //! A pause ends early when the run ends, and, where a consumer's output is not a pipe (its
-//! only runway is the backlog), when its reader runs out ([`Producer::gather`]). Rates are
+//! only runway is the backlog), when its reader runs out ([`Producer::pause`]). Rates are
 //! measured from the moves themselves and the meter's counts (no system call but one
 //! `FIONREAD` per output pipe per look), taken at once when they rise and let down slowly.
 //! Only an input pipe whose size the kernel tells (Linux) pauses, and only without an input
@@ -30,7 +30,7 @@
 //! consumer (it is the slower side), a write into its pipe returns only when all it was given
 //! is in, waking each time the consumer reads a piece (32 KiB for `gzip`). Instead, while the
 //! pipe is at least half full, the output thread sleeps for a third of the time the consumer
-//! takes to eat what the pipe holds (at most [`DRAIN_MOST`]), then offers no more than the room
+//! takes to eat what the pipe holds (at most [`DRAIN_MOST`]), then offers no more than the space
 //! the pipe has, which goes in at once: one wakeup per refill instead of one per read. The
 //! consumer finds the pipe empty only if it suddenly eats three times as fast; one that ate
 //! nothing during a pause is waited for in the write again, which the kernel ends when it
@@ -134,11 +134,11 @@ impl Gather {
         }
         if pause >= LEAST {
             let pipes_only = self.consumers.iter().all(|consumer| consumer.pipe.is_some());
-            self.input.paused = producer.gather(pause, !pipes_only);
+            self.input.paused = producer.pause(pause, !pipes_only);
         }
     }
 
-    /// Whether a relay ([`copy::Bypass::relay`](super::copy::Bypass::relay)), which passes
+    /// Whether a relay ([`Bypass::relay`](super::bypass::Bypass::relay)), which passes
     /// each read straight on while nothing is queued, may go on without asking this for a
     /// pause: every consumer is known to have less than a runway ahead (it would allow none).
     pub fn consumers_short(&self, producer: &Producer) -> bool {
@@ -293,7 +293,7 @@ impl Drain {
     }
 
     /// Before a write: while the consumer is the slower side and its pipe is well filled,
-    /// sleeps while it drains; then the most the write should offer (the room in the pipe),
+    /// sleeps while it drains; then the most the write should offer (the space in the pipe),
     /// if it slept.
     pub fn before(&mut self, output: &Endpoint) -> Option<usize> {
         if !self.watching {
@@ -454,7 +454,7 @@ mod tests {
     }
 
     #[test]
-    fn an_output_offers_no_more_than_the_room_its_consumer_made() {
+    fn an_output_offers_no_more_than_the_space_its_consumer_made() {
         use std::io::Read;
         let (output, read) = pipe();
         let mut drain = Drain::new(&output).unwrap();
@@ -468,19 +468,19 @@ mod tests {
             }
         });
         // Whenever it has eaten during a pause (a loaded machine may not run it for a while:
-        // a minute's patience), the room offered goes in at once: a non-blocking write takes
+        // a minute's patience), the space offered goes in at once: a non-blocking write takes
         // all of it.
         let patience = Instant::now() + Duration::from_secs(60);
-        let room =
+        let space =
             std::iter::from_fn(|| (Instant::now() < patience).then_some(())).find_map(|()| {
                 drain.after(size / 16, Duration::from_millis(10));
                 drain.before(&output)
             });
-        let room = room.expect("the consumer ate during a pause within a minute");
-        assert!((4096..=size).contains(&room), "{room} of {size}");
+        let space = space.expect("the consumer ate during a pause within a minute");
+        assert!((4096..=size).contains(&space), "{space} of {size}");
         let flags = rustix::fs::fcntl_getfl(output.fd()).unwrap();
         rustix::fs::fcntl_setfl(output.fd(), flags | rustix::fs::OFlags::NONBLOCK).unwrap();
-        assert_eq!(output.write(&vec![0; room]).unwrap(), room);
+        assert_eq!(output.write(&vec![0; space]).unwrap(), space);
         drop(output);
         eating.join().unwrap();
     }

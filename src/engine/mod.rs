@@ -14,6 +14,10 @@
 //!   accel's own pipes, then into memory. A pipe's bytes can be read once, so with several
 //!   readers the bytes are shared through memory, which every reader can read.
 //!
+//! Both input sides read into memory the same way where they do not splice: one read into the
+//! backlog ([`read`]), passed straight on from the input thread while nothing is queued
+//! ([`bypass`]), with pauses that let input gather in its pipe ([`gather`]).
+//!
 //! The output side is the same for both ([`output`]): write whatever is at the reader's place,
 //! by `write` from memory or by `splice` from a pool pipe. Spilled bytes (`--spill`) go into
 //! the spill file and out of it by either engine alike ([`spill`]).
@@ -21,12 +25,14 @@
 //! [`run`] starts the threads, hears how each ends, and applies what a failing output does to
 //! the others ([`OutputErrors`], `--output-error`); the run's end is decided by the caller.
 
+mod bypass;
 pub mod copy;
 pub mod digest;
 mod fault;
 mod gather;
 pub mod output;
 pub mod pace;
+mod read;
 pub mod spill;
 pub mod splice;
 
@@ -125,7 +131,7 @@ impl Flow {
     /// Whether only an output's own thread may write to it now: it alone keeps the output
     /// rate (which the control socket may set while accel runs), the start watermark and
     /// output blocks. Otherwise the input thread may pass bytes straight on while nothing is
-    /// queued (a splice straight through, [`copy::Bypass`]).
+    /// queued (a splice straight through, [`bypass::Bypass`]).
     pub fn output_thread_only(&self) -> bool {
         self.block.is_some() || self.gates.start_at > 0 || self.limits.output.load(Relaxed) != 0
     }
@@ -163,7 +169,7 @@ pub enum Outcome {
     /// It failed; an output gets no more bytes after this.
     Failed(Failure),
     /// The run ended first (another output's failure, a stall): cut short, no error of its own.
-    Stopped,
+    CutShort,
 }
 
 /// Why a side failed.
@@ -338,11 +344,11 @@ fn choose(preference: Preference, plan: &Plan) -> EngineKind {
     let splices = plan.input.can_splice_from() && plan.outputs[0].can_splice_to();
     // A secure peer is read and written through memory; and a pipe's bytes, read once,
     // could not be sent again after a dropped connection.
-    let secure = |endpoint: &Endpoint| endpoint.link().is_some_and(|link| link.is_secure());
-    let secure_peer = secure(&plan.input) || plan.outputs.iter().any(secure);
+    let memory_only =
+        plan.input.through_memory_only() || plan.outputs.iter().any(Endpoint::through_memory_only);
     match preference {
         Preference::Copy => EngineKind::Copy,
-        _ if !sys::CAN_SPLICE || !single_reader || secure_peer => EngineKind::Copy,
+        _ if !sys::CAN_SPLICE || !single_reader || memory_only => EngineKind::Copy,
         Preference::Splice => EngineKind::Splice,
         Preference::Auto if splices => EngineKind::Splice,
         Preference::Auto => EngineKind::Copy,
@@ -511,8 +517,8 @@ fn follow(
     inbox: mpsc::Receiver<Event>,
 ) -> Outcomes {
     let mut outcomes = Outcomes {
-        input: Outcome::Stopped,
-        outputs: plan.outputs.iter().map(|_| Outcome::Stopped).collect(),
+        input: Outcome::CutShort,
+        outputs: plan.outputs.iter().map(|_| Outcome::CutShort).collect(),
         digests: plan.hashes.iter().map(|_| None).collect(),
         hashes_failed: Vec::new(),
         stalled: None,
@@ -580,7 +586,7 @@ fn follow(
 fn ended(result: Result<(), Failure>) -> Outcome {
     match result {
         Ok(()) => Outcome::Complete,
-        Err(failure) if failure.error().kind() == io::ErrorKind::Interrupted => Outcome::Stopped,
+        Err(failure) if failure.error().kind() == io::ErrorKind::Interrupted => Outcome::CutShort,
         Err(failure) => Outcome::Failed(failure),
     }
 }

@@ -4,8 +4,9 @@
 //! Under `-r` each write is a quantum of the rate, paced ([`Pacer`]); under `--block-size`
 //! every write is exactly one block, the last one short or padded with zeros (`--pad`), and
 //! partial data waits for a whole block: the only case where it waits for more. A network
-//! output, having just sent, lets small pieces gather for at most a millisecond ([`GATHER`]);
-//! a pipe the consumer is slow to drain is refilled when it has drained a while ([`Drain`]).
+//! output, having just sent, lets small pieces coalesce for at most a millisecond
+//! ([`COALESCE`]); a pipe the consumer is slow to drain is refilled when it has drained a
+//! while ([`Drain`]).
 
 use std::io;
 use std::time::{Duration, Instant};
@@ -17,20 +18,19 @@ use super::spill::{self, PassError};
 use super::splice::PipeWriter;
 use super::{Block, Failure, Flow, InputEnd, Route};
 use crate::backlog::{Front, Reader};
-use crate::endpoint::{Endpoint, FdKind};
+use crate::endpoint::{Endpoint, FdKind, resumed_at};
 use crate::log::{Log, Once};
-use crate::net::resumed_at;
 
-/// How long a network output, having just sent, lets small pieces gather before it sends
-/// again (at most; it sends as soon as [`GATHER_BYTES`] are there). A producer that writes a
+/// How long a network output, having just sent, lets small pieces coalesce before it sends
+/// again (at most; it sends as soon as [`COALESCE_BYTES`] are there). A producer that writes a
 /// few KiB at a time (`bzip2 -dc` writes 5,000 bytes) would otherwise cost a frame, a
 /// segment and a wakeup at both ends per piece: through accel encrypted, 300 MiB of them took
 /// 2.6 times mbuffer's CPU. A piece after a pause goes at once; one in a stream waits at most
 /// this long.
-const GATHER: Duration = Duration::from_millis(1);
+const COALESCE: Duration = Duration::from_millis(1);
 
-/// What a network output sends at once without gathering more: one full frame.
-const GATHER_BYTES: usize = 64 * 1024;
+/// What a network output sends at once without waiting for more: one full frame.
+const COALESCE_BYTES: usize = 64 * 1024;
 
 /// Writes every byte to `output`: from memory with `write`, from a pool pipe by splice (or
 /// by copying out of it where the output refuses splice), then ends a network output's
@@ -48,23 +48,21 @@ pub fn write_all(
     sync: bool,
     input: &InputEnd,
 ) -> Result<(), Failure> {
-    if let Some(link) = output.link().filter(|link| link.resumes()) {
-        link.keep_until_confirmed(reader.keep());
-    }
+    output.keep_until_confirmed(&reader);
     let mut pacer = Pacer::new(&flow.limits.output);
     let written = loop {
         let written = match flow.block {
             None => write_as_it_comes(output, &mut reader, route, &mut pacer),
             Some(block) => write_blocks(output, &mut reader, block, &mut pacer, route),
         }
-        // A link that gave up stops its reader, which then finds no more data.
-        .and_then(|()| match output.link().and_then(|link| link.failure()) {
+        // A peer that gave up stops its reader, which then finds no more data.
+        .and_then(|()| match output.gave_up() {
             Some(error) => Err(Failure::Io(error)),
             None => end_stream(output, input, &route.log),
         });
         if let Err(Failure::Io(error)) = &written {
-            // The connection is back: the reader goes on where the receiver said (the link
-            // told it so) at its next look for data.
+            // The connection is back: the reader goes on where the receiver said (the
+            // endpoint sent it back there) at its next look for data.
             if resumed_at(error).is_some() {
                 continue;
             }
@@ -84,12 +82,14 @@ pub fn write_all(
 }
 
 /// A network output's last step, once it has sent every byte: when the input ended
-/// cleanly, the end of the stream and the receiver's confirmation of it (`Link::end_stream`),
-/// this output's own work, so that a frozen receiver holds up no other output, and the run's
-/// stop (a stall, a signal) cuts the wait short like any other. (A stream that did not end
-/// cleanly is aborted after the run, saying why.)
+/// cleanly, the end of the stream and the receiver's confirmation of it
+/// ([`Endpoint::end_stream`]), this output's own work, so that a frozen receiver holds up no
+/// other output, and the run's stop (a stall, a signal) cuts the wait short like any other.
+/// (A stream that did not end cleanly is aborted after the run, saying why.)
 fn end_stream(output: &Endpoint, input: &InputEnd, log: &Log) -> Result<(), Failure> {
-    let Some(link) = output.link() else { return Ok(()) };
+    if !output.is_remote() {
+        return Ok(());
+    }
     let interrupted = || Failure::Io(io::ErrorKind::Interrupted.into());
     match input.wait(output.stop()) {
         None => Err(interrupted()),
@@ -99,7 +99,7 @@ fn end_stream(output: &Endpoint, input: &InputEnd, log: &Log) -> Result<(), Fail
                 "{}: every byte sent; ending the stream, waiting for the receiver's confirmation",
                 output.name
             ));
-            link.end_stream(output.stop()).map_err(|error| match output.stop().requested() {
+            output.end_stream().map_err(|error| match output.stop().requested() {
                 true => interrupted(),
                 false => Failure::Io(error),
             })
@@ -118,14 +118,14 @@ fn write_as_it_comes(
     let mut scratch = Vec::new();
     // A program's writer (the library) too: a caller's small writes into a write-behind
     // buffer would otherwise wake this thread once each.
-    let gathers = output.link().is_some() || output.kind == FdKind::Stream;
-    let mut gather_until = None;
+    let coalesces = output.is_remote() || output.kind == FdKind::Stream;
+    let mut coalesce_until = None;
     let mut drain = Drain::new(output);
     let mut taken = 0;
     loop {
         let mut most = pacer.quantum();
-        if let (Some(until), None) = (gather_until, most) {
-            reader.gather(GATHER_BYTES, until);
+        if let (Some(until), None) = (coalesce_until, most) {
+            reader.coalesce(COALESCE_BYTES, until);
         }
         let Some(front) = reader.front() else { return Ok(()) };
         if let (Some(drain), None) = (&mut drain, most) {
@@ -156,14 +156,14 @@ fn write_as_it_comes(
         taken += n as u64;
         test_panic("output", taken);
         pacer.moved(n, output.stop());
-        if gathers {
-            gather_until = Some(Instant::now() + GATHER);
+        if coalesces {
+            coalesce_until = Some(Instant::now() + COALESCE);
         }
     }
 }
 
 /// Writes exactly one block at a time, straight from the buffer where a block lies in one
-/// chunk, gathered into a block of its own where it spans two. The last block is short (or
+/// chunk, assembled in a block of its own where it spans two. The last block is short (or
 /// padded); one before it only when memory was refused with less than a block held, which
 /// is said once: a short block keeps every byte, where waiting would wait for ever.
 fn write_blocks(
@@ -173,7 +173,7 @@ fn write_blocks(
     pacer: &mut Pacer<'_>,
     route: &Route,
 ) -> Result<(), Failure> {
-    let mut gathered = vec![0u8; block.size];
+    let mut assembled = vec![0u8; block.size];
     let short_said = Once::default();
     let mut taken = 0;
     loop {
@@ -184,7 +184,7 @@ fn write_blocks(
                 block.size
             }
             Some(_) => {
-                let data = reader.copy_out(&mut gathered).map_err(|error| Failure::Spill {
+                let data = reader.copy_out(&mut assembled).map_err(|error| Failure::Spill {
                     dir: reader.spill_dir().unwrap_or_default(),
                     error,
                 })?;
@@ -198,13 +198,13 @@ fn write_blocks(
                 }
                 let size = if block.pad && last {
                     // The last block: zeros to its full size, as a tape wants it.
-                    gathered[data..].fill(0);
+                    assembled[data..].fill(0);
                     reader.meter().add_padding(reader.index(), block.size - data);
                     block.size
                 } else {
                     data
                 };
-                write_block(output, &gathered[..size]).map_err(Failure::Io)?;
+                write_block(output, &assembled[..size]).map_err(Failure::Io)?;
                 data
             }
         };

@@ -1,4 +1,4 @@
-//! The data path's side of the spill (`--spill`): input taken into the room the backlog
+//! The data path's side of the spill (`--spill`): input taken into the space the backlog
 //! reserved in its spill file, and spilled bytes passed on to an output or read back for a
 //! hash. Zero-copy where the kernel allows: a pipe input is spliced into the file (one copy,
 //! by the kernel), and the file is spliced into a pipe output (page-cache references, none).
@@ -13,7 +13,7 @@ use std::io;
 use rustix::event::PollFlags;
 use rustix::io::Errno;
 
-use crate::backlog::{SpillRange, SpillVacant};
+use crate::backlog::{SpillRange, SpillSpace};
 use crate::endpoint::{Endpoint, FdKind};
 use crate::stop;
 use crate::sys;
@@ -30,29 +30,29 @@ pub enum PassError {
     Write(io::Error),
 }
 
-/// Takes up to `most` bytes of `input` (at most what `vacant` reserves) into the spill, and
+/// Takes up to `most` bytes of `input` (at most what `space` reserves) into the spill, and
 /// makes them visible to every reader; how many, 0 at end of input. A pipe is spliced in;
 /// anything else is read into the backlog's staging memory, which the backlog writes into the
 /// file, or into memory when the file fails: nothing read is lost.
-pub fn take_in(input: &Endpoint, mut vacant: SpillVacant<'_>, most: usize) -> io::Result<usize> {
+pub fn take_in(input: &Endpoint, mut space: SpillSpace<'_>, most: usize) -> io::Result<usize> {
     if input.kind == FdKind::Pipe && input.can_splice_from() && sys::CAN_SPLICE {
-        let room = vacant.room();
-        let (mut at, len) = (room.offset, most.min(room.len));
+        let range = space.range();
+        let (mut at, len) = (range.offset, most.min(range.len));
         let spliced = stop::blocking(input.fd(), PollFlags::IN, input.stop(), None, || {
-            unless_refused(input.splice_to_file(room.fd, &mut at, len))
+            unless_refused(input.splice_to_file(range.fd, &mut at, len))
         })?;
         match spliced {
             // The end of one FILE operand of several: the read below goes on with the next.
             Some(0) if !input.ended()? => {}
             Some(n) => {
-                vacant.commit(n);
+                space.commit(n);
                 return Ok(n);
             }
             None => {}
         }
     }
-    let n = input.read(vacant.staging(most))?;
-    vacant.commit_staged(n)?;
+    let n = input.read(space.staging(most))?;
+    space.commit_staged(n)?;
     Ok(n)
 }
 

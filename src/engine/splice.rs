@@ -29,9 +29,10 @@ use std::sync::atomic::Ordering::Relaxed;
 use rustix::event::PollFlags;
 use rustix::io::Errno;
 
-use super::copy::{self, Bypass};
+use super::bypass::{self, Bypass};
 use super::gather::Gather;
 use super::pace::Pacer;
+use super::read;
 use super::{Flow, Route};
 use crate::backlog::Producer;
 use crate::endpoint::{Endpoint, FdKind};
@@ -160,8 +161,10 @@ impl<'a> Input<'a> {
             return Ok(Step::End);
         }
         {
-            let Some(room) = self.producer.wait_for_room() else { return Err(copy::nobody_left()) };
-            if room.empty {
+            let Some(fill) = self.producer.wait_for_space() else {
+                return Err(read::nobody_left());
+            };
+            if fill.empty {
                 // The consumer has caught up: try the cheap ways again.
                 self.small_writes = false;
             }
@@ -169,7 +172,7 @@ impl<'a> Input<'a> {
                 self.route.input_splice.load(Relaxed) && self.route.output_splice.load(Relaxed);
             // Bytes read into memory while nothing is queued are passed on at once, from this
             // thread, where they fit: a line crosses with one wakeup, not two.
-            let direct = (room.empty && self.bypasses_output_thread()).then_some(room.free);
+            let direct = (fill.empty && self.bypasses_output_thread()).then_some(fill.space);
             if splicing && self.stdin == Stream::Unknown {
                 return self.read_and_tell(direct);
             }
@@ -179,19 +182,21 @@ impl<'a> Input<'a> {
             // Wait for data before splicing, so that a splice refused with EAGAIN can only mean
             // a full destination: one poll per producer write instead of a failed splice and
             // two polls. With nothing queued, the consumer waits for stdin as much as we do.
-            if room.empty {
+            if fill.empty {
                 self.producer.meter().reader_starved(0, true);
                 self.input.wait(PollFlags::IN)?;
                 self.producer.meter().reader_starved(0, false);
             } else {
                 self.input.wait(PollFlags::IN)?;
             }
-            // Only this thread adds to the backlog: there is at least as much room now.
-            let Some(room) = self.producer.wait_for_room() else { return Err(copy::nobody_left()) };
-            if room.empty && self.through && self.bypasses_output_thread() {
+            // Only this thread adds to the backlog: there is at least as much space now.
+            let Some(fill) = self.producer.wait_for_space() else {
+                return Err(read::nobody_left());
+            };
+            if fill.empty && self.through && self.bypasses_output_thread() {
                 self.straight_through()
-            } else if !self.small_writes && room.free >= rustix::param::page_size() {
-                self.queue_in_pool(room.free)
+            } else if !self.small_writes && fill.space >= rustix::param::page_size() {
+                self.queue_in_pool(fill.space)
             } else {
                 self.queue_in_memory(None)
             }
@@ -254,7 +259,7 @@ impl<'a> Input<'a> {
     }
 
     /// Splices from stdin into the pool pipe at the back of the backlog, opening one if needed.
-    fn queue_in_pool(&mut self, free: usize) -> io::Result<Step> {
+    fn queue_in_pool(&mut self, space: usize) -> io::Result<Step> {
         let pipe = match self.producer.back_pipe() {
             Some(pipe) => pipe,
             None => match self.open_pipe() {
@@ -265,7 +270,7 @@ impl<'a> Input<'a> {
                 None => return self.queue_in_memory(None),
             },
         };
-        let len = self.most(free.min(pipe.size()));
+        let len = self.most(space.min(pipe.size()));
         match self.input.splice_to(pipe.write_end(), len, true) {
             Ok(0) => self.at_end(),
             Ok(n) => {
@@ -305,8 +310,8 @@ impl<'a> Input<'a> {
         }
     }
 
-    /// Reads into the backlog's memory, as the copy engine does; `direct`, with the memory
-    /// free: nothing is queued, and what was read goes straight to the output where it fits
+    /// Reads into the backlog's memory, as the copy engine does; `direct`, with the space in
+    /// memory: nothing is queued, and what was read goes straight to the output where it fits
     /// without waiting (through a relay while the consumer waits on stdin).
     fn queue_in_memory(&mut self, direct: Option<usize>) -> io::Result<Step> {
         Ok(match self.read_into_memory(direct)? {
@@ -317,7 +322,7 @@ impl<'a> Input<'a> {
 
     /// One read into memory, or a relay's reads (see [`Input::queue_in_memory`]); the last
     /// read, `None` at end of input.
-    fn read_into_memory(&mut self, direct: Option<usize>) -> io::Result<Option<copy::Took>> {
+    fn read_into_memory(&mut self, direct: Option<usize>) -> io::Result<Option<read::Took>> {
         self.output_full = false;
         let quantum = self.pacer.quantum();
         // Enough to tell a byte stream, and no more: a burst waiting in stdin is spliced once
@@ -330,16 +335,16 @@ impl<'a> Input<'a> {
         let Input { input, output, producer, route, flow, bypass, gather, .. } = self;
         let bypass = bypass.as_mut().filter(|bypass| direct.is_some() && bypass.allowed(flow));
         match (bypass, direct) {
-            (Some(bypass), Some(free)) if bypass.relays(input, producer, quantum, free) => {
-                let most = telling.unwrap_or(copy::Bypass::RELAY).min(free);
+            (Some(bypass), Some(space)) if bypass.relays(input, producer, quantum, space) => {
+                let most = telling.unwrap_or(Bypass::RELAY).min(space);
                 // While telling, a read of more than a page has told: the relay ends there.
                 let until = telling.map_or(most, |_| rustix::param::page_size() + 1);
-                let to = copy::Relay { input, output, route, flow, most, until };
+                let to = bypass::Relay { input, output, route, flow, most, until };
                 bypass.relay(to, producer, gather.as_mut())
             }
             (bypass, _) => {
                 let direct = bypass.map(|bypass| (bypass, &*output));
-                copy::read_passing(input, producer, most, direct, route)
+                bypass::read_passing(input, producer, most, direct, route)
             }
         }
     }
@@ -361,7 +366,7 @@ impl<'a> Input<'a> {
         Ok(Step::Moved(took.got))
     }
 
-    /// A pool pipe for the next segment: a spare, or a new one while the pool has room.
+    /// A pool pipe for the next segment: a spare, or a new one while the pool has space.
     fn open_pipe(&mut self) -> Option<Arc<PoolPipe>> {
         if let Some(pipe) = self.producer.spare_pipe() {
             return Some(pipe);
@@ -402,7 +407,7 @@ impl<'a> PipeWriter<'a> {
     pub fn write(&mut self, pipe: &PoolPipe, len: usize) -> io::Result<usize> {
         if self.pending.is_empty() {
             while self.route.output_splice.load(Relaxed) {
-                // Blocking: waits for room in the output, never for data (`len` bytes are there).
+                // Blocking: waits for space in the output, never for data (`len` bytes are there).
                 match splice(pipe.read_end(), self.output.fd(), len, false) {
                     Ok(n) if n > 0 => return Ok(n),
                     Err(Errno::INTR) => self.output.stop().check()?,
@@ -455,7 +460,7 @@ mod tests {
         }
         // A default pipe holds 64 KiB; its reader goes away once it is full.
         let (out_r, out_w) = rustix::pipe::pipe().unwrap();
-        let room = rustix::pipe::fcntl_getpipe_size(&out_w).unwrap();
+        let size = rustix::pipe::fcntl_getpipe_size(&out_w).unwrap();
         let output = Endpoint::opened(out_w, "the pipe", &Arc::new(Stop::default())).unwrap();
         let route = Route {
             engine: EngineKind::Splice,
@@ -465,15 +470,15 @@ mod tests {
             log: Arc::new(Log::default()),
         };
         let reader = std::thread::spawn(move || {
-            while rustix::io::ioctl_fionread(out_r.as_fd()).unwrap() < room as u64 {
+            while rustix::io::ioctl_fionread(out_r.as_fd()).unwrap() < size as u64 {
                 std::thread::yield_now();
             }
         });
         let mut writer = PipeWriter::new(&output, &route);
         let first = writer.write(&pool, queued);
         reader.join().unwrap();
-        assert_eq!(first.unwrap(), room, "the partial write is reported as such");
-        let second = writer.write(&pool, queued - room);
+        assert_eq!(first.unwrap(), size, "the partial write is reported as such");
+        let second = writer.write(&pool, queued - size);
         assert_eq!(second.unwrap_err().kind(), io::ErrorKind::BrokenPipe);
     }
 }

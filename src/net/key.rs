@@ -68,7 +68,7 @@ impl Key {
         // Into buffers of their final size, zeroed when dropped: nothing grows, so no copy of
         // the key is left behind.
         let mut digits = Zeroizing::new([0u8; 2 * LEN]);
-        hex::encode_to_slice(self.0.as_slice(), &mut *digits).expect("room for two digits a byte");
+        hex::encode_to_slice(self.0.as_slice(), &mut *digits).expect("space for two digits a byte");
         let mut line = Zeroizing::new(String::with_capacity(PREFIX.len() + 2 * LEN + 1));
         line.push_str(PREFIX);
         line.push_str(std::str::from_utf8(&*digits).expect("hex digits"));
@@ -114,7 +114,7 @@ impl Key {
                 path.display()
             ));
         }
-        // Room for all it may read: a String that grows leaves copies behind, unzeroed.
+        // Space for all it may read: a String that grows leaves copies behind, unzeroed.
         let mut text = Zeroizing::new(String::with_capacity(1024));
         // A key file is one short line; more is not a key file (and not worth reading).
         Read::by_ref(&mut file)

@@ -19,14 +19,16 @@
 //!   or a port in use is said before anything else happens. Each peer is a [`Link`], still
 //!   unconnected, which the run makes an endpoint like any other.
 //! - [`Network::establish`], once signals are handled and before the clock starts: connects
-//!   and handshakes ([`handshake`]); the receiver waits (until `--accept-timeout`) for the
-//!   first connection that proves it holds the key, dropping any other.
+//!   (`dial.rs`: tried again while the receiver refuses, for `--connect-for`) and handshakes
+//!   ([`handshake`]); the receiver waits (until `--accept-timeout`) for the first connection
+//!   that proves it holds the key, dropping any other. Each secure peer's [`Link`] is then
+//!   tended by a thread of its own, which gets a dropped connection back ([`link`]).
 //! - The run: the engine reads and writes the endpoints as it does any other. A plain peer
 //!   (`--insecure`) is accel's own O_NONBLOCK socket, read, written and spliced like a pipe;
 //!   an encrypted peer reads and writes through its [`channel`], so through memory.
 //! - The end of the stream is part of the run: once a network output has every byte and the
 //!   input ended cleanly, its own thread sends the End frame with the byte count and waits
-//!   for the receiver's Ack ([`Link::finish`]), each output on its own, under the stall
+//!   for the receiver's Ack ([`Link::end_stream`]), each output on its own, under the stall
 //!   watchdog and the signals like any other wait. After the run, the receiver of a stream
 //!   that did not end cleanly is told why it stops ([`Link::abort`]); the words are the run's
 //!   to choose. The receiver's input ends cleanly only at an End whose count matches; a
@@ -35,7 +37,7 @@
 //!   bytes its outputs have taken ([`Confirming`], at most every [`DELIVERED_EVERY`]), and
 //!   it sends the Ack only once they have taken every byte ([`Link::acknowledge_end`]). The
 //!   sender counts as delivered only what was confirmed; the rest it calls sent
-//!   ([`Delivery`]). Plain TCP (`--insecure`) has no frames, so nothing is confirmed there.
+//!   ([`Delivery`](crate::meter::Delivery)). Plain TCP (`--insecure`) has no frames, so nothing is confirmed there.
 //!
 //! Failures before the run (name not found, refused, unreachable, no answer, wrong key, port
 //! in use, no sender in time) end accel with status 6 before a byte is read; failures during
@@ -44,6 +46,7 @@
 pub mod address;
 pub mod channel;
 pub mod cipher;
+mod dial;
 pub mod handshake;
 pub mod key;
 pub mod link;
@@ -62,13 +65,12 @@ use std::time::{Duration, Instant};
 use crate::log::Log;
 use crate::meter::Meter;
 use crate::stop::Stop;
-use crate::words::{describe, duration};
+use crate::words::describe;
 use address::Address;
-use channel::Channel;
+use dial::Dialer;
 use key::Key;
-use link::{Dialer, Listening, Way};
-pub use link::{Link, Resume, resumed_at};
-use socket::Socket;
+pub use link::{Link, Resume, Role, resumed_at};
+use link::{Listening, Reconnect};
 
 /// How long a sender may take to connect and handshake when `--stall-timeout` does not say.
 pub const CONNECT_PATIENCE: Duration = Duration::from_secs(30);
@@ -77,10 +79,6 @@ pub const CONNECT_PATIENCE: Duration = Duration::from_secs(30);
 /// `--connect-for` does not say: a receiver started through ssh a moment after its sender
 /// (a cron job's two commands) listens within a few seconds.
 pub const CONNECT_FOR: Duration = Duration::from_secs(10);
-
-/// The pause between two tries of a first connection: a receiver about to listen does so in
-/// well under a second, and a refused try costs a round trip.
-const FIRST_TRIES_EVERY: Duration = Duration::from_millis(250);
 
 /// How often, at most, a receiver tells its sender what its outputs have taken: a frame of
 /// 45 bytes, 20 times a second at most, costs nothing on any link, and a sender's stall
@@ -96,9 +94,10 @@ pub const EAGER_EVERY: Duration = Duration::from_millis(1);
 /// See [`EAGER_EVERY`].
 const EAGER_ROUNDS: u32 = 50;
 
-/// What the command line asks of the network.
+/// How this accel meets its peers, as the command line says: the sender it waits for
+/// (`--from`), the key that proves both ends, and how long it waits, tries, and resumes.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Settings {
+pub struct Peering {
     /// `--from`: receive the input from a sender. (Each `--to` is one of the run's outputs,
     /// given to [`Network::open`].)
     pub from: Option<Address>,
@@ -117,9 +116,9 @@ pub struct Settings {
     pub resume: Resume,
 }
 
-impl Default for Settings {
-    fn default() -> Settings {
-        Settings {
+impl Default for Peering {
+    fn default() -> Peering {
+        Peering {
             from: None,
             key_file: None,
             key_file_from_env: false,
@@ -241,24 +240,26 @@ pub fn closed_by_peer(error: io::Error, who: &str) -> io::Error {
 #[derive(Debug)]
 pub struct Network {
     key: Option<Arc<Key>>,
-    input: Option<Receiving>,
-    outputs: Vec<Sending>,
+    input: Option<Input>,
+    outputs: Vec<Output>,
     /// The input's link once its sender came.
     received: Option<Arc<Link>>,
     /// `--connect-for`.
     connect_for: Duration,
 }
 
+/// The `--from` input, before its sender came: where it listens.
 #[derive(Debug)]
-struct Receiving {
+struct Input {
     address: Address,
     listeners: Vec<OwnedFd>,
     link: Arc<Link>,
     accept_timeout: Option<Duration>,
 }
 
+/// A `--to` output: its receiver's address as typed and as resolved at the start.
 #[derive(Debug)]
-struct Sending {
+struct Output {
     address: Address,
     resolved: Vec<SocketAddr>,
     link: Arc<Link>,
@@ -267,14 +268,10 @@ struct Sending {
 impl Network {
     /// Reads the key, resolves each receiver's name and binds the receiver's sockets: what
     /// can fail before anything else happens.
-    pub fn open(
-        settings: &Settings,
-        to: &[&Address],
-        log: &Arc<Log>,
-    ) -> Result<Network, SetupError> {
-        let key = match &settings.key_file {
+    pub fn open(peering: &Peering, to: &[&Address], log: &Arc<Log>) -> Result<Network, SetupError> {
+        let key = match &peering.key_file {
             Some(path) => Some(Key::read(path).map(Arc::new).map_err(|why| {
-                let named = if settings.key_file_from_env {
+                let named = if peering.key_file_from_env {
                     format!("{}={}", key::ENV, path.display())
                 } else {
                     format!("--key-file {}", path.display())
@@ -283,25 +280,32 @@ impl Network {
             })?),
             None => None,
         };
-        let secure = !settings.insecure;
+        let secure = !peering.insecure;
         let mut outputs = Vec::new();
         for &address in to {
             let resolved = address.resolve().map_err(|e| {
                 SetupError::Unreached(format!("{address}: {}; nothing was sent", describe(&e)))
             })?;
-            let link = Link::new(secure, address.to_string(), settings.resume, Arc::clone(log));
-            outputs.push(Sending { address: address.clone(), resolved, link });
+            let name = address.to_string();
+            let link = Link::new(Role::Sender, secure, name, peering.resume, Arc::clone(log));
+            outputs.push(Output { address: address.clone(), resolved, link });
         }
-        let input = match &settings.from {
+        let input = match &peering.from {
             None => None,
-            Some(address) => Some(Receiving {
+            Some(address) => Some(Input {
                 listeners: bind(address, log)?,
                 address: address.clone(),
-                link: Link::new(secure, address.to_string(), settings.resume, Arc::clone(log)),
-                accept_timeout: settings.accept_timeout,
+                link: Link::new(
+                    Role::Receiver,
+                    secure,
+                    address.to_string(),
+                    peering.resume,
+                    Arc::clone(log),
+                ),
+                accept_timeout: peering.accept_timeout,
             }),
         };
-        Ok(Network { key, input, outputs, received: None, connect_for: settings.connect_for })
+        Ok(Network { key, input, outputs, received: None, connect_for: peering.connect_for })
     }
 
     /// The input's link, with `--from`.
@@ -331,12 +335,16 @@ impl Network {
             let stream = handshake::new_stream().map_err(|why| {
                 SetupError::Unreached(format!("{}: {why}; nothing was sent", output.address))
             })?;
-            let (socket, channel) = self.connect(output, stream, patience, log, stop)?;
+            let dialer = Dialer { address: output.address.clone(), key: self.key.clone() };
+            let first =
+                dialer.first(&output.resolved, stream, self.connect_for, patience, log, stop);
+            let (socket, channel) = first.map_err(|why| {
+                SetupError::Unreached(format!("{}: {why}; nothing was sent", output.address))
+            })?;
             output.link.establish(socket, channel);
-            if let Some(key) = &self.key {
-                let dialer =
-                    Dialer { address: output.address.clone(), key: Arc::clone(key), stream };
-                output.link.tend(Way::Dial(dialer)).map_err(|e| unreached(&output.address, e))?;
+            if self.key.is_some() {
+                let tending = output.link.tend(Reconnect::Dial(dialer));
+                tending.map_err(|e| unreached(&output.address, e))?;
             }
         }
         if let Some(input) = self.input.take() {
@@ -376,10 +384,8 @@ impl Network {
                     key: Arc::clone(key),
                     dropped,
                 };
-                input
-                    .link
-                    .tend(Way::Listen(listening))
-                    .map_err(|e| unreached(&input.address, e))?;
+                let tending = input.link.tend(Reconnect::Listen(listening));
+                tending.map_err(|e| unreached(&input.address, e))?;
             }
             self.received = Some(input.link);
         }
@@ -393,127 +399,6 @@ impl Network {
         }
         if let Some(link) = self.received.take() {
             link.close();
-        }
-    }
-
-    /// Connects to one receiver for the stream `stream`, `patience` bounding each try. A
-    /// receiver that refuses (not listening yet: started a moment after its sender), or a
-    /// connection that drops once the receiver has answered but before the stream began, is
-    /// tried again every [`FIRST_TRIES_EVERY`] until `--connect-for` is over, the last try
-    /// then; any other failure is said at once.
-    fn connect(
-        &self,
-        output: &Sending,
-        stream: [u8; 16],
-        patience: Duration,
-        log: &Log,
-        stop: &Stop,
-    ) -> Result<(Arc<Socket>, Option<Channel>), SetupError> {
-        let fail = |why: String| {
-            SetupError::Unreached(format!("{}: {why}; nothing was sent", output.address))
-        };
-        let until = Instant::now() + self.connect_for;
-        let mut said = false;
-        loop {
-            let again = match self.try_connect(output, stream, patience, log, stop) {
-                Ok(connected) => return Ok(connected),
-                Err(First::Final(why)) => return Err(fail(why)),
-                Err(again) => again,
-            };
-            let left = until.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                let tried = if said {
-                    format!(" (tried for {})", duration(self.connect_for))
-                } else {
-                    String::new()
-                };
-                return Err(fail(format!("{}{tried}", again.words(false))));
-            }
-            if !said {
-                said = true;
-                log.warn(format_args!(
-                    "{}: {}; trying again for up to {} (--connect-for)",
-                    output.address,
-                    again.words(true),
-                    duration(self.connect_for)
-                ));
-            }
-            stop.sleep(FIRST_TRIES_EVERY.min(left)).map_err(|e| fail(describe(&e)))?;
-        }
-    }
-
-    /// One try of [`connect`](Network::connect): each of the receiver's addresses in turn.
-    fn try_connect(
-        &self,
-        output: &Sending,
-        stream: [u8; 16],
-        patience: Duration,
-        log: &Log,
-        stop: &Stop,
-    ) -> Result<(Arc<Socket>, Option<Channel>), First> {
-        let deadline = Instant::now() + patience;
-        let mut failures = Vec::new();
-        let mut refused = true;
-        for &address in &output.resolved {
-            let hello = wire::Hello { stream, offset: 0, resuming: false };
-            let opening = self.key.as_ref().map(|key| handshake::Opening::new(key, hello));
-            match socket::connect(address, stop, deadline) {
-                Ok(socket) => {
-                    log.debug(format_args!("{}: connected to {address}", output.address));
-                    let Some(opening) = opening else { return Ok((Arc::new(socket), None)) };
-                    let name = output.address.to_string();
-                    let hint = Some((name.as_str(), log));
-                    return match handshake::initiate(opening, socket, stop, deadline, hint) {
-                        Ok(channel) => Ok((Arc::clone(channel.socket()), Some(channel))),
-                        Err(cut @ handshake::Failure::CutAfterAnswer(_)) => {
-                            Err(First::Cut(cut.to_string()))
-                        }
-                        Err(handshake::Failure::NoAnswer) => Err(First::Final(format!(
-                            "{} (a receiver with --insecure does not answer)",
-                            handshake::Failure::NoAnswer
-                        ))),
-                        Err(failure) => Err(First::Final(failure.to_string())),
-                    };
-                }
-                Err(error) if error.kind() == io::ErrorKind::TimedOut => {
-                    failures.push(format!("no answer from {address} within {}", seconds(patience)));
-                    refused = false;
-                    break;
-                }
-                Err(error) => {
-                    refused &= error.kind() == io::ErrorKind::ConnectionRefused;
-                    if output.resolved.len() == 1 {
-                        failures.push(describe(&error));
-                    } else {
-                        failures.push(format!("{address}: {}", describe(&error)));
-                    }
-                }
-            }
-        }
-        let failures = failures.join("; ");
-        Err(if refused {
-            First::Refused(failures)
-        } else {
-            First::Final(format!("cannot connect: {failures}"))
-        })
-    }
-}
-
-/// Why a try of a first connection failed: worth another while `--connect-for` lasts (the
-/// receiver refused, or the connection dropped after its answer), or not.
-enum First {
-    Refused(String),
-    Cut(String),
-    Final(String),
-}
-
-impl First {
-    /// What a try worth another met, in words; `yet` while there will be another.
-    fn words(&self, yet: bool) -> String {
-        match self {
-            First::Refused(why) if yet => format!("cannot connect yet: {why}"),
-            First::Refused(why) => format!("cannot connect: {why}"),
-            First::Cut(why) | First::Final(why) => why.clone(),
         }
     }
 }

@@ -8,7 +8,11 @@
 //! even while nothing is being sent (see [`tune`]). The receive buffer is left to the kernel's
 //! autotuning, which grows it to the path's bandwidth-delay product (up to 32 MiB here); a
 //! sender's send buffer is set as large as may be where that beats autotuning's ceiling
-//! (`sys::widen_send_buffer`, with the measurement behind it).
+//! ([`Socket::widen_send_buffer`], with the measurement behind it in `sys`), by the sender,
+//! whichever side connected.
+//!
+//! What is TCP's alone is set where a socket is made ([`connect`], [`accept`]): the options
+//! of [`tune`], and the peer's address; a [`Socket`]'s I/O asks nothing of TCP.
 
 use std::io;
 use std::net::SocketAddr;
@@ -88,7 +92,7 @@ impl Socket {
         }
     }
 
-    /// Writes some of `buf` (at least a byte), waiting for room as long as it takes, until the
+    /// Writes some of `buf` (at least a byte), waiting for space as long as it takes, until the
     /// run's `stop`. `MSG_NOSIGNAL`: a peer that has gone is an error here, never a SIGPIPE.
     pub fn write(&self, buf: &[u8], stop: &Stop) -> io::Result<usize> {
         match self.send(buf, stop, None)? {
@@ -112,7 +116,7 @@ impl Socket {
         Ok(())
     }
 
-    /// One `send`, as on a blocking socket, waiting for room until `deadline` at most.
+    /// One `send`, as on a blocking socket, waiting for space until `deadline` at most.
     fn send(&self, buf: &[u8], stop: &Stop, deadline: Option<Instant>) -> io::Result<usize> {
         stop::blocking(self.fd(), PollFlags::OUT, stop, deadline, || {
             rustix::net::send(&self.fd, buf, SendFlags::NOSIGNAL)
@@ -132,12 +136,19 @@ impl Socket {
         }
     }
 
-    /// Whether a short write would go at once (there is room to send).
+    /// Whether a short write would go at once (there is space to send).
     pub fn writable_now(&self) -> bool {
         let mut fds = [rustix::event::PollFd::new(&self.fd, PollFlags::OUT)];
         let now = rustix::event::Timespec { tv_sec: 0, tv_nsec: 0 };
         matches!(rustix::event::poll(&mut fds, Some(&now)), Ok(1))
             && fds[0].revents().contains(PollFlags::OUT)
+    }
+
+    /// Makes its send buffer as large as may be set, where that beats autotuning's ceiling
+    /// (`sys::widen_send_buffer`): for the side that sends the stream, whichever side
+    /// connected.
+    pub fn widen_send_buffer(&self) {
+        crate::sys::widen_send_buffer(self.fd());
     }
 
     /// Ends the connection both ways, waking whoever waits on it; best effort.
@@ -165,7 +176,6 @@ pub fn connect(address: SocketAddr, stop: &Stop, deadline: Instant) -> io::Resul
         Err(e) => return Err(e.into()),
     }
     tune(&fd);
-    crate::sys::widen_send_buffer(fd.as_fd());
     Ok(Socket { fd, peer: address })
 }
 
@@ -181,7 +191,7 @@ pub fn listen(address: SocketAddr, both_families: bool) -> io::Result<OwnedFd> {
     }
     rustix::net::bind(&fd, &address)?;
     // A deep queue (the system caps it at `net.core.somaxconn`): under a flood of
-    // connections, the sender's must find room (see `handshake::Lobby`).
+    // connections, the sender's must find a place (see `handshake::Lobby`).
     rustix::net::listen(&fd, 4096)?;
     Ok(fd)
 }

@@ -6,7 +6,7 @@
 //!   msg 1     len(u16) + Noise NNpsk0 -> psk, e   payload Hello         ->
 //!                              <-  preamble, then len + msg 2 (e, ee; payload Welcome)
 //!                                  or len 0: the key is wrong (unauthenticated, only a hint)
-//!   frame     Start at the Hello's offset: the key confirmed, the sender is the one ->
+//!   frame     Start (offset 0): the key confirmed, the sender is the one ->
 //!                              <-  on a reconnection only: frame Resume carrying the offset
 //!                                  the receiver has, where the sender goes on
 //!   frames    Data ..., then End carrying the byte count                   ->
@@ -44,13 +44,14 @@
 //! A frame is two Noise transport messages: its payload, then its trailer, `kind (u8) ‖
 //! offset (u64, big-endian)`. The offset is the stream offset of the payload's first byte
 //! (Data), the stream's length (End, Ack), the bytes the receiver's outputs took
-//! (Delivered), or the bytes sent so far (Abort, whose payload says why). Both messages are authenticated and their nonces run in sequence, so a trailer
-//! belongs to the payload just before it. Two messages rather than `payload ‖ trailer` in one
-//! let the sender seal the payload straight from the buffer into the outgoing batch, and the
-//! receiver open it straight into its own, with no copy on either side; the second message
-//! costs 27 bytes and a tiny AES-GCM call per 64 KiB. Offsets let a later version resume a
-//! dropped connection without losing or repeating a byte: the Hello names the stream and the
-//! first offset the sender can send, and the Resume frame where it goes on.
+//! (Delivered), the bytes the receiver has (Resume), or the bytes sent so far (Heartbeat;
+//! Abort, whose payload says why); Start's is 0. Both messages are authenticated and their nonces run in sequence, so a trailer belongs to
+//! the payload just before it. Two messages rather than `payload ‖ trailer` in one let the
+//! sender seal the payload straight from the buffer into the outgoing batch, and the receiver
+//! open it straight into its own, with no copy on either side; the second message costs 27
+//! bytes and a tiny AES-GCM call per 64 KiB. Offsets are what lets a dropped connection be
+//! resumed without losing or repeating a byte: the Hello names the stream and the first
+//! offset the sender still holds, and the Resume frame where it goes on.
 //!
 //! Both sides rekey (Noise `Rekey`) after every [`REKEY_EVERY`] messages in each direction,
 //! which keeps each key well inside AES-GCM's safe limits however long the stream.

@@ -10,7 +10,7 @@ use crate::endpoint::open::Existing;
 use crate::engine::digest::Algorithm;
 use crate::engine::{OutputErrors, Preference};
 use crate::net::{self, address::Address};
-use crate::watch::{JsonTarget, Look, Progress};
+use crate::watch::{JsonTarget, Look, Visibility};
 
 /// The default buffer size, as `--help` shows it.
 pub const DEFAULT_SIZE: u64 = 32 << 20;
@@ -45,7 +45,7 @@ pub struct Config {
     /// Which data path to prefer.
     pub engine: Preference,
     /// Whether and when to draw the progress line.
-    pub progress: Progress,
+    pub progress: Visibility,
     /// Print the report at the end.
     pub stats: bool,
     /// Print nothing but errors.
@@ -75,7 +75,7 @@ pub struct Config {
     /// The descriptor progress goes to instead of stderr (`--progress-fd`).
     pub progress_fd: Option<i32>,
     /// `--from`, the key, `--insecure`, `--accept-timeout` (each `--to` is in `outputs`).
-    pub net: net::Settings,
+    pub net: net::Peering,
 }
 
 /// Flow control as given; the percentages are of the buffer, resolved once its size is
@@ -159,7 +159,7 @@ impl Default for Config {
             hash_file: None,
             size: DEFAULT_SIZE as usize,
             engine: Preference::Auto,
-            progress: Progress::Off,
+            progress: Visibility::Off,
             stats: false,
             quiet: false,
             json: None,
@@ -174,7 +174,7 @@ impl Default for Config {
             numeric: false,
             interval: None,
             progress_fd: None,
-            net: net::Settings::default(),
+            net: net::Peering::default(),
         }
     }
 }

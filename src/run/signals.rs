@@ -35,6 +35,7 @@ use signal_hook::consts::signal::{SIGCONT, SIGPIPE, SIGUSR1, SIGWINCH};
 use signal_hook::iterator::Signals;
 
 use crate::exit::{Exit, TERMINATING_SIGNALS, die_by};
+use crate::sys::{self, Disposition};
 use crate::watch::Watch;
 use crate::watch::control;
 
@@ -95,10 +96,5 @@ fn handle(signal: c_int, watch: &Arc<Watch>) {
 
 /// Whether `signal` was set to be ignored by whoever started accel.
 fn ignored_on_entry(signal: c_int) -> bool {
-    // SAFETY: a null new action only reads the current one into `current`.
-    unsafe {
-        let mut current: libc::sigaction = std::mem::zeroed();
-        libc::sigaction(signal, std::ptr::null(), &mut current) == 0
-            && current.sa_sigaction == libc::SIG_IGN
-    }
+    sys::disposition(signal) == Some(Disposition::Ignored)
 }

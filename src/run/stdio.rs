@@ -27,9 +27,7 @@ pub struct Closed {
 pub fn claim() -> Closed {
     let mut closed = [false; 3];
     for (fd, closed) in closed.iter_mut().enumerate() {
-        // SAFETY: only asks whether the descriptor number is open; nothing is kept.
-        let borrowed = unsafe { rustix::fd::BorrowedFd::borrow_raw(fd as i32) };
-        if rustix::io::fcntl_getfd(borrowed) == Err(Errno::BADF) {
+        if crate::sys::check_open(fd as i32) == Err(Errno::BADF) {
             *closed = true;
             // open() takes the lowest free number, which is this one: the lower ones are open.
             if let Ok(null) = rustix::fs::open("/dev/null", OFlags::RDWR, Mode::empty()) {

@@ -6,30 +6,14 @@
 //! process (OOM), losing everything buffered. So the buffer is kept under each limit that
 //! applies, with room to spare for the rest of accel (threads, pipes, page cache).
 
-use std::fmt;
-
 use rustix::process::{Resource, getrlimit};
 
+use super::MemoryLimit;
 use crate::size::Bytes;
 
 /// Room left for the rest of accel under an address-space or data limit: the binary, thread
 /// stacks, allocator arenas.
 const PROCESS_HEADROOM: u64 = 64 << 20;
-
-/// The most the buffer may take, and the limit that sets it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MemoryLimit {
-    /// Bytes the buffer may hold.
-    pub bytes: u64,
-    /// What sets it, for the message: `this machine's memory (23.4 GiB)`.
-    pub what: String,
-}
-
-impl fmt::Display for MemoryLimit {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.what)
-    }
-}
 
 /// The tightest of the limits that apply to this process, if any can be read.
 pub fn memory_limit() -> Option<MemoryLimit> {

@@ -22,6 +22,7 @@
 //! - [`spill_file`], [`reserve_space`], [`punch_hole`], [`start_writeback`],
 //!   [`drop_written`], [`writeback_error`], [`splice_to_file`], [`splice_from_file`]: the
 //!   spill file (`O_TMPFILE`, `fallocate`, `sync_file_range`, `posix_fadvise`).
+//! - [`check_open`]: whether a descriptor number accel was handed is open.
 //! - [`retire`]: close a finished output early, keeping its descriptor's number taken;
 //!   [`replace`]: put another file at a descriptor's number (the next FILE operand).
 //! - [`limit_unacknowledged`]: give up a TCP connection whose sent data stays unacknowledged
@@ -34,6 +35,9 @@
 //! - [`thread_sleeps`]: how often the calling thread has slept in the kernel (Linux), which
 //!   `--debug` shows per MiB moved.
 //! - [`has_aes_instructions`]: whether the CPU has AES instructions (which cipher is faster).
+//! - [`disposition`], [`handle_by_interrupting`], [`send_to_thread`]: a signal's action read
+//!   without changing it, a do-nothing handler that interrupts blocked calls, a signal sent to
+//!   one thread (`signal.rs`, POSIX: the same everywhere).
 
 #[cfg(target_os = "linux")]
 mod linux;
@@ -47,9 +51,11 @@ mod portable;
 use portable as imp;
 
 mod memory;
+mod signal;
 
+use std::fmt;
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
 
 pub use imp::{
     CAN_SPLICE, PoolPipe, accept_only_with_data, advise_huge_pages, drop_written, enlarge_pipe,
@@ -57,7 +63,8 @@ pub use imp::{
     reserve_space, spill_file, splice, splice_from_file, splice_to_file, start_writeback,
     thread_sleeps, widen_send_buffer, write_nowait, writeback_error,
 };
-pub use memory::{MemoryLimit, fit_allocator_to_limits, memory_limit, physical_memory};
+pub use memory::{fit_allocator_to_limits, memory_limit, physical_memory};
+pub use signal::{Disposition, disposition, handle_by_interrupting, send_to_thread};
 
 /// The size we try to give the pipes accel reads from and writes to.
 ///
@@ -73,6 +80,23 @@ pub struct Peer {
     pub uid: u32,
     /// Its process, where the system says (Linux).
     pub pid: Option<u32>,
+}
+
+/// The most the buffer may take, and the limit that sets it ([`memory_limit`]): the one the
+/// facade's both sides say (the machine's and the rlimits in `memory.rs`, a cgroup's in
+/// `linux.rs`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemoryLimit {
+    /// Bytes the buffer may hold.
+    pub bytes: u64,
+    /// What sets it, for the message: `this machine's memory (23.4 GiB)`.
+    pub what: String,
+}
+
+impl fmt::Display for MemoryLimit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.what)
+    }
 }
 
 /// Why a pool pipe could not be had.
@@ -112,6 +136,14 @@ impl PrivateWriter {
             Err(error) => Err(error.into()),
         }
     }
+}
+
+/// Whether descriptor number `fd` is open: `Ok`, or the error saying it is not (`EBADF`). For
+/// numbers accel was handed (a standard descriptor, `--progress-fd`), not ones it opened.
+pub fn check_open(fd: RawFd) -> rustix::io::Result<()> {
+    // SAFETY: only asks whether the descriptor number is open; nothing is kept.
+    let number = unsafe { BorrowedFd::borrow_raw(fd) };
+    rustix::io::fcntl_getfd(number).map(drop)
 }
 
 /// Closes what `fd` refers to (the reader at its far end sees end of file now) while keeping

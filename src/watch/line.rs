@@ -211,13 +211,13 @@ pub struct Subject<'a> {
     /// The run is over: the final line, which has no ETA.
     pub ended: bool,
     /// Which parts are shown.
-    pub parts: Parts,
+    pub parts: LineParts,
 }
 
 /// The parts of the line shown: accel's line has all but the average rate; accel run as pv
 /// shows the parts pv's display switches name (`-b -r -a -T -t -p -e`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Parts {
+pub struct LineParts {
     /// Bytes (or lines) in and out (`-b`).
     pub counts: bool,
     /// Rates in and out, and the caps on them (`-r`).
@@ -234,9 +234,9 @@ pub struct Parts {
     pub eta: bool,
 }
 
-impl Parts {
+impl LineParts {
     /// accel's own line.
-    pub const ACCEL: Parts = Parts {
+    pub const ACCEL: LineParts = LineParts {
         counts: true,
         rates: true,
         average: false,
@@ -247,7 +247,7 @@ impl Parts {
     };
 
     /// None at all, for pv's switches to add to.
-    pub const NONE: Parts = Parts {
+    pub const NONE: LineParts = LineParts {
         counts: false,
         rates: false,
         average: false,
@@ -258,9 +258,9 @@ impl Parts {
     };
 }
 
-impl Default for Parts {
-    fn default() -> Parts {
-        Parts::ACCEL
+impl Default for LineParts {
+    fn default() -> LineParts {
+        LineParts::ACCEL
     }
 }
 
@@ -742,7 +742,7 @@ mod tests {
         render(
             snapshot,
             rates,
-            &Subject { names: &names, expected, ended: false, parts: Parts::ACCEL },
+            &Subject { names: &names, expected, ended: false, parts: LineParts::ACCEL },
             width,
         )
     }
@@ -830,8 +830,12 @@ mod tests {
     fn the_final_line_has_no_eta() {
         let names = stdout();
         let snapshot = at(5.0, 10 * MIB, 5 * MIB);
-        let subject =
-            Subject { names: &names, expected: Some(10 * MIB), ended: true, parts: Parts::ACCEL };
+        let subject = Subject {
+            names: &names,
+            expected: Some(10 * MIB),
+            ended: true,
+            parts: LineParts::ACCEL,
+        };
         let rates = Rates::over_the_run(&snapshot);
         let last = render(&snapshot, &rates, &subject, 100);
         assert!(last.ends_with("]  50%") && !last.contains("ETA"), "{last}");
@@ -920,7 +924,12 @@ mod tests {
     }
 
     /// The line with only `parts` (pv's display switches).
-    fn parts_of(snapshot: &Snapshot, rates: &Rates, expected: Option<u64>, parts: Parts) -> String {
+    fn parts_of(
+        snapshot: &Snapshot,
+        rates: &Rates,
+        expected: Option<u64>,
+        parts: LineParts,
+    ) -> String {
         let names = stdout();
         render(snapshot, rates, &Subject { names: &names, expected, ended: false, parts }, 120)
     }
@@ -931,21 +940,30 @@ mod tests {
     fn pv_switches_choose_the_parts() {
         let (snapshot, rates) = busy();
         let expected = Some(2772 * MIB);
-        let only = |parts: Parts| parts_of(&snapshot, &rates, expected, parts);
-        assert_eq!(only(Parts { elapsed: true, ..Parts::NONE }), "0:00:13");
-        assert_eq!(only(Parts { counts: true, ..Parts::NONE }), "in 1.52 GiB  out 1.22 GiB");
-        assert_eq!(only(Parts { rates: true, ..Parts::NONE }), "in  120 MiB/s  out   96 MiB/s");
-        assert_eq!(only(Parts { fill: true, eta: true, ..Parts::NONE }), "buf  30%  ETA 0:00:15");
+        let only = |parts: LineParts| parts_of(&snapshot, &rates, expected, parts);
+        assert_eq!(only(LineParts { elapsed: true, ..LineParts::NONE }), "0:00:13");
         assert_eq!(
-            only(Parts { average: true, ..Parts::NONE }),
+            only(LineParts { counts: true, ..LineParts::NONE }),
+            "in 1.52 GiB  out 1.22 GiB"
+        );
+        assert_eq!(
+            only(LineParts { rates: true, ..LineParts::NONE }),
+            "in  120 MiB/s  out   96 MiB/s"
+        );
+        assert_eq!(
+            only(LineParts { fill: true, eta: true, ..LineParts::NONE }),
+            "buf  30%  ETA 0:00:15"
+        );
+        assert_eq!(
+            only(LineParts { average: true, ..LineParts::NONE }),
             format!("out avg {}", rate(1248.0 * MIB as f64 / 13.0))
         );
-        let pterb = Parts { fill: false, ..Parts::ACCEL };
+        let pterb = LineParts { fill: false, ..LineParts::ACCEL };
         let line = only(pterb);
         assert!(line.starts_with("in 1.52 GiB  120 MiB/s  out 1.22 GiB"), "{line}");
         assert!(line.ends_with("]  45% ETA 0:00:15") && !line.contains("buf"), "{line}");
         // Without a size, -p and -e have nothing to show.
-        let bar = Parts { bar: true, eta: true, ..Parts::NONE };
+        let bar = LineParts { bar: true, eta: true, ..LineParts::NONE };
         assert_eq!(parts_of(&snapshot, &rates, None, bar), "");
     }
 
@@ -962,7 +980,7 @@ mod tests {
             rates.update(&at_lines(step as f64 / 2.0, step * 500));
         }
         let snapshot = at_lines(10.0, 10_000);
-        let line = parts_of(&snapshot, &rates, Some(40_000), Parts::ACCEL);
+        let line = parts_of(&snapshot, &rates, Some(40_000), LineParts::ACCEL);
         assert!(line.starts_with("in 10.0k lines 1.00k lines/s  buf   0%  out  977 KiB"), "{line}");
         assert!(line.ends_with("]  25% ETA 0:00:30"), "{line}");
         assert_eq!(count(0), "0");
@@ -1026,7 +1044,8 @@ mod tests {
     fn the_name_comes_first_and_stays() {
         let (snapshot, rates) = busy();
         let names = Names { name: Some("gz".into()), ..stdout() };
-        let subject = Subject { names: &names, expected: None, ended: false, parts: Parts::ACCEL };
+        let subject =
+            Subject { names: &names, expected: None, ended: false, parts: LineParts::ACCEL };
         assert_eq!(render(&snapshot, &rates, &subject, 30), "gz: out 1.22 GiB   96 MiB/s");
         let subject = Subject { expected: Some(2772 * MIB), ..subject };
         assert_eq!(render(&snapshot, &rates, &subject, 20), "gz:  45% ETA 0:00:15");
@@ -1046,7 +1065,8 @@ mod tests {
             readers: vec![reader(1560 * MIB), reader(1248 * MIB), reader(1500 * MIB)],
             ..snapshot
         };
-        let subject = Subject { names: &names, expected: None, ended: false, parts: Parts::ACCEL };
+        let subject =
+            Subject { names: &names, expected: None, ended: false, parts: LineParts::ACCEL };
         let line = render(&snapshot, &rates, &subject, 200);
         assert!(line.contains("  out a-rather-long-file-~ 1.22 GiB "), "{line}");
         let snapshot = Snapshot {
@@ -1136,7 +1156,7 @@ mod tests {
         for expected in [None, Some(2048 * MIB)] {
             for width in [60, 79] {
                 let subject =
-                    Subject { names: &named, expected, ended: false, parts: Parts::ACCEL };
+                    Subject { names: &named, expected, ended: false, parts: LineParts::ACCEL };
                 let line = render(&spilling, &rates, &subject, width);
                 assert!(line.contains("buf 100% + 959 MiB on disk"), "{width}: {line}");
                 let line = render(&capped, &rates, &subject, width);

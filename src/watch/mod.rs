@@ -10,33 +10,40 @@
 //! interval (`-n`). When the transfer is over, the run [`closes`](Watch::close) the display: the final
 //! line is left standing, as pv leaves it, and accel's last messages follow it; then
 //! [`report`](Watch::report) adds the verdict (or, with `-v`, the report) and the JSON summary.
+//!
+//! This file is the watcher: its thread, each tick, the report at the end, what the signal
+//! thread asks of it. The drawing is `draw.rs`, the stall watchdog's words `stall.rs`, the
+//! NDJSON events `events.rs`, where progress is written `sink.rs`.
 
 pub mod board;
 pub mod control;
+mod draw;
+mod events;
 pub mod line;
 pub mod report;
+mod sink;
+mod stall;
 
 use std::fs::File;
 use std::io::{self, Write};
-use std::os::fd::{BorrowedFd, RawFd};
+use std::os::fd::RawFd;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use serde_json::json;
-
 use crate::engine::Event;
 use crate::engine::digest::{Algorithm, Digest};
 use crate::engine::pace::Limits;
 use crate::exit::{BROKEN_PIPE, Exit, TERMINATING_SIGNALS};
-use crate::meter::{Delivery, Meter, RateLimits, Snapshot};
-use crate::size::Bytes;
+use crate::meter::{Meter, Motion, RateLimits, Snapshot};
 use crate::watch::control::Control;
-use crate::words::byte_count;
 use board::Board;
+use draw::Mode;
+use events::{with_lines, write_json};
 use line::Rates;
+use sink::{Sink, fitted, terminal_size};
 
 /// How often the progress line is redrawn on a terminal, unless `--interval` says.
 const REDRAW: Duration = Duration::from_millis(500);
@@ -51,12 +58,9 @@ const WATCHDOG: Duration = Duration::from_millis(500);
 /// The longest an output's name gets on the progress line; a longer one is cut, ending in `~`.
 pub const SHORT: usize = 20;
 
-/// Erases the line the cursor is on: back to column 0, clear to its end.
-const CLEAR_LINE: &str = "\r\x1b[K";
-
 /// When the progress line is drawn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Progress {
+pub enum Visibility {
     /// Never (`-q`, or stderr is not a terminal).
     Off,
     /// While accel's job holds the terminal's foreground (pv's rule: nothing from a
@@ -78,9 +82,9 @@ pub enum JsonTarget {
 /// How a run is watched: what is shown, where and how often, and when a run that no longer
 /// moves has stalled.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Settings {
+pub struct Watching {
     /// Whether and when to draw the progress line.
-    pub progress: Progress,
+    pub progress: Visibility,
     /// Progress as numbers, a line per interval (`-n`).
     pub numeric: bool,
     /// The descriptor progress goes to instead of stderr (`--progress-fd`), checked open.
@@ -103,7 +107,7 @@ pub struct Settings {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Look {
     /// The parts of the line shown (`-p -t -e -r -a -b -T`).
-    pub parts: line::Parts,
+    pub parts: line::LineParts,
     /// What each `-n` line holds besides its figure (`-n` with `-t`, `-b`, `-r`).
     pub figures: Figures,
     /// Nothing is shown before this (`-W`, `-D`).
@@ -192,71 +196,8 @@ impl Names {
     }
 }
 
-/// How progress is shown.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Mode {
-    /// It is not.
-    Off,
-    /// One line redrawn in place on a terminal, shared with other accels drawing there.
-    Redrawn,
-    /// A line per interval, each ending in a newline, for a file or a pipe.
-    Lines,
-    /// A number per interval (`-n`).
-    Numeric,
-}
-
-/// How wide a line is in [`Mode::Lines`], where no terminal says.
-const LOG_WIDTH: usize = 100;
-
-/// Where progress is written: stderr, or the descriptor of `--progress-fd`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Sink(Option<RawFd>);
-
-impl Sink {
-    fn fd(&self) -> BorrowedFd<'static> {
-        // SAFETY: stderr, or a descriptor checked open at the start and never closed by accel.
-        unsafe { BorrowedFd::borrow_raw(self.0.unwrap_or(libc::STDERR_FILENO)) }
-    }
-
-    fn is_stderr(&self) -> bool {
-        self.0.is_none_or(|fd| fd == libc::STDERR_FILENO)
-    }
-
-    /// Runs `write` on a writer of this descriptor: stderr's own, locked, so that the text
-    /// does not interleave with accel's other messages.
-    fn with<R>(&self, write: impl FnOnce(&mut dyn Write) -> R) -> R {
-        match self.0 {
-            Some(fd) if !self.is_stderr() => write(&mut FdWriter(fd)),
-            _ => write(&mut io::stderr().lock()),
-        }
-    }
-
-    /// Writes `text` whole, ignoring errors: a display that fails must not end the run.
-    fn put(&self, text: &str) {
-        self.with(|out| {
-            let _ = out.write_all(text.as_bytes());
-            let _ = out.flush();
-        });
-    }
-}
-
-/// Writes straight to a descriptor accel does not own.
-struct FdWriter(RawFd);
-
-impl Write for FdWriter {
-    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
-        // SAFETY: as for `Sink::fd`.
-        let fd = unsafe { BorrowedFd::borrow_raw(self.0) };
-        Ok(rustix::io::write(fd, bytes)?)
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-/// What the watcher is told of the run besides its counters.
-pub struct Sides {
+/// The run watched: what the watcher is told of it besides its counters.
+pub struct Watched {
     /// What the sides are called.
     pub names: Names,
     /// The engine, for the summary.
@@ -281,7 +222,7 @@ pub struct Watch {
     control: OnceLock<Control>,
     /// Where the watchdog says the run has stalled.
     events: Mutex<Option<mpsc::Sender<Event>>>,
-    progress: Progress,
+    progress: Visibility,
     mode: Mode,
     sink: Sink,
     /// How often the line (or number) and the JSON progress events are written.
@@ -320,9 +261,8 @@ struct State {
     /// (Ctrl-Z, SIGSTOP) lies in one of the two when a SIGCONT is seen.
     last_tick: Instant,
     last_gap: Duration,
-    /// The counters (bytes in, bytes taken by all readers) when they last moved, and when
-    /// (by the meter's clock).
-    last_motion: (u64, u64, Duration),
+    /// When the counters last moved, for the stall watchdog.
+    motion: Motion,
     /// The transfer is over: the final progress is down and nothing more is drawn.
     closed: bool,
     /// The end was reported; nothing more is written.
@@ -330,24 +270,24 @@ struct State {
 }
 
 impl Watch {
-    /// A watcher as `settings` say, of a run whose sides are `sides`; opens the `--json`
+    /// A watcher as `watching` says, of the run `watched`; opens the `--json`
     /// file.
     pub fn new(
-        settings: Settings,
+        watching: Watching,
         meter: Arc<Meter>,
-        sides: Sides,
+        watched: Watched,
         expected: Option<u64>,
     ) -> io::Result<Arc<Watch>> {
-        let Sides { names, engine, limits, lines } = sides;
-        let json: Option<Box<dyn Write + Send>> = match &settings.json {
+        let Watched { names, engine, limits, lines } = watched;
+        let json: Option<Box<dyn Write + Send>> = match &watching.json {
             None => None,
             Some(JsonTarget::Stderr) => Some(Box::new(io::stderr())),
             Some(JsonTarget::File(path)) => Some(Box::new(File::create(path)?)),
         };
-        let sink = Sink(settings.progress_fd);
-        let mode = if settings.progress == Progress::Off {
+        let sink = Sink(watching.progress_fd);
+        let mode = if watching.progress == Visibility::Off {
             Mode::Off
-        } else if settings.numeric {
+        } else if watching.numeric {
             Mode::Numeric
         } else if rustix::termios::isatty(sink.fd()) {
             Mode::Redrawn
@@ -355,11 +295,11 @@ impl Watch {
             Mode::Lines
         };
         // pv's pace for what is read rather than watched; twice as often for the line.
-        let line_every = settings.interval.unwrap_or(match mode {
+        let line_every = watching.interval.unwrap_or(match mode {
             Mode::Redrawn => REDRAW,
             _ => SECOND,
         });
-        let json_every = settings.interval.unwrap_or(SECOND);
+        let json_every = watching.interval.unwrap_or(SECOND);
         let now = Instant::now();
         Ok(Arc::new(Watch {
             meter,
@@ -367,18 +307,18 @@ impl Watch {
             engine,
             limits,
             lines,
-            look: settings.look,
+            look: watching.look,
             control: OnceLock::new(),
             events: Mutex::new(None),
-            progress: settings.progress,
+            progress: watching.progress,
             mode,
             sink,
             line_every,
             json_every,
-            stats: settings.stats,
-            quiet: settings.quiet,
+            stats: watching.stats,
+            quiet: watching.quiet,
             expected,
-            stall_timeout: settings.stall_timeout,
+            stall_timeout: watching.stall_timeout,
             continued: AtomicBool::new(false),
             state: Mutex::new(State {
                 rates: Rates::new(),
@@ -394,7 +334,7 @@ impl Watch {
                 json_due: now + json_every,
                 last_tick: now,
                 last_gap: Duration::ZERO,
-                last_motion: (0, 0, Duration::ZERO),
+                motion: Motion::default(),
                 closed: false,
                 finished: false,
             }),
@@ -473,218 +413,6 @@ impl Watch {
             self.show(&mut state, &snapshot);
         }
         true
-    }
-
-    /// The watchdog: once nothing has moved for `--stall-timeout`, which side is stuck, in
-    /// words.
-    fn stalled(&self, state: &mut State, snapshot: &Snapshot) -> Option<String> {
-        let timeout = self.stall_timeout?;
-        // What a receiver confirms moves too: bytes taken at the far end of a network output.
-        let taken = snapshot
-            .readers
-            .iter()
-            .fold(0u64, |sum, r| sum.wrapping_add(r.bytes).wrapping_add(r.confirmed));
-        let (bytes_in, bytes_taken, since) = state.last_motion;
-        if (snapshot.bytes_in, taken) != (bytes_in, bytes_taken) {
-            state.last_motion = (snapshot.bytes_in, taken, snapshot.elapsed);
-            return None;
-        }
-        let still = snapshot.elapsed.saturating_sub(since);
-        if still < timeout {
-            return None;
-        }
-        let still = crate::words::duration(still);
-        // Everything sent, and a receiver has not confirmed the end of its stream.
-        let awaiting = snapshot.readers.iter().position(|r| r.ending_stream && !r.gone);
-        if let (0, Some(index)) = (snapshot.held(), awaiting) {
-            let reader = &snapshot.readers[index];
-            return Some(format!(
-                "stalled: the receiver at {} has not confirmed the end of the stream for \
-                 {still}; {} of the {} sent are confirmed",
-                self.names.reader(index),
-                byte_count(reader.delivered()),
-                byte_count(reader.bytes)
-            ));
-        }
-        // The buffer is full of bytes a receiver has not confirmed, kept to be sent again
-        // should the connection drop: it is the receiver that does not move.
-        let unconfirmed = snapshot
-            .readers
-            .iter()
-            .position(|r| r.delivery == Delivery::Confirmed && !r.gone && r.delivered() < r.bytes);
-        if let (0, true, Some(index)) = (snapshot.held(), self.meter.input_waiting(), unconfirmed) {
-            let reader = &snapshot.readers[index];
-            return Some(format!(
-                "stalled: the receiver at {} has confirmed nothing for {still}; the buffer is \
-                 full of the {} sent that it has not confirmed",
-                self.names.reader(index),
-                byte_count(reader.bytes - reader.delivered())
-            ));
-        }
-        let waiting = |reader| self.meter.reader_waiting(reader);
-        Some(match snapshot.slowest() {
-            // Bytes are held, but fewer than the output takes at once (a whole --block-size
-            // block, its --start-at): it waits for the input.
-            Some(slowest) if snapshot.held() > 0 && waiting(slowest) => {
-                let held = if self.meter.input_waiting() { "held back too" } else { "not writing" };
-                format!(
-                    "stalled: no input from {} for {still}; the producer is {held}, and {} \
-                     waits for more than the {} there",
-                    self.names.input,
-                    self.names.reader(slowest),
-                    Bytes(snapshot.held())
-                )
-            }
-            Some(slowest) if snapshot.held() > 0 => format!(
-                "stalled: nothing written to {} for {still} with {} waiting; its reader is not \
-                 reading",
-                self.names.reader(slowest),
-                Bytes(snapshot.held())
-            ),
-            _ => format!(
-                "stalled: no input from {} for {still}; the producer is not writing",
-                self.names.input
-            ),
-        })
-    }
-
-    /// Whether the line may be drawn now: the terminal is ours (pv's rule: a background job
-    /// draws nothing, unless `-p`).
-    fn ours(&self) -> bool {
-        match self.progress {
-            Progress::Off => false,
-            Progress::Always => true,
-            Progress::Foreground => in_foreground(),
-        }
-    }
-
-    /// Shows the progress as it is now: redraws the line, or writes a line or a number.
-    fn show(&self, state: &mut State, snapshot: &Snapshot) {
-        state.released = state.released || self.look.hold.over(snapshot);
-        if !state.released {
-            return;
-        }
-        match self.mode {
-            Mode::Off => {}
-            Mode::Redrawn if !self.ours() => {
-                // A background job draws nothing; what it drew before belongs to the past.
-                state.drawn = false;
-            }
-            Mode::Redrawn => {
-                let (width, height) = terminal_size(self.sink.fd());
-                let width = self.look.width.unwrap_or(width);
-                let text = self.line(snapshot, &state.rates, width, false);
-                if !state.board_tried {
-                    state.board_tried = true;
-                    state.board = Board::join(self.sink.fd());
-                }
-                let continued = state.continued_at.take();
-                match &mut state.board {
-                    Some(board) => {
-                        let _ = self.sink.with(|out| {
-                            board.draw(out, &text, height.saturating_sub(1), continued)
-                        });
-                    }
-                    None => self.sink.put(&format!("\r{text}\x1b[K")),
-                }
-                state.drawn = true;
-                state.shown = true;
-            }
-            Mode::Lines => {
-                let width = self.look.width.unwrap_or(LOG_WIDTH);
-                self.sink.put(&format!("{}\n", self.line(snapshot, &state.rates, width, false)));
-                state.shown = true;
-            }
-            Mode::Numeric => {
-                self.sink.put(&format!("{}\n", self.figure(snapshot, &state.rates)));
-                state.shown = true;
-            }
-        }
-    }
-
-    /// The progress line for `width` columns.
-    fn line(&self, snapshot: &Snapshot, rates: &Rates, width: usize, ended: bool) -> String {
-        let subject = line::Subject {
-            names: &self.names,
-            expected: self.expected,
-            ended,
-            parts: self.look.parts,
-        };
-        line::render(snapshot, rates, &subject, width)
-    }
-
-    /// `-n`'s line: the percent done when a total is expected, else the bytes delivered (the
-    /// lines taken in, where lines are counted); as pv's switches ask, the count whatever
-    /// is expected, the seconds so far before it, the rate after it.
-    fn figure(&self, snapshot: &Snapshot, rates: &Rates) -> String {
-        let figures = self.look.figures;
-        let (count, rate) = match snapshot.lines {
-            Some(lines) => (lines, rates.lines()),
-            None => (snapshot.bytes_out, rates.output()),
-        };
-        let mut text = String::new();
-        if figures.elapsed {
-            text += &format!("{:.4} ", snapshot.elapsed.as_secs_f64());
-        }
-        text += &match self.expected {
-            Some(total) if !figures.count => line::percent(count, total).to_string(),
-            _ => count.to_string(),
-        };
-        if figures.rate {
-            text += &format!(" {}", rate.round() as u64);
-        }
-        text
-    }
-
-    fn clear(&self, state: &mut State) {
-        if state.drawn {
-            self.sink.put(CLEAR_LINE);
-            state.drawn = false;
-        }
-    }
-
-    /// The transfer is over: the final progress is shown and left standing (the line with the
-    /// final counters and the averages, as pv leaves it; the final `-n` figure), and nothing
-    /// is drawn after it, so that accel's last messages can follow. Only the first call does
-    /// anything; [`Watch::finish`] makes it too.
-    pub fn close(&self) {
-        let mut state = self.lock();
-        self.close_locked(&mut state);
-    }
-
-    fn close_locked(&self, state: &mut State) {
-        if state.closed {
-            return;
-        }
-        state.closed = true;
-        let snapshot = self.snapshot();
-        let rates = Rates::over_the_run(&snapshot);
-        state.released = state.released || self.look.hold.over(&snapshot);
-        match self.mode {
-            Mode::Off => {}
-            // A line that was never drawn (a run shorter than a redraw) does not appear now.
-            Mode::Redrawn if !state.shown || !self.ours() => self.clear(state),
-            // Nor does one held back all along (`-W`, `-D`).
-            Mode::Lines | Mode::Numeric if !state.released => {}
-            Mode::Redrawn => {
-                let (width, _) = terminal_size(self.sink.fd());
-                let width = self.look.width.unwrap_or(width);
-                let last = self.line(&snapshot, &rates, width, true);
-                let board = state.board.take();
-                let left = board.map(|board| self.sink.with(|out| board.leave(out, &last)));
-                if !matches!(left, Some(Ok(()))) {
-                    self.sink.put(&format!("\r{last}\x1b[K\n"));
-                }
-                state.drawn = false;
-                state.standing = true;
-            }
-            Mode::Lines => {
-                let width = self.look.width.unwrap_or(LOG_WIDTH);
-                self.sink.put(&format!("{}\n", self.line(&snapshot, &rates, width, true)));
-                state.standing = true;
-            }
-            Mode::Numeric => self.sink.put(&format!("{}\n", self.figure(&snapshot, &rates))),
-        }
     }
 
     /// Reports the end, once: closes the display, then (unless `-q`) the full report with
@@ -773,15 +501,6 @@ impl Watch {
         }
     }
 
-    /// SIGWINCH: re-fit the line to the new width at once.
-    pub fn redraw(&self) {
-        let mut state = self.lock();
-        if state.drawn && !state.closed {
-            let snapshot = self.snapshot();
-            self.show(&mut state, &snapshot);
-        }
-    }
-
     /// SIGCONT: the job goes on after a stop (Ctrl-Z, SIGSTOP); the time it was stopped,
     /// found by the watcher's next look to within a tick, does not count as running, and the
     /// line is drawn anew where the cursor now is.
@@ -801,97 +520,6 @@ impl Watch {
             out.push('\n');
         }
         out
-    }
-
-    /// `{"event":"progress",...}`: the counters now.
-    fn progress_event(&self, snapshot: &Snapshot, rates: &Rates) -> serde_json::Value {
-        json!({
-            "event": "progress",
-            "name": self.names.name,
-            "seconds": snapshot.elapsed.as_secs_f64(),
-            "bytes_in": snapshot.bytes_in,
-            "bytes_out": snapshot.bytes_out,
-            "fill_bytes": snapshot.held(),
-            "capacity_bytes": snapshot.capacity,
-            "rate_in": rates.input(),
-            "rate_out": rates.output(),
-            "producer_blocked_s": snapshot.producer_blocked.as_secs_f64(),
-            "consumer_starved_s": snapshot.consumer_starved.as_secs_f64(),
-            "rate_limit_out": snapshot.limits.output,
-            "rate_limit_in": snapshot.limits.input,
-            "memory_bytes": snapshot.held_memory,
-            "disk_bytes": snapshot.held_disk,
-        })
-    }
-
-    /// `{"event":"summary",...}`: the whole run, once, at the end.
-    fn summary_event(
-        &self,
-        snapshot: &Snapshot,
-        exit: Exit,
-        digests: &[Digest],
-    ) -> serde_json::Value {
-        let tiers = snapshot.tiers;
-        let outputs: Vec<serde_json::Value> = self
-            .names
-            .outputs
-            .iter()
-            .zip(&snapshot.readers)
-            .map(|(name, reader)| {
-                json!({
-                    "name": name,
-                    "bytes": reader.bytes,
-                    "padded": reader.padded,
-                    "starved_s": reader.starved.as_secs_f64(),
-                    "complete": !reader.gone,
-                    "confirmed": (reader.delivery == Delivery::Confirmed)
-                        .then_some(reader.delivered()),
-                    "reconnections": reader.outages.reconnections,
-                    "longest_outage_s": reader.outages.longest.as_secs_f64(),
-                    "outage_s": reader.outages.total.as_secs_f64(),
-                    "resent_bytes": reader.outages.resent,
-                })
-            })
-            .collect();
-        let hashes: Vec<serde_json::Value> = digests
-            .iter()
-            .map(|d| json!({ "algorithm": d.algorithm.name(), "hex": d.hex }))
-            .collect();
-        let mut event = json!({
-            "event": "summary",
-            "name": self.names.name,
-            "bytes_in": snapshot.bytes_in,
-            "bytes_out": snapshot.bytes_out,
-            "seconds": snapshot.elapsed.as_secs_f64(),
-            "producer_blocked_s": snapshot.producer_blocked.as_secs_f64(),
-            "consumer_starved_s": snapshot.consumer_starved.as_secs_f64(),
-            "peak_fill_bytes": snapshot.peak_held,
-            "capacity_bytes": snapshot.capacity,
-            "bottleneck": report::bottleneck(snapshot).as_str(),
-            "slowest": snapshot.slowest().map(|index| self.names.reader(index)),
-            "engine": self.engine,
-            "tiers": {
-                "through": tiers.through,
-                "pipes": tiers.pipes,
-                "memory": tiers.memory,
-                "disk": tiers.disk,
-            },
-            "peak_memory_bytes": snapshot.peak_memory,
-            "peak_disk_bytes": snapshot.peak_disk,
-            "rate_limit_out": snapshot.limits.output,
-            "rate_limit_in": snapshot.limits.input,
-            "input": self.names.input,
-            "input_reconnections": snapshot.input_outages.reconnections,
-            "input_longest_outage_s": snapshot.input_outages.longest.as_secs_f64(),
-            "input_outage_s": snapshot.input_outages.total.as_secs_f64(),
-            "outputs": outputs,
-            "hashes": hashes,
-            "exit": exit.code(),
-        });
-        if let (Exit::Signal(signal), Some(map)) = (exit, event.as_object_mut()) {
-            map.insert("signal".into(), signal_name(signal).into());
-        }
-        event
     }
 
     /// The counters now, with the rate limits in force and the lines counted.
@@ -923,46 +551,4 @@ fn due(due: &mut Instant, every: Duration, now: Instant) -> bool {
 /// `SIGTERM`, as the summary and the messages call a signal.
 fn signal_name(signal: i32) -> &'static str {
     signal_hook::low_level::signal_name(signal).unwrap_or("an unknown signal")
-}
-
-/// Adds the lines counted to a JSON event, where they are counted (accel as `pv -l`).
-fn with_lines(event: &mut serde_json::Value, snapshot: &Snapshot) {
-    if let (Some(lines), Some(map)) = (snapshot.lines, event.as_object_mut()) {
-        map.insert("lines".into(), lines.into());
-    }
-}
-
-fn write_json(state: &mut State, event: &serde_json::Value) {
-    if let Some(out) = &mut state.json {
-        // One write per line, so that lines from a watcher and a signal never interleave.
-        let _ = out.write_all(format!("{event}\n").as_bytes());
-        let _ = out.flush();
-    }
-}
-
-/// Whether accel's process group holds stderr's terminal (it is not a background job).
-fn in_foreground() -> bool {
-    let stderr = rustix::stdio::stderr();
-    rustix::termios::tcgetpgrp(stderr).is_ok_and(|group| group == rustix::process::getpgrp())
-}
-
-/// `text` for the descriptor `fd`: on a terminal, its long lines broken between words to its
-/// width, so that the terminal does not cut a number in two; elsewhere as it is.
-fn fitted(text: &str, fd: BorrowedFd<'_>) -> String {
-    if rustix::termios::isatty(fd) {
-        report::wrap(text, terminal_size(fd).0)
-    } else {
-        text.to_owned()
-    }
-}
-
-/// The width and height of the terminal `fd`; 80 by 24 where it does not say.
-fn terminal_size(fd: BorrowedFd<'_>) -> (usize, usize) {
-    match rustix::termios::tcgetwinsize(fd) {
-        Ok(size) if size.ws_col > 0 && size.ws_row > 0 => {
-            // The last column stays free, so that the terminal never wraps the line.
-            (usize::from(size.ws_col) - 1, usize::from(size.ws_row))
-        }
-        _ => (79, 24),
-    }
 }

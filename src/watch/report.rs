@@ -2,104 +2,23 @@
 //!
 //! Every pipeline buffer can say how many bytes went by; what accel can say besides is which side
 //! held the other up, because the meter timed both kinds of wait: input held back by a full
-//! buffer, and output waiting on an empty one. This module owns turning those two times into a
-//! verdict and laying out the `--stats` lines around it. It is pure: everything it says comes
-//! from one [`Snapshot`], so the caller decides where the lines go and what prefixes them.
+//! buffer, and output waiting on an empty one. The meter judges ([`judge`]); this module says
+//! the verdict in words and lays out the `--stats` lines around it. It is pure: everything it
+//! says comes from one [`Snapshot`], so the caller decides where the lines go and what
+//! prefixes them.
 
 use std::time::Duration;
 
-use crate::meter::{Delivery, Snapshot};
+use crate::meter::{Delivery, Judgement, Snapshot, judge};
 use crate::size::{Bytes, share};
 use crate::watch::Names;
 use crate::watch::control::show_rate;
 use crate::watch::line::{average_input, average_output, per_second, rate};
-use crate::words::{byte_count, duration};
-
-/// The share of the run one side must have spent waiting before it counts as held up.
-///
-/// A tenth: every run waits a little (for the first bytes, for a scheduler tick, for the buffer
-/// to drain at the very end), and a verdict on a few percent of waiting would name a culprit for
-/// noise. Above a tenth of the run, the waiting side could have gone at least that much faster,
-/// which is worth telling.
-const SIGNIFICANT: f64 = 0.10;
-
-/// Runs shorter than this get no verdict: thread start-up and the first reads alone take a good
-/// part of it, so the shares of waiting would say more about starting than about the pipeline.
-const SHORTEST: Duration = Duration::from_millis(100);
+use crate::words::{byte_count, span};
 
 /// What a Linux pipe holds by default: 16 pages of 4 KiB. A buffer that never held more did
 /// nothing a plain `|` would not have done.
 const PIPE_SIZE: u64 = 64 << 10;
-
-/// Which side of the pipeline held the other up.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Bottleneck {
-    /// The input was the slow side: the output waited on an empty buffer.
-    Producer,
-    /// The output was the slow side: the input was held back by a full buffer.
-    Consumer,
-    /// Neither side waited much on the other, or the run was too short to tell.
-    None,
-}
-
-impl Bottleneck {
-    /// The name used in JSON: `producer`, `consumer` or `none`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Bottleneck::Producer => "producer",
-            Bottleneck::Consumer => "consumer",
-            Bottleneck::None => "none",
-        }
-    }
-}
-
-/// Names the side that held the other up, if either did.
-///
-/// The consumer is the bottleneck when the buffer was full (the producer held back) for at
-/// least a tenth of the run and for longer than it was empty; the producer, when the buffer was
-/// empty (the consumer waiting) for at least a tenth of the run and for longer than it was full.
-/// Runs under 0.1 s, and runs in which no byte moved, are [`Bottleneck::None`].
-pub fn bottleneck(snapshot: &Snapshot) -> Bottleneck {
-    match judge(snapshot) {
-        Judgement::Consumer => Bottleneck::Consumer,
-        Judgement::Producer => Bottleneck::Producer,
-        Judgement::TooShort | Judgement::Idle | Judgement::InTurn | Judgement::Neither => {
-            Bottleneck::None
-        }
-    }
-}
-
-/// Why a run got the verdict it got; finer than [`Bottleneck`], for the words of [`verdict`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Judgement {
-    TooShort,
-    Idle,
-    Consumer,
-    Producer,
-    /// Both sides waited a significant share, equally long: they took turns.
-    InTurn,
-    Neither,
-}
-
-fn judge(snapshot: &Snapshot) -> Judgement {
-    if snapshot.elapsed < SHORTEST {
-        return Judgement::TooShort;
-    }
-    if snapshot.bytes_in == 0 && snapshot.bytes_out == 0 {
-        return Judgement::Idle;
-    }
-    let significant = snapshot.elapsed.mul_f64(SIGNIFICANT);
-    let (full, empty) = (snapshot.producer_blocked, snapshot.consumer_starved);
-    if full.max(empty) < significant {
-        Judgement::Neither
-    } else if full > empty {
-        Judgement::Consumer
-    } else if empty > full {
-        Judgement::Producer
-    } else {
-        Judgement::InTurn
-    }
-}
 
 /// The verdict in plain words, one line that fits 80 columns in the usual cases, e.g.
 /// `bottleneck: consumer - buffer full 83% of the time, producer held back 41.0 s`: it is
@@ -438,12 +357,6 @@ fn peak_held(snapshot: &Snapshot) -> String {
     )
 }
 
-/// A span of time as the report shows it: tenths of a second under a minute, where waits are
-/// usually short and `0:00:00` would hide them; `h:mm:ss` beyond.
-fn span(d: Duration) -> String {
-    if d < Duration::from_secs(60) { format!("{:.1} s", d.as_secs_f64()) } else { duration(d) }
-}
-
 /// How much of a run of `elapsed` the wait `part` took, as [`share`] says it.
 fn share_of_run(part: Duration, elapsed: Duration) -> String {
     // The ongoing wait is read a moment after the elapsed time, so it may pass it by a hair.
@@ -455,7 +368,7 @@ fn share_of_run(part: Duration, elapsed: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::meter::{ReaderSnapshot, Tiers};
+    use crate::meter::{Bottleneck, ReaderSnapshot, Tiers, bottleneck};
 
     const MIB: u64 = 1 << 20;
 

@@ -2,8 +2,12 @@
 
 A measure module has
   a docstring  what it runs and how to read its table; --help shows it under the name,
-  run(ctx)     runs its rounds on ctx.tools (see runner.Context) and returns its Markdown
-               section, a `## ` heading, a paragraph and a table.
+  run(ctx)     runs its rounds on ctx.tools (see context.Context) and returns its Markdown
+               section, a `## ` heading, a paragraph and a table; or raises
+               context.NotMeasured with its section when it cannot run here.
+
+A measure imports the shared modules of accelbench, never another measure: what two
+measures share moves into a module of its own (pipelines, netlab, transfers).
 """
 
 from __future__ import annotations

@@ -9,12 +9,11 @@ median by mbuffer's for the ratio.  Needs mbuffer installed; otherwise says so.
 from __future__ import annotations
 
 import dataclasses
-import os
 import shutil
-from pathlib import Path
 
-from ..runner import Context, Tool
-from . import seed, throughput
+from ..context import Context, NotMeasured
+from ..pipelines import seed_tables, stream_table
+from ..tools import Tool, mbuffer_link
 
 SYNCOID = ["-q", "-s", "128k", "-m", "16M"]
 
@@ -22,17 +21,12 @@ SYNCOID = ["-q", "-s", "128k", "-m", "16M"]
 def run(ctx: Context) -> str:
     head = "## accel as mbuffer: syncoid's `mbuffer -q -s 128k -m 16M`\n\n"
     if shutil.which("mbuffer") is None:
-        return head + "mbuffer is not installed: nothing measured.\n"
-    work = Path(__file__).resolve().parents[2] / "work" / "asmbuffer"
-    work.mkdir(parents=True, exist_ok=True)
-    link = work / "mbuffer"
-    if link.is_symlink() or link.exists():
-        link.unlink()
-    os.symlink(os.path.realpath(ctx.accel), link)
+        raise NotMeasured(head + "mbuffer is not installed: nothing measured.\n")
+    link = mbuffer_link(ctx.accel)
     tools = [Tool("bare", None, "bare"),
              Tool("mbuffer", ["mbuffer", *SYNCOID], "peer"),
              Tool("accel-as-mbuffer", [str(link), *SYNCOID], "variant")]
     sub = dataclasses.replace(ctx, tools=tools)
-    sections = [seed.run(sub), throughput.run(sub)]
+    sections = [seed_tables(sub), stream_table(sub)]
     demoted = "".join(s.replace("## ", "### ", 1) + "\n" for s in sections)
     return (head + f"`accel-as-mbuffer` is `{link}`, a link to accel.\n\n" + demoted)

@@ -12,16 +12,18 @@ from __future__ import annotations
 
 import shutil
 
-from ..runner import (
-    GIB, MIB, Context, Samples, Tool, code, fmt_spread, md_table, note, rotated,
-    run_pipeline,
-)
+from ..context import GIB, MIB, Context, NotMeasured, note
+from ..markdown import code, md_table
+from ..processes import run_pipeline
+from ..stats import Samples, fmt_spread, rotated
+from ..tools import Tool
 
 
 def run(ctx: Context) -> str:
     tools, accel, rounds, timeout = ctx.tools, ctx.accel, ctx.rounds, ctx.timeout
     if shutil.which("pv") is None:
-        return "## CPU per GiB\n\nSkipped: needs pv (`apt-get install pv`) to pace the pipeline.\n"
+        raise NotMeasured("## CPU per GiB\n\nSkipped: needs pv (`apt-get install pv`) to pace "
+                          "the pipeline.\n")
     rate = "1G"
     count = max(ctx.stream_mib // 4, 256)
     gib = count * MIB / GIB

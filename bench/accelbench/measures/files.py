@@ -17,10 +17,11 @@ import os
 import subprocess
 from pathlib import Path
 
-from ..runner import (
-    GIB, MIB, WORK, Context, Samples, Tool, code, fmt_spread, interleaved, md_table, med,
-    note, run_pipeline, show,
-)
+from ..context import GIB, MIB, WORK, Context, note
+from ..markdown import code, md_table
+from ..processes import run_pipeline
+from ..stats import Samples, fmt_spread, interleaved, med
+from ..tools import Tool, show
 
 
 def run(ctx: Context) -> str:

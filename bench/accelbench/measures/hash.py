@@ -17,11 +17,12 @@ from __future__ import annotations
 import hashlib
 import shutil
 
-from ..runner import (
-    GIB, MIB, Context, Samples, Tool, code, fmt_spread, interleaved, md_table, med, note,
-    run_pipeline, show,
-)
-from .seed import COLUMNS as SEED_COLUMNS, seed_rows
+from ..context import GIB, MIB, Context, note
+from ..markdown import code, md_table
+from ..pipelines import COLUMNS as SEED_COLUMNS, seed_rows
+from ..processes import run_pipeline
+from ..stats import Samples, fmt_spread, interleaved, med
+from ..tools import Tool, show
 
 GOALS = {"sha256": 0.9, "blake3": 2.0}  # × openssl dgst -sha256; GiB/s
 

@@ -19,9 +19,11 @@ import tempfile
 import threading
 import time
 
-from ..runner import (
-    WORK, Context, code, excluded_status, fmt_spread, md_table, note, reap, show,
-)
+from ..context import WORK, Context, note
+from ..markdown import code, md_table
+from ..processes import reap
+from ..stats import excluded_status, fmt_spread
+from ..tools import show
 
 
 def run(ctx: Context) -> str:

@@ -20,10 +20,11 @@ import os
 import sys
 from pathlib import Path
 
-from ..runner import (
-    MIB, WORK, Context, Samples, Tool, code, fmt_spread, interleaved, md_table, med, note,
-    run_pipeline, set_size, show,
-)
+from ..context import MIB, WORK, Context, note
+from ..markdown import code, md_table
+from ..processes import run_pipeline
+from ..stats import Samples, fmt_spread, interleaved, med
+from ..tools import Tool, set_size, show
 
 READER = str(Path(__file__).resolve().parent.parent / "reader.py")  # the consumers
 BURST = 8 * MIB  # what the slow consumer reads at full speed before each pause

@@ -15,7 +15,9 @@ import subprocess
 import sys
 import textwrap
 
-from ..runner import MIB, Context, code, fmt_spread, md_table, med, note
+from ..context import MIB, Context, note
+from ..markdown import code, md_table
+from ..stats import fmt_spread, med
 
 # The reader: reads stdin as it comes and prints the windows' stats as JSON.
 READER = textwrap.dedent("""

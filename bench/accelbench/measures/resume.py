@@ -22,15 +22,15 @@ import subprocess
 import sys
 import time
 
-from ..runner import (
-    BENCH, GIB, MIB, WORK, Context, Samples, code, fmt_spread, interleaved, md_table, med,
-    note,
+from ..context import BENCH, GIB, MIB, WORK, Context, note
+from ..markdown import code, md_table
+from ..netlab import WAN_ONE_WAY_MS, WAN_RECEIVER, DelayLine, Netns, lab_section
+from ..stats import Samples, fmt_spread, interleaved, med
+from ..tools import other_builds
+from ..transfers import (
+    RECEIVER_ERR, SENDER_ERR, Pair, key_file, loopback_pairs, sane_samples, show_across,
+    transfer,
 )
-from .net import (
-    RECEIVER_ERR, SENDER_ERR, Netns, Pair, key_file, loopback_pairs, other_builds, sane_samples,
-    section, show, transfer,
-)
-from .wan import WAN_ONE_WAY_MS, WAN_RECEIVER, start_delay_line
 
 # Lower than wan's 1 Gbit/s, so that 1 GiB takes about 45 s and sees some nine cuts.
 RESUME_RATE = "200mbit"
@@ -177,7 +177,7 @@ def summary_output(path) -> dict | None:
 
 
 def run(ctx: Context) -> str:
-    return section("## A dropped connection, resumed", body, ctx)
+    return lab_section("## A dropped connection, resumed", body, ctx)
 
 
 def body(ctx: Context) -> str:
@@ -215,55 +215,50 @@ def wan_cuts(ctx: Context) -> str:
     samples = {j: Samples() for j in jobs}
     outages = {j: Outage() for j in jobs}
     proxy_log = WORK / "resume-proxy.log"
-    with Netns("a") as a, Netns("b") as b:
-        line = start_delay_line(a, b, RESUME_RATE)
-        try:
-            for r, job, s in interleaved(list(jobs), ctx.rounds, samples, key=lambda j: j):
-                send, cut_every = jobs[job]
-                sender_json.unlink(missing_ok=True)
-                with open(proxy_log, "w+") as log:
-                    proxy = start_proxy(b, cut_every, log) if cut_every is not None else None
-                    try:
-                        wall, _, error = transfer(Pair(job, receiver, [produce, send],
-                                                       RECEIVER_PORT), b, a, ctx.timeout,
-                                                  consumer=consume)
-                    finally:
-                        if proxy:
-                            proxy.kill()
-                            proxy.wait()
-                    log.seek(0)
-                    cuts, gaps = proxy_outages(log.read()) if proxy else (0, 0.0)
-                s.runs += 1
-                o = outages[job]
-                summary = summary_output(sender_json)
-                said = summary["outage_s"] if summary else 0.0
-                if error is None and summary is None:
-                    error = "the sender wrote no JSON summary"
-                if error:
-                    s.failures.append(error)
-                else:
-                    s.wall.append(wall)
-                    o.reconnections.append(summary["reconnections"])
-                    o.resent.append(summary["resent_bytes"])
-                    o.longest.append(summary["longest_outage_s"])
-                    o.said.append(said)
-                    o.cuts.append(cuts)
-                    o.gaps.append(gaps)
-                if cut_every:  # kept for a look at what accel said about the cuts
-                    shutil.copy(SENDER_ERR, WORK / "resume-cut-sender.err")
-                    shutil.copy(RECEIVER_ERR, WORK / "resume-cut-receiver.err")
-                note(f"resume wan round {r + 1}/{ctx.rounds}: {job:<28} "
-                     + (f"{wall:7.2f} s, {summary['reconnections']} reconnections, "
-                        f"{cuts} cuts, outages {said:.2f} s said / {gaps:.2f} s by the proxy"
-                        if not error else f"FAILED: {error}"))
-                if error:
-                    tail = SENDER_ERR.read_text(errors="replace")[-1500:]
-                    note(f"  sender's stderr ends: {tail}")
-                    note(f"  receiver's stderr ends: "
-                         f"{RECEIVER_ERR.read_text(errors='replace')[-1500:]}")
-        finally:
-            line.kill()
-            line.wait()
+    with Netns("a") as a, Netns("b") as b, DelayLine(a, b, rate=RESUME_RATE):
+        for r, job, s in interleaved(list(jobs), ctx.rounds, samples, key=lambda j: j):
+            send, cut_every = jobs[job]
+            sender_json.unlink(missing_ok=True)
+            with open(proxy_log, "w+") as log:
+                proxy = start_proxy(b, cut_every, log) if cut_every is not None else None
+                try:
+                    wall, _, error = transfer(Pair(job, receiver, [produce, send],
+                                                   RECEIVER_PORT), b, a, ctx.timeout,
+                                              consumer=consume)
+                finally:
+                    if proxy:
+                        proxy.kill()
+                        proxy.wait()
+                log.seek(0)
+                cuts, gaps = proxy_outages(log.read()) if proxy else (0, 0.0)
+            s.runs += 1
+            o = outages[job]
+            summary = summary_output(sender_json)
+            said = summary["outage_s"] if summary else 0.0
+            if error is None and summary is None:
+                error = "the sender wrote no JSON summary"
+            if error:
+                s.failures.append(error)
+            else:
+                s.wall.append(wall)
+                o.reconnections.append(summary["reconnections"])
+                o.resent.append(summary["resent_bytes"])
+                o.longest.append(summary["longest_outage_s"])
+                o.said.append(said)
+                o.cuts.append(cuts)
+                o.gaps.append(gaps)
+            if cut_every:  # kept for a look at what accel said about the cuts
+                shutil.copy(SENDER_ERR, WORK / "resume-cut-sender.err")
+                shutil.copy(RECEIVER_ERR, WORK / "resume-cut-receiver.err")
+            note(f"resume wan round {r + 1}/{ctx.rounds}: {job:<28} "
+                 + (f"{wall:7.2f} s, {summary['reconnections']} reconnections, "
+                    f"{cuts} cuts, outages {said:.2f} s said / {gaps:.2f} s by the proxy"
+                    if not error else f"FAILED: {error}"))
+            if error:
+                tail = SENDER_ERR.read_text(errors="replace")[-1500:]
+                note(f"  sender's stderr ends: {tail}")
+                note(f"  receiver's stderr ends: "
+                     f"{RECEIVER_ERR.read_text(errors='replace')[-1500:]}")
 
     def m(xs: list[float], fmt: str = "{:.1f}") -> str:
         return fmt.format(med(xs)) if xs else "—"
@@ -271,9 +266,9 @@ def wan_cuts(ctx: Context) -> str:
     rows = []
     for job, (send, cut_every) in jobs.items():
         s, o = samples[job], outages[job]
-        shown = f"{code(show(send, accel))} → " + (
+        shown = f"{code(show_across(send, accel))} → " + (
             "" if cut_every is None else f"proxy{' (cuts)' if cut_every else ''} → ")
-        shown += code(show(receiver, accel))
+        shown += code(show_across(receiver, accel))
         rate = f"{mib / med(s.wall):.1f}" if s.wall else "—"
         rows.append([job, shown, fmt_spread(s.wall), rate, m(o.reconnections, "{:g}"),
                      m(o.cuts, "{:g}"), m(o.said, "{:.2f}"), m(o.gaps, "{:.2f}"),
@@ -329,7 +324,7 @@ def loopback(ctx: Context) -> str:
         ratio = (f"{med(rates) / med([gib / w for w in samples[base].wall]):.3f}"
                  if base and rates else "—")
         xcpu = f"{med([c / gib for c in s.x_cpu]):.3f}" if s.x_cpu else "—"
-        shown = " → ".join(code(show(argv, ctx.accel)) for argv in p.sender + [p.receiver])
+        shown = " → ".join(code(show_across(argv, ctx.accel)) for argv in p.sender + [p.receiver])
         rows.append([p.name, shown, fmt_spread(rates), ratio, xcpu, s.status()])
     text = (f"Loopback, no proxy: `dd if=/dev/zero bs=1M count={count} | SENDER`, "
             f"`RECEIVER > /dev/null`, {gib:g} GiB per run, {ctx.rounds} rounds, rotating "

@@ -17,10 +17,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from ..runner import (
-    MIB, WORK, Context, Samples, code, excluded_status, fmt_spread, interleaved, md_table,
-    note, pipe_queued, proc_status, reap, show,
-)
+from ..context import MIB, WORK, Context, note
+from ..markdown import code, md_table
+from ..processes import pipe_queued, proc_status, reap
+from ..stats import Samples, excluded_status, fmt_spread, interleaved
+from ..tools import show
 
 
 def run(ctx: Context) -> str:

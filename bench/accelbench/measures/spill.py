@@ -29,10 +29,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..runner import (
-    GIB, MIB, WORK, Context, Samples, Tool, code, describe_exit, fmt_spread, interleaved,
-    md_table, med, note, pipe_queued, proc_status, run_pipeline, set_size, show,
-)
+from ..context import GIB, MIB, WORK, Context, note
+from ..markdown import code, md_table
+from ..processes import describe_exit, pipe_queued, proc_status, run_pipeline
+from ..stats import Samples, fmt_spread, interleaved, med
+from ..tools import Tool, set_size, show
 
 PATTERN = str(Path(__file__).resolve().parent.parent / "pattern.py")
 BURST_ROUNDS = 3  # each moves the burst to the disk and back

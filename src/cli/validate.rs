@@ -4,7 +4,6 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::backlog::spill::STEP;
 use crate::cli::{Cli, EngineArg, OutputErrorArg};
 use crate::endpoint::open::Existing;
 use crate::engine::digest::Algorithm;
@@ -12,7 +11,7 @@ use crate::engine::{OutputErrors, Preference};
 use crate::net::{self, address::Address};
 use crate::run::config::{Config, FlowConfig, Level, Target};
 use crate::size::{Bytes, parse_size};
-use crate::watch::{JsonTarget, Progress};
+use crate::watch::{JsonTarget, Visibility};
 use crate::words::printable;
 
 /// The shortest `--interval`: a terminal redrawn more often only flickers.
@@ -29,33 +28,12 @@ pub struct ConfigError {
 
 impl Config {
     /// Validates the raw command line; `stderr_is_terminal` decides about the progress line.
+    /// The groups of options are checked in this order, so that of two bad values the same
+    /// one is always named.
     pub fn from_cli(cli: Cli, stderr_is_terminal: bool) -> Result<Config, ConfigError> {
-        let size = crate::size::parse_buffer_size(&cli.size).map_err(|reason| ConfigError {
-            option: "-m",
-            value: cli.size.clone(),
-            reason: reason.to_string(),
-        })?;
+        let size = buffer_size(&cli)?;
         let flow = flow(&cli, size)?;
-        let spill_size = match &cli.spill_size {
-            None => None,
-            Some(text) => {
-                let fail = |reason: String| ConfigError {
-                    option: "--spill-size",
-                    value: text.clone(),
-                    reason,
-                };
-                let size = parse_size(text, 1).map_err(|reason| fail(reason.to_string()))?;
-                // Less than the spill reserves at once could never spill a byte.
-                if size < STEP {
-                    return Err(fail(format!(
-                        "too small: the spill takes disk {} at a time; at least {}M",
-                        Bytes(STEP),
-                        STEP >> 20
-                    )));
-                }
-                Some(size)
-            }
-        };
+        let spill_size = spill_size(&cli)?;
         let expect = match &cli.expect {
             None => None,
             Some(text) => Some(parse_size(text, 0).map_err(|reason| ConfigError {
@@ -65,134 +43,14 @@ impl Config {
             })?),
         };
         let stall_timeout = duration_option("--stall-timeout", &cli.stall_timeout)?;
-        let engine = match cli.engine {
-            EngineArg::Auto => Preference::Auto,
-            EngineArg::Copy => Preference::Copy,
-            EngineArg::Splice if crate::sys::CAN_SPLICE => Preference::Splice,
-            EngineArg::Splice => {
-                return Err(ConfigError {
-                    option: "--engine",
-                    value: "splice".into(),
-                    reason: "splice exists only on Linux; use auto or copy".into(),
-                });
-            }
-        };
-        let hashes = cli
-            .hashes
-            .iter()
-            .map(|name| {
-                Algorithm::named(name).ok_or_else(|| ConfigError {
-                    option: "--hash",
-                    value: name.clone(),
-                    reason: format!(
-                        "not a hash accel knows: expected one of {}",
-                        Algorithm::ALL.map(Algorithm::name).join(", ")
-                    ),
-                })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        if let (Some(path), true) = (&cli.hash_file, hashes.is_empty()) {
-            return Err(ConfigError {
-                option: "--hash-file",
-                value: path.display().to_string(),
-                reason: "no --hash was given: name the hash to write, e.g. --hash sha256".into(),
-            });
-        }
-        let interval = match &cli.interval {
-            None => None,
-            Some(text) => Some(
-                parse_duration(text)
-                    .and_then(|interval| {
-                        (interval >= SHORTEST_INTERVAL)
-                            .then_some(interval)
-                            .ok_or_else(|| "too short: at least 0.1s".to_owned())
-                    })
-                    .map_err(|reason| ConfigError {
-                        option: "--interval",
-                        value: text.clone(),
-                        reason,
-                    })?,
-            ),
-        };
-        let progress_fd = match &cli.progress_fd {
-            None => None,
-            Some(text) => {
-                Some(text.trim().parse::<i32>().ok().filter(|fd| *fd >= 0).ok_or_else(|| {
-                    ConfigError {
-                        option: "--progress-fd",
-                        value: text.clone(),
-                        reason:
-                            "not a descriptor: expected a number such as 3, opened by the shell \
-                             (3>progress.log)"
-                                .into(),
-                    }
-                })?)
-            }
-        };
+        let engine = engine(&cli)?;
+        let hashes = hashes(&cli)?;
+        let display = display(&cli, stderr_is_terminal)?;
         let net = network_settings(&cli)?;
-        let input = cli.input.filter(|path| path.as_os_str() != "-");
-        let mut outputs: Vec<Target> = cli
-            .outputs
-            .into_iter()
-            .map(|path| if path.as_os_str() == "-" { Target::Stdout } else { Target::Path(path) })
-            .collect();
-        for text in &cli.to {
-            let address = Address::parse(text, false).map_err(|reason| ConfigError {
-                option: "--to",
-                value: text.clone(),
-                reason,
-            })?;
-            outputs.push(Target::Network(address));
-        }
-        if outputs.is_empty() {
-            outputs.push(Target::Stdout);
-        }
-        for (at, target) in outputs.iter().enumerate() {
-            if outputs[..at].contains(target) {
-                let value = match target {
-                    Target::Stdout => "-".to_owned(),
-                    Target::Path(path) => path.display().to_string(),
-                    Target::Network(address) => address.to_string(),
-                };
-                return Err(ConfigError {
-                    option: "-o",
-                    value,
-                    reason: "named twice: each output gets every byte once".into(),
-                });
-            }
-        }
-        let existing = if cli.force {
-            Existing::Overwrite
-        } else if cli.append {
-            Existing::Append
-        } else {
-            Existing::Refuse
-        };
-        let output_errors = match cli.output_error {
-            None => OutputErrors::Default,
-            Some(OutputErrorArg::Warn) => OutputErrors::Warn,
-            Some(OutputErrorArg::WarnNopipe) => OutputErrors::WarnNoPipe,
-            Some(OutputErrorArg::Exit) => OutputErrors::Exit,
-            Some(OutputErrorArg::ExitNopipe) => OutputErrors::ExitNoPipe,
-        };
-        let json = cli.json.map(|path| {
-            if path.as_os_str() == "-" { JsonTarget::Stderr } else { JsonTarget::File(path) }
-        });
-        let progress = if cli.numeric || progress_fd.is_some() {
-            // Asked for by name, and not drawn over a terminal's other lines: always written.
-            Progress::Always
-        } else if cli.quiet || !stderr_is_terminal {
-            Progress::Off
-        } else if cli.progress {
-            Progress::Always
-        } else if json == Some(JsonTarget::Stderr) {
-            // NDJSON on the terminal is what was asked for; a redrawn line would garble it.
-            Progress::Off
-        } else {
-            Progress::Foreground
-        };
+        let outputs = outputs(&cli)?;
+        let (existing, output_errors) = (existing(&cli), output_errors(&cli));
         Ok(Config {
-            input,
+            input: cli.input.filter(|path| path.as_os_str() != "-"),
             files: cli.files,
             stop_after: None,
             lines: None,
@@ -205,10 +63,10 @@ impl Config {
             hash_file: cli.hash_file,
             size: size as usize,
             engine,
-            progress,
+            progress: display.progress,
             stats: cli.stats && !cli.quiet,
             quiet: cli.quiet,
-            json,
+            json: display.json,
             expect,
             stall_timeout,
             debug: cli.debug,
@@ -218,10 +76,189 @@ impl Config {
             spill_size,
             name: cli.name.map(|name| printable(&name)).filter(|name| !name.is_empty()),
             numeric: cli.numeric,
-            interval,
-            progress_fd,
+            interval: display.interval,
+            progress_fd: display.progress_fd,
             net,
         })
+    }
+}
+
+/// `-m`: a size, or a share of the machine's memory.
+fn buffer_size(cli: &Cli) -> Result<u64, ConfigError> {
+    crate::size::parse_buffer_size(&cli.size, crate::sys::physical_memory).map_err(|reason| {
+        ConfigError { option: "-m", value: cli.size.clone(), reason: reason.to_string() }
+    })
+}
+
+/// `--spill-size`: at least what the spill takes at once.
+fn spill_size(cli: &Cli) -> Result<Option<u64>, ConfigError> {
+    let Some(text) = &cli.spill_size else { return Ok(None) };
+    let fail = |reason: String| ConfigError { option: "--spill-size", value: text.clone(), reason };
+    let size = parse_size(text, 1).map_err(|reason| fail(reason.to_string()))?;
+    if let Some(why) = crate::buffer::spill_size_refused(size) {
+        return Err(fail(why));
+    }
+    Ok(Some(size))
+}
+
+/// `--engine`: splice only where there is splice.
+fn engine(cli: &Cli) -> Result<Preference, ConfigError> {
+    match cli.engine {
+        EngineArg::Auto => Ok(Preference::Auto),
+        EngineArg::Copy => Ok(Preference::Copy),
+        EngineArg::Splice if crate::sys::CAN_SPLICE => Ok(Preference::Splice),
+        EngineArg::Splice => Err(ConfigError {
+            option: "--engine",
+            value: "splice".into(),
+            reason: "splice exists only on Linux; use auto or copy".into(),
+        }),
+    }
+}
+
+/// `--hash`, each a hash accel knows; `--hash-file` only with one.
+fn hashes(cli: &Cli) -> Result<Vec<Algorithm>, ConfigError> {
+    let hashes = cli
+        .hashes
+        .iter()
+        .map(|name| {
+            Algorithm::named(name).ok_or_else(|| ConfigError {
+                option: "--hash",
+                value: name.clone(),
+                reason: format!(
+                    "not a hash accel knows: expected one of {}",
+                    Algorithm::ALL.map(Algorithm::name).join(", ")
+                ),
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    if let (Some(path), true) = (&cli.hash_file, hashes.is_empty()) {
+        return Err(ConfigError {
+            option: "--hash-file",
+            value: path.display().to_string(),
+            reason: "no --hash was given: name the hash to write, e.g. --hash sha256".into(),
+        });
+    }
+    Ok(hashes)
+}
+
+/// How progress is shown: how often, where, whether at all; where `--json` goes.
+struct Display {
+    interval: Option<Duration>,
+    progress_fd: Option<i32>,
+    json: Option<JsonTarget>,
+    progress: Visibility,
+}
+
+/// `--interval`, `--progress-fd`, `--json`, and the progress line's visibility from them,
+/// `-p`, `-q`, `-n` and whether stderr is a terminal.
+fn display(cli: &Cli, stderr_is_terminal: bool) -> Result<Display, ConfigError> {
+    let interval = match &cli.interval {
+        None => None,
+        Some(text) => Some(
+            parse_duration(text)
+                .and_then(|interval| {
+                    (interval >= SHORTEST_INTERVAL)
+                        .then_some(interval)
+                        .ok_or_else(|| "too short: at least 0.1s".to_owned())
+                })
+                .map_err(|reason| ConfigError {
+                    option: "--interval",
+                    value: text.clone(),
+                    reason,
+                })?,
+        ),
+    };
+    let progress_fd = match &cli.progress_fd {
+        None => None,
+        Some(text) => {
+            Some(text.trim().parse::<i32>().ok().filter(|fd| *fd >= 0).ok_or_else(|| {
+                ConfigError {
+                    option: "--progress-fd",
+                    value: text.clone(),
+                    reason: "not a descriptor: expected a number such as 3, opened by the shell \
+                         (3>progress.log)"
+                        .into(),
+                }
+            })?)
+        }
+    };
+    let json = cli.json.clone().map(|path| {
+        if path.as_os_str() == "-" { JsonTarget::Stderr } else { JsonTarget::File(path) }
+    });
+    let progress = if cli.numeric || progress_fd.is_some() {
+        // Asked for by name, and not drawn over a terminal's other lines: always written.
+        Visibility::Always
+    } else if cli.quiet || !stderr_is_terminal {
+        Visibility::Off
+    } else if cli.progress {
+        Visibility::Always
+    } else if json == Some(JsonTarget::Stderr) {
+        // NDJSON on the terminal is what was asked for; a redrawn line would garble it.
+        Visibility::Off
+    } else {
+        Visibility::Foreground
+    };
+    Ok(Display { interval, progress_fd, json, progress })
+}
+
+/// The outputs in order (`-o`, then `--to`), stdout when none was given; none named twice.
+fn outputs(cli: &Cli) -> Result<Vec<Target>, ConfigError> {
+    let mut outputs: Vec<Target> = cli
+        .outputs
+        .iter()
+        .map(
+            |path| {
+                if path.as_os_str() == "-" { Target::Stdout } else { Target::Path(path.clone()) }
+            },
+        )
+        .collect();
+    for text in &cli.to {
+        let address = Address::parse(text, false).map_err(|reason| ConfigError {
+            option: "--to",
+            value: text.clone(),
+            reason,
+        })?;
+        outputs.push(Target::Network(address));
+    }
+    if outputs.is_empty() {
+        outputs.push(Target::Stdout);
+    }
+    for (at, target) in outputs.iter().enumerate() {
+        if outputs[..at].contains(target) {
+            let value = match target {
+                Target::Stdout => "-".to_owned(),
+                Target::Path(path) => path.display().to_string(),
+                Target::Network(address) => address.to_string(),
+            };
+            return Err(ConfigError {
+                option: "-o",
+                value,
+                reason: "named twice: each output gets every byte once".into(),
+            });
+        }
+    }
+    Ok(outputs)
+}
+
+/// What `-o` does to an existing regular file: `--force`, `--append`, or refuse.
+fn existing(cli: &Cli) -> Existing {
+    if cli.force {
+        Existing::Overwrite
+    } else if cli.append {
+        Existing::Append
+    } else {
+        Existing::Refuse
+    }
+}
+
+/// `--output-error`: what a failing output does to the others.
+fn output_errors(cli: &Cli) -> OutputErrors {
+    match cli.output_error {
+        None => OutputErrors::Default,
+        Some(OutputErrorArg::Warn) => OutputErrors::Warn,
+        Some(OutputErrorArg::WarnNopipe) => OutputErrors::WarnNoPipe,
+        Some(OutputErrorArg::Exit) => OutputErrors::Exit,
+        Some(OutputErrorArg::ExitNopipe) => OutputErrors::ExitNoPipe,
     }
 }
 
@@ -331,7 +368,7 @@ fn parse_level(text: &str) -> Result<Level, String> {
 
 /// `--from`, `--key-file` (or `ACCEL_KEY_FILE`), `--insecure`, `--accept-timeout`,
 /// `--connect-for`, `--reconnect-for`, `--heartbeat`.
-fn network_settings(cli: &Cli) -> Result<net::Settings, ConfigError> {
+fn network_settings(cli: &Cli) -> Result<net::Peering, ConfigError> {
     let from = match &cli.from {
         None => None,
         Some(text) => Some(Address::parse(text, true).map_err(|reason| ConfigError {
@@ -396,7 +433,7 @@ fn network_settings(cli: &Cli) -> Result<net::Settings, ConfigError> {
         Some(zero) if zero.parse::<f64>() == Ok(0.0) => Duration::ZERO,
         _ => duration_option("--connect-for", &cli.connect_for)?.unwrap_or(net::CONNECT_FOR),
     };
-    Ok(net::Settings {
+    Ok(net::Peering {
         from,
         key_file,
         key_file_from_env,
@@ -467,7 +504,7 @@ mod tests {
     #[test]
     fn defaults() {
         assert_eq!(config(&[], false).unwrap(), Config::default());
-        assert_eq!(config(&[], true).unwrap().progress, Progress::Foreground);
+        assert_eq!(config(&[], true).unwrap().progress, Visibility::Foreground);
     }
 
     #[test]
@@ -484,20 +521,20 @@ mod tests {
     #[test]
     fn progress_follows_the_terminal_and_the_flags() {
         let progress = |args: &[&str], terminal| config(args, terminal).unwrap().progress;
-        assert_eq!(progress(&["-p"], false), Progress::Off, "no terminal, no line");
-        assert_eq!(progress(&["-p"], true), Progress::Always);
-        assert_eq!(progress(&["-q"], true), Progress::Off);
-        assert_eq!(progress(&["--json"], true), Progress::Off, "NDJSON owns stderr");
-        assert_eq!(progress(&["--json=x.ndjson"], true), Progress::Foreground);
+        assert_eq!(progress(&["-p"], false), Visibility::Off, "no terminal, no line");
+        assert_eq!(progress(&["-p"], true), Visibility::Always);
+        assert_eq!(progress(&["-q"], true), Visibility::Off);
+        assert_eq!(progress(&["--json"], true), Visibility::Off, "NDJSON owns stderr");
+        assert_eq!(progress(&["--json=x.ndjson"], true), Visibility::Foreground);
         assert_eq!(config(&["--json"], false).unwrap().json, Some(JsonTarget::Stderr));
         // Of -q and -v or -p, the later one counts, so that an alias can be overridden.
         assert!(config(&["-q", "-v"], true).unwrap().stats);
         assert!(!config(&["-v", "-q"], true).unwrap().stats);
-        assert_eq!(progress(&["-q", "-p"], true), Progress::Always);
-        assert_eq!(progress(&["-p", "-q"], true), Progress::Off);
+        assert_eq!(progress(&["-q", "-p"], true), Visibility::Always);
+        assert_eq!(progress(&["-p", "-q"], true), Visibility::Off);
         // Asked for by name, progress is written whatever stderr is, and -q does not stop it.
-        assert_eq!(progress(&["-n"], false), Progress::Always);
-        assert_eq!(progress(&["-q", "--progress-fd", "3"], false), Progress::Always);
+        assert_eq!(progress(&["-n"], false), Visibility::Always);
+        assert_eq!(progress(&["-q", "--progress-fd", "3"], false), Visibility::Always);
     }
 
     #[test]

@@ -1,13 +1,24 @@
-//! Helpers shared by the integration tests: spawning accel, pipes, test data, timeouts.
+//! Helpers shared by the integration tests, their one home: spawning accel (as itself or as
+//! another program), pipes, test data, timeouts, what a child said and how it ended, scratch
+//! directories. Beside it: seeds.rs (seeds and what they draw), net.rs (between hosts: keys,
+//! receivers, namespaces), control.rs (the control socket), terminal.rs (tmux).
 
 #![allow(dead_code)]
 
+pub mod control;
+pub mod net;
+pub mod seeds;
+pub mod terminal;
+
+use std::ffi::OsStr;
 use std::io::{BufRead, BufReader};
 use std::io::{Read, Write};
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex, mpsc};
+
+use serde_json::Value;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
@@ -49,6 +60,11 @@ pub fn require(what: &str, present: bool) -> bool {
     false
 }
 
+/// Whether `program` is there to run (it runs with `version_flag`), for [`require`].
+pub fn has(program: &str, version_flag: &str) -> bool {
+    Command::new(program).arg(version_flag).output().is_ok()
+}
+
 /// Whether the tests run as root (mounts, cgroups, other users).
 pub fn is_root() -> bool {
     rustix::process::geteuid().is_root()
@@ -66,10 +82,7 @@ pub fn run_seeded<S: proptest::strategy::Strategy>(
     use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
     let seed = match std::env::var("ACCEL_TEST_SEED") {
         Ok(text) => u64::from_str_radix(text.trim_start_matches("0x"), 16).expect("a hex seed"),
-        Err(_) => {
-            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
-            now.map_or(1, |d| d.as_nanos() as u64) ^ u64::from(std::process::id())
-        }
+        Err(_) => seeds::fresh_seed(),
     };
     let bytes: Vec<u8> = (0..4).flat_map(|i| (seed ^ i).to_le_bytes()).collect();
     let config = Config { cases, failure_persistence: None, ..Config::default() };
@@ -133,11 +146,43 @@ pub fn run_fed(mut child: Child, data: &[u8]) -> (ExitStatus, Vec<u8>, String) {
     let stdin = child.stdin.take().unwrap();
     let data = data.to_vec();
     let writer = thread::spawn(move || feed(stdin, &data, 1 << 16));
-    let stdout = child.stdout.take().unwrap();
-    let reader = thread::spawn(move || drain(stdout));
-    let status = wait_within(&mut child, GENEROUS);
+    let ended = said.output_and_end(&mut child);
     let _ = writer.join().unwrap();
-    (status, reader.join().unwrap(), said.all())
+    ended
+}
+
+/// accel run as another program, as the backup tools run it: a link named `program`
+/// (`mbuffer`, `pv`) to the accel under test, in a scratch directory of its own for the test.
+pub struct AccelAs {
+    /// The scratch directory, for the test's files too.
+    pub dir: Scratch,
+    /// The link.
+    pub path: PathBuf,
+}
+
+impl AccelAs {
+    /// A link named `program` in a scratch directory for `test`.
+    pub fn new(program: &str, test: &str) -> AccelAs {
+        let dir = Scratch::new(&format!("{program}-{test}"));
+        let path = dir.path(program);
+        std::os::unix::fs::symlink(ACCEL, &path).unwrap();
+        AccelAs { dir, path }
+    }
+
+    /// The link, as an argument.
+    pub fn arg(&self) -> &str {
+        self.path.to_str().unwrap()
+    }
+
+    /// accel as `PROGRAM ARGS`, stdio piped.
+    pub fn spawn<S: AsRef<OsStr>>(&self, args: &[S]) -> Child {
+        piped(Command::new(&self.path).args(args))
+    }
+
+    /// Runs `PROGRAM ARGS` with `data` on stdin: its status, stdout and stderr.
+    pub fn run<S: AsRef<OsStr>>(&self, args: &[S], data: &[u8]) -> (ExitStatus, Vec<u8>, String) {
+        run_fed(self.spawn(args), data)
+    }
 }
 
 /// Sends a line through `child` (piped) and reads it back, so that accel is known to be up and
@@ -198,20 +243,29 @@ pub fn within<T: Send + 'static>(
     rx.recv_timeout(timeout).ok()
 }
 
-/// Waits for `child` to exit, killing it and failing the test after `timeout`.
-#[track_caller]
-pub fn wait_within(child: &mut Child, timeout: Duration) -> ExitStatus {
-    let deadline = Instant::now() + timeout;
+/// Waits for `child` to exit: its status, or `None` if it has not exited within `patience`
+/// (it is left running).
+pub fn exited(child: &mut Child, patience: Duration) -> Option<ExitStatus> {
+    let deadline = Instant::now() + patience;
     loop {
         if let Some(status) = child.try_wait().expect("wait") {
-            return status;
+            return Some(status);
         }
         if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("accel did not exit within {timeout:?}");
+            return None;
         }
         thread::sleep(Duration::from_millis(10));
     }
+}
+
+/// Waits for `child` to exit, killing it and failing the test after `timeout`.
+#[track_caller]
+pub fn wait_within(child: &mut Child, timeout: Duration) -> ExitStatus {
+    exited(child, timeout).unwrap_or_else(|| {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("accel did not exit within {timeout:?}")
+    })
 }
 
 /// Polls `condition` until it holds, failing the test after `timeout`. For conditions that
@@ -426,13 +480,15 @@ impl Said {
     /// Takes `child`'s stderr (piped) and starts reading it.
     pub fn collect(child: &mut Child) -> Said {
         let said = Said::default();
-        let lines = BufReader::new(child.stderr.take().expect("stderr piped"));
+        let mut stderr = BufReader::new(child.stderr.take().expect("stderr piped"));
         let into = said.text.clone();
+        // A line at a time, so that each is there to be looked at as soon as it is said; as
+        // said (a last line without its newline stays without), to the end.
         let reader = thread::spawn(move || {
-            for line in lines.lines().map_while(Result::ok) {
-                let mut text = into.lock().unwrap();
-                text.push_str(&line);
-                text.push('\n');
+            let mut line = Vec::new();
+            while stderr.read_until(b'\n', &mut line).is_ok_and(|n| n > 0) {
+                into.lock().unwrap().push_str(&String::from_utf8_lossy(&line));
+                line.clear();
             }
         });
         *said.reader.lock().unwrap() = Some(reader);
@@ -444,12 +500,48 @@ impl Said {
         self.text.lock().unwrap().clone()
     }
 
-    /// Everything it said: waits until its stderr has closed (the process has exited).
+    /// Everything it said: waits until its stderr has closed (the process has exited, and
+    /// so has any it started that shares its stderr), failing the test after [`GENEROUS`].
+    #[track_caller]
     pub fn all(&self) -> String {
         if let Some(reader) = self.reader.lock().unwrap().take() {
+            eventually(GENEROUS, "its stderr to close", || reader.is_finished());
             reader.join().expect("the stderr reader");
         }
         self.text()
+    }
+
+    /// Waits for `child`, whose stderr this collects, to exit: its status. After
+    /// [`GENEROUS`], kills it and fails the test, showing what it said.
+    #[track_caller]
+    pub fn exit_of(&self, child: &mut Child) -> ExitStatus {
+        exited(child, GENEROUS).unwrap_or_else(|| {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("it did not exit within {GENEROUS:?}; it said:\n{}", self.all())
+        })
+    }
+
+    /// Waits for `child`, whose stderr this collects, to exit: its status and everything it
+    /// said. After [`GENEROUS`], kills it and fails the test, showing what it said.
+    #[track_caller]
+    pub fn ended(&self, child: &mut Child) -> (ExitStatus, String) {
+        (self.exit_of(child), self.all())
+    }
+
+    /// Everything `child`, whose stderr this collects, writes on its stdout (piped), to the
+    /// end; then its status and everything it said. After [`GENEROUS`] without the end of its
+    /// stdout, kills it and fails the test, showing what it said.
+    #[track_caller]
+    pub fn output_and_end(&self, child: &mut Child) -> (ExitStatus, Vec<u8>, String) {
+        let stdout = child.stdout.take().expect("stdout piped");
+        let Some(out) = within(GENEROUS, move || drain(stdout)) else {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("its output did not end within {GENEROUS:?}; it said:\n{}", self.text());
+        };
+        let (status, said) = self.ended(child);
+        (status, out, said)
     }
 
     /// Waits until a line containing `what` has been said; returns that line.
@@ -462,6 +554,97 @@ impl Said {
         });
         found.unwrap()
     }
+}
+
+/// accel with `--json` on stderr, where the test reads each event as it comes; `-v` and
+/// other `args` too. Every line of stderr that is not an event is kept as text.
+pub struct Watched {
+    /// accel, its stdin and stdout piped.
+    pub child: Child,
+    /// Its events, each as it comes.
+    pub events: mpsc::Receiver<Value>,
+    text: Arc<Mutex<String>>,
+    reader: JoinHandle<()>,
+}
+
+impl Watched {
+    /// `accel --engine ENGINE --json ARGS...`.
+    pub fn start(engine: &str, args: &[&str]) -> Watched {
+        let mut child = spawn_piped(engine, &[&["--json"], args].concat());
+        let stderr = BufReader::new(child.stderr.take().unwrap());
+        let (send, events) = mpsc::channel();
+        let text = Arc::new(Mutex::new(String::new()));
+        let kept = Arc::clone(&text);
+        let reader = thread::spawn(move || {
+            for line in stderr.lines() {
+                let line = line.unwrap();
+                match serde_json::from_str::<Value>(&line) {
+                    Ok(event) if line.starts_with('{') => {
+                        let _ = send.send(event);
+                    }
+                    _ => kept.lock().unwrap().push_str(&format!("{line}\n")),
+                }
+            }
+        });
+        Watched { child, events, text, reader }
+    }
+
+    /// Waits until `count` progress events in a row satisfy `condition`: a state accel itself
+    /// reports to have lasted that many seconds (an event a second).
+    pub fn until(&self, count: usize, what: &str, condition: impl Fn(&Value) -> bool) {
+        let mut in_a_row = 0;
+        while in_a_row < count {
+            let event = self.events.recv_timeout(GENEROUS).unwrap_or_else(|_| panic!("{what}"));
+            assert_eq!(event["event"], "progress", "{what}: the run ended first: {event}");
+            in_a_row = if condition(&event) { in_a_row + 1 } else { 0 };
+        }
+    }
+
+    /// Waits for the end: the summary, and the text beside the events.
+    pub fn finish(mut self) -> (Value, String) {
+        assert!(wait_within(&mut self.child, GENEROUS).success());
+        self.reader.join().unwrap();
+        let summary = self.events.try_iter().last().expect("a summary");
+        assert_eq!(summary["event"], "summary");
+        let text = self.text.lock().unwrap().clone();
+        (summary, text)
+    }
+}
+
+/// Waits for `child` (its stderr piped, and not yet taken) to exit, reading its stderr all the
+/// while, so that a child saying more than a pipe holds is not blocked: its status and
+/// everything it said. After [`GENEROUS`], kills it and fails the test, showing what it said.
+/// (A child whose stderr must be read from its start: [`Said::collect`], then [`Said::ended`].)
+#[track_caller]
+pub fn ended(mut child: Child) -> (ExitStatus, String) {
+    Said::collect(&mut child).ended(&mut child)
+}
+
+/// Reads `child`'s stderr up to the end of the first line containing `what` (or to the end
+/// of stderr, if none does), within [`GENEROUS`]: what it read. A byte at a time, so that
+/// what comes after stays in the pipe for whoever reads it next ([`ended`]).
+#[track_caller]
+pub fn said_until(child: &mut Child, what: &str) -> String {
+    let mut stderr = child.stderr.take().expect("stderr piped");
+    let wanted = what.to_owned();
+    let (said, stderr) = within(GENEROUS, move || {
+        let (mut said, mut line, mut byte) = (Vec::new(), Vec::new(), [0u8]);
+        while let Ok(1) = stderr.read(&mut byte) {
+            line.push(byte[0]);
+            if byte[0] == b'\n' {
+                let found = String::from_utf8_lossy(&line).contains(&wanted);
+                said.append(&mut line);
+                if found {
+                    break;
+                }
+            }
+        }
+        said.append(&mut line);
+        (String::from_utf8_lossy(&said).into_owned(), stderr)
+    })
+    .unwrap_or_else(|| panic!("no line with {what:?} on stderr within {GENEROUS:?}"));
+    child.stderr = Some(stderr);
+    said
 }
 
 /// The exact count of bytes a message states just before `label` (`" delivered, "`, `" read
@@ -531,4 +714,37 @@ fn bytes_before_reads_a_count_in_either_form_and_only_a_true_one() {
         let read = std::panic::catch_unwind(|| bytes_before(wrong, " delivered"));
         assert!(read.is_err(), "{wrong:?} was read as {read:?}");
     }
+}
+
+/// [`ended`] reads stderr while the child runs: a child that says far more than a pipe holds
+/// (64 KiB) before it exits is not blocked, and all it said comes back, to the last byte.
+#[test]
+fn ended_reads_stderr_while_the_child_runs() {
+    let child = Command::new("bash")
+        .args(["-c", "head -c 1000000 /dev/zero | tr '\\0' x >&2; printf end >&2; exit 3"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (status, said) = ended(child);
+    assert_eq!(status.code(), Some(3));
+    assert_eq!(said.len(), 1_000_003);
+    assert!(said.starts_with("xxx") && said.ends_with("xend"), "as said, no newline added");
+}
+
+/// [`said_until`] takes what comes up to its line and leaves the rest in the pipe, for
+/// [`ended`] to collect, though all of it came in one write.
+#[test]
+fn said_until_leaves_the_rest_in_the_pipe() {
+    let scratch = Scratch::new("said-until");
+    std::fs::write(scratch.path("said"), "one\ntwo: the line\nthree\nfour\n").unwrap();
+    let mut child = Command::new("bash")
+        .args(["-c", "cat \"$0\" >&2"])
+        .arg(scratch.path("said"))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert_eq!(said_until(&mut child, "two"), "one\ntwo: the line\n");
+    let (status, rest) = ended(child);
+    assert!(status.success());
+    assert_eq!(rest, "three\nfour\n");
 }

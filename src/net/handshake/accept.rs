@@ -1,24 +1,18 @@
-//! Establishing a session: the sender's side of the handshake, and the receiver's, which
-//! listens, handshakes with every connection that comes, and takes the first that proves it
-//! holds the key.
+//! The listening side's handshake, and the lobby it keeps: every connection that comes is
+//! answered, and the first that proves it holds the key is taken.
 //!
-//! The receiver never blocks on one connection: a port scan, a client that sends garbage,
-//! says nothing, or replays a recorded handshake, is dropped (and said so) while the receiver
-//! goes on waiting for the real sender. Noise NNpsk0 authenticates the sender's first message
-//! against the key, but a recorded first message can be replayed; so the sender counts as
-//! authenticated only once its Start frame, sealed with the keys of this very session, has
-//! been opened. Only then does the run begin, so no byte from an unauthenticated peer is
-//! ever written.
+//! The listening side never blocks on one connection: a port scan, a client that sends
+//! garbage, says nothing, or replays a recorded handshake, is dropped (and said so) while it
+//! goes on waiting for the real peer.
 //!
-//! Nor can a flood of connections lock the sender out ([`Lobby`]): the kernel holds back
-//! connections that have sent nothing (Linux's `TCP_DEFER_ACCEPT`); the sender's first message
-//! is made before it connects, so that it follows the connection at once; and when too many
-//! connections are pending, the least advanced go first, never the one that has sent a valid
-//! first message while another has not.
+//! Nor can a flood of connections lock the peer out ([`Lobby`]): the kernel holds back
+//! connections that have sent nothing (Linux's `TCP_DEFER_ACCEPT`); the connecting side's
+//! first message is made before it connects, so that it follows the connection at once; and
+//! when too many connections are pending, the least advanced go first, never the one that has
+//! sent a valid first message while another has not.
 
 use std::cmp::Reverse;
 use std::collections::HashMap;
-use std::io;
 use std::net::IpAddr;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
@@ -27,11 +21,12 @@ use std::time::{Duration, Instant};
 use rustix::event::{PollFd, PollFlags};
 use rustix::io::Errno;
 
-use super::channel::{Channel, Frame};
-use super::key::Key;
-use super::socket::{self, Socket};
-use super::wire::{self, Cipher, Hello, Kind, PREAMBLE_LEN, Preamble};
+use super::WRONG_KEY;
 use crate::log::Log;
+use crate::net::channel::{Channel, Frame};
+use crate::net::key::Key;
+use crate::net::socket::{self, Socket};
+use crate::net::wire::{self, Hello, PREAMBLE_LEN, Preamble};
 use crate::stop::Stop;
 
 /// How long a connection may take to complete its handshake before the receiver drops it.
@@ -55,193 +50,83 @@ const LISTED_DROPS: usize = 20;
 /// sealed behind a tag of 16); anything much longer is not accel's.
 const LONGEST_HELLO: usize = 1024;
 
-/// The wrong key, in the words both ends use.
-pub const WRONG_KEY: &str = "authentication failed: the peers do not share a key";
-
-/// Why a sender's handshake failed; its words (`Display`) are what the user reads after
-/// `accel: HOST:PORT: `. Whether another try may do better is the variant's, not the words'.
+/// Why a connection the listening side accepted was not taken for its peer, and was dropped;
+/// its words (`Display`) follow the connection's address in the warning that says so.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Failure {
-    /// The receiver did not answer before the deadline.
-    NoAnswer,
-    /// The receiver closed the connection before answering.
-    ClosedEarly,
-    /// The connection failed before the receiver answered: how, in words.
+pub enum Stranger {
+    /// It closed the connection before its first message.
+    ClosedBefore,
+    /// It closed the connection after its first message, before its Start frame.
+    ClosedDuring,
+    /// Its connection failed: how, in words.
     Broken(String),
-    /// The connection failed once the receiver had answered, before the sender's Start
-    /// frame was out: no session was confirmed, and the receiver still waits for its
-    /// sender.
-    CutAfterAnswer(String),
-    /// The receiver speaks another version of the protocol.
-    OtherVersion,
-    /// Not an accel receiver.
+    /// It sent no whole handshake within [`HANDSHAKE_PATIENCE`].
+    Silent,
+    /// It is not accel: it sent something else.
     NotAccel,
-    /// The receiver refused the first message: the keys differ.
+    /// Its first message is far longer than accel's.
+    TooLong,
+    /// It speaks another version of accel's protocol.
+    OtherVersion,
+    /// Its first message was made with another key.
     WrongKey,
-    /// The receiver's answer failed authentication.
-    AnswerAltered,
-    /// The receiver has a stream of another sender's.
-    Busy,
-    /// The receiver never had the stream the sender goes on with.
+    /// Its Hello, or the frame after it, is not one accel sends.
+    Malformed,
+    /// It goes on with a stream this side never had (the Welcome [`wire::UNKNOWN_STREAM`]).
     UnknownStream,
-    /// The answer is not one accel gives (the Welcome's value, when there was one).
-    Malformed(Option<u64>),
+    /// It has another stream than this side's (the Welcome [`wire::BUSY`]).
+    Busy,
+    /// Its first message proved the key, but its Start frame failed authentication: altered,
+    /// or the handshake a recording.
+    Replayed,
+    /// The Noise state would not turn to transport (it cannot, once the handshake is read).
+    Handshake(String),
+    /// Too many connections at once, and it had come the least far ([`Pending::sent`]).
+    Crowded(&'static str),
+    /// No descriptor was left to accept more (the system's words), and it had come the least
+    /// far.
+    NoDescriptor(String, &'static str),
 }
 
-impl Failure {
-    /// Whether trying again cannot help: the same receiver would refuse the same way.
-    pub fn is_final(&self) -> bool {
-        matches!(self, Failure::WrongKey | Failure::Busy | Failure::UnknownStream)
+impl Stranger {
+    /// The Welcome that tells the connecting side why it is refused, when it is owed one.
+    fn welcome(&self) -> Option<u64> {
+        match self {
+            Stranger::UnknownStream => Some(wire::UNKNOWN_STREAM),
+            Stranger::Busy => Some(wire::BUSY),
+            _ => None,
+        }
     }
 }
 
-impl std::fmt::Display for Failure {
+impl std::fmt::Display for Stranger {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Failure::NoAnswer => f.write_str("no answer to the handshake in time"),
-            Failure::ClosedEarly => f.write_str(
-                "the receiver closed the connection during the handshake (is it accel, with the \
-                 same --insecure choice?)",
+            Stranger::ClosedBefore => f.write_str("closed the connection before the handshake"),
+            Stranger::ClosedDuring => f.write_str("closed the connection during the handshake"),
+            Stranger::Broken(why) | Stranger::Handshake(why) => f.write_str(why),
+            Stranger::Silent => {
+                write!(f, "no handshake within {}s", HANDSHAKE_PATIENCE.as_secs())
+            }
+            Stranger::NotAccel => {
+                f.write_str("not an accel sender (it sent something else; an accel --insecure?)")
+            }
+            Stranger::TooLong => f.write_str("not an accel sender (a handshake far too long)"),
+            Stranger::OtherVersion => f.write_str("speaks another version of accel's protocol"),
+            Stranger::WrongKey => f.write_str(WRONG_KEY),
+            Stranger::Malformed => f.write_str("a malformed handshake"),
+            Stranger::UnknownStream => {
+                f.write_str("asks to go on with a stream this receiver never had")
+            }
+            Stranger::Busy => f.write_str("a sender of another stream"),
+            Stranger::Replayed => f.write_str(
+                "the key matched, but the first frame failed authentication: it was altered on \
+                 the way, or the handshake replayed",
             ),
-            Failure::Broken(why) => write!(f, "handshake: {why}"),
-            Failure::CutAfterAnswer(why) => {
-                write!(f, "the connection dropped right after the handshake ({why})")
-            }
-            Failure::OtherVersion => {
-                f.write_str("the receiver speaks another version of accel's protocol")
-            }
-            Failure::NotAccel => f.write_str("not an accel receiver (it answered something else)"),
-            Failure::WrongKey => f.write_str(WRONG_KEY),
-            Failure::AnswerAltered => f.write_str(
-                "the receiver's answer to the handshake failed authentication: it was altered on \
-                 the way (the receiver had accepted the key)",
-            ),
-            Failure::Busy => {
-                f.write_str("the receiver is busy with another stream (another sender's)")
-            }
-            Failure::UnknownStream => f.write_str(
-                "the receiver does not have this stream: it is not the receiver the stream \
-                 started with (restarted?)",
-            ),
-            Failure::Malformed(Some(welcome)) => {
-                write!(f, "a malformed handshake from the receiver ({welcome})")
-            }
-            Failure::Malformed(None) => f.write_str("a malformed handshake from the receiver"),
+            Stranger::Crowded(sent) => write!(f, "too many connections at once, and {sent}"),
+            Stranger::NoDescriptor(why, sent) => write!(f, "{why} to accept more, and {sent}"),
         }
     }
-}
-
-/// The sender's first handshake message, made before it connects: the moment the
-/// connection is up, the message follows, so that a receiver busy with a flood of silent
-/// connections sees this one speak at once (the key exchange takes a while in a debug build).
-pub struct Opening {
-    cipher: Cipher,
-    noise: snow::HandshakeState,
-    first: Vec<u8>,
-    stream: [u8; 16],
-}
-
-impl Opening {
-    /// A fresh handshake with `key`, saying `hello` (a new stream, or one to go on with).
-    pub fn new(key: &Key, hello: Hello) -> Opening {
-        let cipher = Cipher::fastest_here();
-        let mut noise = wire::handshake(cipher, key, true);
-        let mut message = vec![0u8; wire::MAX_MESSAGE];
-        let len = noise.write_message(&hello.encode(), &mut message).expect("a short message");
-        let mut first = wire::preamble(cipher).to_vec();
-        first.extend_from_slice(&(len as u16).to_be_bytes());
-        first.extend_from_slice(&message[..len]);
-        Opening { cipher, noise, first, stream: hello.stream }
-    }
-}
-
-/// A name for a new stream: random.
-pub fn new_stream() -> Result<[u8; 16], String> {
-    let mut stream = [0u8; 16];
-    super::cipher::fill_random(&mut stream).map_err(|error| error.to_string())?;
-    Ok(stream)
-}
-
-/// How long the sender waits for the receiver's answer before it says that it waits: an
-/// accel answers in milliseconds, a plain `mbuffer -I` (or any listener that only reads)
-/// never, and the deadline is tens of seconds away.
-const QUIET_HINT: Duration = Duration::from_secs(3);
-
-/// The sender's handshake, `opening`, on a connected `socket`: on success, the session, whose
-/// Start frame has been sent. On a first connection, `hint` names the receiver as typed and
-/// where to say that it has not answered yet, and what that may mean; a receiver that is
-/// reconnected to answered before, so nothing is said then.
-pub fn initiate(
-    opening: Opening,
-    socket: Socket,
-    stop: &Stop,
-    deadline: Instant,
-    hint: Option<(&str, &Log)>,
-) -> Result<Channel, Failure> {
-    let io_error = |error: io::Error| match error.kind() {
-        io::ErrorKind::TimedOut => Failure::NoAnswer,
-        io::ErrorKind::UnexpectedEof => Failure::ClosedEarly,
-        _ => Failure::Broken(crate::words::describe(&error)),
-    };
-    let Opening { cipher, mut noise, first, stream } = opening;
-    socket.write_all(&first, stop, Some(deadline)).map_err(io_error)?;
-
-    let mut head = [0u8; PREAMBLE_LEN + 2];
-    let hint_at = (Instant::now() + QUIET_HINT).min(deadline);
-    if let Some((name, log)) = hint.filter(|_| hint_at < deadline) {
-        if !socket.readable_by(stop, hint_at).map_err(io_error)? {
-            log.warn(format_args!(
-                "{name}: no answer to the handshake yet; a plain TCP listener such as mbuffer -I \
-                 never answers (--insecure talks to one)"
-            ));
-        }
-    }
-    read_exact(&socket, &mut head, stop, deadline).map_err(io_error)?;
-    match wire::read_preamble(&head[..PREAMBLE_LEN]) {
-        Preamble::Accel(answered) if answered == cipher => {}
-        Preamble::Accel(_) | Preamble::OtherVersion => return Err(Failure::OtherVersion),
-        Preamble::Foreign => return Err(Failure::NotAccel),
-    }
-    let len = usize::from(u16::from_be_bytes([head[PREAMBLE_LEN], head[PREAMBLE_LEN + 1]]));
-    if len == 0 {
-        // The receiver's word that our first message failed; unauthenticated, but whoever
-        // could forge it could as well cut the connection.
-        return Err(Failure::WrongKey);
-    }
-    let mut answer = vec![0u8; len];
-    read_exact(&socket, &mut answer, stop, deadline).map_err(io_error)?;
-    let mut welcome = [0u8; 64];
-    // The receiver answers only a first message made with its key (else the empty answer
-    // above): an answer that fails was altered on the way.
-    let got = noise.read_message(&answer, &mut welcome).map_err(|_| Failure::AnswerAltered)?;
-    match welcome[..got].try_into().map(u64::from_be_bytes) {
-        Ok(0) => {}
-        Ok(wire::BUSY) => return Err(Failure::Busy),
-        Ok(wire::UNKNOWN_STREAM) => return Err(Failure::UnknownStream),
-        Ok(welcome) => return Err(Failure::Malformed(Some(welcome))),
-        Err(_) => return Err(Failure::Malformed(None)),
-    }
-    let noise = noise.into_transport_mode().map_err(|e| Failure::Broken(e.to_string()))?;
-    let mut channel = Channel::new(Arc::new(socket), noise, &[]);
-    channel.set_stream(stream);
-    // The receiver proved it holds the key; what fails now is the connection, before the
-    // session is confirmed: the receiver has no stream yet.
-    channel
-        .send_frame(Kind::Start, &[], stop, Some(deadline))
-        .map_err(|error| Failure::CutAfterAnswer(crate::words::describe(&error)))?;
-    Ok(channel)
-}
-
-/// Reads exactly `buf.len()` bytes.
-fn read_exact(socket: &Socket, buf: &mut [u8], stop: &Stop, deadline: Instant) -> io::Result<()> {
-    let mut got = 0;
-    while got < buf.len() {
-        match socket.read(&mut buf[got..], stop, Some(deadline))? {
-            0 => return Err(io::ErrorKind::UnexpectedEof.into()),
-            n => got += n,
-        }
-    }
-    Ok(())
 }
 
 /// A connection the receiver has accepted and not yet decided about.
@@ -288,9 +173,9 @@ enum Verdict {
     /// Not yet decided.
     Waiting,
     /// It proved it holds the key: the session.
-    Sender(Box<Channel>),
+    Proved(Box<Channel>),
     /// Dropped, for this reason.
-    Dropped(String),
+    Dropped(Stranger),
 }
 
 /// The connections a receiver has accepted and not yet decided about, and how many it has
@@ -321,8 +206,8 @@ enum Settled {
     Waiting,
     /// Dropped: another pending connection now holds its index.
     Gone,
-    /// The sender.
-    Sender(Arc<Socket>, Box<Channel>),
+    /// It proved it holds the key: the peer.
+    Proved(Arc<Socket>, Box<Channel>),
 }
 
 impl Lobby<'_> {
@@ -330,8 +215,8 @@ impl Lobby<'_> {
     fn settle(&mut self, index: usize, verdict: Verdict) -> Settled {
         match verdict {
             Verdict::Waiting => Settled::Waiting,
-            Verdict::Sender(channel) => {
-                Settled::Sender(self.pending.swap_remove(index).socket, channel)
+            Verdict::Proved(channel) => {
+                Settled::Proved(self.pending.swap_remove(index).socket, channel)
             }
             Verdict::Dropped(why) => {
                 self.drop_at(index, &why);
@@ -342,7 +227,7 @@ impl Lobby<'_> {
 
     /// Drops the connection at `index`, saying why (only the first [`LISTED_DROPS`]: a flood
     /// would bury everything else said).
-    fn drop_at(&mut self, index: usize, why: &str) {
+    fn drop_at(&mut self, index: usize, why: &Stranger) {
         let gone = self.pending.swap_remove(index);
         *self.dropped += 1;
         if *self.dropped <= LISTED_DROPS {
@@ -358,7 +243,7 @@ impl Lobby<'_> {
         }
     }
 
-    /// Takes a new connection: reads what it has sent, then makes room if there are too
+    /// Takes a new connection: reads what it has sent, then thins the lobby out if there are too
     /// many.
     fn admit(&mut self, socket: Socket) -> Option<(Arc<Socket>, Box<Channel>)> {
         let source = socket.peer().ip().to_canonical();
@@ -370,26 +255,26 @@ impl Lobby<'_> {
         });
         let index = self.pending.len() - 1;
         let verdict = hear(&mut self.pending[index], self.key, self.stream, self.stop);
-        if let Settled::Sender(socket, channel) = self.settle(index, verdict) {
+        if let Settled::Proved(socket, channel) = self.settle(index, verdict) {
             return Some((socket, channel));
         }
-        self.make_room(source)
+        self.thin_out(source)
     }
 
     /// Drops the least advanced connection, the oldest among equals, because `why` (no
     /// descriptor left for another).
-    fn shed(&mut self, why: &str) {
+    fn shed(&mut self, why: String) {
         let victim = (0..self.pending.len())
             .min_by_key(|&index| (self.pending[index].progress(), self.pending[index].since))
             .expect("one pending");
-        let why = format!("{why} to accept more, and {}", self.pending[victim].sent());
+        let why = Stranger::NoDescriptor(why, self.pending[victim].sent());
         self.drop_at(victim, &why);
     }
 
     /// Drops connections while `source` holds more than [`MOST_PER_SOURCE`], or all of
     /// them are more than [`MOST_PENDING`]: the least advanced first. Each is read once more
     /// before it goes, in case its handshake arrived meanwhile.
-    fn make_room(&mut self, source: IpAddr) -> Option<(Arc<Socket>, Box<Channel>)> {
+    fn thin_out(&mut self, source: IpAddr) -> Option<(Arc<Socket>, Box<Channel>)> {
         loop {
             let mut per_source: HashMap<IpAddr, usize> = HashMap::new();
             for pending in &self.pending {
@@ -411,14 +296,11 @@ impl Lobby<'_> {
             let before = self.pending[victim].progress();
             let verdict = hear(&mut self.pending[victim], self.key, self.stream, self.stop);
             match self.settle(victim, verdict) {
-                Settled::Sender(socket, channel) => return Some((socket, channel)),
+                Settled::Proved(socket, channel) => return Some((socket, channel)),
                 Settled::Gone => continue,
                 Settled::Waiting if self.pending[victim].progress() > before => continue,
                 Settled::Waiting => {
-                    let why = format!(
-                        "too many connections at once, and {}",
-                        self.pending[victim].sent()
-                    );
+                    let why = Stranger::Crowded(self.pending[victim].sent());
                     self.drop_at(victim, &why);
                 }
             }
@@ -476,11 +358,11 @@ pub fn accept_sender(
             let verdict = if talking[index] {
                 hear(&mut lobby.pending[index], key, stream, stop)
             } else if lobby.pending[index].since.elapsed() >= HANDSHAKE_PATIENCE {
-                Verdict::Dropped(format!("no handshake within {}s", HANDSHAKE_PATIENCE.as_secs()))
+                Verdict::Dropped(Stranger::Silent)
             } else {
                 Verdict::Waiting
             };
-            if let Settled::Sender(socket, channel) = lobby.settle(index, verdict) {
+            if let Settled::Proved(socket, channel) = lobby.settle(index, verdict) {
                 return found(socket, channel, &lobby);
             }
         }
@@ -496,7 +378,7 @@ pub fn accept_sender(
                         if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
                             && !lobby.pending.is_empty() =>
                     {
-                        lobby.shed(&crate::words::describe(&e));
+                        lobby.shed(crate::words::describe(&e));
                         break;
                     }
                     Err(e) => return Err(format!("accept: {}", crate::words::describe(&e))),
@@ -562,11 +444,11 @@ fn hear(pending: &mut Pending, key: &Key, stream: Option<[u8; 16]>, stop: &Stop)
             let mut buf = [0u8; 2048];
             match pending.socket.read_now(&mut buf) {
                 Ok(Some(0)) => {
-                    return Verdict::Dropped("closed the connection before the handshake".into());
+                    return Verdict::Dropped(Stranger::ClosedBefore);
                 }
                 Ok(Some(n)) => got.extend_from_slice(&buf[..n]),
                 Ok(None) => return Verdict::Waiting,
-                Err(e) => return Verdict::Dropped(crate::words::describe(&e)),
+                Err(e) => return Verdict::Dropped(Stranger::Broken(crate::words::describe(&e))),
             }
             match answer_hello(&pending.socket, got, key, stream, stop) {
                 Ok(Some(channel)) => {
@@ -578,9 +460,9 @@ fn hear(pending: &mut Pending, key: &Key, stream: Option<[u8; 16]>, stop: &Stop)
             }
         }
         Stage::Confirm(channel) => match channel.read_sealed_now() {
-            Ok(Some(0)) => Verdict::Dropped("closed the connection during the handshake".into()),
+            Ok(Some(0)) => Verdict::Dropped(Stranger::ClosedDuring),
             Ok(_) => confirm(&mut pending.stage),
-            Err(e) => Verdict::Dropped(crate::words::describe(&e)),
+            Err(e) => Verdict::Dropped(Stranger::Broken(crate::words::describe(&e))),
         },
     }
 }
@@ -594,16 +476,12 @@ fn confirm(stage: &mut Stage) -> Verdict {
             let Stage::Confirm(channel) = std::mem::replace(stage, Stage::Hello(Vec::new())) else {
                 unreachable!("confirming")
             };
-            Verdict::Sender(channel)
+            Verdict::Proved(channel)
         }
-        Ok(Some(_)) => Verdict::Dropped("a malformed handshake".into()),
+        Ok(Some(_)) => Verdict::Dropped(Stranger::Malformed),
         // Its first message proved the key (or replayed one that did); only the session's
         // keys open this frame, so it was altered, or the handshake is a recording.
-        Err(_) => Verdict::Dropped(
-            "the key matched, but the first frame failed authentication: it was altered on the \
-             way, or the handshake replayed"
-                .into(),
-        ),
+        Err(_) => Verdict::Dropped(Stranger::Replayed),
     }
 }
 
@@ -614,20 +492,16 @@ fn answer_hello(
     key: &Key,
     stream: Option<[u8; 16]>,
     stop: &Stop,
-) -> Result<Option<Box<Channel>>, String> {
+) -> Result<Option<Box<Channel>>, Stranger> {
     let cipher = match wire::read_preamble(&got[..got.len().min(PREAMBLE_LEN)]) {
-        Preamble::Foreign => {
-            return Err("not an accel sender (it sent something else; an accel --insecure?)".into());
-        }
+        Preamble::Foreign => return Err(Stranger::NotAccel),
         _ if got.len() < PREAMBLE_LEN + 2 => return Ok(None),
-        Preamble::OtherVersion => {
-            return Err("speaks another version of accel's protocol".into());
-        }
+        Preamble::OtherVersion => return Err(Stranger::OtherVersion),
         Preamble::Accel(cipher) => cipher,
     };
     let len = usize::from(u16::from_be_bytes([got[PREAMBLE_LEN], got[PREAMBLE_LEN + 1]]));
     if len > LONGEST_HELLO {
-        return Err("not an accel sender (a handshake far too long)".into());
+        return Err(Stranger::TooLong);
     }
     let Some(message) = got.get(PREAMBLE_LEN + 2..PREAMBLE_LEN + 2 + len) else {
         return Ok(None);
@@ -639,35 +513,33 @@ fn answer_hello(
         let mut refusal = wire::preamble(cipher).to_vec();
         refusal.extend_from_slice(&[0, 0]);
         let _ = socket.write_all(&refusal, stop, Some(Instant::now() + Duration::from_secs(1)));
-        return Err(WRONG_KEY.into());
+        return Err(Stranger::WrongKey);
     };
-    let hello = Hello::decode(&payload[..n]).ok_or("a malformed handshake")?;
+    let hello = Hello::decode(&payload[..n]).ok_or(Stranger::Malformed)?;
     // A first connection starts a stream; a reconnection goes on with ours. A stream exists
     // from the moment its first session is confirmed, at the sender's end too: when the
     // connection dropped before that frame came, the sender comes back going on with a
     // stream this receiver never had, from byte 0, which is a stream that starts now. Any
     // further on, the stream was another receiver's (this one was restarted).
     let refusal = match stream {
-        None if hello.resuming && hello.offset > 0 => {
-            Some((wire::UNKNOWN_STREAM, "asks to go on with a stream this receiver never had"))
-        }
-        Some(ours) if hello.stream != ours || !hello.resuming => {
-            Some((wire::BUSY, "a sender of another stream"))
-        }
+        None if hello.resuming && hello.offset > 0 => Some(Stranger::UnknownStream),
+        Some(ours) if hello.stream != ours || !hello.resuming => Some(Stranger::Busy),
         _ => None,
     };
-    let welcome = refusal.map_or(0, |(welcome, _)| welcome);
+    let welcome = refusal.as_ref().and_then(Stranger::welcome).unwrap_or(0);
     let mut message = vec![0u8; wire::MAX_MESSAGE];
     let len2 = noise.write_message(&welcome.to_be_bytes(), &mut message).expect("a short message");
     let mut answer = wire::preamble(cipher).to_vec();
     answer.extend_from_slice(&(len2 as u16).to_be_bytes());
     answer.extend_from_slice(&message[..len2]);
     let deadline = Instant::now() + HANDSHAKE_PATIENCE;
-    socket.write_all(&answer, stop, Some(deadline)).map_err(|e| crate::words::describe(&e))?;
-    if let Some((_, why)) = refusal {
-        return Err(why.into());
+    let answered = socket.write_all(&answer, stop, Some(deadline));
+    answered.map_err(|e| Stranger::Broken(crate::words::describe(&e)))?;
+    if let Some(refusal) = refusal {
+        return Err(refusal);
     }
-    let noise = noise.into_transport_mode().map_err(|e| format!("handshake: {e}"))?;
+    let noise = noise.into_transport_mode();
+    let noise = noise.map_err(|e| Stranger::Handshake(format!("handshake: {e}")))?;
     let leftover = &got[PREAMBLE_LEN + 2 + len..];
     let mut channel = Channel::new(Arc::clone(socket), noise, leftover);
     channel.opened_by(&hello);

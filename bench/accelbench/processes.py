@@ -1,38 +1,30 @@
-"""The shared runner: what every measure stands on.
+"""The process runner: a pipeline of real processes over real OS pipes (stages[0] |
+stages[1] | ... > /dev/null), each process reaped as it exits with its CPU time, peak RSS,
+voluntary context switches, exit status and exit time; readers of FIFOs beside the
+stages; a pseudo-terminal as a stage's stderr; the host's steal time over a run. Also the
+small helpers of measures that drive processes by hand (`reap`, `proc_status`,
+`pipe_queued`, `describe_exit`).
 
-It owns the tools under test (the accel variants from --variants, the peers that are
-installed, their versions), running a pipeline of real processes over real OS pipes and
-collecting each process's CPU time and exit status, the 8 MiB sanity check, the interleaved
-rounds (`rotated`), medians and spreads (`Samples`, `med`, `fmt_spread`), Markdown tables
-and the machine header that opens the report.
+Measures time things with `run_pipeline` rather than the shell, so that every process's
+status is checked (like `set -o pipefail`) and its CPU time is its own.
 """
 
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import os
-import platform
 import select
-import shlex
-import shutil
 import signal
-import statistics
 import struct
 import subprocess
-import sys
 import tempfile
 import termios
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parent.parent
-REPO = BENCH.parent
-WORK = BENCH / "work"
-MIB = 1 << 20
-GIB = 1 << 30
+from .context import WORK, note
 
 
 class TtyArgv(list):
@@ -41,150 +33,9 @@ class TtyArgv(list):
     any other argv, marked by its type: a command line built from it is an ordinary one."""
 
 
-def note(msg: str) -> None:
-    print(f"[bench] {msg}", file=sys.stderr, flush=True)
-
-
-# --------------------------------------------------------------------------------------------
-# Tools
-
-
-@dataclass
-class Tool:
-    name: str
-    argv: list[str] | None  # None: bare pipe (no X)
-    kind: str  # "bare", "variant", "peer"
-    rss_argv: list[str] | None = None  # with a 1 GiB buffer
-    giveback_argv: list[str] | None = None  # accel variants only: -m 512M
-    excluded: str | None = None  # reason, if sanity check failed
-
-    def display(self, accel_path: str) -> str:
-        if self.argv is None:
-            return "—"
-        return show(self.argv, accel_path)
-
-
-def show(argv: list[str], accel_path: str) -> str:
-    """A command line for the tables, with the accel binary's path shortened to `accel`."""
-    return " ".join("accel" if a == accel_path else shlex.quote(a) for a in argv)
-
-
-def set_size(argv: list[str], size: str) -> list[str]:
-    """Drop any -m/--size from an accel command line and append `-m size` (clap rejects repeats).
-    Also right for mbuffer, whose buffer size is `-m SIZE` too."""
-    out: list[str] = []
-    skip = False
-    for a in argv:
-        if skip:
-            skip = False
-            continue
-        if a in ("-m", "--size"):
-            skip = True
-            continue
-        if a.startswith("--size=") or (a.startswith("-m") and not a.startswith("--")):
-            continue
-        out.append(a)
-    return out + ["-m", size]
-
-
-def parse_variants(spec: str, accel: str) -> list[Tool]:
-    tools: list[Tool] = []
-    for item in spec.split(","):
-        item = item.strip()
-        if not item:
-            continue
-        name, sep, cmd = item.partition("=")
-        if not sep:
-            name, cmd = item, item
-        name, cmd = name.strip(), cmd.strip()
-        argv = [accel if w == "accel" else w for w in shlex.split(cmd)]
-        if not argv:
-            raise SystemExit(f"run.py: empty command in variant {item!r}")
-        if any(t.name == name for t in tools):
-            raise SystemExit(f"run.py: duplicate variant name {name!r}")
-        if name.endswith("+tty"):
-            argv = TtyArgv(argv)
-        tools.append(
-            Tool(name, argv, "variant", set_size(argv, "1G"), set_size(argv, "512M"))
-        )
-    if not tools:
-        raise SystemExit("run.py: --variants is empty")
-    return tools
-
-
-def peer_tools(notes: list[str], chosen: list[str] | None = None) -> list[Tool]:
-    """The installed peers (of `chosen` by name, if given), and a note for each one missing."""
-    peers = [
-        Tool("mbuffer", ["mbuffer", "-q", "-m", "32M"], "peer", ["mbuffer", "-q", "-m", "1G"]),
-        Tool("pv -B", ["pv", "-q", "-B", "32M"], "peer", ["pv", "-q", "-B", "1G"]),
-        # buffer parses K and M suffixes only ("-m 1G" = 1 byte -> "max_shmem 1 too low"),
-        # and refuses more than about 1 GiB of blocks; 1024M is its largest 1 GiB spelling.
-        Tool("buffer", ["buffer", "-m", "32M", "-s", "512K"], "peer",
-             ["buffer", "-m", "1024M", "-s", "512K"]),
-    ]
-    out = []
-    for t in peers:
-        if chosen is not None and t.name not in chosen:
-            continue
-        if shutil.which(t.argv[0]) is None:
-            notes.append(f"{t.name}: `{t.argv[0]}` is not installed; skipped.")
-            continue
-        out.append(t)
-    return out
-
-
-def tool_versions(accel: str) -> list[tuple[str, str]]:
-    def first_line(argv: list[str], both: bool = True) -> str:
-        try:
-            r = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=10)
-        except (OSError, subprocess.TimeoutExpired) as e:
-            return f"unavailable ({e.__class__.__name__})"
-        text = r.stdout.decode(errors="replace")
-        if both or not text.strip():
-            text = text + r.stderr.decode(errors="replace")
-        lines = [l for l in text.splitlines() if l.strip()]
-        return lines[0].strip() if lines else "unknown"
-
-    out = [("accel", first_line([accel, "--version"]))]
-    if shutil.which("mbuffer"):
-        out.append(("mbuffer", first_line(["mbuffer", "--version"])))
-    if shutil.which("pv"):
-        out.append(("pv", first_line(["pv", "--version"])))
-    if shutil.which("buffer"):
-        v = "unknown (no --version)"
-        if shutil.which("dpkg-query"):
-            r = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", "buffer"],
-                               capture_output=True, text=True)
-            if r.returncode == 0 and r.stdout.strip():
-                v = f"Debian package {r.stdout.strip()}"
-        out.append(("buffer", v))
-    if shutil.which("ssh"):
-        out.append(("ssh", first_line(["ssh", "-V"])))
-    out.append(("bzip2", first_line(["bzip2", "--version"])))
-    out.append(("gzip", first_line(["gzip", "--version"])))
-    return out
-
-
-@dataclass(frozen=True)
-class Context:
-    """What every measure's run(ctx) is given."""
-    tools: list[Tool]  # the bare pipe, the variants, then the installed peers
-    accel: str  # the binary under test; `show` prints it as `accel`
-    rounds: int
-    corpus_bytes: int  # target size of the seed corpus
-    stream_mib: int  # MiB of the dd stream in throughput (cpu streams a quarter of it)
-    timeout: float  # seconds before a pipeline run is killed
-    gzip_levels: tuple[int, ...] = (6,)  # the seed pipeline's `gzip -N`, one table each
-    quick: bool = False  # --quick: measures choose their own small sizes (tens of MiB)
-    drop_caches: bool = False  # --drop-caches: files and spill read from the disk, not cache
-
-
-# --------------------------------------------------------------------------------------------
-# Running pipelines
-
-
 @dataclass
 class ProcResult:
+    """One process of a run, once reaped."""
     argv: list[str]
     rc: int | None
     cpu: float  # user + sys seconds
@@ -196,6 +47,7 @@ class ProcResult:
 
 @dataclass
 class RunResult:
+    """A run of a pipeline: its wall time, each process, and why it failed, if it did."""
     wall: float
     procs: list[ProcResult]
     error: str | None = None  # None = every process exited 0
@@ -516,164 +368,4 @@ def reap(proc: subprocess.Popen, errf, error: str | None) -> tuple[int, str | No
     if rc != 0 and not error:
         error = describe_exit(rc, err_text)
     return rc, error
-
-
-def sanity_check(tool: Tool, timeout: float = 60.0) -> str | None:
-    """8 MiB of random bytes through X must come out unchanged. Returns an error or None."""
-    data = os.urandom(8 * MIB)
-    try:
-        p = subprocess.Popen(tool.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE)
-    except OSError as e:
-        return f"cannot start: {e.strerror or e}"
-    try:
-        out, err = p.communicate(data, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        p.communicate()
-        cleanup_shm({p.pid})
-        return f"no EOF within {timeout:.0f} s"
-    if p.returncode != 0:
-        return describe_exit(p.returncode, err.decode(errors="replace"))
-    if out != data:
-        return (f"output differs from input ({len(out)} bytes out of {len(data)}, "
-                f"sha256 {hashlib.sha256(out).hexdigest()[:12]} vs "
-                f"{hashlib.sha256(data).hexdigest()[:12]})")
-    return None
-
-
-# --------------------------------------------------------------------------------------------
-# Statistics and formatting
-
-
-def rotated(jobs: list, r: int) -> list:
-    k = r % len(jobs)
-    return jobs[k:] + jobs[:k]
-
-
-def interleaved(jobs: list, rounds: int, samples: dict, key=lambda job: job.name):
-    """Yields (round, job, its Samples) for every job in every round, round r starting at
-    job r; a job whose samples were dropped (excluded, or timed out in an earlier run) is
-    skipped. samples maps key(job) to the job's Samples."""
-    for r in range(rounds):
-        for job in rotated(jobs, r):
-            s = samples[key(job)]
-            if not s.dropped:
-                yield r, job, s
-
-
-def med(xs: list[float]) -> float:
-    return statistics.median(xs)
-
-
-def fmt_spread(xs: list[float], nd: int = 2) -> str:
-    if not xs:
-        return "—"
-    return f"{med(xs):.{nd}f} [{min(xs):.{nd}f}–{max(xs):.{nd}f}]"
-
-
-@dataclass
-class Samples:
-    runs: int = 0
-    failures: list[str] = field(default_factory=list)
-    wall: list[float] = field(default_factory=list)
-    x_cpu: list[float] = field(default_factory=list)
-    all_cpu: list[float] = field(default_factory=list)
-    rss_kib: list[int] = field(default_factory=list)
-    dropped: bool = False
-    excluded: str | None = None
-
-    @classmethod
-    def for_tool(cls, t: Tool | None) -> "Samples":
-        if t is not None and t.excluded:
-            return cls(dropped=True, excluded=t.excluded)
-        return cls()
-
-    def add(self, rr: RunResult, x_index: int | None) -> None:
-        self.runs += 1
-        if not rr.ok:
-            self.failures.append(rr.error or "failed")
-            if rr.timed_out:
-                self.dropped = True
-            return
-        self.wall.append(rr.wall)
-        self.all_cpu.append(sum(p.cpu for p in rr.procs))
-        if x_index is not None:
-            self.x_cpu.append(rr.procs[x_index].cpu)
-
-    def add_transfer(self, wall: float, x_cpu: float, error: str | None) -> None:
-        """Counts one timed transfer (the network measures' `transfer`): its wall time and
-        X's CPU, or its error."""
-        self.runs += 1
-        if error:
-            self.failures.append(error)
-        else:
-            self.wall.append(wall)
-            self.x_cpu.append(x_cpu)
-
-    def status(self) -> str:
-        if self.excluded:
-            return excluded_status(self.excluded)
-        if not self.runs:
-            return "not run"
-        if not self.failures:
-            return "ok"
-        s = f"FAILED {len(self.failures)}/{self.runs}: {self.failures[0]}"
-        if self.dropped:
-            s += " (dropped for the remaining rounds)"
-        return s.replace("|", "\\|")
-
-
-def excluded_status(reason: str) -> str:
-    return f"EXCLUDED: 8 MiB sanity check failed: {reason}".replace("|", "\\|")
-
-
-def md_table(header: list[str], rows: list[list[str]]) -> str:
-    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    for r in rows:
-        out.append("| " + " | ".join(r) + " |")
-    return "\n".join(out)
-
-
-def code(s: str) -> str:
-    return "`" + s.replace("|", "\\|") + "`"
-
-
-# --------------------------------------------------------------------------------------------
-# Machine header
-
-def machine_header(accel: str, accel_origin: str, args, sizes: dict) -> str:
-    cpu = "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    try:
-        nproc = subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip()
-    except OSError:
-        nproc = str(os.cpu_count())
-
-    def read(p: str) -> str:
-        try:
-            return Path(p).read_text().strip()
-        except OSError:
-            return "?"
-
-    lines = [
-        "# accel benchmark",
-        "",
-        f"- date: {time.strftime('%Y-%m-%d %H:%M:%S %Z')}",
-        f"- nproc: {nproc}; CPU: {cpu}",
-        f"- kernel: {platform.release()}; THP: {read('/sys/kernel/mm/transparent_hugepage/enabled')}; "
-        f"pipe-max-size: {read('/proc/sys/fs/pipe-max-size')}",
-        f"- load average at start: {' '.join(read('/proc/loadavg').split()[:3])}",
-        f"- accel binary: {accel_origin}",
-        f"- rounds: {args.rounds}{' (--quick: sizes are for testing the script only)' if args.quick else ''}; "
-        f"corpus target {sizes['corpus'] // MIB} MiB; stream {sizes['count']} MiB",
-        "- versions: " + "; ".join(f"{k}: {v}" for k, v in tool_versions(accel)),
-    ]
-    return "\n".join(lines) + "\n"
 

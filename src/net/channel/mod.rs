@@ -1,0 +1,443 @@
+//! The secure channel: the stream cut into frames, each sealed with the session's Noise keys,
+//! and the end of the stream confirmed in both directions (see `wire.rs` for the layout).
+//!
+//! The sender seals up to [`BATCH`] bytes of frames at a time and writes them in one call; the
+//! receiver reads up to as much, opens every complete frame that fits into the caller's buffer
+//! (straight into it when a whole message fits, else through a scratch buffer), and returns as
+//! soon as it has any bytes, so a short line goes through at once. Every frame's offset must
+//! be the next byte expected: a frame lost, repeated or reordered is an error, as is one
+//! that fails authentication. The receiver treats the stream as complete only at an End frame
+//! whose count matches what arrived; a connection that ends before it is an error that says
+//! how many bytes arrived.
+//!
+//! Confirmations go the other way: while the stream goes, the receiver says how many bytes
+//! its outputs have taken ([`Channel::deliver`]), and once they have taken them all after the
+//! End, it sends the Ack ([`Channel::acknowledge_end`]). The sender takes them in as it sends
+//! (between batches, and while it waits for space to send), so that at any failure it knows
+//! what was delivered, and after its End it waits for the Ack ([`Channel::end_stream`]).
+//!
+//! One type for both sides, since a session is the same thing at both ends until it carries
+//! a stream: this file is what they share (the frames sealed and opened, their batches written
+//! and read, the peer's silence); [`send`] is the sending side's (data, the End, hearing the
+//! confirmations), [`receive`] the receiving side's (data handed out, the confirmations said).
+
+mod receive;
+mod send;
+
+use receive::Receiving;
+use send::Sending;
+
+use std::io;
+use std::ops::Range;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rustix::event::PollFlags;
+use snow::TransportState;
+
+use super::closed_by_peer;
+use super::socket::Socket;
+use super::wire::{self, Kind, MAX_FRAME, MAX_MESSAGE, MAX_PAYLOAD, REKEY_EVERY, SEALED_TRAILER};
+use crate::stop::Stop;
+use crate::stop::wait_for;
+
+/// Bytes of sealed frames written at once, and read at once: 16 full frames. Fewer, larger
+/// system calls; a larger batch only delays the first bytes of a fast stream.
+pub const BATCH: usize = 16 * MAX_FRAME;
+
+/// How long a word that goes whatever the run's stop says (a delivery count, the Ack, an
+/// Abort) may take to be written.
+const LAST_WORD: Duration = Duration::from_secs(30);
+
+/// A frame, opened.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Frame {
+    /// `len` stream bytes: at the start of the buffer given to [`Channel::open_next`], or in
+    /// the channel's pending plaintext.
+    Data(usize),
+    /// The sender's first frame.
+    Start,
+    /// The end of the stream, after this many bytes.
+    End(u64),
+    /// The sender stopped, saying why.
+    Abort(String),
+    /// The stream ended whole: the receiver's outputs took this many bytes.
+    Ack(u64),
+    /// The receiver's outputs have taken this many bytes (and its heartbeat).
+    Delivered(u64),
+    /// The sender's heartbeat.
+    Heartbeat,
+    /// On a reconnection: the receiver has this many bytes; the sender goes on there.
+    Resume(u64),
+}
+
+/// One side of an established session.
+pub struct Channel {
+    socket: Arc<Socket>,
+    noise: TransportState,
+    /// The stream offset of the next byte to send, or to receive.
+    offset: u64,
+    /// Sealed bytes read from the socket, `incoming[unread]` not yet opened.
+    incoming: Vec<u8>,
+    unread: Range<usize>,
+    /// Plaintext: a payload opened here when it did not fit the caller's buffer.
+    scratch: Vec<u8>,
+    /// `scratch[pending]`: stream bytes opened and not yet handed out.
+    pending: Range<usize>,
+    /// `outgoing[..queued]`: sealed frames to write. Allocated once, at its full size, so
+    /// that sealing never zero-fills it first.
+    outgoing: Vec<u8>,
+    queued: usize,
+    sent_messages: u64,
+    received_messages: u64,
+    /// Messages each way under one key ([`REKEY_EVERY`]; fewer in tests).
+    rekey_every: u64,
+    /// A write failed or was cut short, maybe mid-frame: nothing more can be sent.
+    broken: bool,
+    /// The stream's name, from the sender's Hello.
+    stream: [u8; 16],
+    /// When the peer was last heard from, and when this side last sent.
+    last_heard: Instant,
+    last_sent: Instant,
+    /// How long the peer may say nothing before the path counts as dead.
+    silence: Duration,
+    /// What only the side that sends the stream keeps ([`send`]).
+    sending: Sending,
+    /// What only the side that receives it keeps ([`receive`]).
+    receiving: Receiving,
+}
+
+impl std::fmt::Debug for Channel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Channel")
+            .field("peer", &self.socket.peer())
+            .field("offset", &self.offset)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Channel {
+    /// The session over `socket` once the handshake is done, with `leftover` sealed bytes the
+    /// handshake read past its own messages.
+    pub fn new(socket: Arc<Socket>, noise: TransportState, leftover: &[u8]) -> Channel {
+        let mut incoming = vec![0u8; BATCH.max(leftover.len())];
+        incoming[..leftover.len()].copy_from_slice(leftover);
+        Channel {
+            socket,
+            noise,
+            offset: 0,
+            incoming,
+            unread: 0..leftover.len(),
+            scratch: Vec::with_capacity(MAX_MESSAGE),
+            pending: 0..0,
+            outgoing: vec![0u8; BATCH],
+            queued: 0,
+            sent_messages: 0,
+            received_messages: 0,
+            rekey_every: REKEY_EVERY,
+            broken: false,
+            stream: [0; 16],
+            last_heard: Instant::now(),
+            last_sent: Instant::now(),
+            silence: Duration::MAX,
+            sending: Sending::new(),
+            receiving: Receiving::default(),
+        }
+    }
+
+    /// Names the stream this session carries.
+    pub fn set_stream(&mut self, stream: [u8; 16]) {
+        self.stream = stream;
+    }
+
+    /// The stream this session carries.
+    pub fn stream(&self) -> [u8; 16] {
+        self.stream
+    }
+
+    /// How long the peer may say nothing (it sends a heartbeat when it has nothing else to
+    /// say) before the path counts as dead: reads and waits fail then.
+    pub fn set_silence(&mut self, silence: Duration) {
+        self.silence = silence;
+    }
+
+    /// When the peer's silence makes the path count as dead, as things stand.
+    pub fn silent_at(&self) -> Option<Instant> {
+        self.last_heard.checked_add(self.silence)
+    }
+
+    /// How long since this side last sent anything.
+    pub fn quiet_for(&self) -> Duration {
+        self.last_sent.elapsed()
+    }
+
+    /// The error of a peer silent for too long: `who` said nothing for so long.
+    pub fn silence_error(&self, who: &str) -> io::Error {
+        io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!("nothing heard from {who} for {}", super::seconds(self.silence)),
+        )
+    }
+
+    /// Marks the session as done with: nothing more is sent or handed out, and the socket is
+    /// shut down both ways, which wakes whoever waits on it.
+    pub fn abandon(&mut self) {
+        self.broken = true;
+        self.pending = 0..0;
+        self.unread = 0..0;
+        self.socket.shut_down();
+    }
+
+    /// Whether a write failed or the session was abandoned: nothing more can be sent.
+    pub fn is_broken(&self) -> bool {
+        self.broken
+    }
+
+    /// The socket.
+    pub fn socket(&self) -> &Arc<Socket> {
+        &self.socket
+    }
+
+    /// Seals `payload` as a frame of `kind` at `offset` onto the outgoing batch: the payload
+    /// message, then the trailer message.
+    fn seal(&mut self, kind: Kind, offset: u64, payload: &[u8]) {
+        debug_assert!(payload.len() <= MAX_PAYLOAD);
+        self.seal_message(payload);
+        self.seal_message(&wire::trailer(kind, offset));
+    }
+
+    /// Seals one Noise message, behind its length, onto the outgoing batch.
+    fn seal_message(&mut self, plaintext: &[u8]) {
+        let at = self.queued;
+        let sealed = self
+            .noise
+            .write_message(plaintext, &mut self.outgoing[at + 2..])
+            .expect("at most a Noise message");
+        self.outgoing[at..at + 2].copy_from_slice(&(sealed as u16).to_be_bytes());
+        self.queued = at + 2 + sealed;
+        self.sent_messages += 1;
+        if self.sent_messages % self.rekey_every == 0 {
+            self.noise.rekey_outgoing();
+        }
+    }
+
+    /// Writes the outgoing batch; any failure leaves the channel broken.
+    fn flush(&mut self, stop: &Stop, deadline: Option<Instant>) -> io::Result<()> {
+        self.write_out(stop, deadline, false)
+    }
+
+    /// Writes the outgoing batch of a word that goes whatever the run's stop says: a delivery
+    /// count, the Ack, an Abort. These are due after the run too, whose stop a stall or a
+    /// failed output may have requested; they are bounded by [`LAST_WORD`] instead.
+    fn flush_regardless(&mut self) -> io::Result<()> {
+        // Never requested: an interrupted wait goes on, until the deadline.
+        let unstopped = Stop::default();
+        self.flush(&unstopped, Some(Instant::now() + LAST_WORD))
+    }
+
+    /// Writes the outgoing batch; `listening` (the sending side), takes in the receiver's
+    /// confirmations while it waits for space, so that a sender held up by its receiver still
+    /// learns what the receiver delivered. Any failure leaves the channel broken.
+    fn write_out(
+        &mut self,
+        stop: &Stop,
+        deadline: Option<Instant>,
+        listening: bool,
+    ) -> io::Result<()> {
+        if self.broken {
+            return Err(io::Error::new(
+                io::ErrorKind::NotConnected,
+                "the connection failed earlier",
+            ));
+        }
+        let (mut at, mut written) = (0, Ok(()));
+        while at < self.queued && written.is_ok() {
+            written = match self.socket.write_now(&self.outgoing[at..self.queued]) {
+                Ok(Some(n)) => {
+                    at += n;
+                    self.last_sent = Instant::now();
+                    Ok(())
+                }
+                Ok(None) if listening && !self.sending.peer_closed => {
+                    let either = PollFlags::OUT | PollFlags::IN;
+                    let silent_at = self.silent_at();
+                    let until = deadline.into_iter().chain(silent_at).min();
+                    match wait_for(self.socket.fd(), either, stop, until) {
+                        Err(e) if e.kind() == io::ErrorKind::TimedOut && until == silent_at => {
+                            Err(self.silence_error("the receiver"))
+                        }
+                        waited => waited.and_then(|()| self.take_confirmations()),
+                    }
+                }
+                Ok(None) => wait_for(self.socket.fd(), PollFlags::OUT, stop, deadline),
+                Err(error) => {
+                    if listening {
+                        // The receiver's last confirmations may have come before it went.
+                        let _ = self.take_confirmations();
+                    }
+                    Err(error)
+                }
+            };
+        }
+        self.queued = 0;
+        written.map_err(|error| {
+            self.broken = true;
+            closed_by_peer(error, "the receiver")
+        })
+    }
+
+    /// Sends a frame on its own, now.
+    pub fn send_frame(
+        &mut self,
+        kind: Kind,
+        payload: &[u8],
+        stop: &Stop,
+        deadline: Option<Instant>,
+    ) -> io::Result<()> {
+        self.seal_frame(kind, payload);
+        self.flush(stop, deadline)
+    }
+
+    /// Seals a frame of `kind` on its own at the current offset, its payload cut to what one
+    /// frame carries.
+    fn seal_frame(&mut self, kind: Kind, payload: &[u8]) {
+        let payload = &payload[..payload.len().min(MAX_PAYLOAD)];
+        self.seal(kind, self.offset, payload);
+    }
+
+    /// Reads more sealed bytes from the socket, waiting until `deadline` at most; 0 at the
+    /// end of the connection.
+    fn read_sealed(&mut self, stop: &Stop, deadline: Option<Instant>) -> io::Result<usize> {
+        let end = self.unread_to_front();
+        let n = self.socket.read(&mut self.incoming[end..], stop, deadline)?;
+        self.unread.end += n;
+        self.last_heard = Instant::now();
+        Ok(n)
+    }
+
+    /// Reads the sealed bytes the socket has now, without waiting; 0 at the end of the
+    /// connection, `None` when nothing has arrived.
+    pub fn read_sealed_now(&mut self) -> io::Result<Option<usize>> {
+        let end = self.unread_to_front();
+        let got = self.socket.read_now(&mut self.incoming[end..])?;
+        self.unread.end += got.unwrap_or(0);
+        if got.is_some() {
+            self.last_heard = Instant::now();
+        }
+        Ok(got)
+    }
+
+    /// Moves the sealed bytes not yet opened to the front of the buffer; returns where the
+    /// space after them starts.
+    fn unread_to_front(&mut self) -> usize {
+        if self.unread.start > 0 {
+            self.incoming.copy_within(self.unread.clone(), 0);
+            self.unread = 0..self.unread.len();
+        }
+        self.unread.end
+    }
+
+    /// Opens the next complete frame, if one has arrived: a Data payload lands at the start of
+    /// `buf` when its whole message fits there, else in the pending plaintext.
+    pub fn open_next(&mut self, buf: &mut [u8]) -> io::Result<Option<Frame>> {
+        let unread = &self.incoming[self.unread.clone()];
+        let length = |at: usize| {
+            unread.get(at..at + 2).map(|b| usize::from(u16::from_be_bytes([b[0], b[1]])))
+        };
+        let Some(len) = length(0) else { return Ok(None) };
+        let Some(trailer_len) = length(2 + len) else { return Ok(None) };
+        if len < wire::TAG || trailer_len != SEALED_TRAILER {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("a malformed frame from {}", self.socket.peer()),
+            ));
+        }
+        let Some(sealed_trailer) = unread.get(4 + len..4 + len + trailer_len) else {
+            return Ok(None);
+        };
+        let sealed = &unread[2..2 + len];
+        let into_buf = buf.len() >= len;
+        let mut incoming = Incoming {
+            noise: &mut self.noise,
+            received: &mut self.received_messages,
+            rekey_every: self.rekey_every,
+        };
+        let payload = if into_buf {
+            incoming.open(sealed, buf)
+        } else {
+            // Only opened when everything pending was handed out.
+            self.pending = 0..0;
+            self.scratch.resize(len, 0);
+            incoming.open(sealed, &mut self.scratch)
+        };
+        let mut trailer = [0u8; SEALED_TRAILER];
+        let opened = payload
+            .and_then(|payload| incoming.open(sealed_trailer, &mut trailer).map(|n| (payload, n)));
+        let (payload, trailer_len) = opened.map_err(|_| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "data from {} failed authentication: it was altered on the way",
+                    self.socket.peer()
+                ),
+            )
+        })?;
+        self.unread.start += 4 + len + SEALED_TRAILER;
+        let Some((kind, offset)) = wire::read_trailer(&trailer[..trailer_len]) else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("a frame of an unknown kind from {}", self.socket.peer()),
+            ));
+        };
+        let plaintext = if into_buf { &buf[..payload] } else { &self.scratch[..payload] };
+        Ok(Some(match kind {
+            Kind::Data => {
+                if offset != self.offset {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!("a frame at offset {offset} where {} was next", self.offset),
+                    ));
+                }
+                self.offset += payload as u64;
+                if !into_buf {
+                    self.pending = 0..payload;
+                }
+                Frame::Data(payload)
+            }
+            Kind::Start => Frame::Start,
+            Kind::End => Frame::End(offset),
+            Kind::Ack => Frame::Ack(offset),
+            Kind::Delivered => Frame::Delivered(offset),
+            Kind::Heartbeat => Frame::Heartbeat,
+            Kind::Resume => Frame::Resume(offset),
+            Kind::Abort => Frame::Abort(String::from_utf8_lossy(plaintext).into_owned()),
+        }))
+    }
+}
+
+/// The receiving half of the Noise state, borrowed apart from the buffers it opens from.
+struct Incoming<'a> {
+    noise: &'a mut TransportState,
+    received: &'a mut u64,
+    rekey_every: u64,
+}
+
+impl Incoming<'_> {
+    /// Opens one Noise message into `out`; the key changes after every `rekey_every`th, as
+    /// the sender's does (between a payload and its trailer too).
+    fn open(&mut self, sealed: &[u8], out: &mut [u8]) -> Result<usize, snow::Error> {
+        let opened = self.noise.read_message(sealed, out)?;
+        *self.received += 1;
+        if *self.received % self.rekey_every == 0 {
+            self.noise.rekey_incoming();
+        }
+        Ok(opened)
+    }
+}
+
+fn unexpected(frame: &Frame) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, format!("an unexpected frame: {frame:?}"))
+}
+
+#[cfg(test)]
+mod tests;

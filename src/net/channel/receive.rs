@@ -1,0 +1,179 @@
+//! The receiving side of a session: the stream's bytes opened and handed out, the End
+//! checked, and the confirmations said back (Delivered counts, the Ack, the Resume frame of a
+//! session that takes over from a dropped one).
+
+use std::io;
+use std::time::Instant;
+
+use super::{Channel, Frame, unexpected};
+use crate::net::wire::{Hello, Kind};
+use crate::stop::Stop;
+use crate::words::byte_count;
+
+/// What a session's receiving side keeps, beside the offset of the next byte to receive and
+/// the plaintext not yet handed out.
+#[derive(Debug, Default)]
+pub(super) struct Receiving {
+    /// The End frame came.
+    ended: bool,
+    /// The sender's Hello goes on with its stream (a reconnection), so the sender waits for
+    /// a Resume frame.
+    goes_on: bool,
+    /// The sender's heartbeat came, which also asks for a confirmation.
+    asked: bool,
+}
+
+impl Channel {
+    /// Whether the sender asked for a confirmation since the last call (receiving side).
+    pub fn take_asked(&mut self) -> bool {
+        std::mem::take(&mut self.receiving.asked)
+    }
+
+    /// Takes the sender's Hello (receiving side): the stream, and whether it goes on.
+    pub fn opened_by(&mut self, hello: &Hello) {
+        self.stream = hello.stream;
+        self.receiving.goes_on = hello.resuming;
+    }
+
+    /// Whether the sender goes on with its stream, and waits for a Resume frame (receiving
+    /// side).
+    pub fn goes_on(&self) -> bool {
+        self.receiving.goes_on
+    }
+
+    /// Stream bytes handed out so far (receiving side): what a resumed stream goes on from.
+    pub fn handed_out(&self) -> u64 {
+        self.offset - self.pending.len() as u64
+    }
+
+    /// Whether the End frame came (receiving side).
+    pub fn ended(&self) -> bool {
+        self.receiving.ended
+    }
+
+    /// Takes over from the session before it (receiving side): the stream goes on at `offset`,
+    /// and has ended if it had; says so to the sender with a Resume frame.
+    pub fn resume_from(&mut self, offset: u64, ended: bool) -> io::Result<()> {
+        self.offset = offset;
+        self.receiving.ended = ended;
+        self.seal(Kind::Resume, offset, &[]);
+        self.flush_regardless()
+    }
+
+    /// Tells the sender that the outputs have taken `count` bytes (receiving side), when
+    /// that can be written at once (`true`): a later count says as much.
+    pub fn deliver(&mut self, count: u64) -> io::Result<bool> {
+        if self.broken || !self.socket.writable_now() {
+            return Ok(false);
+        }
+        self.seal(Kind::Delivered, count, &[]);
+        self.flush_regardless().map(|()| true)
+    }
+
+    /// Confirms the end of the stream with the Ack (receiving side), once the outputs have
+    /// taken every byte: only after the End frame came.
+    pub fn acknowledge_end(&mut self) -> io::Result<()> {
+        if !self.receiving.ended {
+            return Err(io::Error::other("the stream has not ended"));
+        }
+        self.seal(Kind::Ack, self.offset, &[]);
+        // The sender answers the Ack by closing the connection: its silence counts from here,
+        // not from the End, which the outputs may have taken long to write (--sync).
+        self.last_heard = Instant::now();
+        self.flush_regardless()
+    }
+
+    /// After the Ack (receiving side): whether the sender has closed the connection, which
+    /// says it has the Ack, as far as has arrived (heartbeats may come before, and in a
+    /// session that took a dropped one over, the End said again); without waiting. An error
+    /// when the connection failed.
+    pub fn closed_now(&mut self) -> io::Result<bool> {
+        loop {
+            while let Some(frame) = self.open_next(&mut [])? {
+                match frame {
+                    Frame::Heartbeat => {}
+                    Frame::End(count) => self.end_at(count)?,
+                    other => return Err(unexpected(&other)),
+                }
+            }
+            match self.read_sealed_now()? {
+                Some(0) => return Ok(true),
+                Some(_) => {}
+                None => return Ok(false),
+            }
+        }
+    }
+
+    /// Receives stream bytes into `buf` (at least one; 0 once the End frame has come).
+    pub fn receive(&mut self, buf: &mut [u8], stop: &Stop) -> io::Result<usize> {
+        self.receive_until(buf, stop, None)
+    }
+
+    /// As [`receive`](Channel::receive), waiting for the socket until `deadline` at most
+    /// (then a `TimedOut` error, with nothing taken).
+    pub fn receive_until(
+        &mut self,
+        buf: &mut [u8],
+        stop: &Stop,
+        deadline: Option<Instant>,
+    ) -> io::Result<usize> {
+        loop {
+            let mut got = self.hand_out(buf);
+            while got < buf.len() && self.pending.is_empty() && !self.receiving.ended {
+                match self.open_next(&mut buf[got..])? {
+                    None => break,
+                    Some(Frame::Data(len)) if self.pending.is_empty() => got += len,
+                    Some(Frame::Data(_)) => got += self.hand_out(&mut buf[got..]),
+                    Some(Frame::End(count)) => self.end_at(count)?,
+                    Some(Frame::Heartbeat) => self.receiving.asked = true,
+                    Some(Frame::Abort(why)) => {
+                        // The sender's words, on our terminal: no escape sequence gets through.
+                        return Err(io::Error::other(format!(
+                            "the sender stopped after {}: {}",
+                            byte_count(self.offset),
+                            crate::words::printable(&why)
+                        )));
+                    }
+                    Some(other) => return Err(unexpected(&other)),
+                }
+            }
+            if got > 0 || self.receiving.ended {
+                return Ok(got);
+            }
+            if self.read_sealed(stop, deadline)? == 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!(
+                        "the connection from {} ended before the sender's end-of-stream mark",
+                        self.socket.peer()
+                    ),
+                ));
+            }
+        }
+    }
+
+    /// The End frame came: checks its count. The Ack waits until the outputs have taken it
+    /// all ([`acknowledge_end`](Channel::acknowledge_end)).
+    fn end_at(&mut self, count: u64) -> io::Result<()> {
+        if count != self.offset {
+            return Err(io::Error::other(format!(
+                "the sender ended the stream at {}, but {} arrived",
+                byte_count(count),
+                byte_count(self.offset)
+            )));
+        }
+        self.receiving.ended = true;
+        Ok(())
+    }
+
+    /// Copies pending plaintext into `buf`; returns how much.
+    fn hand_out(&mut self, buf: &mut [u8]) -> usize {
+        let n = self.pending.len().min(buf.len());
+        if n == 0 {
+            return 0;
+        }
+        buf[..n].copy_from_slice(&self.scratch[self.pending.start..self.pending.start + n]);
+        self.pending.start += n;
+        n
+    }
+}

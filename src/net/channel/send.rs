@@ -1,0 +1,260 @@
+//! The sending side of a session: the stream's bytes sealed into Data frames, the End, and
+//! the receiver's confirmations heard (between batches, while waiting for space to send, and
+//! after the End until the Ack); a new session told where to go on (the Resume frame).
+
+use std::io;
+use std::time::{Duration, Instant};
+
+use super::{BATCH, Channel, Frame, unexpected};
+use crate::net::closed_by_peer;
+use crate::net::wire::{Kind, MAX_FRAME, MAX_PAYLOAD};
+use crate::stop::Stop;
+use crate::words::byte_count;
+
+/// How often, at most, a sender looks for confirmations between batches: a read that finds
+/// nothing costs a system call.
+const LOOK: Duration = Duration::from_millis(10);
+
+/// What a session's sending side keeps, beside the offset of the next byte to send.
+#[derive(Debug)]
+pub(super) struct Sending {
+    /// The most bytes the receiver has confirmed its outputs took.
+    confirmed: u64,
+    /// The furthest stream offset sealed into a batch, sent or not (a connection cut in the
+    /// middle of a batch may have carried some of it).
+    reached: u64,
+    /// When to look for confirmations next, between batches.
+    next_look: Instant,
+    /// The receiver closed its side; nothing more will come from it.
+    pub(super) peer_closed: bool,
+    /// The receiver's Ack, heard before this session's End was sent: in a session that took
+    /// over from one dropped after the End, the receiver says it first.
+    acked: Option<u64>,
+    /// A confirmation was asked for ([`Channel::ask`]) and has not come: until it does, it
+    /// is looked for between every two batches.
+    awaits_count: bool,
+}
+
+impl Sending {
+    pub(super) fn new() -> Sending {
+        Sending {
+            confirmed: 0,
+            reached: 0,
+            next_look: Instant::now(),
+            peer_closed: false,
+            acked: None,
+            awaits_count: false,
+        }
+    }
+}
+
+impl Channel {
+    /// On a reconnection (sending side): waits, until `deadline`, for the receiver's Resume,
+    /// and goes on where it says; the offset. It must be a byte the sender still holds: at
+    /// least `kept`, at most `reached`.
+    pub fn await_resume(
+        &mut self,
+        kept: u64,
+        reached: u64,
+        stop: &Stop,
+        deadline: Instant,
+    ) -> io::Result<u64> {
+        loop {
+            match self.open_next(&mut [])? {
+                Some(Frame::Resume(offset)) if (kept..=reached).contains(&offset) => {
+                    self.offset = offset;
+                    self.sending.reached = offset;
+                    self.sending.confirmed = kept;
+                    return Ok(offset);
+                }
+                Some(Frame::Resume(offset)) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!(
+                            "the receiver asks to go on from byte {offset}, but bytes {kept} to \
+                             {reached} are held"
+                        ),
+                    ));
+                }
+                Some(Frame::Delivered(_)) => continue,
+                Some(other) => return Err(unexpected(&other)),
+                None => {}
+            }
+            if self.read_sealed(stop, Some(deadline))? == 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the receiver closed the connection before saying where to go on",
+                ));
+            }
+        }
+    }
+
+    /// Asks the receiver to say what it has delivered (sending side): a heartbeat, sent
+    /// as data is, waiting for space until the run's `stop`.
+    pub fn ask(&mut self, stop: &Stop) -> io::Result<()> {
+        self.sending.awaits_count = true;
+        self.seal(Kind::Heartbeat, self.offset, &[]);
+        self.write_out(stop, None, true)
+    }
+
+    /// The sender's heartbeat, when the socket takes it at once (sending side): it also asks
+    /// the receiver to say what it has delivered.
+    pub fn heartbeat(&mut self) -> io::Result<()> {
+        if self.broken || !self.socket.writable_now() {
+            return Ok(());
+        }
+        self.seal(Kind::Heartbeat, self.offset, &[]);
+        self.flush_regardless()
+    }
+
+    /// Stream bytes sent so far (sending side).
+    pub fn sent(&self) -> u64 {
+        self.offset
+    }
+
+    /// The furthest stream offset sealed to be sent (sending side): the receiver may have
+    /// up to this many bytes, if the connection was cut while they went.
+    pub fn reached(&self) -> u64 {
+        self.sending.reached.max(self.offset)
+    }
+
+    /// Takes in the confirmations that have arrived, without waiting (sending side).
+    pub fn take_confirmations_now(&mut self) -> io::Result<()> {
+        self.take_confirmations()
+    }
+
+    /// Stream bytes the receiver has confirmed its outputs took, as far as has been heard
+    /// (sending side).
+    pub fn confirmed(&self) -> u64 {
+        self.sending.confirmed
+    }
+
+    /// Takes in the confirmations that have arrived, without waiting (sending side). The
+    /// receiver never closes its side before the stream has ended: if it did, it is gone.
+    pub(super) fn take_confirmations(&mut self) -> io::Result<()> {
+        loop {
+            while let Some(frame) = self.open_next(&mut [])? {
+                match frame {
+                    Frame::Delivered(count) => {
+                        self.sending.awaits_count &= count <= self.sending.confirmed;
+                        self.sending.confirmed = self.sending.confirmed.max(count);
+                    }
+                    // Taken up by the End (end_stream), which checks its count.
+                    Frame::Ack(count) => self.sending.acked = Some(count),
+                    Frame::Abort(why) => return Err(receiver_stopped(self.offset, &why)),
+                    other => return Err(unexpected(&other)),
+                }
+            }
+            match self.read_sealed_now()? {
+                Some(0) => {
+                    self.sending.peer_closed = true;
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "the receiver closed the connection",
+                    ));
+                }
+                Some(_) => {}
+                None => return Ok(()),
+            }
+        }
+    }
+
+    /// Sends some of `data` (up to a batch of frames); returns how many bytes, once written.
+    pub fn send(&mut self, data: &[u8], stop: &Stop) -> io::Result<usize> {
+        let mut taken = 0;
+        while taken < data.len() && self.queued + MAX_FRAME <= BATCH {
+            let piece = &data[taken..data.len().min(taken + MAX_PAYLOAD)];
+            self.seal(Kind::Data, self.offset + taken as u64, piece);
+            taken += piece.len();
+        }
+        self.sending.reached = self.offset + taken as u64;
+        self.write_out(stop, None, true)?;
+        self.offset += taken as u64;
+        if !self.sending.peer_closed
+            && (self.sending.awaits_count || Instant::now() >= self.sending.next_look)
+        {
+            self.sending.next_look = Instant::now() + LOOK;
+            if let Err(error) = self.take_confirmations() {
+                self.broken = true;
+                return Err(closed_by_peer(error, "the receiver"));
+            }
+        }
+        Ok(taken)
+    }
+
+    /// Ends the stream: an End frame with the byte count, then waits for the receiver's Ack
+    /// of that count, telling `heard` each confirmation (the count, and whether the Ack is
+    /// still awaited) as it comes. The wait has no deadline of its own: the run's stop (a
+    /// stall, a signal) ends it.
+    ///
+    /// The connection is not half-closed after the End: the receiver takes the sender's
+    /// close as its word that it has the Ack ([`Channel::closed_now`]), and leaves. A close
+    /// before the Ack would let the receiver go while the Ack, lost to a drop, has still to
+    /// be said again.
+    pub fn end_stream(&mut self, stop: &Stop, heard: &mut dyn FnMut(u64, bool)) -> io::Result<()> {
+        self.seal(Kind::End, self.offset, &[]);
+        self.write_out(stop, None, true)?;
+        heard(self.sending.confirmed, true);
+        loop {
+            let frame = match self.sending.acked.take() {
+                Some(count) => Some(Frame::Ack(count)),
+                None => self.open_next(&mut [])?,
+            };
+            match frame {
+                Some(Frame::Ack(count)) if count == self.offset => {
+                    self.sending.confirmed = count;
+                    heard(count, false);
+                    return Ok(());
+                }
+                Some(Frame::Ack(count)) => {
+                    return Err(io::Error::other(format!(
+                        "the receiver confirmed the end of the stream at {}, but {} were sent",
+                        byte_count(count),
+                        byte_count(self.offset)
+                    )));
+                }
+                Some(Frame::Delivered(count)) => {
+                    self.sending.confirmed = self.sending.confirmed.max(count);
+                    heard(self.sending.confirmed, true);
+                    // The Ack may have come with it.
+                    continue;
+                }
+                Some(Frame::Abort(why)) => return Err(receiver_stopped(self.offset, &why)),
+                Some(other) => return Err(unexpected(&other)),
+                None => {}
+            }
+            let silent_at = self.silent_at();
+            let read = match self.read_sealed(stop, silent_at) {
+                Err(e) if e.kind() == io::ErrorKind::TimedOut => {
+                    Err(self.silence_error("the receiver"))
+                }
+                read => read,
+            };
+            if self.sending.peer_closed || read? == 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the receiver closed the connection without confirming the end of the \
+                     stream",
+                ));
+            }
+        }
+    }
+
+    /// Tells the receiver the stream stops here, and why; best effort.
+    pub fn abort(&mut self, why: &str) {
+        if !self.broken {
+            self.seal_frame(Kind::Abort, why.as_bytes());
+            let _ = self.flush_regardless();
+        }
+    }
+}
+
+/// The receiver's word that it stops (its run failed): the stream cannot go on, so not an
+/// error of a kind that counts as a drop ([`is_drop`](crate::net::is_drop)).
+fn receiver_stopped(sent: u64, why: &str) -> io::Error {
+    io::Error::other(format!(
+        "the receiver stopped after {} were sent: {}",
+        byte_count(sent),
+        crate::words::printable(why)
+    ))
+}

@@ -1,0 +1,219 @@
+//! The secure channel's tests: both sides of a session over a loopback connection.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::os::fd::{AsRawFd, FromRawFd};
+use std::thread;
+
+use super::*;
+use crate::net::key::Key;
+use crate::net::socket;
+use crate::net::wire::Cipher;
+
+/// A session's two ends, as a handshake would leave them, over `sender` and `receiver`.
+fn session(cipher: Cipher, sender: Socket, receiver: Socket) -> (Channel, Channel) {
+    let key = Key::generate().unwrap();
+    let mut initiator = wire::handshake(cipher, &key, true);
+    let mut responder = wire::handshake(cipher, &key, false);
+    let (mut message, mut payload) = (vec![0u8; 1024], vec![0u8; 1024]);
+    let n = initiator.write_message(&[], &mut message).unwrap();
+    responder.read_message(&message[..n], &mut payload).unwrap();
+    let n = responder.write_message(&[], &mut message).unwrap();
+    initiator.read_message(&message[..n], &mut payload).unwrap();
+    let ends = |socket, noise: snow::HandshakeState| {
+        Channel::new(Arc::new(socket), noise.into_transport_mode().unwrap(), &[])
+    };
+    (ends(sender, initiator), ends(receiver, responder))
+}
+
+/// Everything the receiver gets until the end, reading into `size`-byte buffers.
+fn receive_all(receiver: &mut Channel, size: usize) -> io::Result<Vec<u8>> {
+    let (mut got, mut buf) = (Vec::new(), vec![0u8; size]);
+    loop {
+        match receiver.receive(&mut buf, &Stop::default())? {
+            0 => return Ok(got),
+            n => got.extend_from_slice(&buf[..n]),
+        }
+    }
+}
+
+/// Sends `data` in pieces of `piece`, then ends the stream; what `finish` said.
+fn send_all(mut sender: Channel, data: Vec<u8>, piece: usize) -> io::Result<()> {
+    for mut chunk in data.chunks(piece) {
+        while !chunk.is_empty() {
+            let n = sender.send(chunk, &Stop::default())?;
+            chunk = &chunk[n..];
+        }
+    }
+    sender.end_stream(&Stop::default(), &mut |_, _| {})
+}
+
+fn data(len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i * 7 + i / 251) as u8).collect()
+}
+
+#[test]
+fn a_stream_arrives_whole_and_its_end_is_confirmed() {
+    for (cipher, piece, size) in
+        [(Cipher::AesGcm, 300_000, 1 << 20), (Cipher::ChaChaPoly, 70_000, 1000)]
+    {
+        let (near, far) = socket::pair();
+        let (sender, mut receiver) = session(cipher, near, far);
+        let sent = data(1_000_003);
+        let expected = sent.clone();
+        let sending = thread::spawn(move || send_all(sender, sent, piece));
+        let got = receive_all(&mut receiver, size).unwrap();
+        assert_eq!(got.len(), expected.len(), "{cipher:?}");
+        assert!(got == expected, "{cipher:?}: the bytes differ");
+        receiver.acknowledge_end().unwrap();
+        sending.join().unwrap().expect("the receiver confirmed the end");
+    }
+}
+
+#[test]
+fn keys_change_in_step_and_a_side_that_does_not_follow_fails() {
+    let (near, far) = socket::pair();
+    let (mut sender, mut receiver) = session(Cipher::AesGcm, near, far);
+    sender.rekey_every = 3;
+    receiver.rekey_every = 3;
+    let sent = data(200_000);
+    let expected = sent.clone();
+    let sending = thread::spawn(move || send_all(sender, sent, 5000));
+    assert!(receive_all(&mut receiver, 4096).unwrap() == expected);
+    receiver.acknowledge_end().unwrap();
+    sending.join().unwrap().unwrap();
+
+    let (near, far) = socket::pair();
+    let (mut sender, mut receiver) = session(Cipher::AesGcm, near, far);
+    sender.rekey_every = 3;
+    let sending = thread::spawn(move || send_all(sender, data(200_000), 5000));
+    let error = receive_all(&mut receiver, 4096).unwrap_err();
+    assert!(error.to_string().contains("failed authentication"), "{error}");
+    drop(receiver);
+    assert!(sending.join().unwrap().is_err());
+}
+
+#[test]
+fn the_sender_hears_what_was_delivered_and_the_end_only_once_acknowledged() {
+    let (near, far) = socket::pair();
+    let (mut sender, mut receiver) = session(Cipher::ChaChaPoly, near, far);
+    let stop = Stop::default();
+    // Less than a loopback socket holds: it is sent before anyone reads.
+    assert_eq!(sender.send(&data(20_000), &stop).unwrap(), 20_000);
+    let mut got = vec![0u8; 20_000];
+    let mut at = 0;
+    while at < got.len() {
+        at += receiver.receive(&mut got[at..], &stop).unwrap();
+    }
+    // Before the End, the Ack cannot be sent; a delivery count can.
+    assert!(receiver.acknowledge_end().is_err());
+    receiver.deliver(8_000).unwrap();
+    let ended = thread::spawn(move || {
+        let mut heard = Vec::new();
+        let result = sender.end_stream(&stop, &mut |count, awaiting| heard.push((count, awaiting)));
+        (result, heard, sender.confirmed())
+    });
+    assert_eq!(receiver.receive(&mut [0u8; 16], &Stop::default()).unwrap(), 0, "the End");
+    receiver.deliver(20_000).unwrap();
+    receiver.acknowledge_end().unwrap();
+    let (result, heard, confirmed) = ended.join().unwrap();
+    result.expect("the end confirmed");
+    assert_eq!(confirmed, 20_000);
+    assert_eq!(heard.last(), Some(&(20_000, false)), "{heard:?}");
+    assert!(heard.contains(&(8_000, true)), "the first delivery: {heard:?}");
+    assert!(heard.contains(&(20_000, true)), "the delivery before the Ack: {heard:?}");
+    assert!(heard.windows(2).all(|w| w[0].0 <= w[1].0), "{heard:?}");
+}
+
+#[test]
+fn the_end_unconfirmed_is_an_error() {
+    let (near, far) = socket::pair();
+    let (mut sender, mut receiver) = session(Cipher::AesGcm, near, far);
+    let stop = Stop::default();
+    sender.send(&data(1000), &stop).unwrap();
+    let ended = thread::spawn(move || sender.end_stream(&Stop::default(), &mut |_, _| {}));
+    assert_eq!(receive_all(&mut receiver, 4096).unwrap().len(), 1000);
+    drop(receiver);
+    let error = ended.join().unwrap().unwrap_err();
+    assert!(error.to_string().contains("without confirming the end of the stream"), "{error}");
+}
+
+#[test]
+fn a_stream_cut_short_is_not_an_end() {
+    let (near, far) = socket::pair();
+    let (mut sender, mut receiver) = session(Cipher::AesGcm, near, far);
+    assert_eq!(sender.send(&data(100_000), &Stop::default()).unwrap(), 100_000);
+    drop(sender);
+    let mut buf = vec![0u8; 1 << 20];
+    let mut got = 0;
+    let error = loop {
+        match receiver.receive(&mut buf, &Stop::default()) {
+            Ok(n) => got += n,
+            Err(error) => break error,
+        }
+    };
+    assert_eq!(got, 100_000, "what arrived is passed on");
+    assert_eq!(error.kind(), io::ErrorKind::UnexpectedEof);
+    assert!(error.to_string().ends_with("ended before the sender's end-of-stream mark"));
+}
+
+/// Issue 20: a new session goes on where the receiver says, which must be a byte the
+/// sender still holds; the stream's end carries over to it.
+#[test]
+fn a_new_session_goes_on_where_the_receiver_says() {
+    let stop = Stop::default();
+    let (near, far) = socket::pair();
+    let (mut sender, mut receiver_again) = session(Cipher::AesGcm, near, far);
+    receiver_again.resume_from(7_000, false).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    assert_eq!(sender.await_resume(5_000, 9_000, &stop, deadline).unwrap(), 7_000);
+    assert_eq!((sender.sent(), sender.confirmed()), (7_000, 5_000));
+    // Data goes on at 7000, as the receiver expects.
+    assert_eq!(sender.send(&data(100), &stop).unwrap(), 100);
+    let mut got = [0u8; 100];
+    assert_eq!(receiver_again.receive(&mut got, &stop).unwrap(), 100);
+    assert_eq!(receiver_again.handed_out(), 7_100);
+    // A Resume outside what the sender holds is refused.
+    let (near, far) = socket::pair();
+    let (mut sender, mut stranger) = session(Cipher::ChaChaPoly, near, far);
+    stranger.resume_from(12_000, true).unwrap();
+    let error = sender.await_resume(5_000, 9_000, &stop, deadline).unwrap_err();
+    assert_eq!(error.kind(), io::ErrorKind::InvalidData, "{error}");
+    // The end carried over: the Ack may be sent without a new End.
+    assert!(stranger.acknowledge_end().is_ok());
+}
+
+/// Issue 17, item 9: the sender's reason for stopping reaches the receiver's terminal
+/// with its control characters shown as `?`: no escape sequence of a peer's is printed.
+#[test]
+fn an_abort_reason_is_printed_without_its_escapes() {
+    let (near, far) = socket::pair();
+    let (mut sender, mut receiver) = session(Cipher::AesGcm, near, far);
+    sender.abort("\x1b]0;owned\x07 \x1b[2J\rgone\nfor good");
+    let error = receiver.receive(&mut [0u8; 4096], &Stop::default()).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "the sender stopped after 0 bytes: ?]0;owned? ?[2J?gone?for good"
+    );
+}
+
+#[test]
+fn altered_bytes_are_caught() {
+    // sender -> (this test, which flips one bit) -> receiver
+    let (near, middle_in) = socket::pair();
+    let (middle_out, far) = socket::pair();
+    let (mut sender, mut receiver) = session(Cipher::AesGcm, near, far);
+    sender.send(&data(1000), &Stop::default()).unwrap();
+    // SAFETY: borrowed for the test's own reads and writes; the Sockets keep them open.
+    let mut tap = unsafe { TcpStream::from_raw_fd(middle_in.fd().as_raw_fd()) };
+    let mut out = unsafe { TcpStream::from_raw_fd(middle_out.fd().as_raw_fd()) };
+    tap.set_nonblocking(false).unwrap();
+    let mut sealed = vec![0u8; 2 + 1000 + 16 + 2 + 25];
+    tap.read_exact(&mut sealed).unwrap();
+    sealed[500] ^= 1;
+    out.write_all(&sealed).unwrap();
+    std::mem::forget((tap, out));
+    let error = receiver.receive(&mut [0u8; 4096], &Stop::default()).unwrap_err();
+    assert_eq!(error.kind(), io::ErrorKind::InvalidData);
+    assert!(error.to_string().contains("failed authentication"), "{error}");
+}

@@ -1,0 +1,269 @@
+//! The side that connects: the first connection, tried again while the peer refuses it
+//! (`--connect-for`), and a connection made again after a drop ([`Dialer::again`]), each try
+//! through every address the peer's name has, with its own patience; the pauses between
+//! tries ([`Pauses`]).
+//!
+//! Which side connects is not which side sends: a Dialer connects and handshakes (it speaks
+//! first: see `handshake/connect.rs`), and what the new session then says (where the stream
+//! goes on) is the caller's, given as `settle`. Today only a sender dials.
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::address::Address;
+use super::channel::Channel;
+use super::handshake::{self, Failure, Opening};
+use super::key::Key;
+use super::seconds;
+use super::socket::{self, Socket};
+use super::wire::Hello;
+use crate::log::Log;
+use crate::stop::Stop;
+use crate::words::{describe, duration};
+
+/// The pause between two tries of a first connection: a receiver about to listen does so in
+/// well under a second, and a refused try costs a round trip.
+const FIRST_TRIES_EVERY: Duration = Duration::from_millis(250);
+
+/// The pause before the first try to connect again after a drop: a reset on a path that is
+/// still up (the common case: a NAT or a firewall dropped its state) is over by then, and a
+/// refused try costs only a round trip. Then pauses of 1 s, doubling to the longest; each
+/// counts from the start of the try before.
+const FIRST_PAUSE: Duration = Duration::from_millis(200);
+const SECOND_PAUSE: Duration = Duration::from_secs(1);
+const LONGEST_PAUSE: Duration = Duration::from_secs(30);
+
+/// What the side that connects needs: the peer's address as typed (resolved again for each
+/// try after a drop: the peer's address may have changed), and the key that proves this
+/// side to it (none over plain TCP, `--insecure`).
+pub(super) struct Dialer {
+    pub(super) address: Address,
+    pub(super) key: Option<Arc<Key>>,
+}
+
+/// Why a try to connect failed: worth another while the tries last, or not.
+pub(super) enum Missed {
+    /// The peer refused the connection (nothing listens there yet).
+    Refused(String),
+    /// No answer, or the connection dropped once the peer had answered: another try may
+    /// find it.
+    Again(String),
+    /// The same peer would answer another try the same way (the keys differ, it has another
+    /// stream).
+    Final(String),
+}
+
+impl Missed {
+    /// What the try met, in words; `yet` while there will be another.
+    fn words(&self, yet: bool) -> String {
+        match self {
+            Missed::Refused(why) if yet => format!("cannot connect yet: {why}"),
+            Missed::Refused(why) => format!("cannot connect: {why}"),
+            Missed::Again(why) | Missed::Final(why) => why.clone(),
+        }
+    }
+}
+
+impl Dialer {
+    /// The first connection, to the `resolved` addresses, for the new stream `stream`,
+    /// `patience` bounding each try. A peer that refuses (not listening yet: started a moment
+    /// after this side), or a connection that drops once the peer has answered but before
+    /// the stream began, is tried again every [`FIRST_TRIES_EVERY`] until `connect_for` is
+    /// over, the last try then; any other failure is said at once. The socket, and the
+    /// session unless over plain TCP; else why, in words.
+    pub(super) fn first(
+        &self,
+        resolved: &[SocketAddr],
+        stream: [u8; 16],
+        connect_for: Duration,
+        patience: Duration,
+        log: &Log,
+        stop: &Stop,
+    ) -> Result<(Arc<Socket>, Option<Channel>), String> {
+        let until = Instant::now() + connect_for;
+        let mut said = false;
+        loop {
+            let again = match self.try_first(resolved, stream, patience, log, stop) {
+                Ok(connected) => return Ok(connected),
+                Err(Missed::Final(why)) => return Err(why),
+                Err(again) => again,
+            };
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                let tried = if said {
+                    format!(" (tried for {})", duration(connect_for))
+                } else {
+                    String::new()
+                };
+                return Err(format!("{}{tried}", again.words(false)));
+            }
+            if !said {
+                said = true;
+                log.warn(format_args!(
+                    "{}: {}; trying again for up to {} (--connect-for)",
+                    self.address,
+                    again.words(true),
+                    duration(connect_for)
+                ));
+            }
+            stop.sleep(FIRST_TRIES_EVERY.min(left)).map_err(|e| describe(&e))?;
+        }
+    }
+
+    /// One try of [`first`](Dialer::first): each of the peer's addresses in turn.
+    fn try_first(
+        &self,
+        resolved: &[SocketAddr],
+        stream: [u8; 16],
+        patience: Duration,
+        log: &Log,
+        stop: &Stop,
+    ) -> Result<(Arc<Socket>, Option<Channel>), Missed> {
+        let deadline = Instant::now() + patience;
+        let mut failures = Vec::new();
+        let mut refused = true;
+        for &address in resolved {
+            let hello = Hello { stream, offset: 0, resuming: false };
+            let opening = self.key.as_ref().map(|key| Opening::new(key, hello));
+            match socket::connect(address, stop, deadline) {
+                Ok(socket) => {
+                    log.debug(format_args!("{}: connected to {address}", self.address));
+                    let Some(opening) = opening else { return Ok((Arc::new(socket), None)) };
+                    let name = self.address.to_string();
+                    let hint = Some((name.as_str(), log));
+                    return match handshake::initiate(opening, socket, stop, deadline, hint) {
+                        Ok(channel) => Ok((Arc::clone(channel.socket()), Some(channel))),
+                        Err(cut @ Failure::CutAfterAnswer(_)) => {
+                            Err(Missed::Again(cut.to_string()))
+                        }
+                        Err(Failure::NoAnswer) => Err(Missed::Final(format!(
+                            "{} (a receiver with --insecure does not answer)",
+                            Failure::NoAnswer
+                        ))),
+                        Err(failure) => Err(Missed::Final(failure.to_string())),
+                    };
+                }
+                Err(error) if error.kind() == io::ErrorKind::TimedOut => {
+                    failures.push(format!("no answer from {address} within {}", seconds(patience)));
+                    refused = false;
+                    break;
+                }
+                Err(error) => {
+                    refused &= error.kind() == io::ErrorKind::ConnectionRefused;
+                    if resolved.len() == 1 {
+                        failures.push(describe(&error));
+                    } else {
+                        failures.push(format!("{address}: {}", describe(&error)));
+                    }
+                }
+            }
+        }
+        let failures = failures.join("; ");
+        Err(if refused {
+            Missed::Refused(failures)
+        } else {
+            Missed::Final(format!("cannot connect: {failures}"))
+        })
+    }
+
+    /// One try to connect again, saying `hello`: connects to each of the peer's addresses in
+    /// turn, handshakes, and lets `settle` hear or say what the new session must (where the
+    /// stream goes on), each address within `patience`. `settle`'s `InvalidData` is final
+    /// (the peer asks for what cannot be), its other failures worth another try.
+    pub(super) fn again<T>(
+        &self,
+        hello: Hello,
+        patience: Duration,
+        stop: &Stop,
+        mut settle: impl FnMut(&mut Channel, Instant) -> io::Result<T>,
+    ) -> Result<(Channel, T), Missed> {
+        let Some(key) = &self.key else {
+            return Err(Missed::Final("plain TCP does not connect again".into()));
+        };
+        let addresses: Vec<SocketAddr> =
+            self.address.resolve().map_err(|e| Missed::Again(describe(&e)))?;
+        let mut failures = Vec::new();
+        for address in addresses {
+            let deadline = Instant::now() + patience;
+            // Whether it connects, handshakes or settles, the same words.
+            let no_answer = || format!("{address}: no answer within {}", seconds(patience));
+            let opening = Opening::new(key, hello);
+            let socket = match socket::connect(address, stop, deadline) {
+                Ok(socket) => socket,
+                Err(error) if error.kind() == io::ErrorKind::TimedOut => {
+                    failures.push(no_answer());
+                    continue;
+                }
+                Err(error) => {
+                    failures.push(format!("{address}: {}", describe(&error)));
+                    continue;
+                }
+            };
+            // The peer answered before: no word of a listener that never answers.
+            let mut channel = match handshake::initiate(opening, socket, stop, deadline, None) {
+                Ok(channel) => channel,
+                Err(failure) if failure.is_final() => {
+                    return Err(Missed::Final(failure.to_string()));
+                }
+                Err(Failure::NoAnswer) => {
+                    failures.push(no_answer());
+                    continue;
+                }
+                Err(failure) => {
+                    failures.push(format!("{address}: {failure}"));
+                    continue;
+                }
+            };
+            match settle(&mut channel, deadline) {
+                Ok(settled) => return Ok((channel, settled)),
+                Err(error) if error.kind() == io::ErrorKind::InvalidData => {
+                    return Err(Missed::Final(describe(&error)));
+                }
+                Err(error) if error.kind() == io::ErrorKind::TimedOut => failures.push(no_answer()),
+                Err(error) => failures.push(format!("{address}: {}", describe(&error))),
+            }
+        }
+        Err(Missed::Again(failures.join("; ")))
+    }
+}
+
+/// When to try to connect again after a drop: [`FIRST_PAUSE`] after it, then pauses that
+/// double from 1 s to 30 s, with jitter, each counted from the start of the try before (a
+/// try that waited longer for its answer is followed without a pause).
+pub(super) struct Pauses {
+    pause: Duration,
+    due: Instant,
+}
+
+impl Pauses {
+    /// The pauses after a drop at `since`.
+    pub(super) fn after(since: Instant) -> Pauses {
+        Pauses { pause: FIRST_PAUSE, due: since + jittered(FIRST_PAUSE) }
+    }
+
+    /// When the next try is due.
+    pub(super) fn due(&self) -> Instant {
+        self.due
+    }
+
+    /// A try starts now: the one after it is due a longer pause from now.
+    pub(super) fn trying(&mut self) {
+        self.pause = if self.pause < SECOND_PAUSE {
+            SECOND_PAUSE
+        } else {
+            (self.pause * 2).min(LONGEST_PAUSE)
+        };
+        self.due = Instant::now() + jittered(self.pause);
+    }
+}
+
+/// `pause`, give or take a quarter, so that senders cut off together do not all come back
+/// at the same instant.
+fn jittered(pause: Duration) -> Duration {
+    let mut byte = [0u8; 1];
+    let _ = super::cipher::fill_random(&mut byte);
+    // 0.75 to 1.25 times.
+    pause.mul_f64(0.75 + f64::from(byte[0]) / 510.0)
+}

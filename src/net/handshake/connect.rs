@@ -1,0 +1,196 @@
+//! The connecting side's handshake: its first message ([`Opening`]), made before it connects so
+//! that it follows the connection at once; the listening side's answer checked; the Start
+//! frame that confirms the session. Why it failed is a [`Failure`], whose variant, not its
+//! words, says whether another try may do better.
+
+use std::io;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::WRONG_KEY;
+use crate::log::Log;
+use crate::net::channel::Channel;
+use crate::net::key::Key;
+use crate::net::socket::Socket;
+use crate::net::wire::{self, Cipher, Hello, Kind, PREAMBLE_LEN, Preamble};
+use crate::stop::Stop;
+
+/// Why the connecting side's handshake failed (today always the sender's); its words
+/// (`Display`) are what the user reads after `accel: HOST:PORT: `. Whether another try may do
+/// better is the variant's, not the words'.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Failure {
+    /// The receiver did not answer before the deadline.
+    NoAnswer,
+    /// The receiver closed the connection before answering.
+    ClosedEarly,
+    /// The connection failed before the receiver answered: how, in words.
+    Broken(String),
+    /// The connection failed once the receiver had answered, before the sender's Start
+    /// frame was out: no session was confirmed, and the receiver still waits for its
+    /// sender.
+    CutAfterAnswer(String),
+    /// The receiver speaks another version of the protocol.
+    OtherVersion,
+    /// Not an accel receiver.
+    NotAccel,
+    /// The receiver refused the first message: the keys differ.
+    WrongKey,
+    /// The receiver's answer failed authentication.
+    AnswerAltered,
+    /// The receiver has a stream of another sender's.
+    Busy,
+    /// The receiver never had the stream the sender goes on with.
+    UnknownStream,
+    /// The answer is not one accel gives (the Welcome's value, when there was one).
+    Malformed(Option<u64>),
+}
+
+impl Failure {
+    /// Whether trying again cannot help: the same receiver would refuse the same way.
+    pub fn is_final(&self) -> bool {
+        matches!(self, Failure::WrongKey | Failure::Busy | Failure::UnknownStream)
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::NoAnswer => f.write_str("no answer to the handshake in time"),
+            Failure::ClosedEarly => f.write_str(
+                "the receiver closed the connection during the handshake (is it accel, with the \
+                 same --insecure choice?)",
+            ),
+            Failure::Broken(why) => write!(f, "handshake: {why}"),
+            Failure::CutAfterAnswer(why) => {
+                write!(f, "the connection dropped right after the handshake ({why})")
+            }
+            Failure::OtherVersion => {
+                f.write_str("the receiver speaks another version of accel's protocol")
+            }
+            Failure::NotAccel => f.write_str("not an accel receiver (it answered something else)"),
+            Failure::WrongKey => f.write_str(WRONG_KEY),
+            Failure::AnswerAltered => f.write_str(
+                "the receiver's answer to the handshake failed authentication: it was altered on \
+                 the way (the receiver had accepted the key)",
+            ),
+            Failure::Busy => {
+                f.write_str("the receiver is busy with another stream (another sender's)")
+            }
+            Failure::UnknownStream => f.write_str(
+                "the receiver does not have this stream: it is not the receiver the stream \
+                 started with (restarted?)",
+            ),
+            Failure::Malformed(Some(welcome)) => {
+                write!(f, "a malformed handshake from the receiver ({welcome})")
+            }
+            Failure::Malformed(None) => f.write_str("a malformed handshake from the receiver"),
+        }
+    }
+}
+
+/// The connecting side's first handshake message, made before it connects: the moment the
+/// connection is up, the message follows, so that a receiver busy with a flood of silent
+/// connections sees this one speak at once (the key exchange takes a while in a debug build).
+pub struct Opening {
+    cipher: Cipher,
+    noise: snow::HandshakeState,
+    first: Vec<u8>,
+    stream: [u8; 16],
+}
+
+impl Opening {
+    /// A fresh handshake with `key`, saying `hello` (a new stream, or one to go on with).
+    pub fn new(key: &Key, hello: Hello) -> Opening {
+        let cipher = Cipher::fastest_here();
+        let mut noise = wire::handshake(cipher, key, true);
+        let mut message = vec![0u8; wire::MAX_MESSAGE];
+        let len = noise.write_message(&hello.encode(), &mut message).expect("a short message");
+        let mut first = wire::preamble(cipher).to_vec();
+        first.extend_from_slice(&(len as u16).to_be_bytes());
+        first.extend_from_slice(&message[..len]);
+        Opening { cipher, noise, first, stream: hello.stream }
+    }
+}
+
+/// How long the sender waits for the receiver's answer before it says that it waits: an
+/// accel answers in milliseconds, a plain `mbuffer -I` (or any listener that only reads)
+/// never, and the deadline is tens of seconds away.
+const QUIET_HINT: Duration = Duration::from_secs(3);
+
+/// The connecting side's handshake, `opening`, on a connected `socket`: on success, the
+/// session, whose Start frame has been sent. On a first connection, `hint` names the receiver
+/// as typed and where to say that it has not answered yet, and what that may mean; a
+/// receiver that is reconnected to answered before, so nothing is said then.
+pub fn initiate(
+    opening: Opening,
+    socket: Socket,
+    stop: &Stop,
+    deadline: Instant,
+    hint: Option<(&str, &Log)>,
+) -> Result<Channel, Failure> {
+    let io_error = |error: io::Error| match error.kind() {
+        io::ErrorKind::TimedOut => Failure::NoAnswer,
+        io::ErrorKind::UnexpectedEof => Failure::ClosedEarly,
+        _ => Failure::Broken(crate::words::describe(&error)),
+    };
+    let Opening { cipher, mut noise, first, stream } = opening;
+    socket.write_all(&first, stop, Some(deadline)).map_err(io_error)?;
+
+    let mut head = [0u8; PREAMBLE_LEN + 2];
+    let hint_at = (Instant::now() + QUIET_HINT).min(deadline);
+    if let Some((name, log)) = hint.filter(|_| hint_at < deadline) {
+        if !socket.readable_by(stop, hint_at).map_err(io_error)? {
+            log.warn(format_args!(
+                "{name}: no answer to the handshake yet; a plain TCP listener such as mbuffer -I \
+                 never answers (--insecure talks to one)"
+            ));
+        }
+    }
+    read_exact(&socket, &mut head, stop, deadline).map_err(io_error)?;
+    match wire::read_preamble(&head[..PREAMBLE_LEN]) {
+        Preamble::Accel(answered) if answered == cipher => {}
+        Preamble::Accel(_) | Preamble::OtherVersion => return Err(Failure::OtherVersion),
+        Preamble::Foreign => return Err(Failure::NotAccel),
+    }
+    let len = usize::from(u16::from_be_bytes([head[PREAMBLE_LEN], head[PREAMBLE_LEN + 1]]));
+    if len == 0 {
+        // The receiver's word that our first message failed; unauthenticated, but whoever
+        // could forge it could as well cut the connection.
+        return Err(Failure::WrongKey);
+    }
+    let mut answer = vec![0u8; len];
+    read_exact(&socket, &mut answer, stop, deadline).map_err(io_error)?;
+    let mut welcome = [0u8; 64];
+    // The receiver answers only a first message made with its key (else the empty answer
+    // above): an answer that fails was altered on the way.
+    let got = noise.read_message(&answer, &mut welcome).map_err(|_| Failure::AnswerAltered)?;
+    match welcome[..got].try_into().map(u64::from_be_bytes) {
+        Ok(0) => {}
+        Ok(wire::BUSY) => return Err(Failure::Busy),
+        Ok(wire::UNKNOWN_STREAM) => return Err(Failure::UnknownStream),
+        Ok(welcome) => return Err(Failure::Malformed(Some(welcome))),
+        Err(_) => return Err(Failure::Malformed(None)),
+    }
+    let noise = noise.into_transport_mode().map_err(|e| Failure::Broken(e.to_string()))?;
+    let mut channel = Channel::new(Arc::new(socket), noise, &[]);
+    channel.set_stream(stream);
+    // The receiver proved it holds the key; what fails now is the connection, before the
+    // session is confirmed: the receiver has no stream yet.
+    channel
+        .send_frame(Kind::Start, &[], stop, Some(deadline))
+        .map_err(|error| Failure::CutAfterAnswer(crate::words::describe(&error)))?;
+    Ok(channel)
+}
+
+/// Reads exactly `buf.len()` bytes.
+fn read_exact(socket: &Socket, buf: &mut [u8], stop: &Stop, deadline: Instant) -> io::Result<()> {
+    let mut got = 0;
+    while got < buf.len() {
+        match socket.read(&mut buf[got..], stop, Some(deadline))? {
+            0 => return Err(io::ErrorKind::UnexpectedEof.into()),
+            n => got += n,
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,389 @@
+//! A network peer over any number of connections: one stream that survives a dropped
+//! connection, resuming at the exact byte.
+//!
+//! A [`Link`] holds the session in use ([`Channel`]), which a reconnection replaces. Its
+//! endpoint's thread reads or writes through it; a thread of the link's own tends it
+//! ([`Link::tend`]):
+//!
+//! - A sender's takes in the receiver's confirmations while the output has nothing to send
+//!   (so that the backlog lets go of what was confirmed), says it is there when it has sent
+//!   nothing for a heartbeat, and notices a receiver silent for [`SILENT_BEATS`] of them.
+//!   When the connection drops, it connects again 0.2 s later, then 1 s after, doubling to
+//!   30 s, with jitter, and a last time at the end of `--reconnect-for`, each try waiting a
+//!   heartbeat for its answer ([`Resume::try_patience`]); the output then goes on from where
+//!   the receiver's Resume frame says ([`Resumed`]): the backlog kept every byte not
+//!   confirmed, and the output is sent back there even while it waits for data.
+//! - A receiver's waits for a sender that connects again (longer than the sender tries:
+//!   [`Resume::receiver_waits`]), and takes it back once it has
+//!   proved, in a session of its own, that it holds the key and names the same stream: a
+//!   stranger, or a recorded handshake replayed, never gets that far, so it cannot take a
+//!   stream over or push a healthy connection out. The input then goes on from the first
+//!   byte it has not handed out; no byte is written twice or skipped.
+//!
+//! Plain TCP (`--insecure`) has no offsets: its link is its one socket, and a drop is the
+//! end of the run, as it always was.
+//!
+//! Today the sender is the side that connects and the receiver the side that listens; in
+//! the code, what an end of the stream does (its [`Role`]) and how a dropped connection comes
+//! back ([`Reconnect`]) are apart. This file is the link and what outlives a connection
+//! ([`Session`]'s counts, the outage); [`send`] is the output's side (writing, the end of the
+//! stream, the sender's round of tending, going on after a drop), [`receive`] the input's
+//! (reading, the confirmations, taking the sender back), [`tend`] the thread that tends the
+//! link and gets its connection back.
+
+mod receive;
+mod send;
+mod tend;
+
+pub(super) use tend::{Listening, Reconnect};
+
+use std::fmt;
+use std::io;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use super::channel::Channel;
+use super::is_drop;
+use super::socket::Socket;
+use crate::backlog::Keep;
+use crate::log::Log;
+use crate::meter::{Delivery, Meter, Peer};
+use crate::stop::Stop;
+use crate::words::{byte_count, describe, duration};
+
+/// Heartbeats a peer may miss before the path counts as dead.
+pub const SILENT_BEATS: u32 = 4;
+
+/// The least a try to connect again waits for its answer (see [`Resume::try_patience`]).
+const LEAST_TRY: Duration = Duration::from_secs(1);
+
+/// How a stream outlives its connections (`--reconnect-for`, `--heartbeat`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Resume {
+    /// How long a connection may stay down before the run fails; zero: at once.
+    pub within: Duration,
+    /// How often a side that has sent nothing says it is there.
+    pub heartbeat: Duration,
+}
+
+impl Default for Resume {
+    fn default() -> Resume {
+        Resume { within: Duration::from_secs(600), heartbeat: Duration::from_secs(5) }
+    }
+}
+
+impl Resume {
+    /// How long a peer may say nothing before the path counts as dead.
+    pub fn silence(&self) -> Duration {
+        self.heartbeat * SILENT_BEATS
+    }
+
+    /// How long one try to connect again may take, its handshake and the receiver's word of
+    /// where to go on: a heartbeat, at least a second. The receiver answered well within a
+    /// heartbeat before the drop; a try that waits longer waits on a path still dead (a
+    /// tunnel whose far side is gone takes the connection at once, and answers never),
+    /// where a new try would find it back.
+    pub fn try_patience(&self) -> Duration {
+        self.heartbeat.max(LEAST_TRY)
+    }
+
+    /// How long a receiver waits for its sender to come back: `--reconnect-for`, and as
+    /// long again as the sender may see the drop after it (the peer's silence) and as its
+    /// last try may take: so that the sender's last try, at the end of its own
+    /// `--reconnect-for`, finds the receiver there.
+    pub fn receiver_waits(&self) -> Duration {
+        self.within + self.silence() + self.try_patience()
+    }
+}
+
+/// The error a secure output's write or end returns once its connection is back: the
+/// receiver has every byte before `at`, and the output goes on from there ([`resumed_at`]).
+#[derive(Debug)]
+pub struct Resumed {
+    /// Where the stream goes on.
+    pub at: u64,
+}
+
+impl fmt::Display for Resumed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "the connection is back; the stream goes on from byte {}", self.at)
+    }
+}
+
+impl std::error::Error for Resumed {}
+
+/// Where the stream goes on, when `error` says the connection is back ([`Resumed`]).
+pub fn resumed_at(error: &io::Error) -> Option<u64> {
+    error.get_ref()?.downcast_ref::<Resumed>().map(|resumed| resumed.at)
+}
+
+/// Which end of the stream a link is. Not which end connected: that is how the link gets
+/// its connection back ([`tend`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// It sends the stream: a `--to` output.
+    Sender,
+    /// It receives the stream: the `--from` input.
+    Receiver,
+}
+
+/// A network peer: its name, and its session once established.
+pub struct Link {
+    role: Role,
+    secure: bool,
+    /// The address as the user gave it, for messages.
+    name: String,
+    resume: Resume,
+    log: Arc<Log>,
+    /// The first connection's socket: a plain peer's for the whole run.
+    socket: OnceLock<Arc<Socket>>,
+    session: Mutex<Session>,
+    /// Signalled when the session changes: dropped, back, or given up.
+    changed: Condvar,
+    /// Where its counts are published.
+    meter: OnceLock<(Arc<Meter>, Peer)>,
+    /// A sender's hold on the bytes its receiver has not confirmed.
+    keep: OnceLock<Keep>,
+    /// The thread that tends it, and that thread's own stop.
+    tending: Mutex<Option<(JoinHandle<()>, Arc<Stop>)>>,
+    /// A receiver's thread that confirms deliveries ([`super::Confirming`]), woken when
+    /// the sender asks; and whether it asked (the receiving side's word: the sender's is
+    /// [`Session`]'s `awaits_count`).
+    confirmer: OnceLock<thread::Thread>,
+    asked: AtomicBool,
+    /// The last count a receiver told its sender, told again in each new session.
+    told: AtomicU64,
+}
+
+impl fmt::Debug for Link {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut link = f.debug_struct("Link");
+        link.field("name", &self.name).field("role", &self.role);
+        link.field("secure", &self.secure).finish()
+    }
+}
+
+/// The session in use, and what outlives it.
+#[derive(Default)]
+struct Session {
+    channel: Option<Channel>,
+    /// The stream's name.
+    stream: [u8; 16],
+    /// Sessions since the first; the output learns of a new one at its next write.
+    generation: u64,
+    /// The session the output writes in (sending side).
+    writing: u64,
+    /// Where the newest session goes on.
+    resume_at: u64,
+    /// Sending side: bytes sent, and confirmed by the receiver, over every session; and the
+    /// furthest byte sealed, which a connection cut mid-write may have carried.
+    sent: u64,
+    confirmed: u64,
+    reached: u64,
+    /// Receiving side: the End came.
+    ended: bool,
+    /// The connection is down: since when, and why.
+    down: Option<(Instant, String)>,
+    /// Attempts to connect again in this outage.
+    tries: u64,
+    /// Sending side: a confirmation was asked for when this much was confirmed, and has
+    /// not come since.
+    awaits_count: Option<u64>,
+    /// The link gave up: every later call fails so.
+    failed: Option<(io::ErrorKind, String)>,
+    /// The run is over: the tending thread ends.
+    over: bool,
+}
+
+impl Session {
+    fn failure(&self) -> Option<io::Error> {
+        self.failed.as_ref().map(|(kind, why)| io::Error::new(*kind, why.clone()))
+    }
+}
+
+impl Link {
+    /// The `role` end of a stream, to a peer known as `name`, not yet connected.
+    pub fn new(role: Role, secure: bool, name: String, resume: Resume, log: Arc<Log>) -> Arc<Link> {
+        Arc::new(Link {
+            role,
+            secure,
+            name,
+            resume,
+            log,
+            socket: OnceLock::new(),
+            session: Mutex::new(Session::default()),
+            changed: Condvar::new(),
+            meter: OnceLock::new(),
+            keep: OnceLock::new(),
+            tending: Mutex::new(None),
+            confirmer: OnceLock::new(),
+            asked: AtomicBool::new(false),
+            told: AtomicU64::new(0),
+        })
+    }
+
+    /// The peer's address, as the user gave it.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Whether bytes go through the secure channel (not `--insecure`).
+    pub fn is_secure(&self) -> bool {
+        self.secure
+    }
+
+    /// Whether a dropped connection is resumed: a secure link, with `--reconnect-for` above 0.
+    pub fn resumes(&self) -> bool {
+        self.secure && !self.resume.within.is_zero()
+    }
+
+    /// The first connection's socket: a plain peer's, read, written and spliced as a pipe.
+    ///
+    /// # Panics
+    /// Before the link is established: the run starts only after.
+    pub fn socket(&self) -> &Socket {
+        self.socket.get().expect("the link is established before the run")
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Session> {
+        self.session.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Makes this output reader `index` of `meter`: what its bytes mean ([`Delivery`]), and
+    /// where what its receiver confirms, and its outages, are published.
+    pub fn report_to(&self, meter: &Arc<Meter>, index: usize) {
+        let delivery = if self.secure { Delivery::Confirmed } else { Delivery::Unconfirmed };
+        meter.set_delivery(index, delivery);
+        let _ = self.meter.set((Arc::clone(meter), Peer::Output(index)));
+    }
+
+    /// Makes this input's outages published in `meter`.
+    pub fn report_input_to(&self, meter: &Arc<Meter>) {
+        let _ = self.meter.set((Arc::clone(meter), Peer::Input));
+    }
+
+    fn publish(&self, what: impl Fn(&Meter, Peer)) {
+        if let Some((meter, peer)) = self.meter.get() {
+            what(meter, *peer);
+        }
+    }
+
+    /// The connection dropped, for `error`: it is let go, and said so. An error when it
+    /// cannot come back (plain TCP, `--reconnect-for 0`, or a failure that is no drop: data
+    /// altered, the receiver stopped).
+    fn dropped(&self, session: &mut Session, error: io::Error) -> io::Result<()> {
+        if !self.resumes() || !is_drop(&error) || session.over {
+            return Err(error);
+        }
+        let Some(mut channel) = session.channel.take() else { return Ok(()) };
+        channel.abandon();
+        let sending = self.role == Role::Sender;
+        let place = if sending {
+            session.sent = channel.sent();
+            session.reached = channel.reached();
+            session.confirmed = session.confirmed.max(channel.confirmed());
+            format!("{} delivered", byte_count(session.confirmed))
+        } else {
+            session.resume_at = channel.handed_out();
+            session.ended |= channel.ended();
+            format!("{} received", byte_count(session.resume_at))
+        };
+        let why = describe(&error);
+        let (next, waits) = match sending {
+            true => ("connecting again", self.resume.within),
+            false => ("waiting for the sender to come back", self.resume.receiver_waits()),
+        };
+        self.log.warn(format_args!(
+            "{}: connection dropped ({why}) after {place}; {next} for up to {}",
+            self.name,
+            duration(waits)
+        ));
+        session.down = Some((Instant::now(), why));
+        session.tries = 0;
+        self.publish(|meter, peer| meter.connection_down(peer));
+        self.changed.notify_all();
+        Ok(())
+    }
+
+    /// Waits, until the run's `stop`, for the session to come back, or for the link to give
+    /// up: at the end of `--reconnect-for`, which the receiving side decides here (the
+    /// sending side's tending thread decides as it tries).
+    fn await_session<'a>(
+        &'a self,
+        mut session: MutexGuard<'a, Session>,
+        stop: &Stop,
+    ) -> io::Result<MutexGuard<'a, Session>> {
+        while session.channel.is_none() && session.failed.is_none() {
+            stop.check()?;
+            let Some((since, why)) = session.down.clone() else {
+                return Err(io::Error::other("the link was never established"));
+            };
+            let deadline = since + self.resume.receiver_waits();
+            let now = Instant::now();
+            if now >= deadline && self.role == Role::Receiver {
+                session.failed = Some((
+                    io::ErrorKind::TimedOut,
+                    format!(
+                        "the sender did not come back within {} after the connection dropped \
+                         ({why})",
+                        duration(self.resume.receiver_waits())
+                    ),
+                ));
+                break;
+            }
+            let step = deadline.saturating_duration_since(now).min(Duration::from_millis(100));
+            let step = step.max(Duration::from_millis(10));
+            session = self
+                .changed
+                .wait_timeout(session, step)
+                .map_or_else(|e| e.into_inner().0, |(guard, _)| guard);
+        }
+        Ok(session)
+    }
+
+    /// Establishes the link on its first connection: its socket, and the session over it
+    /// (none over plain TCP). A sender's socket gets the widest send buffer.
+    pub(super) fn establish(&self, socket: Arc<Socket>, channel: Option<Channel>) {
+        if self.role == Role::Sender {
+            socket.widen_send_buffer();
+        }
+        assert!(self.socket.set(socket).is_ok(), "a link is established once");
+        let mut session = self.lock();
+        if let Some(mut channel) = channel {
+            channel.set_silence(self.resume.silence());
+            session.stream = channel.stream();
+            session.channel = Some(channel);
+        }
+    }
+
+    /// The run is over: the tending thread ends, and is joined (for 5 s at most). Not
+    /// waiting for the session: a thread of the run that never ended may hold it.
+    pub fn close(&self) {
+        if let Ok(mut session) = self.session.try_lock() {
+            session.over = true;
+        }
+        self.changed.notify_all();
+        let tending = self.tending.lock().unwrap_or_else(PoisonError::into_inner).take();
+        if let Some((thread, stop)) = tending {
+            stop.request();
+            stop.join(thread, Duration::from_secs(5));
+        }
+    }
+
+    /// Gives up the link for good, for `why`: every later call fails so, and the output,
+    /// even one waiting for data, stops at once.
+    fn give_up(&self, session: &mut Session, kind: io::ErrorKind, why: String) {
+        session.failed = Some((kind, why));
+        if let Some(keep) = self.keep.get() {
+            keep.stop_reader();
+        }
+        self.changed.notify_all();
+    }
+
+    /// The reason the link gave up, if it did.
+    pub fn failure(&self) -> Option<io::Error> {
+        self.lock().failure()
+    }
+}

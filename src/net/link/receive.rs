@@ -1,0 +1,200 @@
+//! A link's receiving side (an input's): the stream read through the session without
+//! holding it while the socket is waited for, the confirmations said to the sender, the Ack
+//! until the sender has it, and a sender that connects again taken back.
+
+use std::io;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, MutexGuard};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use rustix::event::PollFlags;
+
+use super::{Link, Session};
+use crate::net::channel::Channel;
+use crate::stop::{Stop, wait_for};
+use crate::words::{byte_count, describe, span};
+
+impl Link {
+    /// Reads what has arrived, up to `buf.len()` (0 at the end of the stream): through the
+    /// session, or from the plain socket, until the run's `stop`. The session is not held
+    /// while waiting for the socket, so that confirmations go out meanwhile. A dropped
+    /// connection is waited for, while it may come back.
+    pub fn read(&self, buf: &mut [u8], stop: &Stop) -> io::Result<usize> {
+        if !self.secure {
+            return self.socket().read(buf, stop, None);
+        }
+        let mut session = self.lock();
+        loop {
+            if let Some(error) = session.failure() {
+                return Err(error);
+            }
+            let Some(channel) = session.channel.as_mut() else {
+                session = self.await_session(session, stop)?;
+                continue;
+            };
+            let received = channel.receive_until(buf, stop, Some(Instant::now()));
+            // The sender asks for a confirmation when its buffer fills with unconfirmed
+            // bytes; often its last word before it waits.
+            if let (true, Some(confirmer)) = (channel.take_asked(), self.confirmer.get()) {
+                self.asked.store(true, Relaxed);
+                confirmer.unpark();
+            }
+            match received {
+                Err(error) if error.kind() == io::ErrorKind::TimedOut => {
+                    session = self.await_sender(session, stop)?;
+                }
+                Ok(n) => {
+                    session.ended |= channel.ended();
+                    return Ok(n);
+                }
+                Err(error) => self.dropped(&mut session, error)?,
+            }
+        }
+    }
+
+    /// The receiver's last word, once its outputs have taken every byte: the Ack of the End
+    /// (see [`Channel::acknowledge_end`]). When the stream resumes dropped connections, until
+    /// the sender has closed the connection, which it does once it has the Ack, and not
+    /// before: a connection that drops first (the Ack may be lost with it) is a drop like
+    /// any other, waited for as long, and the Ack is said again in the new session. The
+    /// session is not held while waiting, so that the sender can be taken back meanwhile.
+    /// An error when the sender did not come back: it may not know that every byte arrived.
+    pub fn acknowledge_end(&self, stop: &Stop) -> io::Result<()> {
+        if !self.secure {
+            return Ok(());
+        }
+        let mut session = self.lock();
+        // The session the Ack was said in: a new one hears it again.
+        let mut said_in = None;
+        loop {
+            if let Some(error) = session.failure() {
+                return Err(error);
+            }
+            let generation = session.generation;
+            let Some(channel) = session.channel.as_mut() else {
+                session = self.await_session(session, stop)?;
+                continue;
+            };
+            if said_in != Some(generation) {
+                if let Err(error) = channel.acknowledge_end() {
+                    self.dropped(&mut session, error)?;
+                    continue;
+                }
+                said_in = Some(generation);
+            }
+            if !self.resumes() {
+                return Ok(());
+            }
+            match channel.closed_now() {
+                Ok(true) => return Ok(()),
+                Ok(false) => {}
+                Err(error) => {
+                    self.dropped(&mut session, error)?;
+                    continue;
+                }
+            }
+            session = self.await_sender(session, stop)?;
+        }
+    }
+
+    /// Waits until the sender's socket has something to read, not holding the session
+    /// meanwhile (the sender may come back in a new one); the session again. A sender silent
+    /// for four heartbeats is a drop.
+    fn await_sender<'a>(
+        &'a self,
+        session: MutexGuard<'a, Session>,
+        stop: &Stop,
+    ) -> io::Result<MutexGuard<'a, Session>> {
+        let generation = session.generation;
+        let Some(channel) = session.channel.as_ref() else { return Ok(session) };
+        let (socket, silent_at) = (Arc::clone(channel.socket()), channel.silent_at());
+        drop(session);
+        let waited = wait_for(socket.fd(), PollFlags::IN, stop, silent_at);
+        let mut session = self.lock();
+        match waited {
+            Err(error) if error.kind() == io::ErrorKind::TimedOut => {
+                let silence = session.channel.as_ref().map(|c| c.silence_error("the sender"));
+                if let (true, Some(silence)) = (session.generation == generation, silence) {
+                    self.dropped(&mut session, silence)?;
+                }
+            }
+            waited => waited?,
+        }
+        Ok(session)
+    }
+
+    /// Whether the sender asked for a confirmation since the last call (receiving side).
+    pub fn take_asked(&self) -> bool {
+        self.asked.swap(false, Relaxed)
+    }
+
+    /// Wakes `confirmer` when the sender asks for a confirmation (receiving side).
+    pub fn confirm_with(&self, confirmer: thread::Thread) {
+        let _ = self.confirmer.set(confirmer);
+    }
+
+    /// Tells the sender that the outputs have taken `count` bytes (receiving side); also the
+    /// receiver's heartbeat. Nothing while the connection is down.
+    pub fn deliver(&self, count: u64) -> io::Result<bool> {
+        let told = match self.lock().channel.as_mut() {
+            Some(channel) => channel.deliver(count)?,
+            None => false,
+        };
+        if told {
+            self.told.store(count, Relaxed);
+        }
+        Ok(told)
+    }
+
+    /// Whether this side has sent nothing for a heartbeat.
+    pub fn quiet(&self) -> bool {
+        let session = self.lock();
+        session.channel.as_ref().is_some_and(|channel| channel.quiet_for() >= self.resume.heartbeat)
+    }
+
+    /// The sender is back, in a new session it has proved: the stream goes on there, from
+    /// the first byte not yet handed out. A session still in use is let go (the sender saw
+    /// the drop first).
+    pub(super) fn take_back(&self, mut channel: Channel) {
+        let mut session = self.lock();
+        if session.over {
+            return;
+        }
+        if let Some(mut old) = session.channel.take() {
+            old.abandon();
+            session.resume_at = old.handed_out();
+            session.ended |= old.ended();
+            self.log.warn(format_args!(
+                "{}: connection dropped (the sender connected again) after {} received",
+                self.name,
+                byte_count(session.resume_at)
+            ));
+            session.down = Some((Instant::now(), "the sender connected again".into()));
+            self.publish(|meter, peer| meter.connection_down(peer));
+        }
+        channel.set_silence(self.resume.silence());
+        let (at, ended) = (session.resume_at, session.ended);
+        if let Err(error) = channel.resume_from(at, ended) {
+            self.log.warn(format_args!(
+                "{}: the sender connected again, but went: {}",
+                self.name,
+                describe(&error)
+            ));
+            return;
+        }
+        // What the outputs took is said again: the sender heard nothing since the drop.
+        let _ = channel.deliver(self.told.load(Relaxed));
+        let peer = channel.socket().peer();
+        let outage = session.down.take().map_or(Duration::ZERO, |(since, _)| since.elapsed());
+        session.channel = Some(channel);
+        session.generation += 1;
+        self.publish(|meter, peer| meter.reconnected(peer, 0));
+        self.log.warn(format_args!(
+            "{}: the sender is back (from {peer}) after {}; resuming at byte {at}",
+            self.name,
+            span(outage)
+        ));
+        self.changed.notify_all();
+    }
+}

@@ -1,0 +1,62 @@
+//! Signals, where accel handles them by hand: what a signal does now (its disposition), a
+//! handler that does nothing and does not restart calls, and a signal sent to one thread.
+//!
+//! POSIX everywhere (no `cfg`): `sigaction` and `pthread_kill` are the same calls on every
+//! Unix. signal-hook covers what accel's signal thread receives; these are what it does not
+//! offer: reading a disposition without changing it, and interrupting one thread.
+
+use std::ffi::c_int;
+use std::io;
+use std::os::unix::thread::JoinHandleExt;
+use std::thread::JoinHandle;
+
+/// What a signal does now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Disposition {
+    /// Its default action (`SIG_DFL`).
+    Default,
+    /// Nothing: it is ignored (`SIG_IGN`), as whoever started the process may have set it.
+    Ignored,
+    /// A handler runs.
+    Handled,
+}
+
+/// What `signal` does now, where the system says.
+pub fn disposition(signal: c_int) -> Option<Disposition> {
+    // SAFETY: a null new action only reads the current one into a zeroed, well-formed struct.
+    let current = unsafe {
+        let mut current: libc::sigaction = std::mem::zeroed();
+        if libc::sigaction(signal, std::ptr::null(), &mut current) != 0 {
+            return None;
+        }
+        current.sa_sigaction
+    };
+    Some(match current {
+        libc::SIG_DFL => Disposition::Default,
+        libc::SIG_IGN => Disposition::Ignored,
+        _ => Disposition::Handled,
+    })
+}
+
+/// Installs a handler for `signal` that does nothing, without `SA_RESTART`: a call blocked
+/// in the thread it lands on returns `EINTR`.
+pub fn handle_by_interrupting(signal: c_int) -> io::Result<()> {
+    extern "C" fn nothing(_: c_int) {}
+    // SAFETY: a handler that does nothing is async-signal-safe; the action is well formed.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = nothing as extern "C" fn(c_int) as libc::sighandler_t;
+        libc::sigemptyset(&mut action.sa_mask);
+        if libc::sigaction(signal, &action, std::ptr::null_mut()) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// Sends `signal` to `thread`, which has not been joined.
+pub fn send_to_thread<T>(thread: &JoinHandle<T>, signal: c_int) {
+    // SAFETY: the thread has not been joined (the handle is borrowed), so its pthread_t is
+    // valid.
+    unsafe { libc::pthread_kill(thread.as_pthread_t() as libc::pthread_t, signal) };
+}
