@@ -329,7 +329,7 @@ mod tests {
         );
     }
 
-    /// Issue 32, item 11: the statuses rank as the README orders them, whatever order the
+    /// Issue 32, item 11: the statuses rank as the man page orders them, whatever order the
     /// outputs failed in: a panicked output (8) outweighs one whose spill failed (7), which
     /// outweighs a failed write (3).
     #[test]

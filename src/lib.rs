@@ -88,3 +88,8 @@ pub(crate) mod watch;
 pub(crate) mod words;
 
 mod sys;
+
+// The guide's Rust examples are compiled as doc tests, so that they stay true to the API.
+#[cfg(doctest)]
+#[doc = include_str!("../GUIDE.md")]
+mod guide {}

@@ -1,6 +1,6 @@
 //! The fault matrix: every fault a pipeline meets, caused on purpose, each with the outcome
 //! accel promises: its exit status, its message, and the bytes delivered against the bytes
-//! promised. The README's table lists the same rows, in the same order.
+//! promised. FAULTS.md lists the same rows, in the same order.
 //!
 //! Each row runs once per engine. Rows that need root (mounts, cgroups, other users) fail
 //! without it unless `ACCEL_TESTS_MAY_SKIP=1` (see `util::require`); CI runs as root.

@@ -47,7 +47,7 @@ fn the_backup_tools_command_lines_pass_every_byte_quietly() {
 }
 
 /// A consumer that goes away early: status 1 and one line saying so, never death by SIGPIPE
-/// (mbuffer's status, which zfs_autobackup and syncoid read). The README's Faults row
+/// (mbuffer's status, which zfs_autobackup and syncoid read). FAULTS.md's row
 /// "consumer exits early, run as mbuffer".
 #[test]
 fn a_consumer_that_exits_early_gives_status_1() {

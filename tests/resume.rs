@@ -971,7 +971,7 @@ fn a_reset_in_the_first_frame_is_resumed() {
 /// The margin: the sender's deadline counts from its own sight of the drop, which comes after
 /// the reset the test counts from, so the path is back at least 1.5 s before the last try: the
 /// test's thread would have to wake 1.5 s late to miss it. The receiver waits longer than the
-/// sender tries (see the README), so it is there for that try.
+/// sender tries (see GUIDE.md), so it is there for that try.
 #[test]
 fn an_outage_shorter_than_reconnect_for_is_survived() {
     let args = ["--reconnect-for", "10s"];

@@ -14,6 +14,7 @@ extern crate accel_buffer as accel;
 mod util;
 
 mod control;
+mod docs;
 mod edges;
 mod faults;
 mod flow;

@@ -1,9 +1,13 @@
-//! The man page: clap's sections (name, synopsis, options) and accel's own, so that `man accel`
-//! is complete without the README: what the progress line and the report say, the JSON
-//! fields, the signals, the exit statuses, where the page and the completions go.
+//! The man page, which is accel's reference: clap's sections (name, synopsis, options, from
+//! the `--help` text in `cli/mod.rs`) and accel's own (values, progress and report, the JSON
+//! fields, signals, exit statuses, examples, pv and mbuffer, files), so that `man accel` is
+//! complete on its own.
 //!
-//! The tables are written once, here, in the README's Markdown (a cell's `code` becomes bold in
-//! roff); the README repeats them, and a test keeps the two the same.
+//! Everything here is written once, in Markdown-ish text (a `code` span becomes bold in roff),
+//! and rendered two ways from the same [`SECTIONS`]: as roff (`accel --generate man`) and as
+//! Markdown (`accel --generate markdown`, hidden), which the repository keeps as `doc/accel.md`
+//! for readers on the web; a test fails when that file is stale. The README and the guide link
+//! to the page rather than repeat it.
 
 use std::io::{self, Write};
 
@@ -238,8 +242,7 @@ const PROGRESS: &[&str] = &[
      producer held back) for a tenth of the run or more and longer than it was empty, \
      `bottleneck: producer` in the opposite case, `no bottleneck` when neither side waited \
      long on the other; when the consumer went away (accel ends by SIGPIPE), whose reader it was \
-     and what it did not get. A count of bytes in a message is exact, and from 1 KiB on led by \
-     its size: `700 bytes`, `406 MiB (425197568 bytes)`. With `-v`, the full report instead: bytes and rates, how long each \
+     and what it did not get. With `-v`, the full report instead: bytes and rates, how long each \
      side waited, the peak fill, how the bytes went, and the verdict. SIGUSR1 prints the \
      report so far, which says so.",
     "Several accels drawing on one terminal (`producer | accel -N a | gzip | accel -N b > f`) \
@@ -298,7 +301,141 @@ const AS_PV: &str = "Started under the name `pv` (`ln -s \"$(command -v accel)\"
      a difference said once at the start), or why it is refused (`-E`, `-U`, `-d`, `-P`). It \
      differs from pv on purpose:";
 
-/// Writes the whole man page for `command` (accel's clap definition) to `out`.
+/// What a SIZE, a RATE and a DURATION may be, and the rules of the command line.
+const VALUES: &[&str] = &[
+    "A SIZE is a number of bytes with an optional binary suffix `K`, `M`, `G`, `T`, `P` or `E` \
+     (also `KiB`, `MB`, ...; 1K = 1024): `512K`, `32M`, `1.5G`, `2GiB`; `32M` is 32 MiB, as in \
+     mbuffer and pv. `-m` also takes a share of the machine's memory, `2%`, as mbuffer's `-m`, \
+     and `--start-at` and `--resume-at` a share of `-m`, `90%`. The buffer holds at least a \
+     page (4 KiB), the least accel moves at once; a size above what accel may have is held to \
+     that, with one warning: `-m 100T` on a machine of 23 GiB runs.",
+    "A RATE is a SIZE per second: `10M` is 10 MiB/s; `0` or `none` is no limit, as pv's `-L 0`.",
+    "A DURATION is a number with an optional unit `ms`, `s`, `m` or `h`, seconds if none: \
+     `250ms`, `30s`, `5m`, `1.5h`; at most 100 years.",
+    "Given twice, an option's last value counts (`-m 1M -m 2M` is `-m 2M`), so that a shell \
+     alias can be overridden. An option's value is the next argument even when it starts with \
+     `-`, as with getopt: `-m -5` is a bad size for `-m`. `--json` and `--output-error` take \
+     their value only after `=`: `--json out.json` is refused with that hint.",
+];
+
+/// After the SIGNALS table.
+const SIGNALS_SAID: &str = "accel does not catch SIGTSTP, so an orphaned job is never stopped \
+     for good. Stopped by a signal, it says what was lost, e.g. `accel: stopped by SIGINT; 100 \
+     MiB (104857600 bytes) delivered, 32 MiB (33554432 bytes) read but not delivered`.";
+
+/// After the EXIT STATUS table: how errors are said.
+const ERRORS_SAID: &str = "Errors are one line on stderr, `accel: <what>: <why>`, the command \
+     line's too (status 2). A count of bytes in a message is exact, and from 1 KiB on led by its \
+     size: `700 bytes`, `406 MiB (425197568 bytes)`. For instance:";
+
+/// Errors as accel says them.
+const ERRORS: &[&str] = &[
+    "accel: write to stdout: No space left on device; 0 bytes delivered, 344 KiB (352256 bytes) \
+     read but not delivered",
+    "accel: -m 3Q: not a size: expected a number of bytes with an optional binary suffix K, M, \
+     G, T, P or E (also KiB, MB, ...; 1K = 1024), e.g. 512K, 32M, 1.5G",
+    "accel: --json out.json: the value of --json goes after '=': --json=out.json (--json alone \
+     takes none)",
+    "accel: --engine foo: not a value it takes: expected auto, splice or copy",
+    "accel: --debg: unknown option; did you mean --debug?",
+];
+
+/// Command lines worth copying.
+const EXAMPLES: &[&str] = &[
+    "bzip2 -dc big.tar.bz2 | accel | gzip -9 > big.tar.gz",
+    "zfs send pool/fs@snap | accel -m 1G | ssh backup zfs receive tank/fs",
+    "xz -dc a.xz | accel -N unxz | gzip | accel -N gzip > a.gz",
+    "accel -i disk.img -o /dev/sdX -o copy.img --hash sha256 -v",
+    "backup$ accel --from :9090 --key-file ~/.config/accel.key | zfs receive tank/fs",
+    "here$ zfs send pool/fs@snap | accel --to backup:9090 --key-file ~/.config/accel.key",
+    "here$ tar c dir | accel --to 192.0.2.7:9090 --insecure    # into a real mbuffer -I 9090",
+];
+
+/// After the table of what to type instead: why two rows differ, and what accel says to the
+/// habits of pv's and mbuffer's hands.
+const HABITS: &[&str] = &[
+    "Two differences on purpose: pv's `-B` only enlarges pv's own reads and writes, so pv and \
+     its neighbours still take turns, where accel's `-m` decouples them; and mbuffer's `-s` is \
+     always its block size, holding partial blocks back, where accel forwards partial data at \
+     once and writes exact blocks only when asked (`--block-size`).",
+    "Where pv and mbuffer disagree, accel follows mbuffer for what it shares with both (`-i`, \
+     `-o`, `-f`, `-m`) and takes pv's spelling only where mbuffer's would not run silently: \
+     mbuffer's `-n 2` or `-v 3` is refused with a line saying what accel's flag does, and `-c` \
+     (mbuffer: synchronous writes; pv: cursor mode) is not an option here: the message points \
+     to `--sync`, and accels share a terminal without it. Nor is `-s`, which pv takes for the \
+     expected size and mbuffer for the block size: the message names `--expect` and \
+     `--block-size`, so that neither habit silently means the other. pv's `-f` (progress even \
+     when stderr is not a terminal) is `--progress-fd 2` here: accel's `-f` is mbuffer's, \
+     overwrite. Other habits get a hint too: `-I 9090` and `-O host:9090` name `--from 9090` \
+     and `--to host:9090` (with `--insecure` for a real mbuffer), `-R 10M` says that `-R` takes \
+     a PID here and a rate is `-r` or `--input-rate`, pv's `-L 10M` names `-r 10M`; and `-m 2%` \
+     works. pv's display switches (`-pterb`, `-t`), its `-C`, `-E`, `-S`, `-W` and the others \
+     accel lacks are refused with the nearest accel option named. A tool that writes mbuffer's \
+     command line gets accel run as `mbuffer`, one that writes pv's, accel run as `pv` (below).",
+];
+
+/// A piece of a section of accel's own, rendered as roff or as Markdown.
+enum Part {
+    /// Paragraphs of text.
+    Text(&'static [&'static str]),
+    /// Rows of a table: a term (bold in roff) and what it means, under these headings.
+    Terms([&'static str; 2], &'static [[&'static str; 2]]),
+    /// The JSON fields: name(s), in which events, meaning.
+    Fields(&'static [[&'static str; 3]]),
+    /// What to type in pv, in mbuffer and in accel.
+    Instead(&'static [[&'static str; 4]]),
+    /// A bulleted list.
+    Bullets(&'static [&'static str]),
+    /// Lines shown as typed.
+    Lines(&'static [&'static str]),
+}
+
+/// accel's own sections, after clap's options: a title (upper case in roff) and its parts.
+const SECTIONS: &[(&str, &[Part])] = &[
+    ("Sizes, rates and durations", &[Part::Text(VALUES)]),
+    ("Progress and report", &[Part::Text(PROGRESS)]),
+    ("JSON fields", &[Part::Fields(JSON_FIELDS)]),
+    (
+        "Signals",
+        &[Part::Terms(["signal", "what accel does"], SIGNALS), Part::Text(&[SIGNALS_SAID])],
+    ),
+    (
+        "Exit status",
+        &[
+            Part::Terms(["status", "meaning"], EXIT_STATUSES),
+            Part::Text(&[ERRORS_SAID]),
+            Part::Lines(ERRORS),
+        ],
+    ),
+    ("Examples", &[Part::Lines(EXAMPLES)]),
+    (
+        "Coming from pv and mbuffer",
+        &[
+            Part::Text(&[
+                "What you typed in pv or mbuffer, and what to type in accel; a tool that has no \
+                 such thing is left out.",
+            ]),
+            Part::Instead(FROM_PV_AND_MBUFFER),
+            Part::Text(HABITS),
+        ],
+    ),
+    ("As mbuffer", &[Part::Text(&[AS_MBUFFER])]),
+    ("As pv", &[Part::Text(&[AS_PV]), Part::Bullets(crate::cli::pv::DIFFERENCES)]),
+    ("Files", &[Part::Terms(["file", "what it is"], FILES)]),
+];
+
+/// The forms accel is used in; the roff synopsis adds every option.
+const FORMS: &[&str] = &[
+    "accel [OPTIONS] [-o FILE]... [FILE]...",
+    "accel --to HOST:PORT --key-file FILE [OPTIONS]",
+    "accel --from [ADDR:]PORT --key-file FILE [OPTIONS]",
+    "accel -R PID [-r RATE] [--input-rate RATE]",
+    "accel --generate man|bash|zsh|fish; accel --generate key FILE",
+];
+
+const SEE_ALSO: &str = "pv(1), mbuffer(1), tee(1), dd(1), dialog(1)";
+
+/// Writes the whole man page for `command` (accel's clap definition) to `out`, as roff.
 pub fn write(command: clap::Command, out: &mut dyn Write) -> io::Result<()> {
     let man = clap_mangen::Man::new(command.clone());
     man.render_title(out)?;
@@ -306,103 +443,207 @@ pub fn write(command: clap::Command, out: &mut dyn Write) -> io::Result<()> {
     synopsis(&command, out)?;
     man.render_description_section(out)?;
     man.render_options_section(out)?;
-    section(out, "PROGRESS AND REPORT")?;
-    for paragraph in PROGRESS {
-        writeln!(out, ".PP\n{}", roff(paragraph))?;
+    for (title, parts) in SECTIONS {
+        writeln!(out, ".SH \"{}\"", title.to_uppercase())?;
+        for part in *parts {
+            roff_part(part, out)?;
+        }
     }
-    section(out, "JSON FIELDS")?;
-    for [field, event, meaning] in JSON_FIELDS {
-        writeln!(out, ".TP\n{} ({event})\n{}", roff(field), roff(meaning))?;
-    }
-    section(out, "SIGNALS")?;
-    table(out, SIGNALS)?;
-    section(out, "EXIT STATUS")?;
-    table(out, EXIT_STATUSES)?;
-    section(out, "EXAMPLES")?;
-    for example in [
-        "bzip2 \\-dc big.tar.bz2 | accel | gzip \\-9 > big.tar.gz",
-        "zfs send pool/fs@snap | accel \\-m 1G | ssh backup zfs receive tank/fs",
-        "xz \\-dc a.xz | accel \\-N unxz | gzip | accel \\-N gzip > a.gz",
-        "accel \\-i disk.img \\-o /dev/sdX \\-o copy.img \\-\\-hash sha256 \\-v",
-        "backup$ accel \\-\\-from :9090 \\-\\-key\\-file ~/.config/accel.key | zfs receive tank/fs",
-        "here$ zfs send pool/fs@snap | accel \\-\\-to backup:9090 \\-\\-key\\-file ~/.config/accel.key",
-        "here$ tar c dir | accel \\-\\-to 192.0.2.7:9090 \\-\\-insecure    # into a real mbuffer \\-I 9090",
-    ] {
-        writeln!(out, ".PP\n.nf\n{example}\n.fi")?;
-    }
-    section(out, "COMING FROM PV AND MBUFFER")?;
-    for [what, pv, mbuffer, accel] in FROM_PV_AND_MBUFFER {
-        let was = |tool: &str, typed: &str| {
-            if typed.is_empty() { String::new() } else { format!("{tool} {typed}; ") }
-        };
-        let said = format!("{}{}accel {accel}", was("pv", pv), was("mbuffer", mbuffer));
-        writeln!(out, ".TP\n{}\n{}", roff(what), roff(&said))?;
-    }
-    section(out, "AS MBUFFER")?;
-    writeln!(out, ".PP\n{}", roff(AS_MBUFFER))?;
-    section(out, "AS PV")?;
-    writeln!(out, ".PP\n{}", roff(AS_PV))?;
-    for difference in crate::cli::pv::DIFFERENCES {
-        writeln!(out, ".IP \\(bu 2\n{}", roff(difference))?;
-    }
-    section(out, "FILES")?;
-    table(out, FILES)?;
-    section(out, "SEE ALSO")?;
-    writeln!(out, "pv(1), mbuffer(1), tee(1), dd(1), dialog(1)")?;
+    writeln!(out, ".SH \"SEE ALSO\"\n{SEE_ALSO}")?;
     man.render_version_section(out)
+}
+
+fn roff_part(part: &Part, out: &mut dyn Write) -> io::Result<()> {
+    match part {
+        Part::Text(paragraphs) => {
+            for paragraph in *paragraphs {
+                writeln!(out, ".PP\n{}", roff(paragraph))?;
+            }
+        }
+        Part::Terms(_, rows) => {
+            for [key, meaning] in *rows {
+                writeln!(out, ".TP\n{}\n{}", roff(&code(key)), roff(meaning))?;
+            }
+        }
+        Part::Fields(rows) => {
+            for [field, event, meaning] in *rows {
+                writeln!(out, ".TP\n{} ({event})\n{}", roff(field), roff(meaning))?;
+            }
+        }
+        Part::Instead(rows) => {
+            for [what, pv, mbuffer, accel] in *rows {
+                let was = |tool: &str, typed: &str| {
+                    if typed.is_empty() { String::new() } else { format!("{tool} {typed}; ") }
+                };
+                let said = format!("{}{}accel {accel}", was("pv", pv), was("mbuffer", mbuffer));
+                writeln!(out, ".TP\n{}\n{}", roff(what), roff(&said))?;
+            }
+        }
+        Part::Bullets(items) => {
+            for item in *items {
+                writeln!(out, ".IP \\(bu 2\n{}", roff(item))?;
+            }
+        }
+        Part::Lines(lines) => {
+            for line in *lines {
+                writeln!(out, ".PP\n.nf\n{}\n.fi", roff_plain(line))?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The forms accel is used in, then every option with its value's placeholder
 /// (`[-m SIZE]`), which clap_mangen's own synopsis leaves out.
 fn synopsis(command: &clap::Command, out: &mut dyn Write) -> io::Result<()> {
     writeln!(out, ".SH SYNOPSIS")?;
-    for form in [
-        "accel [OPTIONS] [-o FILE]... [FILE]...",
-        "accel --to HOST:PORT --key-file FILE [OPTIONS]",
-        "accel --from [ADDR:]PORT --key-file FILE [OPTIONS]",
-        "accel -R PID [-r RATE] [--input-rate RATE]",
-        "accel --generate man|bash|zsh|fish; accel --generate key FILE",
-    ] {
+    for form in FORMS {
         writeln!(out, ".br\n{}", roff(form))?;
     }
-    let mut options = Vec::new();
-    for arg in command.get_arguments().filter(|arg| !arg.is_hide_set()) {
-        let names: Vec<String> = arg
-            .get_short()
-            .map(|short| format!("-{short}"))
-            .into_iter()
-            .chain(arg.get_long().map(|long| format!("--{long}")))
-            .collect();
-        let value = match arg.get_value_names() {
-            Some(values) if arg.get_action().takes_values() => {
-                let value = values.iter().map(|v| v.as_str()).collect::<Vec<_>>().join(" ");
-                if arg.get_num_args().is_some_and(|n| n.min_values() == 0) {
-                    format!("[={value}]")
-                } else {
-                    format!(" {value}")
-                }
-            }
-            _ => String::new(),
-        };
-        options.push(format!("[{}{value}]", names.join("|")));
-    }
+    let options: Vec<String> = command
+        .get_arguments()
+        .filter(|arg| !arg.is_hide_set())
+        .map(|arg| format!("[{}]", usage(arg, "|")))
+        .collect();
     writeln!(out, ".PP\n{}", roff(&options.join(" ")))
 }
 
-fn section(out: &mut dyn Write, title: &str) -> io::Result<()> {
-    writeln!(out, ".SH \"{title}\"")
+/// An argument as typed: its names joined by `between`, and its value's placeholder
+/// (`-m|--size SIZE`, `--json[=FILE]`, ` FILE` for an operand).
+fn usage(arg: &clap::Arg, between: &str) -> String {
+    let names: Vec<String> = arg
+        .get_short()
+        .map(|short| format!("-{short}"))
+        .into_iter()
+        .chain(arg.get_long().map(|long| format!("--{long}")))
+        .collect();
+    let value = match arg.get_value_names() {
+        Some(values) if arg.get_action().takes_values() => {
+            let value = values.iter().map(|v| v.as_str()).collect::<Vec<_>>().join(" ");
+            if arg.get_num_args().is_some_and(|n| n.min_values() == 0) {
+                format!("[={value}]")
+            } else {
+                format!(" {value}")
+            }
+        }
+        _ => String::new(),
+    };
+    format!("{}{value}", names.join(between))
 }
 
-/// Each row as a tagged paragraph: the first cell as the tag, the second as its text.
-fn table(out: &mut dyn Write, rows: &[[&str; 2]]) -> io::Result<()> {
-    for [key, meaning] in rows {
-        writeln!(out, ".TP\n{}\n{}", roff(&bold(key)), roff(meaning))?;
+/// Writes the same page as Markdown, for readers of the repository (`doc/accel.md`): the
+/// options from clap's definition, grouped by their help headings as `--help` shows them,
+/// then accel's own sections.
+pub fn markdown(mut command: clap::Command, out: &mut dyn Write) -> io::Result<()> {
+    command.build();
+    writeln!(
+        out,
+        "<!-- Written by `accel --generate markdown`, from the same text as `man accel`; do not \
+         edit: change src/cli/ and run `cargo run -q -- --generate markdown > doc/accel.md`. -->"
+    )?;
+    writeln!(out, "\n# accel(1)\n")?;
+    if let Some(about) = command.get_about() {
+        writeln!(out, "{}\n", about.to_string().trim())?;
+    }
+    writeln!(out, "## Synopsis\n\n```\n{}\n```\n", FORMS.join("\n"))?;
+    writeln!(out, "## Options\n")?;
+    let shown: Vec<&clap::Arg> = command.get_arguments().filter(|arg| !arg.is_hide_set()).collect();
+    let mut headings: Vec<Option<&str>> = vec![None];
+    for arg in &shown {
+        if !headings.contains(&arg.get_help_heading()) {
+            headings.push(arg.get_help_heading());
+        }
+    }
+    for heading in headings {
+        if let Some(heading) = heading {
+            writeln!(out, "### {heading}\n")?;
+        }
+        let (operands, options): (Vec<&clap::Arg>, Vec<&clap::Arg>) = shown
+            .iter()
+            .filter(|arg| arg.get_help_heading() == heading)
+            .partition(|arg| arg.is_positional());
+        for arg in options.into_iter().chain(operands) {
+            markdown_option(arg, out)?;
+        }
+    }
+    for (title, parts) in SECTIONS {
+        writeln!(out, "## {title}\n")?;
+        for part in *parts {
+            markdown_part(part, out)?;
+        }
+    }
+    writeln!(out, "## See also\n\n{SEE_ALSO}")
+}
+
+/// One option: its usage as a heading, its long help, its values and its default.
+fn markdown_option(arg: &clap::Arg, out: &mut dyn Write) -> io::Result<()> {
+    let typed = if arg.is_positional() {
+        let name = arg.get_value_names().and_then(|names| names.first()).map(|n| n.as_str());
+        format!("{}...", name.unwrap_or(arg.get_id().as_str()))
+    } else {
+        usage(arg, "`, `")
+    };
+    writeln!(out, "#### `{typed}`\n")?;
+    if let Some(help) = arg.get_long_help().or(arg.get_help()) {
+        for paragraph in help.to_string().split("\n\n") {
+            writeln!(out, "{}\n", paragraph.trim())?;
+        }
+    }
+    let values: Vec<_> =
+        arg.get_possible_values().into_iter().filter(|value| !value.is_hide_set()).collect();
+    if !arg.is_positional() && arg.get_action().takes_values() && !values.is_empty() {
+        for value in &values {
+            let help = value.get_help().map(|help| format!(": {help}")).unwrap_or_default();
+            writeln!(out, "- `{}`{help}", value.get_name())?;
+        }
+        writeln!(out)?;
+    }
+    let defaults: Vec<_> = arg.get_default_values().iter().map(|v| v.to_string_lossy()).collect();
+    if arg.get_action().takes_values() && !defaults.is_empty() {
+        writeln!(out, "Default: `{}`.\n", defaults.join(" "))?;
     }
     Ok(())
 }
 
-/// `key` as code, unless it is already (a tag is bold either way).
-fn bold(key: &str) -> String {
+fn markdown_part(part: &Part, out: &mut dyn Write) -> io::Result<()> {
+    match part {
+        Part::Text(paragraphs) => {
+            for paragraph in *paragraphs {
+                writeln!(out, "{paragraph}\n")?;
+            }
+        }
+        Part::Terms(heads, rows) => markdown_table(heads, rows, out)?,
+        Part::Fields(rows) => markdown_table(&["field", "in", "meaning"], rows, out)?,
+        Part::Instead(rows) => {
+            markdown_table(&["you want to", "in pv", "in mbuffer", "in accel"], rows, out)?
+        }
+        Part::Bullets(items) => {
+            for item in *items {
+                writeln!(out, "- {item}")?;
+            }
+            writeln!(out)?;
+        }
+        Part::Lines(lines) => writeln!(out, "```\n{}\n```\n", lines.join("\n"))?,
+    }
+    Ok(())
+}
+
+fn markdown_table<const N: usize>(
+    heads: &[&str; N],
+    rows: &[[&str; N]],
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    writeln!(out, "| {} |", heads.join(" | "))?;
+    writeln!(out, "|{}", "---|".repeat(heads.len()))?;
+    for row in rows {
+        let cells: Vec<String> = row.iter().map(|cell| cell.replace('|', "\\|")).collect();
+        writeln!(out, "| {} |", cells.join(" | "))?;
+    }
+    writeln!(out)
+}
+
+/// `key` as code, unless it is already: a roff tag is bold either way.
+fn code(key: &str) -> String {
     if key.starts_with('`') { key.to_owned() } else { format!("`{key}`") }
 }
 
@@ -422,6 +663,12 @@ fn roff(text: &str) -> String {
     if out.starts_with(['.', '\'']) { format!("\\&{out}") } else { out }
 }
 
+/// A line shown as typed, as roff: escaped, with no code spans.
+fn roff_plain(line: &str) -> String {
+    let escaped = line.replace('\\', "\\e").replace('-', "\\-");
+    if escaped.starts_with(['.', '\'']) { format!("\\&{escaped}") } else { escaped }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -433,6 +680,12 @@ mod tests {
         String::from_utf8(out).unwrap()
     }
 
+    fn page_as_markdown() -> String {
+        let mut out = Vec::new();
+        markdown(crate::cli::Cli::command(), &mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
     #[test]
     fn the_page_is_complete_on_its_own() {
         let page = page();
@@ -440,6 +693,7 @@ mod tests {
             ".SH NAME",
             ".SH SYNOPSIS",
             ".SH OPTIONS",
+            "SIZES, RATES AND DURATIONS",
             "PROGRESS AND REPORT",
             "JSON FIELDS",
             "SIGNALS",
@@ -464,49 +718,62 @@ mod tests {
         assert_eq!(roff("`-m 1G` is 1 GiB"), "\\fB\\-m\\ 1G\\fR is 1 GiB");
         assert_eq!(roff(".hidden"), "\\&.hidden");
         assert_eq!(roff("a\\b"), "a\\eb");
+        assert_eq!(roff_plain("x -dc `y`"), "x \\-dc `y`");
     }
 
-    /// The rows of the README table that follows `heading`, as `| a | b |` cells.
-    fn readme_table(heading: &str) -> Vec<Vec<String>> {
-        let readme = include_str!("../../README.md");
-        let from = readme.find(heading).unwrap_or_else(|| panic!("{heading} in the README"));
-        readme[from..]
-            .lines()
-            .skip_while(|line| !line.starts_with('|'))
-            .take_while(|line| line.starts_with('|'))
-            .skip(2)
-            .map(|line| {
-                let cells = line.trim().trim_start_matches('|').trim_end_matches('|');
-                cells.split(" | ").map(|cell| cell.trim().replace("\\|", "|")).collect()
-            })
-            .collect()
-    }
-
-    fn rows<const N: usize>(table: &[[&str; N]]) -> Vec<Vec<String>> {
-        table.iter().map(|row| row.iter().map(|cell| cell.to_string()).collect()).collect()
-    }
-
-    /// The README lists the deliberate differences of accel run as pv, as `pv -h` and the
-    /// page do.
+    /// The deliberate differences of accel run as pv are listed where a reader of the
+    /// reference looks for them, in both forms of the page (and `pv -h` lists them too).
     #[test]
-    fn the_readme_lists_the_differences_from_pv() {
-        let readme =
-            include_str!("../../README.md").split_whitespace().collect::<Vec<_>>().join(" ");
+    fn the_page_lists_the_differences_from_pv() {
+        let (page, markdown) = (page(), page_as_markdown());
         for difference in crate::cli::pv::DIFFERENCES {
-            let bullet = format!("- {difference}");
-            assert!(readme.contains(&bullet), "the README lacks: {bullet}");
+            assert!(page.contains(&format!(".IP \\(bu 2\n{}\n", roff(difference))), "{difference}");
+            assert!(markdown.contains(&format!("\n- {difference}\n")), "{difference}");
         }
     }
 
-    /// The README says what the man page says.
+    /// The Markdown page has every option `--help` shows, under a heading of its own, and
+    /// every section of the roff page.
     #[test]
-    fn the_readme_repeats_the_tables() {
-        assert_eq!(readme_table("| field | in | meaning |"), rows(JSON_FIELDS));
-        assert_eq!(readme_table("| signal | what accel does |"), rows(SIGNALS));
-        assert_eq!(readme_table("| status | meaning |"), rows(EXIT_STATUSES));
-        assert_eq!(
-            readme_table("| you want to | in pv | in mbuffer | in accel |"),
-            rows(FROM_PV_AND_MBUFFER)
-        );
+    fn the_markdown_page_has_every_option_and_section() {
+        let markdown = page_as_markdown();
+        let mut command = crate::cli::Cli::command();
+        command.build();
+        for arg in command.get_arguments().filter(|arg| !arg.is_hide_set()) {
+            let operand = arg.get_value_names().and_then(|names| names.first()).map(|n| n.as_str());
+            let name = match arg.get_long() {
+                Some(long) => format!("`--{long}"),
+                None => format!("`{}...`", operand.unwrap()),
+            };
+            let heading =
+                markdown.lines().find(|line| line.starts_with("#### ") && line.contains(&name));
+            assert!(heading.is_some(), "no heading for {name}");
+        }
+        for (title, _) in SECTIONS {
+            assert!(markdown.contains(&format!("\n## {title}\n")), "{title}");
+            assert!(page().contains(&format!(".SH \"{}\"", title.to_uppercase())), "{title}");
+        }
+        assert!(!markdown.contains("README"), "the page does not send readers elsewhere");
+    }
+
+    /// Every row of every Markdown table has as many cells as its heading: a `|` inside a cell
+    /// is escaped, or the table falls apart on the web.
+    #[test]
+    fn the_markdown_tables_hold_together() {
+        let markdown = page_as_markdown();
+        let cells = |line: &str| line.replace("\\|", "").matches('|').count();
+        let mut tables = 0;
+        let mut lines = markdown.lines().peekable();
+        while let Some(line) = lines.next() {
+            if !line.starts_with('|') {
+                continue;
+            }
+            tables += 1;
+            let width = cells(line);
+            while let Some(row) = lines.next_if(|row| row.starts_with('|')) {
+                assert_eq!(cells(row), width, "{row}");
+            }
+        }
+        assert_eq!(tables, 5, "JSON fields, signals, exit statuses, pv and mbuffer, files");
     }
 }

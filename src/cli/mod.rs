@@ -458,6 +458,9 @@ pub enum Generate {
     Fish,
     /// A new key file for --key-file: `--generate key FILE` (made readable by its owner only).
     Key,
+    /// The man page as Markdown, which the repository keeps as doc/accel.md.
+    #[value(hide = true)]
+    Markdown,
 }
 
 impl Generate {
@@ -486,6 +489,10 @@ impl Generate {
             }
             (Generate::Man, None) => {
                 return crate::cli::manual::write(Cli::command(), &mut std::io::stdout().lock())
+                    .map_err(|e| (Exit::OutputFailed, format!("--generate: {e}")));
+            }
+            (Generate::Markdown, None) => {
+                return crate::cli::manual::markdown(Cli::command(), &mut std::io::stdout().lock())
                     .map_err(|e| (Exit::OutputFailed, format!("--generate: {e}")));
             }
             (Generate::Bash, None) => Shell::Bash,

@@ -295,7 +295,7 @@ pub const OPTIONS: &[Opt] = &[
     opt('V', &["version"], None, Handling::Maps("print the version")),
 ];
 
-/// The differences from pv that accel keeps on purpose, as `pv -h` and the README list them.
+/// The differences from pv that accel keeps on purpose, as `pv -h` and the man page list them.
 pub const DIFFERENCES: &[&str] = &[
     "accel reads ahead into its buffer (32 MiB, or -B) while the output is blocked, where pv \
      stops reading while it writes: the producer and the consumer no longer take turns",
