@@ -147,7 +147,7 @@ impl Board {
         height: usize,
         continued: Option<u64>,
     ) -> io::Result<()> {
-        self.update(out, PATIENCE, |state, pid| {
+        self.update(out, PATIENCE, Release::Now, |state, pid| {
             if continued.is_some_and(|at| at > state.renewed) {
                 // The shell wrote while we were stopped: the old block is history now.
                 state.rows = 0;
@@ -160,7 +160,7 @@ impl Board {
 
     /// Writes `message` (whole lines) above the block, and the block again under it.
     pub fn say(&mut self, out: &mut dyn Write, message: &str, height: usize) -> io::Result<()> {
-        self.update(out, PATIENCE, |state, _| state.redraw(message, height))
+        self.update(out, PATIENCE, Release::Now, |state, _| state.redraw(message, height))
     }
 
     /// Ends this accel's part: the block is cleared and `last` (this accel's final line) is
@@ -169,7 +169,7 @@ impl Board {
     /// others start a new block after that.
     pub fn leave(mut self, out: &mut dyn Write, last: &str) -> io::Result<()> {
         let pid = self.pid;
-        let left = self.update(out, PATIENCE, |state, _| {
+        let left = self.update(out, PATIENCE, Release::AtExit, |state, _| {
             let mut text = up(state.rows.saturating_sub(1));
             text += "\x1b[J";
             text += last;
@@ -184,12 +184,14 @@ impl Board {
     }
 
     /// Under the lock: reads the board, drops the lines of accels that have died, lets
-    /// `change` update it and say what to write, writes that to `out` and the board back.
-    /// Gives up, writing nothing, after `patience` without the lock.
+    /// `change` update it and say what to write, writes that to `out` and the board back;
+    /// then lets the lock go, or keeps it as `release` says. Gives up, writing nothing, after
+    /// `patience` without the lock.
     fn update(
         &mut self,
         out: &mut dyn Write,
         patience: Duration,
+        release: Release,
         change: impl FnOnce(&mut State, i32) -> String,
     ) -> io::Result<()> {
         if !lock(&self.file, patience) {
@@ -210,9 +212,21 @@ impl Board {
             self.file.rewind()?;
             self.file.write_all(state.text().as_bytes())
         })();
-        let _ = rustix::fs::flock(self.file.as_fd(), FlockOperation::Unlock);
+        if release == Release::Now {
+            let _ = rustix::fs::flock(self.file.as_fd(), FlockOperation::Unlock);
+        }
         result
     }
+}
+
+/// When an update lets the board's lock go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Release {
+    /// As soon as the board is drawn.
+    Now,
+    /// When the process exits: the kernel drops an `flock` with the last descriptor of the
+    /// open file, which the caller must then never close.
+    AtExit,
 }
 
 /// Takes `file`'s lock, waiting at most `patience`.
@@ -306,7 +320,8 @@ mod tests {
     }
 
     /// Two boards on one file, as two accels on one terminal: the second joins under the
-    /// first; when the first leaves, the block is cleared and its final line stays.
+    /// first; when the first leaves, the block is cleared, its final line stays, and the
+    /// board stays its own.
     #[test]
     fn join_draw_and_leave() {
         let dir = std::env::temp_dir().join(format!("accel-board-test-{}", std::process::id()));
@@ -330,6 +345,10 @@ mod tests {
         screen.clear();
         first.leave(&mut screen, "first done").unwrap();
         assert_eq!(String::from_utf8_lossy(&screen), "\r\x1b[1A\x1b[Jfirst done\x1b[K\n");
+        // Its last words go under its final line with nobody drawing in between: the board
+        // stays locked until this process exits (a lock per open file, so another open of it
+        // here is refused as another process would be).
+        assert!(!lock(&open().unwrap(), Duration::ZERO), "the board is let go before the exit");
         let left = State::parse(&std::fs::read_to_string(&path).unwrap());
         assert_eq!(left.rows, 0);
         assert_eq!(left.lines, vec![(other, "second".to_owned())]);
