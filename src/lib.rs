@@ -41,7 +41,7 @@
 //!
 //! Without its default features, the package builds this library alone: the buffer, its
 //! adapters and the engine under them, with none of the program's weight (its command line,
-//! the network and its crypto, the BLAKE3 hash) and no C compiler:
+//! the network and its crypto, the BLAKE3 hash) and nothing compiled from C:
 //!
 //! ```toml
 //! accel-buffer = { version = "0.1", default-features = false }
