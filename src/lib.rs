@@ -39,6 +39,17 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! Without its default features, the package builds this library alone: the buffer, its
+//! adapters and the engine under them, with none of the program's weight (its command line,
+//! the network and its crypto, the BLAKE3 hash) and nothing compiled from C:
+//!
+//! ```toml
+//! accel-buffer = { version = "0.1", default-features = false }
+//! ```
+//!
+//! The features, all on by default: `cli` (the `accel` program, which needs the other two),
+//! `net` (`--to`/`--from`), `blake3` (`--hash blake3`).
+//!
 //! The same engine runs the `accel` program, whose command line plans its runs through the
 //! library. Inside, from the top down (a room only uses those below it; DEVELOPERS.md lists
 //! them, and `tools/imports.py --check` holds the code to that list): `cli` (the command
@@ -49,9 +60,15 @@
 //! `net` (descriptors, a program's streams, a network peer), `backlog` (the buffer itself),
 //! small pieces everything uses (`meter`, `stop`, `log`, `words`), `sys` (the platform), and
 //! `size` at the floor. Only the library's API is public; `cli`, `run`, `exit`, `net`, `stop`
-//! and `log` are reachable, hidden, for the program and its tests, and are not part of the API.
+//! and `log` are reachable, hidden, for the program and its tests (the first four with the
+//! features that hold them), and are not part of the API.
 
 #![deny(missing_docs)]
+// The rooms under the library serve the program too, and some of what they have only the
+// program calls (stdin and stdout as endpoints, FILE operands, the cgroup's memory...):
+// without it (the `cli` feature off), that is unused. Built with it, nothing may be (CI's
+// clippy, -D warnings), so dead code is still found, and no #[cfg] runs through functions.
+#![cfg_attr(not(feature = "cli"), allow(dead_code, unused_imports))]
 
 mod buffer;
 
@@ -61,18 +78,28 @@ pub use buffer::{
 };
 
 // The binary's and the tests' way in: not the library's API, which is above. Their docs are
-// for the crate's developers, and may link to what is private.
+// for the crate's developers, and may link to what is private. The program's rooms are behind
+// the `cli` feature and the network behind `net` (both default; Cargo.toml), so that the
+// library alone builds without them.
+#[cfg(feature = "cli")]
 #[doc(hidden)]
 #[allow(rustdoc::private_intra_doc_links)]
 pub mod cli;
+#[cfg(feature = "cli")]
 #[doc(hidden)]
 #[allow(rustdoc::private_intra_doc_links)]
 pub mod exit;
 #[doc(hidden)]
 pub mod log;
+#[cfg(feature = "net")]
 #[doc(hidden)]
 #[allow(rustdoc::private_intra_doc_links)]
 pub mod net;
+// Without the network, its place: a Link that cannot exist, for the endpoint's peer code.
+#[cfg(not(feature = "net"))]
+#[path = "net/absent.rs"]
+mod net;
+#[cfg(feature = "cli")]
 #[doc(hidden)]
 #[allow(rustdoc::private_intra_doc_links)]
 pub mod run;
@@ -84,6 +111,7 @@ pub(crate) mod endpoint;
 pub(crate) mod engine;
 pub(crate) mod meter;
 pub(crate) mod size;
+#[cfg(feature = "cli")]
 pub(crate) mod watch;
 pub(crate) mod words;
 

@@ -738,8 +738,7 @@ pub fn main(args: &[OsString], closed: crate::run::stdio::Closed) -> i32 {
             ));
         }
         Ok(Parsed::HashList) => {
-            let names =
-                crate::engine::digest::Algorithm::ALL.map(crate::engine::digest::Algorithm::name);
+            let names = crate::engine::digest::Algorithm::names();
             eprintln!("valid hash functions are:\n\t{}", names.join("\n\t"));
             return 0;
         }

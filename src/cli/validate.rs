@@ -126,7 +126,7 @@ fn hashes(cli: &Cli) -> Result<Vec<Algorithm>, ConfigError> {
                 value: name.clone(),
                 reason: format!(
                     "not a hash accel knows: expected one of {}",
-                    Algorithm::ALL.map(Algorithm::name).join(", ")
+                    Algorithm::names().join(", ")
                 ),
             })
         })

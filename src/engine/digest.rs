@@ -5,7 +5,8 @@
 //! The digests come from well-kept implementations: RustCrypto's `sha2`, `sha1` and `md-5`
 //! (SHA-NI and AVX2 where the CPU has them, detected at run time) and the `blake3` crate
 //! (AVX-512, AVX2 or SSE4.1, likewise), all behind the `digest` crate's [`DynDigest`] (blake3
-//! through its `traits-preview` feature).
+//! through its `traits-preview` feature). blake3 compiles C and assembly, so it is behind the
+//! `blake3` feature (on for the program): the library alone has the others.
 
 use std::fmt;
 
@@ -32,14 +33,16 @@ pub enum Algorithm {
     /// SHA-512 (as `sha512sum`).
     Sha512,
     /// BLAKE3 (as `b3sum`): the fastest here.
+    #[cfg(feature = "blake3")]
     Blake3,
 }
 
 impl Algorithm {
     /// Every algorithm, in the order `--help` lists them.
-    pub const ALL: [Algorithm; 7] = [
+    pub const ALL: &[Algorithm] = &[
         Algorithm::Sha256,
         Algorithm::Sha512,
+        #[cfg(feature = "blake3")]
         Algorithm::Blake3,
         Algorithm::Md5,
         Algorithm::Sha1,
@@ -56,15 +59,21 @@ impl Algorithm {
             Algorithm::Sha256 => "sha256",
             Algorithm::Sha384 => "sha384",
             Algorithm::Sha512 => "sha512",
+            #[cfg(feature = "blake3")]
             Algorithm::Blake3 => "blake3",
         }
+    }
+
+    /// The names of them all, in the order `--help` lists them.
+    pub fn names() -> Vec<&'static str> {
+        Algorithm::ALL.iter().map(|a| a.name()).collect()
     }
 
     /// The algorithm named `name` (`sha256`, `SHA-256`, `md5`...), if any.
     pub fn named(name: &str) -> Option<Algorithm> {
         let plain: String =
             name.chars().filter(|c| *c != '-' && *c != '_').collect::<String>().to_lowercase();
-        Algorithm::ALL.into_iter().find(|a| a.name() == plain)
+        Algorithm::ALL.iter().copied().find(|a| a.name() == plain)
     }
 
     /// A fresh hasher for the algorithm.
@@ -76,6 +85,7 @@ impl Algorithm {
             Algorithm::Sha256 => Box::new(sha2::Sha256::default()),
             Algorithm::Sha384 => Box::new(sha2::Sha384::default()),
             Algorithm::Sha512 => Box::new(sha2::Sha512::default()),
+            #[cfg(feature = "blake3")]
             Algorithm::Blake3 => Box::new(blake3::Hasher::new()),
         }
     }
@@ -143,6 +153,7 @@ mod tests {
             (Algorithm::Md5, "900150983cd24fb0d6963f7d28e17f72"),
             (Algorithm::Sha1, "a9993e364706816aba3e25717850c26c9cd0d89d"),
             (Algorithm::Sha256, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"),
+            #[cfg(feature = "blake3")]
             (Algorithm::Blake3, "6437b3ac38465133ffb63b75273a8db548c558465d79db03fd359c6cd5bd9d85"),
             (Algorithm::Sha224, "23097d223405d8228642a477bda255b32aadbce4bda0b3f7e36c9da7"),
             (
@@ -167,7 +178,7 @@ mod tests {
         assert_eq!(Algorithm::named("SHA-512"), Some(Algorithm::Sha512));
         assert_eq!(Algorithm::named("MD5"), Some(Algorithm::Md5));
         assert_eq!(Algorithm::named("crc32"), None);
-        for algorithm in Algorithm::ALL {
+        for &algorithm in Algorithm::ALL {
             assert_eq!(Algorithm::named(algorithm.name()), Some(algorithm));
         }
     }
