@@ -146,6 +146,9 @@ class RowsTest(unittest.TestCase):
             self.assertEqual(argv[argv.index("--ssh-command") + 1], "ssh -F /lab/ssh_config")
             self.assertEqual(argv[argv.index("--remote-accel") + 1], "/bin/accel")
             self.assertEqual(argv[-2:], ["--", far])
+        tcp = next(r for r in ssh.rows(lab, "10.0.0.2", "/bin/accel", far) if r.name == ssh.TCP)
+        self.assertEqual(tcp.stages[0][-2:], ["-O", f"10.0.0.2:{ssh.TCP_PORT}"])
+        self.assertEqual(tcp.listener, f"mbuffer -q -m 32M -I {ssh.TCP_PORT} | {far}")
         shown = ssh.shown(got[ssh.DIRECT][0], "/bin/accel", far)
         self.assertEqual(shown, "accel --to ssh://10.0.0.2 --ssh-command 'ssh -F /lab/ssh_config'"
                                 f" --remote-accel accel --via direct -- FAR")

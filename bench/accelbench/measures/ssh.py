@@ -6,8 +6,9 @@ is bench/accelbench/reader.py (it counts the bytes, as ``cat > /dev/null`` would
 them, and notes when the first one came). X: ``ssh HOST FAR`` with ssh's default cipher
 (chacha20-poly1305) and with aes128-gcm, ``mbuffer | ssh HOST 'mbuffer | FAR'``, and
 accel starting its far end through ssh (``accel --to ssh://HOST -- FAR``), with the
-data direct (``--via direct``) and through the ssh session (``--via ssh``). The accel
-rows run only when the accel under test offers ``ssh://`` (its --help says so),
+data direct (``--via direct``) and through the ssh session (``--via ssh``); and, for
+reference, TCP alone (``mbuffer -O`` into ``mbuffer -I | FAR``: no ssh, no cipher, what the
+link carries for one flow). The accel rows run only when the accel under test offers ``ssh://`` (its --help says so),
 and say why not otherwise. MiB/s over the whole run (ssh's start included); "×
 ssh" columns: the ratio to the plain ssh row in the same round, median [min–max]
 over the rounds; "× line": to 1 Gbit/s on (b); first byte: from the start of X to
@@ -32,7 +33,7 @@ from ..netlab import (
     WAN_ONE_WAY_MS, WAN_RATE, WAN_RECEIVER, DelayLine, Netns, SshLab, Sshd, have_openssh,
     lab_section, veth,
 )
-from ..processes import run_pipeline
+from ..processes import RunResult, describe_exit, run_pipeline
 from ..stats import Samples, fmt_spread, interleaved, med
 
 HEADING = "## Between hosts through ssh"
@@ -44,6 +45,8 @@ DEFAULT_MIB, QUICK_MIB = 2048, 64
 # The rows, by name. SSH is the plain ssh every ratio is taken to, AES its fastest cipher here.
 SSH, AES, MBUFFER = "ssh", "ssh aes128-gcm", "mbuffer | ssh | mbuffer"
 DIRECT, THROUGH = "accel direct", "accel --via ssh"
+TCP = "TCP alone"  # no ssh, no cipher: what the link carries for one flow (a reference)
+TCP_PORT = 9501
 ACCEL_ROWS = (DIRECT, THROUGH)
 
 # What the accel under test must offer for its rows (issue 34's command line): `ssh://` peers,
@@ -76,9 +79,11 @@ LINKS = (
 
 @dataclass
 class Row:
-    """One X: the stages run here after the producer, for a far command `far`."""
+    """One X: the stages run here after the producer; `listener`, a shell command started
+    in the far namespace before them, listening on TCP_PORT (for the row without ssh)."""
     name: str
     stages: list[list[str]]
+    listener: str | None = None
 
     @property
     def is_accel(self) -> bool:
@@ -225,6 +230,8 @@ def rows(lab: SshLab, host: str, accel: str, far: str) -> list[Row]:
         argv = [accel, "--to", f"ssh://{host}", "--ssh-command", shlex.join(ssh),
                 "--remote-accel", accel, "--via", via, "--", far]
         out.append(Row(name, [argv]))
+    out.append(Row(TCP, [["mbuffer", "-q", "-m", "32M", "-O", f"{host}:{TCP_PORT}"]],
+                   f"mbuffer -q -m 32M -I {TCP_PORT} | {far}"))
     return out
 
 
@@ -279,7 +286,10 @@ def body(ctx: Context) -> str:
             f"round, median [min–max] over the rounds; × line: over the line rate. First "
             f"byte: ms from the start of X to FAR's first byte. The goals take the same "
             f"figures. Before the timed rounds, 8 MiB of random bytes go through each X on (a) "
-            f"and must arrive unchanged (FAR: `cat > FILE`). {skipped}A run that leaves a "
+            f"and must arrive unchanged (FAR: `cat > FILE`). {TCP}: no ssh and no cipher, "
+            f"mbuffer's own TCP into `mbuffer -I {TCP_PORT} | FAR` started beforehand (so "
+            f"its first byte is not comparable): what the link carries for one flow. "
+            f"{skipped}A run that leaves a "
             f"process in either namespace (beyond the sshd) 10 s after it ended has it killed, "
             f"and its status says so.\n\n" + text)
 
@@ -295,8 +305,7 @@ def sanity(ctx: Context, lab: SshLab, a: Netns, b: Netns, sshd: Sshd,
         if why_not(row, unsupported):
             continue
         dst.unlink(missing_ok=True)
-        rr = run_pipeline([["cat", str(src)]] + [a.argv(s) for s in row.stages], timeout=60)
-        sweep(a, b, sshd)
+        rr, _ = run_row(row, ["cat", str(src)], a, b, sshd, 60)
         got = dst.read_bytes() if dst.exists() else b""
         why = rr.error or (None if got == data else
                            f"{len(got)} bytes arrived of {len(data)}, sha256 "
@@ -311,9 +320,39 @@ def why_not(row: Row, unsupported: str | None) -> str | None:
     """Why `row` cannot run here, or None."""
     if row.is_accel and unsupported:
         return unsupported
-    if row.name == MBUFFER and not shutil.which("mbuffer"):
+    if row.name in (MBUFFER, TCP) and not shutil.which("mbuffer"):
         return "mbuffer is not installed"
     return None
+
+
+def run_row(row: Row, producer: list[str], a: Netns, b: Netns, sshd: Sshd, timeout: float
+            ) -> tuple[RunResult, list[str]]:
+    """One run of `row` fed by `producer`: its listener (if any) started in `b` first, then
+    `producer | X` with X in `a`; then both namespaces swept (`sweep`). The run and what the
+    sweep killed."""
+    listener = None
+    if row.listener:
+        listener = subprocess.Popen(b.argv(["sh", "-c", row.listener]),
+                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.PIPE)
+        if not b.listening(TCP_PORT):
+            listener.kill()
+            listener.wait()
+            return RunResult(0.0, [], f"the listener never listened on {TCP_PORT}"), []
+    try:
+        rr = run_pipeline([producer] + [a.argv(st) for st in row.stages], timeout=timeout)
+    finally:
+        if listener:  # it ends with its input; a failed run leaves it to the sweep
+            try:
+                rc = listener.wait(30)
+            except subprocess.TimeoutExpired:
+                listener.kill()
+                rc = listener.wait()
+            err = listener.stderr.read().decode(errors="replace")
+            listener.stderr.close()
+    if listener and rc != 0 and rr.ok:
+        rr.error = f"the listener: {describe_exit(rc, err)}"
+    return rr, sweep(a, b, sshd)
 
 
 def sweep(a: Netns, b: Netns, sshd: Sshd, wait_s: float = 10.0) -> list[str]:
@@ -343,8 +382,7 @@ def link_section(ctx: Context, link: Link, lab: SshLab, a: Netns, b: Netns, sshd
     samples = {name: r.samples for name, r in runs.items()}
     for rnd, row, s in interleaved(table_rows, ctx.rounds, samples):
         stamps.unlink(missing_ok=True)
-        rr = run_pipeline([dd] + [a.argv(st) for st in row.stages], timeout=ctx.timeout)
-        left = sweep(a, b, sshd)
+        rr, left = run_row(row, dd, a, b, sshd, ctx.timeout)
         first, last = read_stamps(stamps.read_text() if stamps.exists() else "")
         if rr.ok and (first is None or last is None):
             rr.error = "FAR wrote no stamps"
