@@ -46,9 +46,9 @@ USAGE_NOTES = """\
 In --variants, each comma-separated item is NAME=COMMAND; the word ``accel`` in COMMAND is
 replaced by the accel binary.  Without --accel, ``cargo build --release`` runs in the repo
 root and target/release/accel is used.  --quick shrinks the corpus (20 MiB), the stream
-(512 MiB), the data of outputs, hash and files (tens of MiB) and spill's burst (512 MiB), so
-that each measure takes under a minute; it is for testing this script, its numbers are not
-meaningful.  Tables go to stdout (Markdown), progress to stderr.
+(512 MiB), the data of outputs, hash and files (tens of MiB), spill's burst (512 MiB) and
+ssh's stream (64 MiB), so that each measure takes a minute or two; it is for testing this
+script, its numbers are not meaningful.  Tables go to stdout (Markdown), progress to stderr.
 Each measure's tables also replace its section of the results file (bench/RESULTS.md, or
 --results FILE), under the machine header and this command line; the other sections stay.
 --quick and --no-results write nothing there.  --baseline REV builds accel as of git

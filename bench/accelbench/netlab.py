@@ -45,10 +45,20 @@ def sh(argv: list[str]) -> None:
 
 def lab_section(heading: str, body: Callable[[Context], str], ctx: Context) -> str:
     """`heading`, then `body(ctx)`; raises NotMeasured where the lab cannot be built (its
-    namespaces need root and iproute2)."""
+    namespaces need root and iproute2). Meanwhile SIGTERM ends the run as an exception
+    (SystemExit, status 143) rather than at once, so that the lab's context managers still
+    take down its namespaces, daemons and delay line, as they do after Ctrl-C."""
     if os.geteuid() != 0 or not shutil.which("ip"):
         raise NotMeasured(f"{heading}\n\nSkipped: needs root and iproute2 (`ip netns`).\n")
-    return f"{heading}\n\n" + body(ctx)
+
+    def terminated(signum: int, frame) -> None:
+        raise SystemExit(128 + signum)
+
+    before = signal.signal(signal.SIGTERM, terminated)
+    try:
+        return f"{heading}\n\n" + body(ctx)
+    finally:
+        signal.signal(signal.SIGTERM, before)
 
 
 # --------------------------------------------------------------------------------------------

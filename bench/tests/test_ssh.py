@@ -125,7 +125,7 @@ class GoalsTest(unittest.TestCase):
         said = ssh.goals(ssh.LINKS[0], self.table(1.0, 3.0, skipped="no ssh://"), 1)
         self.assertEqual(len(said), 4)
         for g in said:
-            self.assertTrue(g.endswith(": not measured (no ssh://)"), g)
+            self.assertTrue(g.endswith(": not measured (the row was skipped: see its status)"), g)
 
 
 class RowsTest(unittest.TestCase):
