@@ -320,7 +320,7 @@ class SshLab:
     """An sshd of the benchmark's own for a namespace, and the client's side of it, in
     `d` (bench/work/ssh-lab unless given): throwaway keys (`throwaway_keys`), `sshd_config`
     (every address of the namespace it runs in, port 22, root with the throwaway key only,
-    OpenSSH's default ciphers, no compression), and `ssh_config`, a client config that
+    OpenSSH's default ciphers, no compression, root's ~/.bashrc not read), and `ssh_config`, a client config that
     trusts the host key for `hosts` alone through a known_hosts of its own, with
     StrictHostKeyChecking on: `ssh -F ssh_config HOST CMD` works as a user's ssh would, and
     so does any program given `ssh -F ssh_config` as its ssh command."""
@@ -336,7 +336,13 @@ class SshLab:
             f"HostKey {self.dir / 'host_key'}\nAuthorizedKeysFile {self.dir / 'authorized_keys'}\n"
             "PidFile none\nUsePAM no\nStrictModes no\nListenAddress 0.0.0.0\nPort 22\n"
             "PermitRootLogin prohibit-password\nPasswordAuthentication no\n"
-            "KbdInteractiveAuthentication no\nCompression no\nX11Forwarding no\nPrintMotd no\n")
+            "KbdInteractiveAuthentication no\nCompression no\nX11Forwarding no\nPrintMotd no\n"
+            # bash reads ~/.bashrc when sshd runs it as a top-level shell (SSH_CLIENT set,
+            # SHLVL below 1). Root's here runs `pyenv init`, whose rehash takes a lock file for
+            # up to 60 s: sessions at once wait on each other, one killed mid-rehash leaves the
+            # lock and stalls every later one a minute, and its time lands in the first-byte
+            # figures. SHLVL=1 makes the session's shell a nested one, which reads no rc file.
+            "SetEnv SHLVL=1\n")
         self.ssh_config.write_text(
             f"Host *\n  User root\n  Port 22\n  IdentityFile {self.dir / 'id'}\n"
             f"  IdentitiesOnly yes\n  UserKnownHostsFile {self.known_hosts}\n"

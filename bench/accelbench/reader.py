@@ -4,9 +4,10 @@ bytes (1 with a message if not).  Without BURST it reads as fast as it can; with
 BURST bytes as fast as it can, then sleeps PAUSE seconds, and so on: a consumer that stalls
 in bursts.  On stderr it prints ``time.perf_counter()`` at the moment it had all BYTES bytes,
 before it saw EOF (CLOCK_MONOTONIC, the parent's clock too).  With --stamps it also writes
-FILE, two lines: ``first T`` (when its first read returned bytes) and ``all T`` (when it had
-all BYTES), on the same clock: a consumer at the far end of a link, whose stderr goes who
-knows where, so says when the stream started to arrive.  It waits for input with select
+FILE, a line each: ``first T`` (when its first read returned bytes), ``half T`` (when it had
+half of BYTES) and ``all T`` (when it had all BYTES), on the same clock: a consumer at the
+far end of a link, whose stderr goes who knows where, so says when the stream started to
+arrive and how fast its second half came.  It waits for input with select
 before its first read, so it may be started on a FIFO before the FIFO's writer opens it.
 """
 
@@ -29,7 +30,7 @@ def main() -> int:
     view = memoryview(buf)
     got = 0
     in_burst = 0
-    first_at = all_at = None
+    first_at = half_at = all_at = None
     select.select([0], [], [])
     while True:
         want = len(buf) if not burst else min(len(buf), burst - in_burst)
@@ -39,6 +40,8 @@ def main() -> int:
         if first_at is None:
             first_at = time.perf_counter()
         got += n
+        if half_at is None and 2 * got >= expect:
+            half_at = time.perf_counter()
         if all_at is None and got >= expect:
             all_at = time.perf_counter()
         in_burst += n
@@ -47,10 +50,9 @@ def main() -> int:
             in_burst = 0
     if args.stamps:
         with open(args.stamps, "w") as f:
-            if first_at is not None:
-                f.write(f"first {first_at:.6f}\n")
-            if all_at is not None:
-                f.write(f"all {all_at:.6f}\n")
+            for name, at in (("first", first_at), ("half", half_at), ("all", all_at)):
+                if at is not None:
+                    f.write(f"{name} {at:.6f}\n")
     if got != expect:
         print(f"reader: got {got} bytes, expected {expect}", file=sys.stderr)
         return 1

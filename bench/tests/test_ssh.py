@@ -26,9 +26,9 @@ HELP_34 = """Between hosts:
 """
 
 
-def runs(stream: dict[int, float], first: dict[int, float] | None = None,
+def runs(steady: dict[int, float], first: dict[int, float] | None = None,
          skipped: str | None = None) -> ssh.Runs:
-    return ssh.Runs(stream=dict(stream), first=dict(first or {}), skipped=skipped)
+    return ssh.Runs(steady=dict(steady), first=dict(first or {}), skipped=skipped)
 
 
 class SupportTest(unittest.TestCase):
@@ -45,13 +45,29 @@ class SupportTest(unittest.TestCase):
 
 
 class StampsTest(unittest.TestCase):
-    def test_both_stamps_are_read(self) -> None:
-        self.assertEqual(ssh.read_stamps("first 12.5\nall 20.25\n"), (12.5, 20.25))
+    def test_every_stamp_is_read(self) -> None:
+        self.assertEqual(ssh.read_stamps("first 12.5\nhalf 16\nall 20.25\n"), (12.5, 16.0, 20.25))
 
     def test_a_missing_or_garbled_stamp_is_none(self) -> None:
-        self.assertEqual(ssh.read_stamps("first 3.0\n"), (3.0, None))
-        self.assertEqual(ssh.read_stamps("first x\nall\n"), (None, None))
-        self.assertEqual(ssh.read_stamps(""), (None, None))
+        self.assertEqual(ssh.read_stamps("first 3.0\n"), (3.0, None, None))
+        self.assertEqual(ssh.read_stamps("first x\nall\nhalf 2\n"), (None, 2.0, None))
+        self.assertEqual(ssh.read_stamps(""), (None, None, None))
+
+    def test_the_reader_stamps_its_first_byte_half_and_all_in_order(self) -> None:
+        with tempfile.TemporaryDirectory() as d:
+            stamps = Path(d) / "stamps"
+            r = subprocess.run([sys.executable, ssh.READER, "3000000", "--stamps", str(stamps)],
+                               input=bytes(3000000), capture_output=True, timeout=60)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            first, half, last = ssh.read_stamps(stamps.read_text())
+        self.assertTrue(first <= half <= last, (first, half, last))
+        # A short stream is refused, and says what it did get.
+        with tempfile.TemporaryDirectory() as d:
+            stamps = Path(d) / "stamps"
+            r = subprocess.run([sys.executable, ssh.READER, "3000000", "--stamps", str(stamps)],
+                               input=bytes(1000000), capture_output=True, timeout=60)
+            self.assertEqual(r.returncode, 1)
+            self.assertEqual(ssh.read_stamps(stamps.read_text())[1:], (None, None))
 
 
 class RatioTest(unittest.TestCase):
@@ -76,8 +92,8 @@ class RatioTest(unittest.TestCase):
 class GoalsTest(unittest.TestCase):
     def table(self, direct: float, through: float, skipped: str | None = None
               ) -> dict[str, ssh.Runs]:
-        """Three rounds: ssh streams in 3 s and starts in 0.5 s, aes128-gcm in 2 s; the accel
-        rows in `direct` and `through` s, their first byte 0.1 s after ssh's."""
+        """Three rounds: ssh's second half takes 3 s and its first byte 0.5 s, aes128-gcm's
+        2 s; the accel rows' `direct` and `through` s, their first byte 0.1 s after ssh's."""
         return {
             ssh.SSH: runs({0: 3.0, 1: 3.0, 2: 3.0}, {0: 0.5, 1: 0.5, 2: 0.5}),
             ssh.AES: runs({0: 2.0, 1: 2.0, 2: 2.0}),
@@ -105,7 +121,7 @@ class GoalsTest(unittest.TestCase):
 
     def test_on_the_line_direct_is_held_to_the_line_rate(self) -> None:
         line = ssh.LINKS[1]
-        nbytes = int(line.line_bits / 8 * 10)  # 10 s at the line rate
+        nbytes = int(line.line_bits / 8 * 20)  # 10 s for its second half at the line rate
         said = ssh.goals(line, self.table(10.5, 3.0), nbytes)
         self.assertIn("of the line rate (1 Gbit/s): 0.95 [0.95–0.95] — **met**", said[0])
         said = ssh.goals(line, self.table(12.5, 3.0), nbytes)
@@ -172,14 +188,18 @@ class LabTest(unittest.TestCase):
             veth(a, b, "10.213.7.1", "10.213.7.2")
             lab = SshLab(["10.213.7.2"], Path(d))
             with Sshd(b, lab.sshd_config):
-                there = subprocess.run(a.argv(lab.ssh + ["10.213.7.2", "ip -o -4 addr show"]),
-                                       capture_output=True, text=True, timeout=60)
+                there = subprocess.run(
+                    a.argv(lab.ssh + ["10.213.7.2", "echo shell level $SHLVL; ip -o -4 addr show"]),
+                    capture_output=True, text=True, timeout=60)
                 # The same sshd at an address its known_hosts does not list is refused:
                 # checking is on, not turned off.
                 unknown = subprocess.run(b.argv(lab.ssh + ["127.0.0.1", "true"]),
                                          capture_output=True, text=True, timeout=60)
         self.assertEqual(there.returncode, 0, there.stderr)
         self.assertIn("inet 10.213.7.2/", there.stdout)  # it ran in the far namespace
+        # The session's shell was given SHLVL=1 (and counted itself): not a top-level shell,
+        # so bash read no ~/.bashrc for it.
+        self.assertTrue(there.stdout.startswith("shell level 2\n"), there.stdout)
         self.assertEqual(unknown.returncode, 255)
         self.assertIn("Host key verification failed", unknown.stderr)
 

@@ -10,8 +10,8 @@ data direct (``--via direct``) and through the ssh session (``--via ssh``); and,
 reference, TCP alone (``mbuffer -O`` into ``mbuffer -I | FAR``: no ssh, no cipher, what the
 link carries for one flow). The accel rows run only when the accel under test
 offers ``ssh://`` (its --help says so), and say why not otherwise. MiB/s over the
-whole run (ssh's start included) and streaming (FAR's first byte to its last); "×
-ssh" columns: the streaming rate over the plain ssh row's in the same round, median
+whole run (ssh's start included) and steady (the second half of the stream at FAR);
+"× ssh" columns: the steady rate over the plain ssh row's in the same round, median
 [min–max] over the rounds; "× line": over 1 Gbit/s on (b); first byte: from the
 start of X to the first byte at FAR. The goals of issue 34 follow each table. 2 GiB
 per run (--ssh-mib; --quick 64 MiB).
@@ -102,12 +102,13 @@ class Row:
 @dataclass
 class Runs:
     """One row's figures on one link, by round (so that ratios pair runs of the same round),
-    in seconds: `wall`, the whole run of X; `stream`, from FAR's first byte to its last (the
-    transport alone); `first`, from X's start to FAR's first byte. `skipped` says why the row
+    in seconds: `wall`, the whole run of X; `steady`, the second half of the stream at FAR
+    (the transport alone, past its start and whatever was buffered before FAR read);
+    `first`, from X's start to FAR's first byte. `skipped` says why the row
     did not run at all; `left`, what its runs left running (killed)."""
     samples: Samples = field(default_factory=Samples)
     wall: dict[int, float] = field(default_factory=dict)
-    stream: dict[int, float] = field(default_factory=dict)
+    steady: dict[int, float] = field(default_factory=dict)
     first: dict[int, float] = field(default_factory=dict)
     skipped: str | None = None
     left: list[str] = field(default_factory=list)
@@ -132,17 +133,20 @@ def ssh_support(help_text: str) -> str | None:
     return f"this accel's --help has no {', '.join(f'`{w}`' for w in missing)}"
 
 
-def read_stamps(text: str) -> tuple[float | None, float | None]:
-    """(first, all) from a reader's --stamps file; None for a line it did not write."""
+STAMPS = ("first", "half", "all")
+
+
+def read_stamps(text: str) -> tuple[float | None, ...]:
+    """(first, half, all) from a reader's --stamps file; None for a line it did not write."""
     got: dict[str, float] = {}
     for line in text.splitlines():
         words = line.split()
-        if len(words) == 2 and words[0] in ("first", "all"):
+        if len(words) == 2 and words[0] in STAMPS:
             try:
                 got[words[0]] = float(words[1])
             except ValueError:
                 pass
-    return got.get("first"), got.get("all")
+    return tuple(got.get(name) for name in STAMPS)
 
 
 def per_round(xs: dict[int, float], ys: dict[int, float], op) -> list[float]:
@@ -178,8 +182,8 @@ def goals(link: Link, runs: dict[str, Runs], nbytes: int) -> list[str]:
     the rounds) and its verdict; "not measured" for a row that was skipped."""
     ssh, direct, through = runs[SSH], runs[DIRECT], runs[THROUGH]
     # The faster plain ssh row by its median: the stricter reference.
-    fastest = min((n for n in (SSH, AES) if runs[n].stream),
-                  key=lambda n: med(list(runs[n].stream.values())), default=SSH)
+    fastest = min((n for n in (SSH, AES) if runs[n].steady),
+                  key=lambda n: med(list(runs[n].steady.values())), default=SSH)
     slack_ms = FIRST_BYTE_SLACK_S * 1000
     out = []
 
@@ -189,19 +193,19 @@ def goals(link: Link, runs: dict[str, Runs], nbytes: int) -> list[str]:
 
     if link.line_bits is None:
         def vs_ssh() -> str:
-            r = speedups(direct.stream, runs[fastest].stream)
+            r = speedups(direct.steady, runs[fastest].steady)
             return (f" (the faster plain row, {fastest}): {fmt_spread(r)} × — "
                     + verdict(r, lambda x: x >= DIRECT_OVER_SSH))
         goal(f"accel direct ≥ {DIRECT_OVER_SSH} × plain ssh", direct, vs_ssh)
     else:
         def vs_line() -> str:
-            r = [nbytes * 8 / s / link.line_bits for s in direct.stream.values()]
+            r = [nbytes / 2 * 8 / s / link.line_bits for s in direct.steady.values()]
             return f": {fmt_spread(r)} — " + verdict(r, lambda x: x >= OF_LINE)
         goal(f"accel direct ≥ {OF_LINE} of the line rate ({link.line_bits / 1e9:g} Gbit/s)",
              direct, vs_line)
 
     def fallback() -> str:
-        r = speedups(through.stream, ssh.stream)
+        r = speedups(through.steady, ssh.steady)
         return (f" (with ssh's default cipher, which carries it): {fmt_spread(r)} × — "
                 + verdict(r, lambda x: x >= 1.0))
     goal("accel --via ssh no slower than plain ssh", through, fallback)
@@ -292,8 +296,10 @@ def body(ctx: Context) -> str:
             f"/dev/null` would, checks the byte count, and notes when its first and last bytes "
             f"came. {mib} MiB per run, {ctx.rounds} rounds, rotating order. ssh's default "
             f"cipher here: `{cipher}`. MiB/s whole run: from the start of X to its exit, "
-            f"ssh's start and end included (or to FAR's last byte, if later); streaming: from FAR's first byte to its last, the "
-            f"transport alone. × columns: the streaming rate over that ssh row's in the same "
+            f"ssh's start and end included (or to FAR's last byte, if later); steady: the second "
+            f"half of the stream at FAR, the transport alone (past ssh's start, TCP's ramp, and "
+            f"what a far accel had buffered before FAR's first read). × columns: the steady "
+            f"rate over that ssh row's in the same "
             f"round, median [min–max] over the rounds; × line: over the line rate. First "
             f"byte: ms from the start of X to FAR's first byte. The goals take the same "
             f"figures. Before the timed rounds, 8 MiB of random bytes go through each X on (a) "
@@ -397,8 +403,8 @@ def link_section(ctx: Context, link: Link, lab: SshLab, a: Netns, b: Netns, sshd
     for rnd, row, s in interleaved(table_rows, ctx.rounds, samples):
         stamps.unlink(missing_ok=True)
         rr, left = run_row(row, dd, a, b, sshd, ctx.timeout)
-        first, last = read_stamps(stamps.read_text() if stamps.exists() else "")
-        if rr.ok and (first is None or last is None):
+        first, half, last = read_stamps(stamps.read_text() if stamps.exists() else "")
+        if rr.ok and None in (first, half, last):
             rr.error = "FAR wrote no stamps"
         s.add(rr, None)
         r = runs[row.name]
@@ -407,9 +413,9 @@ def link_section(ctx: Context, link: Link, lab: SshLab, a: Netns, b: Netns, sshd
             # The whole run ends when X has exited and FAR has every byte: a sender that
             # exits once its socket took the last byte (mbuffer -O) is not done before that.
             r.wall[rnd] = max(rr.wall, last - rr.t0)
-            r.stream[rnd], r.first[rnd] = last - first, first - rr.t0
+            r.steady[rnd], r.first[rnd] = last - half, first - rr.t0
         note(f"ssh {link.name} round {rnd + 1}/{ctx.rounds}: {row.name:<24} "
-             + (f"{mib / rr.wall:7.1f} MiB/s whole, {mib / r.stream[rnd]:7.1f} streaming, "
+             + (f"{mib / r.wall[rnd]:7.1f} MiB/s whole, {mib / 2 / r.steady[rnd]:7.1f} steady, "
                 f"first byte {1000 * r.first[rnd]:5.0f} ms" if rr.ok
                 else f"FAILED: {rr.error}")
              + (f"; left running (killed): {left}" if left else ""))
@@ -419,24 +425,24 @@ def link_section(ctx: Context, link: Link, lab: SshLab, a: Netns, b: Netns, sshd
 def render(link: Link, table_rows: list[Row], runs: dict[str, Runs], accel: str, far: str,
            mib: int) -> str:
     """The link's table, then its goals."""
-    head = ["X", "command", "MiB/s whole run", "MiB/s streaming", "× ssh", "× ssh aes128-gcm"]
+    head = ["X", "command", "MiB/s whole run", "MiB/s steady", "× ssh", "× ssh aes128-gcm"]
     if link.line_bits:
         head.append("× line")
     head += ["first byte ms", "status"]
     table = []
     for row in table_rows:
         r = runs[row.name]
-        streaming = [mib / x for x in r.stream.values()]
+        steady = [mib / 2 / x for x in r.steady.values()]
         cells = [row.name.replace("|", "\\|"),
                  " \\| ".join(code(shown(st, accel, far)) for st in row.stages)
                  + (f" → {code(shown(['sh', '-c', row.listener], accel, far))}"
                     if row.listener else ""),
-                 fmt_spread([mib / x for x in r.wall.values()], 1), fmt_spread(streaming, 1)]
+                 fmt_spread([mib / x for x in r.wall.values()], 1), fmt_spread(steady, 1)]
         for base in (SSH, AES):
             cells.append("—" if base == row.name else
-                         fmt_spread(speedups(r.stream, runs[base].stream)))
+                         fmt_spread(speedups(r.steady, runs[base].steady)))
         if link.line_bits:
-            cells.append(fmt_spread([x * MIB * 8 / link.line_bits for x in streaming]))
+            cells.append(fmt_spread([x * MIB * 8 / link.line_bits for x in steady]))
         cells += [fmt_spread([1000 * x for x in r.first.values()], 0), r.status()]
         table.append(cells)
     return (f"### {link.name}: {link.about}, far end {link.host}\n\n" + md_table(head, table)
