@@ -363,6 +363,28 @@ def known_hosts_line(hosts: list[str], key_type: str, key: str, port: int = 22) 
     return f"{','.join(names)} {key_type} {key}\n"
 
 
+class BytesBeside:
+    """Counts the bytes (IP packets, headers included) that TCP sends out of namespace `ns` to
+    any port but `port`: with `port` ssh's, the traffic that did not go through ssh. An
+    nftables counter in a table of the bench's own in that namespace (gone with it); `read()`
+    is the count so far. `usable` is False where nft is not installed."""
+
+    def __init__(self, ns: Netns, port: int):
+        self.ns = ns
+        self.usable = shutil.which("nft") is not None
+        if self.usable:
+            sh(ns.argv(["nft", f"add table inet accelbench; "
+                               f"add chain inet accelbench out {{ type filter hook output "
+                               f"priority 0; policy accept; }}; "
+                               f"add rule inet accelbench out tcp dport != {port} counter"]))
+
+    def read(self) -> int:
+        out = subprocess.run(self.ns.argv(["nft", "list", "chain", "inet", "accelbench", "out"]),
+                             capture_output=True, text=True).stdout
+        words = out.split()
+        return int(words[words.index("bytes") + 1]) if "bytes" in words else 0
+
+
 class Sshd:
     """The sshd of `config` (an `SshLab`'s) running in namespace `ns` on `port`, from entry
     until exit (SIGTERM, then SIGKILL after 5 s); its stderr in bench/work/ssh-sshd.err. `pid`

@@ -16,7 +16,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from accelbench.measures import ssh  # noqa: E402
-from accelbench.netlab import Netns, SshLab, Sshd, known_hosts_line, veth  # noqa: E402
+from accelbench.netlab import (  # noqa: E402
+    BytesBeside, Netns, SshLab, Sshd, known_hosts_line, veth,
+)
 
 HELP_34 = """Between hosts:
       --to <ADDR>   ADDR, or ssh://[USER@]HOST[:PORT] to start the far end through ssh
@@ -137,6 +139,24 @@ class GoalsTest(unittest.TestCase):
         self.assertIn("200 [200–200] ms after ssh's — **NOT met**",
                       ssh.goals(ssh.LINKS[0], table, 1)[2])
 
+    def test_a_row_whose_data_took_another_path_has_its_goals_marked_not_valid(self) -> None:
+        table = self.table(1.0, 1.0)
+        table[ssh.THROUGH].wrong_path = ["256 MiB went beside ssh, not through it"]
+        said = ssh.goals(ssh.LINKS[0], table, 1)
+        self.assertIn("× — **met** — **not valid**", said[1])
+        self.assertIn("**not valid**", said[3])
+        self.assertNotIn("not valid", said[0] + said[2])
+
+    def test_the_path_check_wants_nothing_beside_ssh_through_it_and_the_stream_direct(self):
+        n = 256 * ssh.MIB
+        self.assertIsNone(ssh.path_check(ssh.THROUGH, 20_000, n))  # a refused dial, say
+        self.assertEqual(ssh.path_check(ssh.THROUGH, n + n // 50, n),
+                         "261 MiB went beside ssh, not through it")
+        self.assertIsNone(ssh.path_check(ssh.DIRECT, n + n // 50, n))  # with headers
+        self.assertEqual(ssh.path_check(ssh.DIRECT, n // 2, n),
+                         "only 128 MiB went beside ssh: the rest went through it")
+        self.assertIsNone(ssh.path_check(ssh.SSH, n, n))
+
     def test_skipped_accel_rows_leave_their_goals_not_measured(self) -> None:
         said = ssh.goals(ssh.LINKS[0], self.table(1.0, 3.0, skipped="no ssh://"), 1)
         self.assertEqual(len(said), 4)
@@ -202,6 +222,32 @@ class LabTest(unittest.TestCase):
         self.assertTrue(there.stdout.startswith("shell level 2\n"), there.stdout)
         self.assertEqual(unknown.returncode, 255)
         self.assertIn("Host key verification failed", unknown.stderr)
+
+    @unittest.skipUnless(shutil.which("nft") and shutil.which("mbuffer"), "needs nft, mbuffer")
+    def test_bytes_beside_ssh_counts_tcp_to_other_ports_only(self) -> None:
+        with Netns("beside-a") as a, Netns("beside-b") as b, \
+                tempfile.TemporaryDirectory() as d:
+            veth(a, b, "10.213.7.1", "10.213.7.2")
+            lab = SshLab(["10.213.7.2"], Path(d))
+            beside = BytesBeside(a, 22)
+            with Sshd(b, lab.sshd_config):
+                through = subprocess.run(a.argv(lab.ssh + ["10.213.7.2", "cat > /dev/null"]),
+                                         input=bytes(4 << 20), capture_output=True, timeout=60)
+                after_ssh = beside.read()
+            other = subprocess.Popen(b.argv(["mbuffer", "-q", "-I", "9501", "-o", "/dev/null"]),
+                                     stderr=subprocess.DEVNULL)
+            try:
+                self.assertTrue(b.listening(9501))
+                subprocess.run(a.argv(["mbuffer", "-q", "-O", "10.213.7.2:9501"]),
+                               input=bytes(4 << 20), check=True, capture_output=True, timeout=60)
+                self.assertEqual(other.wait(30), 0)
+            finally:
+                other.kill()
+                other.wait()
+            after_other = beside.read()
+        self.assertEqual(through.returncode, 0, through.stderr)
+        self.assertEqual(after_ssh, 0)
+        self.assertGreaterEqual(after_other, 4 << 20)
 
     def test_a_namespace_takes_what_is_left_in_it_with_it(self) -> None:
         with Netns("sshlab-left") as ns:

@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from ..context import BENCH, MIB, WORK, Context, NotMeasured, note
 from ..markdown import code, md_table
 from ..netlab import (
-    WAN_ONE_WAY_MS, WAN_RATE, WAN_RECEIVER, DelayLine, Netns, SshLab, Sshd, have_openssh,
-    lab_section, sh, veth,
+    WAN_ONE_WAY_MS, WAN_RATE, WAN_RECEIVER, BytesBeside, DelayLine, Netns, SshLab, Sshd,
+    have_openssh, lab_section, sh, veth,
 )
 from ..processes import RunResult, describe_exit, run_pipeline
 from ..stats import Samples, fmt_spread, interleaved, med
@@ -112,9 +112,12 @@ class Runs:
     first: dict[int, float] = field(default_factory=dict)
     skipped: str | None = None
     left: list[str] = field(default_factory=list)
+    wrong_path: list[str] = field(default_factory=list)
 
     def status(self) -> str:
         text = f"skipped: {self.skipped}" if self.skipped else self.samples.status()
+        if self.wrong_path:
+            text += f"; NOT THE PATH NAMED in {len(self.wrong_path)} run(s): {self.wrong_path[0]}"
         if self.left:
             text += f"; left running after {len(self.left)} run(s), killed: {self.left[0]}"
         return text.replace("|", "\\|")
@@ -188,8 +191,12 @@ def goals(link: Link, runs: dict[str, Runs], nbytes: int) -> list[str]:
     out = []
 
     def goal(text: str, row: Runs, figures) -> None:
-        out.append(f"{text}: not measured (the row was skipped: see its status)" if row.skipped
-                   else f"{text}{figures()}")
+        if row.skipped:
+            out.append(f"{text}: not measured (the row was skipped: see its status)")
+            return
+        out.append(f"{text}{figures()}" + (
+            " — **not valid**: its data did not take the path its name says (see its status)"
+            if row.wrong_path else ""))
 
     if link.line_bits is None:
         def vs_ssh() -> str:
@@ -216,6 +223,17 @@ def goals(link: Link, runs: dict[str, Runs], nbytes: int) -> list[str]:
                     + verdict(late, lambda x: x <= slack_ms))
         goal(f"{name}: first byte within ssh's own + {slack_ms:.0f} ms", runs[name], first_byte)
     return out
+
+
+def path_check(name: str, beside_ssh: int, nbytes: int) -> str | None:
+    """Whether an accel row's data took the path its name says, from the bytes TCP sent
+    beside ssh's port during its run: through ssh, (nearly) none; direct, at least the
+    stream. None if so, else what happened."""
+    if name == THROUGH and beside_ssh > nbytes // 100:
+        return f"{beside_ssh / MIB:.0f} MiB went beside ssh, not through it"
+    if name == DIRECT and beside_ssh < nbytes:
+        return f"only {beside_ssh / MIB:.0f} MiB went beside ssh: the rest went through it"
+    return None
 
 
 def shown(argv: list[str], accel: str, far: str) -> str:
@@ -285,8 +303,10 @@ def body(ctx: Context) -> str:
         with DelayLine(a, b), Sshd(b, lab.sshd_config) as sshd:
             cipher = default_cipher(lab, VETH_FAR)
             excluded = sanity(ctx, lab, a, b, sshd, unsupported)
+            beside = BytesBeside(a, 22)
             for link in LINKS:
-                text += link_section(ctx, link, lab, a, b, sshd, mib, unsupported, excluded)
+                text += link_section(ctx, link, lab, a, b, sshd, mib, unsupported, excluded,
+                                     beside)
     skipped = (f"The accel rows were skipped: {unsupported} (issue 34 is not in this build). "
                if unsupported else "")
     return (f"`dd if=/dev/zero bs=1M count={mib} | X` in one namespace; X delivers to FAR in "
@@ -308,7 +328,10 @@ def body(ctx: Context) -> str:
             f"its first byte is not comparable): what the link carries for one flow. Both "
             f"namespaces' net.ipv4.tcp_wmem is `{LAB_TCP_WMEM}` (the machine's max, 4 MiB, "
             f"holds one flow near 510 Mbit/s at 40 ms, whatever the transport). "
-            f"{skipped}A run that leaves a "
+            f"{skipped}The bytes TCP sends out of the near namespace beside ssh's port are "
+            f"counted (nftables) for each accel run: `--via ssh` must send (nearly) none, "
+            f"direct at least the stream; a run that did not is said in its status. "
+            f"A run that leaves a "
             f"process in either namespace (beyond the sshd) 10 s after it ended has it killed, "
             f"and its status says so.\n\n" + text)
 
@@ -388,7 +411,8 @@ def sweep(a: Netns, b: Netns, sshd: Sshd, wait_s: float = 10.0) -> list[str]:
 
 
 def link_section(ctx: Context, link: Link, lab: SshLab, a: Netns, b: Netns, sshd: Sshd,
-                 mib: int, unsupported: str | None, excluded: dict[str, str]) -> str:
+                 mib: int, unsupported: str | None, excluded: dict[str, str],
+                 beside: BytesBeside) -> str:
     nbytes = mib * MIB
     dd = ["dd", "if=/dev/zero", "bs=1M", f"count={mib}", "status=none"]
     stamps = WORK / "ssh-far.stamps"
@@ -402,13 +426,17 @@ def link_section(ctx: Context, link: Link, lab: SshLab, a: Netns, b: Netns, sshd
     samples = {name: r.samples for name, r in runs.items()}
     for rnd, row, s in interleaved(table_rows, ctx.rounds, samples):
         stamps.unlink(missing_ok=True)
+        beside_before = beside.read() if beside.usable else 0
         rr, left = run_row(row, dd, a, b, sshd, ctx.timeout)
+        wrong = (path_check(row.name, beside.read() - beside_before, nbytes)
+                 if beside.usable and rr.ok else None)
         first, half, last = read_stamps(stamps.read_text() if stamps.exists() else "")
         if rr.ok and None in (first, half, last):
             rr.error = "FAR wrote no stamps"
         s.add(rr, None)
         r = runs[row.name]
         r.left += left
+        r.wrong_path += [wrong] if wrong else []
         if rr.ok:
             # The whole run ends when X has exited and FAR has every byte: a sender that
             # exits once its socket took the last byte (mbuffer -O) is not done before that.
@@ -418,6 +446,7 @@ def link_section(ctx: Context, link: Link, lab: SshLab, a: Netns, b: Netns, sshd
              + (f"{mib / r.wall[rnd]:7.1f} MiB/s whole, {mib / 2 / r.steady[rnd]:7.1f} steady, "
                 f"first byte {1000 * r.first[rnd]:5.0f} ms" if rr.ok
                 else f"FAILED: {rr.error}")
+             + (f"; {wrong}" if wrong else "")
              + (f"; left running (killed): {left}" if left else ""))
     return render(link, table_rows, runs, ctx.accel, far, mib) + "\n"
 
