@@ -320,10 +320,11 @@ class SshLab:
     """An sshd of the benchmark's own for a namespace, and the client's side of it, in
     `d` (bench/work/ssh-lab unless given): throwaway keys (`throwaway_keys`), `sshd_config`
     (every address of the namespace it runs in, port 22, root with the throwaway key only,
-    OpenSSH's default ciphers, no compression, root's ~/.bashrc not read), and `ssh_config`, a client config that
-    trusts the host key for `hosts` alone through a known_hosts of its own, with
-    StrictHostKeyChecking on: `ssh -F ssh_config HOST CMD` works as a user's ssh would, and
-    so does any program given `ssh -F ssh_config` as its ssh command."""
+    OpenSSH's default ciphers, no compression, root's ~/.bashrc not read), and
+    `ssh_config`, a client config that trusts the host key for `hosts` alone through a
+    known_hosts of its own, with StrictHostKeyChecking on: `ssh -F ssh_config HOST CMD`
+    works as a user's ssh would, and so does any program given `ssh -F ssh_config` as its ssh
+    command."""
 
     def __init__(self, hosts: list[str], d: Path | None = None):
         self.dir = throwaway_keys(d or WORK / "ssh-lab")
