@@ -46,9 +46,9 @@ USAGE_NOTES = """\
 In --variants, each comma-separated item is NAME=COMMAND; the word ``accel`` in COMMAND is
 replaced by the accel binary.  Without --accel, ``cargo build --release`` runs in the repo
 root and target/release/accel is used.  --quick shrinks the corpus (20 MiB), the stream
-(512 MiB), the data of outputs, hash and files (tens of MiB) and spill's burst (512 MiB), so
-that each measure takes under a minute; it is for testing this script, its numbers are not
-meaningful.  Tables go to stdout (Markdown), progress to stderr.
+(512 MiB), the data of outputs, hash and files (tens of MiB), spill's burst (512 MiB) and
+ssh's stream (64 MiB), so that each measure takes a minute or two; it is for testing this
+script, its numbers are not meaningful.  Tables go to stdout (Markdown), progress to stderr.
 Each measure's tables also replace its section of the results file (bench/RESULTS.md, or
 --results FILE), under the machine header and this command line; the other sections stay.
 --quick and --no-results write nothing there.  --baseline REV builds accel as of git
@@ -98,6 +98,9 @@ def parser() -> argparse.ArgumentParser:
                          "(default bench/RESULTS.md)")
     ap.add_argument("--no-results", action="store_true",
                     help="write no results file (--quick never writes one)")
+    ap.add_argument("--ssh-mib", type=int, metavar="MIB",
+                    help="ssh: MiB per run (default 2048, --quick 64); e.g. 256 for a shorter "
+                         "run whose figures still mean something")
     ap.add_argument("--drop-caches", action="store_true",
                     help="files and spill: drop the page cache before each run, so that files "
                          "come from the disk (needs root; it slows everyone on the machine)")
@@ -116,6 +119,8 @@ def main() -> int:
     args = ap.parse_args()
     if args.rounds < 3:
         ap.error("--rounds must be at least 3")
+    if args.ssh_mib is not None and args.ssh_mib < 1:
+        ap.error(f"--ssh-mib {args.ssh_mib}: want at least 1")
     if args.drop_caches and os.geteuid() != 0:
         ap.error("--drop-caches needs root (it writes /proc/sys/vm/drop_caches)")
     only = [s.strip() for s in args.only.split(",") if s.strip()]
@@ -183,7 +188,7 @@ def main() -> int:
     print(machine_header(header))
     sys.stdout.flush()
     ctx = Context(tools, accel, args.rounds, sizes["corpus"], sizes["count"], timeout,
-                  levels, args.quick, args.drop_caches)
+                  levels, args.quick, args.drop_caches, args.ssh_mib)
     path = results_file(args)
     about = header + [f"- source: {source_revision()}",
                       f"- command: `{shlex.join(['bench/run.py', *sys.argv[1:]])}`"]

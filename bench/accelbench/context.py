@@ -39,6 +39,7 @@ class Context:
     gzip_levels: tuple[int, ...] = (6,)  # the seed pipeline's `gzip -N`, one table each
     quick: bool = False  # --quick: measures choose their own small sizes (tens of MiB)
     drop_caches: bool = False  # --drop-caches: files and spill read from the disk, not cache
+    ssh_mib: int | None = None  # --ssh-mib: the ssh measure's stream (its default otherwise)
 
 
 class NotMeasured(Exception):

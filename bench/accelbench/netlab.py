@@ -2,7 +2,9 @@
 the benchmark's own, veth pairs between them, shaping (tbf for a link's rate, htb for a
 cap per flow, classified by port with a u32 filter), a packet-level delay line with
 optional random loss (these kernels have no netem), and an sshd of the benchmark's own
-(throwaway keys in bench/work, never the machine's).
+(throwaway keys in bench/work, never the machine's): `ssh_setup` for a loopback one offering
+aes128-gcm alone, `SshLab` and `Sshd` for one in a namespace, reached through a client config
+of its own with a known_hosts of its own (StrictHostKeyChecking satisfied, not turned off).
 
 Every address used lives only inside namespaces made here, and each namespace is deleted
 on the way out whatever happened, taking its devices with it. What crosses the lab (the
@@ -15,6 +17,7 @@ import itertools
 import os
 import random
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -42,10 +45,20 @@ def sh(argv: list[str]) -> None:
 
 def lab_section(heading: str, body: Callable[[Context], str], ctx: Context) -> str:
     """`heading`, then `body(ctx)`; raises NotMeasured where the lab cannot be built (its
-    namespaces need root and iproute2)."""
+    namespaces need root and iproute2). Meanwhile SIGTERM ends the run as an exception
+    (SystemExit, status 143) rather than at once, so that the lab's context managers still
+    take down its namespaces, daemons and delay line, as they do after Ctrl-C."""
     if os.geteuid() != 0 or not shutil.which("ip"):
         raise NotMeasured(f"{heading}\n\nSkipped: needs root and iproute2 (`ip netns`).\n")
-    return f"{heading}\n\n" + body(ctx)
+
+    def terminated(signum: int, frame) -> None:
+        raise SystemExit(128 + signum)
+
+    before = signal.signal(signal.SIGTERM, terminated)
+    try:
+        return f"{heading}\n\n" + body(ctx)
+    finally:
+        signal.signal(signal.SIGTERM, before)
 
 
 # --------------------------------------------------------------------------------------------
@@ -64,7 +77,30 @@ class Netns:
         return self
 
     def __exit__(self, *exc) -> None:
+        # A process still in the namespace would keep it (and whatever it listens on) alive
+        # after `ip netns del`: every one here was started by the benchmark, so it goes too.
+        self.kill_all()
         subprocess.run(["ip", "netns", "del", self.name], capture_output=True)
+
+    def pids(self) -> list[int]:
+        """The processes whose network namespace this is (`ip netns pids`)."""
+        r = subprocess.run(["ip", "netns", "pids", self.name], capture_output=True, text=True)
+        return [int(w) for w in r.stdout.split() if w.isdigit()]
+
+    def kill_all(self, keep: tuple[int, ...] = ()) -> list[str]:
+        """SIGKILLs every process in this namespace but those in `keep`; returns their command
+        lines (to say what was left behind)."""
+        killed = []
+        for pid in self.pids():
+            if pid in keep:
+                continue
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                continue  # gone meanwhile
+            killed.append(f"{pid} {cmdline.decode(errors='replace').strip()}")
+        return killed
 
     def ip(self, *args: str) -> None:
         sh(["ip", "-n", self.name, *args])
@@ -243,17 +279,9 @@ def ssh_setup(listen: str = "127.0.0.1") -> tuple[Path, list[str]] | None:
     bench/work/net-ssh; (config, client argv before the command), or None without openssh.
     Start the daemon with `sshd_argv` (in the namespace that has `listen`); it lets in root
     with the throwaway key only, and offers aes128-gcm alone, without compression."""
-    if not (shutil.which("ssh") and Path("/usr/sbin/sshd").exists() and shutil.which("ssh-keygen")):
+    if not have_openssh():
         return None
-    d = WORK / "net-ssh"
-    d.mkdir(parents=True, exist_ok=True)
-    os.chmod(d, 0o700)
-    for key in ("host_key", "id"):
-        if not (d / key).exists():
-            sh(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / key)])
-    shutil.copy(d / "id.pub", d / "authorized_keys")
-    os.chmod(d / "authorized_keys", 0o600)
-    Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # privilege separation
+    d = throwaway_keys(WORK / "net-ssh")
     config = d / ("sshd_config" if listen == "127.0.0.1" else f"sshd_config-{listen}")
     config.write_text(
         f"HostKey {d / 'host_key'}\nAuthorizedKeysFile {d / 'authorized_keys'}\nPidFile none\n"
@@ -265,6 +293,131 @@ def ssh_setup(listen: str = "127.0.0.1") -> tuple[Path, list[str]] | None:
               "-o", "LogLevel=ERROR", "-o", "Ciphers=aes128-gcm@openssh.com",
               "-o", "Compression=no", "-o", "BatchMode=yes"]
     return config, client
+
+
+def have_openssh() -> bool:
+    """Whether the ssh client, sshd and ssh-keygen are installed (openssh-server)."""
+    return bool(shutil.which("ssh") and Path("/usr/sbin/sshd").exists()
+                and shutil.which("ssh-keygen"))
+
+
+def throwaway_keys(d: Path) -> Path:
+    """Directory `d` (made, mode 700) with an ed25519 host key (`host_key`), a user key
+    (`id`) and `authorized_keys` holding the user key alone; keys made once and kept for the
+    next run. Also makes /run/sshd, sshd's privilege separation directory."""
+    d.mkdir(parents=True, exist_ok=True)
+    os.chmod(d, 0o700)
+    for key in ("host_key", "id"):
+        if not (d / key).exists():
+            sh(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / key)])
+    shutil.copy(d / "id.pub", d / "authorized_keys")
+    os.chmod(d / "authorized_keys", 0o600)
+    Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
+    return d
+
+
+class SshLab:
+    """An sshd of the benchmark's own for a namespace, and the client's side of it, in
+    `d` (bench/work/ssh-lab unless given): throwaway keys (`throwaway_keys`), `sshd_config`
+    (every address of the namespace it runs in, port 22, root with the throwaway key only,
+    OpenSSH's default ciphers, no compression, root's ~/.bashrc not read), and
+    `ssh_config`, a client config that trusts the host key for `hosts` alone through a
+    known_hosts of its own, with StrictHostKeyChecking on: `ssh -F ssh_config HOST CMD`
+    works as a user's ssh would, and so does any program given `ssh -F ssh_config` as its ssh
+    command."""
+
+    def __init__(self, hosts: list[str], d: Path | None = None):
+        self.dir = throwaway_keys(d or WORK / "ssh-lab")
+        self.sshd_config = self.dir / "sshd_config"
+        self.ssh_config = self.dir / "ssh_config"
+        self.known_hosts = self.dir / "known_hosts"
+        host_key = (self.dir / "host_key.pub").read_text().split()
+        self.known_hosts.write_text(known_hosts_line(hosts, host_key[0], host_key[1]))
+        self.sshd_config.write_text(
+            f"HostKey {self.dir / 'host_key'}\nAuthorizedKeysFile {self.dir / 'authorized_keys'}\n"
+            "PidFile none\nUsePAM no\nStrictModes no\nListenAddress 0.0.0.0\nPort 22\n"
+            "PermitRootLogin prohibit-password\nPasswordAuthentication no\n"
+            "KbdInteractiveAuthentication no\nCompression no\nX11Forwarding no\nPrintMotd no\n"
+            # bash reads ~/.bashrc when sshd runs it as a top-level shell (SSH_CLIENT set,
+            # SHLVL below 1). Root's here runs `pyenv init`, whose rehash takes a lock file for
+            # up to 60 s: sessions at once wait on each other, one killed mid-rehash leaves the
+            # lock and stalls every later one a minute, and its time lands in the first-byte
+            # figures. SHLVL=1 makes the session's shell a nested one, which reads no rc file.
+            "SetEnv SHLVL=1\n")
+        self.ssh_config.write_text(
+            f"Host *\n  User root\n  Port 22\n  IdentityFile {self.dir / 'id'}\n"
+            f"  IdentitiesOnly yes\n  UserKnownHostsFile {self.known_hosts}\n"
+            "  GlobalKnownHostsFile /dev/null\n  StrictHostKeyChecking yes\n"
+            "  UpdateHostKeys no\n  BatchMode yes\n  LogLevel ERROR\n  Compression no\n"
+            "  ControlMaster no\n  ControlPath none\n  ForwardAgent no\n  ForwardX11 no\n")
+
+    @property
+    def ssh(self) -> list[str]:
+        """The client: `ssh -F ssh_config`, followed by a host and a command."""
+        return ["ssh", "-F", str(self.ssh_config)]
+
+
+def known_hosts_line(hosts: list[str], key_type: str, key: str, port: int = 22) -> str:
+    """A known_hosts line trusting `key` for each of `hosts` on `port` (a port other than 22
+    is written `[host]:port`, as ssh looks it up)."""
+    names = hosts if port == 22 else [f"[{h}]:{port}" for h in hosts]
+    return f"{','.join(names)} {key_type} {key}\n"
+
+
+class BytesBeside:
+    """Counts the bytes (IP packets, headers included) that TCP sends out of namespace `ns` to
+    any port but `port`: with `port` ssh's, the traffic that did not go through ssh. An
+    nftables counter in a table of the bench's own in that namespace (gone with it); `read()`
+    is the count so far. `usable` is False where nft is not installed."""
+
+    def __init__(self, ns: Netns, port: int):
+        self.ns = ns
+        self.usable = shutil.which("nft") is not None
+        if self.usable:
+            sh(ns.argv(["nft", f"add table inet accelbench; "
+                               f"add chain inet accelbench out {{ type filter hook output "
+                               f"priority 0; policy accept; }}; "
+                               f"add rule inet accelbench out tcp dport != {port} counter"]))
+
+    def read(self) -> int:
+        out = subprocess.run(self.ns.argv(["nft", "list", "chain", "inet", "accelbench", "out"]),
+                             capture_output=True, text=True).stdout
+        words = out.split()
+        return int(words[words.index("bytes") + 1]) if "bytes" in words else 0
+
+
+class Sshd:
+    """The sshd of `config` (an `SshLab`'s) running in namespace `ns` on `port`, from entry
+    until exit (SIGTERM, then SIGKILL after 5 s); its stderr in bench/work/ssh-sshd.err. `pid`
+    is the daemon's own (the one process of the namespace that belongs there between
+    sessions)."""
+
+    def __init__(self, ns: Netns, config: Path, port: int = 22):
+        self.ns, self.argv, self.port = ns, sshd_argv(config, port), port
+        self.log = WORK / "ssh-sshd.err"
+        self.proc: subprocess.Popen | None = None
+
+    def __enter__(self) -> "Sshd":
+        with open(self.log, "wb") as errf:
+            self.proc = subprocess.Popen(self.ns.argv(self.argv), stdin=subprocess.DEVNULL,
+                                         stdout=subprocess.DEVNULL, stderr=errf)
+        if not self.ns.listening(self.port):
+            self.__exit__()
+            raise RuntimeError(f"sshd never listened on {self.port}: "
+                               f"{self.log.read_text(errors='replace').strip()[-300:]}")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
 
 
 def sshd_argv(config: Path, port: int) -> list[str]:

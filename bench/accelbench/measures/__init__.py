@@ -29,6 +29,7 @@ ORDER = (
     "net",
     "wan",
     "resume",
+    "ssh",
     "asmbuffer",
 )
 
