@@ -1117,7 +1117,7 @@ fn a_senders_abort_reason_is_printed_without_its_escapes() {
     let key = Key::read(std::path::Path::new(&key)).unwrap();
     let (stop, deadline) = (Stop::default(), Instant::now() + GENEROUS);
     let address = SocketAddr::from(([127, 0, 0, 1], receiver.port));
-    let connected = socket::connect(address, &stop, deadline).unwrap();
+    let connected = socket::connect(address, None, &stop, deadline).unwrap();
     let hello = accel::net::wire::Hello { stream: [7; 16], offset: 0, resuming: false };
     let opening = handshake::Opening::new(&key, hello);
     let log = accel::log::Log::new(true, false);
@@ -1277,6 +1277,151 @@ fn name_not_found() {
         said.starts_with(&format!("accel: {to}: cannot resolve no-such-host.invalid: ")),
         "{said}"
     );
+}
+
+// ----- congestion control -----
+
+/// What the kernel says of TCP congestion control: the algorithms it has, those users
+/// without CAP_NET_ADMIN may ask for, its default.
+fn kernel_congestion_controls() -> (Vec<String>, Vec<String>, String) {
+    let read = |name: &str| {
+        std::fs::read_to_string(format!("/proc/sys/net/ipv4/{name}")).expect("/proc/sys/net")
+    };
+    let names = |text: String| text.split_whitespace().map(str::to_owned).collect();
+    let default = read("tcp_congestion_control").trim().to_owned();
+    (
+        names(read("tcp_available_congestion_control")),
+        names(read("tcp_allowed_congestion_control")),
+        default,
+    )
+}
+
+/// Issue 36, congestion control: `--congestion` names an algorithm the kernel offers, or
+/// `system`. One it does not offer is refused at the start (status 2), naming those it does;
+/// so is one a user without CAP_NET_ADMIN may not ask for, naming those they may; the option
+/// without a peer is refused too.
+#[test]
+fn an_unknown_congestion_control_is_refused_at_the_start() {
+    let (available, allowed, default) = kernel_congestion_controls();
+    let refused = |command: &mut Command| {
+        let out = command.stdin(Stdio::null()).output().unwrap();
+        let said = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(2), "{said}");
+        said
+    };
+    let to = format!("127.0.0.1:{}", free_port());
+    let said = refused(
+        Command::new(ACCEL).args(["--to", &to, "--insecure"]).args(["--congestion", "nosuch"]),
+    );
+    assert_eq!(
+        said,
+        format!(
+            "accel: --congestion nosuch: this kernel does not offer nosuch: it offers {} \
+             (tcp_available_congestion_control; a module not loaded is loaded by root: \
+             `modprobe tcp_nosuch`); or system, for the system's default, {default}\n",
+            available.join(" ")
+        )
+    );
+    let said = refused(Command::new(ACCEL).args(["--congestion", "reno"]));
+    assert!(said.contains("--to") && said.contains("required"), "{said}");
+
+    // One the kernel has but does not allow to users (cubic, here), asked for by nobody.
+    let Some(kept) = available.iter().find(|name| !allowed.contains(name)) else {
+        require("an available congestion control not in tcp_allowed_congestion_control", false);
+        return;
+    };
+    if !require("root (to run accel as nobody)", is_root()) {
+        return;
+    }
+    let _one_at_a_time = AS_NOBODY.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = Scratch::new("net-congestion-nobody");
+    let said = refused(accel_as_nobody(dir.dir(), "auto", || {}).args([
+        "--to",
+        &to,
+        "--insecure",
+        "--congestion",
+        kept,
+    ]));
+    assert_eq!(
+        said,
+        format!(
+            "accel: --congestion {kept}: {kept} is not allowed to users without CAP_NET_ADMIN: \
+             net.ipv4.tcp_allowed_congestion_control lists {}; or system, for the system's \
+             default, {default}\n",
+            allowed.join(" ")
+        )
+    );
+}
+
+/// The congestion control of each established TCP connection in `ns`, as `ss -i` reads it
+/// from the kernel: one name per socket.
+fn congestion_controls_in(ns: &Netns, known: &[String]) -> Vec<String> {
+    let out = command(Some(ns), "ss", &["-tinH", "state", "established"]).output().unwrap();
+    assert!(out.status.success(), "ss: {}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.split_whitespace()
+        .filter(|word| known.iter().any(|k| k == word))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Whether this kernel gives `name` to a socket that asks (root has its module loaded).
+fn kernel_gives(name: &str) -> bool {
+    use rustix::net::{AddressFamily, SocketType, sockopt};
+    let socket = rustix::net::socket(AddressFamily::INET, SocketType::STREAM, None).unwrap();
+    sockopt::set_tcp_congestion(&socket, name).is_ok()
+}
+
+/// Issue 36, congestion control: on a connection of its own, in a namespace whose default is
+/// reno, accel asks for BBR unless told otherwise; `--congestion system` keeps reno, and
+/// `--congestion NAME` gets NAME; plain TCP (`--insecure`) too. Both ends' sockets, the one
+/// dialed and the one accepted, have it, as `ss` reads it back from the kernel while the
+/// stream is open, and as each end says under `--debug`.
+#[test]
+fn a_connection_gets_the_congestion_control_asked_for() {
+    if !require("ss (iproute2)", has("ss", "-V")) {
+        return;
+    }
+    let Some(ns) = Netns::new("congestion") else { return };
+    // In a namespace other than the first, the default may be only an allowed one: reno is.
+    let set = command(Some(&ns), "sysctl", &["-qw", "net.ipv4.tcp_congestion_control=reno"])
+        .output()
+        .unwrap();
+    assert!(set.status.success(), "{}", String::from_utf8_lossy(&set.stderr));
+    let (available, _, _) = kernel_congestion_controls();
+    let other = available.iter().find(|name| !["reno", "bbr"].contains(&name.as_str()));
+    let keys = Scratch::new("net-congestion");
+    let key = make_key(&keys, "k");
+    let mut legs = vec![(vec!["--insecure", "--congestion", "system"], "reno")];
+    if require("a kernel that gives bbr (tcp_bbr)", kernel_gives("bbr")) {
+        legs.push((vec!["--key-file", key.as_str()], "bbr"));
+        legs.push((vec!["--insecure"], "bbr"));
+    }
+    if let Some(other) = other {
+        legs.push((vec!["--key-file", key.as_str(), "--congestion", other.as_str()], other));
+    }
+    for (args, expected) in legs {
+        let args = [&args[..], &["--debug"]].concat();
+        let mut receiver = Receiver::start("auto", "127.0.0.1", &args, Some(&ns));
+        let output = receiver.output();
+        let to = format!("127.0.0.1:{}", receiver.port);
+        let mut sender = sender("auto", &to, &args, Some(&ns));
+        let sender_said = Said::collect(&mut sender);
+        receiver.said.line_with("the sender is");
+        // The stream is open (the sender waits for its input): both sockets are there.
+        let found = congestion_controls_in(&ns, &available);
+        assert_eq!(found, [expected, expected], "{args:?}: the dialed and the accepted socket");
+        let data = pattern(1 << 20, 36);
+        feed(sender.stdin.take().unwrap(), &data, 100_003).unwrap();
+        let (status, said) = sender_said.ended(&mut sender);
+        assert!(status.success(), "sender {args:?}: {said}");
+        let got = format!("the connection's TCP congestion control: {expected}\n");
+        assert!(said.contains(&got), "the sender says it: {said}");
+        let (status, said) = receiver.end();
+        assert!(status.success(), "receiver {args:?}: {said}");
+        assert!(said.contains(&got), "the receiver says it: {said}");
+        assert_same(&output.join().unwrap(), &data, &format!("{args:?}"));
+    }
 }
 
 /// `--insecure` against a real mbuffer, both ways: `accel --insecure --to` into

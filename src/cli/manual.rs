@@ -287,7 +287,9 @@ const AS_MBUFFER: &str = "Started under the name `mbuffer` (`ln -s \"$(command -
      consumer that went away included (SIGINT, SIGTERM and SIGHUP still end it by that \
      signal); with `-q`, nothing on stderr when all went well. \
      `-I` and `-O` are plain TCP, as mbuffer's, or accel's encrypted transport when \
-     ACCEL_KEY_FILE names a key at both ends. `-s` makes every write exactly that size only \
+     ACCEL_KEY_FILE names a key at both ends; their connections ask for BBR where the kernel \
+     offers it, as accel's own do (see --congestion), which mbuffer's command line cannot \
+     change. `-s` makes every write exactly that size only \
      where it can be seen (a tape or other character device, a packet-mode pipe); into pipes, \
      files and sockets accel forwards partial data at once.";
 

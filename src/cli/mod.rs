@@ -394,6 +394,20 @@ pub struct Cli {
     #[arg(long, value_name = "DURATION", requires = "peer", help_heading = "Network")]
     pub heartbeat: Option<String>,
 
+    /// The TCP congestion control of accel's own connections: an algorithm the kernel
+    /// offers (bbr, cubic, reno, ...), or system for the system's default. [default: bbr where
+    /// the kernel offers it, else the system's]
+    ///
+    /// BBR keeps its pace on a long path where a little random loss makes CUBIC (most systems'
+    /// default) slow down again and again. It is asked for on the sockets accel dials and
+    /// listens on, with --insecure too; a peer that is not accel (mbuffer, nc) keeps its own,
+    /// and the sender's algorithm is the one that sets the pace. --debug says which each
+    /// connection got, and why BBR could not be had. A name the kernel does not offer, or does
+    /// not allow users without CAP_NET_ADMIN, is refused at the start (status 2), naming those
+    /// it does.
+    #[arg(long, value_name = "ALGO|system", requires = "peer", help_heading = "Network")]
+    pub congestion: Option<String>,
+
     /// Print the man page, a completion script (bash, zsh, fish) or a new key (key) to stdout.
     ///
     /// The man page's FILES section says where each goes, e.g. `accel --generate man >

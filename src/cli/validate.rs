@@ -367,7 +367,8 @@ fn parse_level(text: &str) -> Result<Level, String> {
 }
 
 /// `--from`, `--key-file` (or `ACCEL_KEY_FILE`), `--insecure`, `--accept-timeout`,
-/// `--connect-for`, `--reconnect-for`, `--heartbeat`.
+/// `--connect-for`, `--reconnect-for`, `--heartbeat`, `--congestion` (its name is checked
+/// against the kernel's when the network opens, with the others' files and ports).
 fn network_settings(cli: &Cli) -> Result<net::Peering, ConfigError> {
     let from = match &cli.from {
         None => None,
@@ -433,6 +434,14 @@ fn network_settings(cli: &Cli) -> Result<net::Peering, ConfigError> {
         Some(zero) if zero.parse::<f64>() == Ok(0.0) => Duration::ZERO,
         _ => duration_option("--connect-for", &cli.connect_for)?.unwrap_or(net::CONNECT_FOR),
     };
+    let congestion = match &cli.congestion {
+        None => net::Congestion::Preferred,
+        Some(text) => net::Congestion::parse(text).map_err(|reason| ConfigError {
+            option: "--congestion",
+            value: text.clone(),
+            reason,
+        })?,
+    };
     Ok(net::Peering {
         from,
         key_file,
@@ -441,6 +450,7 @@ fn network_settings(cli: &Cli) -> Result<net::Peering, ConfigError> {
         accept_timeout,
         connect_for,
         resume,
+        congestion,
     })
 }
 

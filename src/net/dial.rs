@@ -36,11 +36,12 @@ const SECOND_PAUSE: Duration = Duration::from_secs(1);
 const LONGEST_PAUSE: Duration = Duration::from_secs(30);
 
 /// What the side that connects needs: the peer's address as typed (resolved again for each
-/// try after a drop: the peer's address may have changed), and the key that proves this
-/// side to it (none over plain TCP, `--insecure`).
+/// try after a drop: the peer's address may have changed), the key that proves this side to
+/// it (none over plain TCP, `--insecure`), and the congestion control its sockets ask for.
 pub(super) struct Dialer {
     pub(super) address: Address,
     pub(super) key: Option<Arc<Key>>,
+    pub(super) congestion: Option<Arc<str>>,
 }
 
 /// Why a try to connect failed: worth another while the tries last, or not.
@@ -127,9 +128,13 @@ impl Dialer {
         for &address in resolved {
             let hello = Hello { stream, offset: 0, resuming: false };
             let opening = self.key.as_ref().map(|key| Opening::new(key, hello));
-            match socket::connect(address, stop, deadline) {
+            match socket::connect(address, self.congestion.as_deref(), stop, deadline) {
                 Ok(socket) => {
-                    log.debug(format_args!("{}: connected to {address}", self.address));
+                    log.debug(format_args!(
+                        "{}: connected to {address}; the connection's TCP congestion control: {}",
+                        self.address,
+                        socket.congestion_control()
+                    ));
                     let Some(opening) = opening else { return Ok((Arc::new(socket), None)) };
                     let name = self.address.to_string();
                     let hint = Some((name.as_str(), log));
@@ -190,7 +195,8 @@ impl Dialer {
             // Whether it connects, handshakes or settles, the same words.
             let no_answer = || format!("{address}: no answer within {}", seconds(patience));
             let opening = Opening::new(key, hello);
-            let socket = match socket::connect(address, stop, deadline) {
+            let socket = match socket::connect(address, self.congestion.as_deref(), stop, deadline)
+            {
                 Ok(socket) => socket,
                 Err(error) if error.kind() == io::ErrorKind::TimedOut => {
                     failures.push(no_answer());

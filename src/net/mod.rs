@@ -46,6 +46,7 @@
 pub mod address;
 pub mod channel;
 pub mod cipher;
+pub mod congestion;
 mod dial;
 pub mod handshake;
 pub mod key;
@@ -67,6 +68,7 @@ use crate::meter::Meter;
 use crate::stop::Stop;
 use crate::words::describe;
 use address::Address;
+pub use congestion::Congestion;
 use dial::Dialer;
 use key::Key;
 pub use link::{Link, Resume, Role, resumed_at};
@@ -114,6 +116,8 @@ pub struct Peering {
     pub connect_for: Duration,
     /// `--reconnect-for`, `--heartbeat`.
     pub resume: Resume,
+    /// `--congestion`: the TCP congestion control accel's own sockets ask for.
+    pub congestion: Congestion,
 }
 
 impl Default for Peering {
@@ -126,6 +130,7 @@ impl Default for Peering {
             accept_timeout: None,
             connect_for: CONNECT_FOR,
             resume: Resume::default(),
+            congestion: Congestion::Preferred,
         }
     }
 }
@@ -246,6 +251,8 @@ pub struct Network {
     received: Option<Arc<Link>>,
     /// `--connect-for`.
     connect_for: Duration,
+    /// The TCP congestion control every socket asks for (`None`: the system's default).
+    congestion: Option<Arc<str>>,
 }
 
 /// The `--from` input, before its sender came: where it listens.
@@ -280,6 +287,7 @@ impl Network {
             })?),
             None => None,
         };
+        let congestion = peering.congestion.settle(log).map_err(SetupError::Usage)?;
         let secure = !peering.insecure;
         let mut outputs = Vec::new();
         for &address in to {
@@ -293,7 +301,7 @@ impl Network {
         let input = match &peering.from {
             None => None,
             Some(address) => Some(Input {
-                listeners: bind(address, log)?,
+                listeners: bind(address, congestion.as_deref(), log)?,
                 address: address.clone(),
                 link: Link::new(
                     Role::Receiver,
@@ -305,7 +313,14 @@ impl Network {
                 accept_timeout: peering.accept_timeout,
             }),
         };
-        Ok(Network { key, input, outputs, received: None, connect_for: peering.connect_for })
+        Ok(Network {
+            key,
+            input,
+            outputs,
+            received: None,
+            connect_for: peering.connect_for,
+            congestion,
+        })
     }
 
     /// The input's link, with `--from`.
@@ -335,7 +350,11 @@ impl Network {
             let stream = handshake::new_stream().map_err(|why| {
                 SetupError::Unreached(format!("{}: {why}; nothing was sent", output.address))
             })?;
-            let dialer = Dialer { address: output.address.clone(), key: self.key.clone() };
+            let dialer = Dialer {
+                address: output.address.clone(),
+                key: self.key.clone(),
+                congestion: self.congestion.clone(),
+            };
             let first =
                 dialer.first(&output.resolved, stream, self.connect_for, patience, log, stop);
             let (socket, channel) = first.map_err(|why| {
@@ -365,6 +384,11 @@ impl Network {
             })?;
             // Said in every case (unless -q): which of the hosts that may reach the port it is.
             log.warn(format_args!("{}: the sender is {}", input.address, socket.peer()));
+            log.debug(format_args!(
+                "{}: the connection's TCP congestion control: {}",
+                input.address,
+                socket.congestion_control()
+            ));
             let channel = match channel {
                 // A sender whose first connection dropped before this receiver had its Start
                 // frame goes on with its stream, from byte 0: it waits to hear so.
@@ -410,8 +434,13 @@ impl Drop for Network {
 }
 
 /// Listening sockets on exactly `address`: each address its name resolves to, or every
-/// interface for a bare port (IPv6 and IPv4, or IPv4 alone where there is no IPv6).
-fn bind(address: &Address, log: &Log) -> Result<Vec<OwnedFd>, SetupError> {
+/// interface for a bare port (IPv6 and IPv4, or IPv4 alone where there is no IPv6); their
+/// connections get the congestion control `congestion`.
+fn bind(
+    address: &Address,
+    congestion: Option<&str>,
+    log: &Log,
+) -> Result<Vec<OwnedFd>, SetupError> {
     let fail =
         |why: String| SetupError::Unreached(format!("{address}: {why}; nothing was written"));
     let resolved = address.resolve().map_err(|e| fail(describe(&e)))?;
@@ -421,10 +450,10 @@ fn bind(address: &Address, log: &Log) -> Result<Vec<OwnedFd>, SetupError> {
     for mut local in resolved {
         local.set_port(port);
         let both = address.every_interface();
-        let listener = match socket::listen(local, both) {
+        let listener = match socket::listen(local, both, congestion) {
             Err(error) if both && error.raw_os_error() == Some(libc::EAFNOSUPPORT) => {
                 local = SocketAddr::from((address::EVERY_IPV4, port));
-                socket::listen(local, false)
+                socket::listen(local, false, congestion)
             }
             result => result,
         };

@@ -12,7 +12,10 @@
 //! whichever side connected.
 //!
 //! What is TCP's alone is set where a socket is made ([`connect`], [`accept`]): the options
-//! of [`tune`], and the peer's address; a [`Socket`]'s I/O asks nothing of TCP.
+//! of [`tune`], and the peer's address; a [`Socket`]'s I/O asks nothing of TCP. The
+//! congestion control the run settled on ([`Congestion`](super::congestion::Congestion)) is
+//! asked for before [`connect`] connects and before [`listen`] listens: a connection then has
+//! it from its first packet, and one accepted has its listener's.
 
 use std::io;
 use std::net::SocketAddr;
@@ -151,22 +154,39 @@ impl Socket {
         crate::sys::widen_send_buffer(self.fd());
     }
 
+    /// Its TCP congestion control, as the kernel reads it back, for `--debug`.
+    pub fn congestion_control(&self) -> String {
+        crate::sys::congestion_control(self.fd())
+            .unwrap_or_else(|| "not said by this system".to_owned())
+    }
+
     /// Ends the connection both ways, waking whoever waits on it; best effort.
     pub fn shut_down(&self) {
         let _ = rustix::net::shutdown(&self.fd, rustix::net::Shutdown::Both);
     }
 }
 
-/// A new socket of `address`'s family, not blocking, closed on exec.
-fn socket_for(address: &SocketAddr) -> io::Result<OwnedFd> {
+/// A new socket of `address`'s family, not blocking, closed on exec, asking for the
+/// congestion control `congestion` (best effort: settled at the start, on a socket like it).
+fn socket_for(address: &SocketAddr, congestion: Option<&str>) -> io::Result<OwnedFd> {
     let family = if address.is_ipv4() { AddressFamily::INET } else { AddressFamily::INET6 };
     let flags = SocketFlags::NONBLOCK | SocketFlags::CLOEXEC;
-    Ok(rustix::net::socket_with(family, SocketType::STREAM, flags, Some(ipproto::TCP))?)
+    let fd = rustix::net::socket_with(family, SocketType::STREAM, flags, Some(ipproto::TCP))?;
+    if let Some(name) = congestion {
+        let _ = crate::sys::set_congestion_control(fd.as_fd(), name);
+    }
+    Ok(fd)
 }
 
-/// Connects to `address`, giving up at `deadline`.
-pub fn connect(address: SocketAddr, stop: &Stop, deadline: Instant) -> io::Result<Socket> {
-    let fd = socket_for(&address)?;
+/// Connects to `address` with the congestion control `congestion` (`None`: the system's),
+/// giving up at `deadline`.
+pub fn connect(
+    address: SocketAddr,
+    congestion: Option<&str>,
+    stop: &Stop,
+    deadline: Instant,
+) -> io::Result<Socket> {
+    let fd = socket_for(&address, congestion)?;
     match rustix::net::connect(&fd, &address) {
         Ok(()) => {}
         Err(Errno::INPROGRESS | Errno::INTR | Errno::AGAIN) => {
@@ -179,10 +199,15 @@ pub fn connect(address: SocketAddr, stop: &Stop, deadline: Instant) -> io::Resul
     Ok(Socket { fd, peer: address })
 }
 
-/// A listening socket on exactly `address`. An IPv6 socket listens for IPv6 only, unless
+/// A listening socket on exactly `address`, whose connections get the congestion control
+/// `congestion` (`None`: the system's). An IPv6 socket listens for IPv6 only, unless
 /// `both_families` (every interface given as a bare port).
-pub fn listen(address: SocketAddr, both_families: bool) -> io::Result<OwnedFd> {
-    let fd = socket_for(&address)?;
+pub fn listen(
+    address: SocketAddr,
+    both_families: bool,
+    congestion: Option<&str>,
+) -> io::Result<OwnedFd> {
+    let fd = socket_for(&address, congestion)?;
     // A receiver restarted at once must be able to listen again while the last connection's
     // TIME_WAIT lingers; this never lets two listen on the same port.
     sockopt::set_socket_reuseaddr(&fd, true)?;

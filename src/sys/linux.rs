@@ -185,6 +185,33 @@ pub fn widen_send_buffer(fd: BorrowedFd<'_>) {
     }
 }
 
+/// Asks for the TCP congestion control `name` on the socket `fd` (`TCP_CONGESTION`). The
+/// kernel refuses with `ENOENT` an algorithm it does not have (not built in, its module not
+/// loaded: a process with `CAP_NET_ADMIN` has the module loaded by the asking), and with
+/// `EPERM` one that `net.ipv4.tcp_allowed_congestion_control` does not list, to a process
+/// without `CAP_NET_ADMIN`.
+pub fn set_congestion_control(fd: BorrowedFd<'_>, name: &str) -> std::io::Result<()> {
+    Ok(rustix::net::sockopt::set_tcp_congestion(fd, name)?)
+}
+
+/// The TCP congestion control the socket `fd` has.
+pub fn congestion_control(fd: BorrowedFd<'_>) -> Option<String> {
+    rustix::net::sockopt::tcp_congestion(fd).ok()
+}
+
+/// What the kernel says of TCP congestion control (`/proc/sys/net/ipv4/`): the algorithms it
+/// has now, those any process may ask for, and the one a socket gets when nobody asks (the
+/// network namespace's).
+pub fn congestion_controls() -> Option<super::CongestionControls> {
+    let read = |name: &str| std::fs::read_to_string(format!("/proc/sys/net/ipv4/{name}")).ok();
+    let names = |text: String| text.split_whitespace().map(str::to_owned).collect();
+    Some(super::CongestionControls {
+        available: names(read("tcp_available_congestion_control")?),
+        allowed: names(read("tcp_allowed_congestion_control")?),
+        default: read("tcp_congestion_control")?.trim().to_owned(),
+    })
+}
+
 /// Asks for transparent huge pages on `len` bytes at `addr` (best effort).
 ///
 /// # Safety

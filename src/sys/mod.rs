@@ -29,6 +29,9 @@
 //!   (Linux's `TCP_USER_TIMEOUT`), so that a peer that vanished mid-transfer is noticed.
 //! - [`widen_send_buffer`]: a sending socket's buffer as large as may be set, where that
 //!   is more than autotuning reaches (Linux), for paths with a large bandwidth-delay product.
+//! - [`set_congestion_control`], [`congestion_control`], [`congestion_controls`]: a TCP
+//!   socket's congestion control asked for and read back, and what the system offers
+//!   (Linux's `TCP_CONGESTION`; elsewhere the system's own is kept).
 //! - [`accept_only_with_data`]: a listening socket's connections are accepted only once
 //!   they have sent something (Linux's `TCP_DEFER_ACCEPT`), so silent ones never crowd out
 //!   the network receiver's sender.
@@ -58,10 +61,11 @@ use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
 
 pub use imp::{
-    CAN_SPLICE, PoolPipe, accept_only_with_data, advise_huge_pages, drop_written, enlarge_pipe,
-    is_packet_mode, limit_unacknowledged, peer, pipe_size, pipe_target_size, punch_hole,
-    reserve_space, spill_file, splice, splice_from_file, splice_to_file, start_writeback,
-    thread_sleeps, widen_send_buffer, write_nowait, writeback_error,
+    CAN_SPLICE, PoolPipe, accept_only_with_data, advise_huge_pages, congestion_control,
+    congestion_controls, drop_written, enlarge_pipe, is_packet_mode, limit_unacknowledged, peer,
+    pipe_size, pipe_target_size, punch_hole, reserve_space, set_congestion_control, spill_file,
+    splice, splice_from_file, splice_to_file, start_writeback, thread_sleeps, widen_send_buffer,
+    write_nowait, writeback_error,
 };
 pub use memory::{fit_allocator_to_limits, memory_limit, physical_memory};
 pub use signal::{Disposition, disposition, handle_by_interrupting, send_to_thread};
@@ -97,6 +101,17 @@ impl fmt::Display for MemoryLimit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.what)
     }
+}
+
+/// What the system offers of TCP congestion control ([`congestion_controls`], Linux).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CongestionControls {
+    /// The algorithms the kernel has now (built in, or their module loaded).
+    pub available: Vec<String>,
+    /// Those a process without `CAP_NET_ADMIN` may ask for.
+    pub allowed: Vec<String>,
+    /// The one a socket gets when nobody asks: the system's default.
+    pub default: String,
 }
 
 /// Why a pool pipe could not be had.

@@ -86,6 +86,21 @@ pub fn accept_only_with_data(_fd: BorrowedFd<'_>, _patience: std::time::Duration
 /// Send buffers are left to the system's autotuning here.
 pub fn widen_send_buffer(_fd: BorrowedFd<'_>) {}
 
+/// A program cannot choose its TCP congestion control here: the system's is kept.
+pub fn set_congestion_control(_fd: BorrowedFd<'_>, _name: &str) -> std::io::Result<()> {
+    Err(std::io::ErrorKind::Unsupported.into())
+}
+
+/// Not said here.
+pub fn congestion_control(_fd: BorrowedFd<'_>) -> Option<String> {
+    None
+}
+
+/// Not said here.
+pub fn congestion_controls() -> Option<super::CongestionControls> {
+    None
+}
+
 /// No huge-page advice here; ordinary pages work the same.
 ///
 /// # Safety
