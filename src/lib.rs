@@ -77,6 +77,9 @@ pub mod net;
 #[allow(rustdoc::private_intra_doc_links)]
 pub mod run;
 #[doc(hidden)]
+#[allow(rustdoc::private_intra_doc_links)]
+pub mod ssh;
+#[doc(hidden)]
 pub mod stop;
 
 pub(crate) mod backlog;

@@ -55,7 +55,7 @@ pub mod wire;
 
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::OwnedFd;
+use std::os::fd::{FromRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -114,6 +114,13 @@ pub struct Peering {
     pub connect_for: Duration,
     /// `--reconnect-for`, `--heartbeat`.
     pub resume: Resume,
+    /// A key given in memory instead of a key file: the fresh key of a run started through
+    /// ssh, which never touches a file.
+    pub key: Option<Arc<Key>>,
+    /// Listening sockets bound before the run, for `from`, which [`Network::open`] takes
+    /// over instead of binding: `accel --serve-ssh` binds first, so as to say its port
+    /// through ssh, as a socket-activated server is handed its sockets.
+    pub bound: Vec<i32>,
 }
 
 impl Default for Peering {
@@ -126,6 +133,8 @@ impl Default for Peering {
             accept_timeout: None,
             connect_for: CONNECT_FOR,
             resume: Resume::default(),
+            key: None,
+            bound: Vec::new(),
         }
     }
 }
@@ -278,7 +287,7 @@ impl Network {
                 };
                 SetupError::Usage(format!("{named}: {why}"))
             })?),
-            None => None,
+            None => peering.key.clone(),
         };
         let secure = !peering.insecure;
         let mut outputs = Vec::new();
@@ -293,7 +302,11 @@ impl Network {
         let input = match &peering.from {
             None => None,
             Some(address) => Some(Input {
-                listeners: bind(address, log)?,
+                listeners: match peering.bound.as_slice() {
+                    [] => bind(address, log)?,
+                    // SAFETY: the sockets were bound for this run and handed over once.
+                    fds => fds.iter().map(|&fd| unsafe { OwnedFd::from_raw_fd(fd) }).collect(),
+                },
                 address: address.clone(),
                 link: Link::new(
                     Role::Receiver,
@@ -411,7 +424,7 @@ impl Drop for Network {
 
 /// Listening sockets on exactly `address`: each address its name resolves to, or every
 /// interface for a bare port (IPv6 and IPv4, or IPv4 alone where there is no IPv6).
-fn bind(address: &Address, log: &Log) -> Result<Vec<OwnedFd>, SetupError> {
+pub fn bind(address: &Address, log: &Log) -> Result<Vec<OwnedFd>, SetupError> {
     let fail =
         |why: String| SetupError::Unreached(format!("{address}: {why}; nothing was written"));
     let resolved = address.resolve().map_err(|e| fail(describe(&e)))?;

@@ -1,0 +1,315 @@
+//! The side the user runs: `--to ssh://HOST -- CMD` (see the module above).
+//!
+//! It asks `ssh -G` where ssh connects, starts ssh with `accel --serve-ssh` there (in a
+//! process group of its own, so that the terminal's Ctrl-C reaches this accel, which then
+//! stops the remote command, and not ssh, which would cut the session first), sends the
+//! request with a fresh key, reads the answer, and runs as an ordinary `--to` sender to the
+//! port the remote accel listens on. ssh's stderr (the remote accel's, and its command's) is
+//! shown here, each line marked with the host; what ssh says before the answer is held, so
+//! that a failure to start is one line. The remote command's status decides this one's when
+//! it failed on its own.
+
+use std::io::{self, BufRead, BufReader, Write};
+use std::os::fd::OwnedFd;
+use std::os::unix::process::CommandExt;
+use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex, mpsc};
+use std::thread;
+use std::time::Duration;
+
+use super::{Answer, Finished, GREETING, Request, read_text_line};
+use crate::exit::Exit;
+use crate::net::address::Address;
+use crate::net::key::Key;
+use crate::run;
+use crate::run::config::{Config, Ssh, Target};
+use crate::run::stdio;
+use crate::words::describe;
+
+/// How long the remote accel has to say how its command ended once this run failed (it
+/// stops the command: SIGTERM, SIGKILL 5 s later).
+const STOP_PATIENCE: Duration = Duration::from_secs(10);
+
+/// Runs `config` (which has an ssh:// peer): starts the other end, runs the transfer, and
+/// returns how accel ends.
+pub fn run(config: &Config, closed: stdio::Closed) -> Exit {
+    let ssh = config.ssh.as_ref().expect("an ssh:// peer");
+    let host = ssh.host().to_owned();
+    let started = match Started::start(ssh) {
+        Ok(started) => started,
+        Err((exit, why)) => {
+            eprintln!("accel: {host}: {why}");
+            return exit;
+        }
+    };
+    let mut direct = config.clone();
+    direct.ssh = None;
+    direct.net.key = Some(Arc::clone(&started.key));
+    direct.outputs.push(Target::Network(started.address.clone()));
+    let stop_word = started.stop_word();
+    run::signals::before_dying(Box::new(stop_word));
+    let exit = run::run(&direct, closed);
+    started.end(exit, ssh)
+}
+
+/// ssh started, the remote accel listening.
+struct Started {
+    child: Child,
+    /// ssh's stdin: the control lines to the remote accel.
+    control: Arc<Mutex<Option<ChildStdin>>>,
+    /// ssh's stdout: the remote's lines.
+    answers: ChildStdout,
+    /// The one-time key.
+    key: Arc<Key>,
+    /// Where the remote accel listens.
+    address: Address,
+}
+
+/// What ssh's stderr said: held (before the answer) or shown.
+#[derive(Default)]
+struct Said {
+    /// The lines held; `None` once they are shown as they come.
+    held: Option<Vec<String>>,
+    /// The last line, for ssh's own failure.
+    last: String,
+}
+
+impl Started {
+    /// Starts ssh, sends the request, reads the answer.
+    fn start(ssh: &Ssh) -> Result<Started, (Exit, String)> {
+        let network = |why: String| (Exit::Network, why);
+        let resolved = resolve(ssh);
+        let key =
+            Arc::new(Key::generate().map_err(|e| network(format!("no key: {}", describe(&e))))?);
+        let mut line = vec![ssh.remote_accel.clone(), "--serve-ssh".to_owned()];
+        line.extend(ssh.remote_args.iter().cloned());
+        let remote = shlex::try_join(line.iter().map(String::as_str))
+            .map_err(|_| (Exit::Usage, "--remote-args: a word with a NUL byte".to_owned()))?;
+        let mut command = Command::new(&ssh.program[0]);
+        command.args(&ssh.program[1..]).args(["-T", "-x", "-a"]);
+        if let Some(port) = ssh.port {
+            command.arg("-p").arg(port.to_string());
+        }
+        command.arg(&ssh.destination).arg("--").arg(remote);
+        let mut child = command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .spawn()
+            .map_err(|e| {
+                network(format!(
+                    "cannot run {}: {}; nothing was sent",
+                    ssh.program[0],
+                    describe(&e)
+                ))
+            })?;
+        let said = Arc::new(Mutex::new(Said { held: Some(Vec::new()), last: String::new() }));
+        let stderr = child.stderr.take().expect("piped");
+        relay(stderr.into(), ssh.host().to_owned(), Arc::clone(&said));
+        let mut stdin = child.stdin.take().expect("piped");
+        let answers = child.stdout.take().expect("piped");
+        let request = Request {
+            push: ssh.push,
+            command: ssh.command.join(" "),
+            ports: ssh.ports,
+            via: ssh.via,
+        };
+        // The key only ever goes through this pipe, in a buffer zeroed when dropped.
+        let key_line = key.to_line();
+        let sent = stdin
+            .write_all(format!("{GREETING}\n").as_bytes())
+            .and_then(|()| stdin.write_all(key_line.as_bytes()))
+            .and_then(|()| stdin.write_all(format!("{}\n", request.to_json()).as_bytes()));
+        let answer = match sent {
+            Ok(()) => read_text_line(&answers).ok().flatten(),
+            Err(_) => None,
+        };
+        let failed = |child: &mut Child, said: &Mutex<Said>, answer: Option<&str>| {
+            let status = child.wait().ok();
+            // What ssh said comes before its end: its stderr is read to the end.
+            let said = said.lock().unwrap_or_else(|e| e.into_inner());
+            Err(why_not_started(status, &said, answer))
+        };
+        let port = match answer.as_deref().and_then(Answer::parse) {
+            Some(Answer::Port(port)) => port,
+            Some(Answer::NoPort(why)) => {
+                return Err(network(format!(
+                    "the remote accel cannot listen: {why}; nothing was sent"
+                )));
+            }
+            Some(Answer::Refused(why)) => {
+                return Err(network(format!(
+                    "the remote accel does not speak this protocol ({why}); nothing was sent"
+                )));
+            }
+            None => return failed(&mut child, &said, answer.as_deref()),
+        };
+        release(&said, ssh.host());
+        let host = match &resolved.hostname {
+            Some(name) if name.contains(':') => format!("[{name}]"),
+            Some(name) => name.clone(),
+            None => ssh.host().to_owned(),
+        };
+        let address = Address::parse(&format!("{host}:{port}"), false).map_err(network)?;
+        Ok(Started { child, control: Arc::new(Mutex::new(Some(stdin))), answers, key, address })
+    }
+
+    /// What a terminating signal says before accel dies: `stop`, so that the remote command
+    /// is stopped, not left holding what it writes.
+    fn stop_word(&self) -> impl Fn() + Send + Sync + 'static {
+        let control = Arc::clone(&self.control);
+        move || {
+            if let Ok(mut control) = control.try_lock() {
+                if let Some(stdin) = control.as_mut() {
+                    let _ = stdin.write_all(b"stop\n");
+                }
+            }
+        }
+    }
+
+    /// After the local run: the remote command stopped if the run failed; its end heard;
+    /// the status decided.
+    fn end(mut self, exit: Exit, ssh: &Ssh) -> Exit {
+        if exit != Exit::Success {
+            (self.stop_word())();
+        }
+        let answers = self.answers;
+        let (heard, finished) = mpsc::channel();
+        thread::spawn(move || {
+            let mut said = None;
+            while let Ok(Some(line)) = read_text_line(&answers) {
+                said = Finished::parse(&line).or(said);
+            }
+            let _ = heard.send(said);
+        });
+        let finished = if exit == Exit::Success {
+            finished.recv().ok().flatten()
+        } else {
+            finished.recv_timeout(STOP_PATIENCE).ok().flatten()
+        };
+        // ssh's stdin closed: the session ends once the remote accel has.
+        drop(self.control.lock().unwrap_or_else(|e| e.into_inner()).take());
+        if exit != Exit::Success && finished.is_none() {
+            let _ = self.child.kill();
+        }
+        let _ = self.child.wait();
+        let host = ssh.host();
+        match finished {
+            Some(finished) if finished.failed_on_its_own() => {
+                eprintln!("accel: {host}: {}: {}", ssh.command.join(" "), finished.how());
+                Exit::Command(finished.code())
+            }
+            Some(_) => exit,
+            None if exit == Exit::Success => {
+                eprintln!(
+                    "accel: {host}: the stream was delivered, but how {} ended is not known: \
+                     the ssh session ended first",
+                    ssh.command.join(" ")
+                );
+                exit
+            }
+            None => exit,
+        }
+    }
+}
+
+/// Why the remote accel did not answer, from how ssh ended and what it said.
+fn why_not_started(
+    status: Option<ExitStatus>,
+    said: &Said,
+    answer: Option<&str>,
+) -> (Exit, String) {
+    let held = said.held.as_deref().unwrap_or_default();
+    let last = said.last.as_str();
+    let nothing = "nothing was sent";
+    match status.and_then(|status| status.code()) {
+        Some(255) => (Exit::Network, format!("ssh failed: {last}; {nothing}")),
+        Some(127) => (
+            Exit::Network,
+            format!(
+                "no accel on the remote PATH; install it there or give --remote-accel PATH; {nothing}"
+            ),
+        ),
+        Some(126) => (Exit::Network, format!("the remote accel cannot be run: {last}; {nothing}")),
+        Some(2) if held.iter().any(|line| line.contains("--serve-ssh")) => (
+            Exit::Network,
+            format!("the remote accel does not speak this protocol ({last}); {nothing}"),
+        ),
+        // The remote accel refused its --remote-args: its own line says why.
+        Some(2) => (Exit::Usage, format!("the remote accel refused: {last}; {nothing}")),
+        _ => {
+            let what = match answer {
+                Some(line) => format!("it answered {line:?}"),
+                None if last.is_empty() => "it said nothing".to_owned(),
+                None => last.to_owned(),
+            };
+            (
+                Exit::Network,
+                format!("the remote accel does not speak this protocol ({what}); {nothing}"),
+            )
+        }
+    }
+}
+
+/// Relays ssh's stderr, line by line, marked with the host; held until [`release`].
+fn relay(stderr: OwnedFd, host: String, said: Arc<Mutex<Said>>) {
+    let _ = thread::Builder::new().name("accel-ssh-stderr".into()).spawn(move || {
+        let reader = BufReader::new(std::fs::File::from(stderr));
+        for line in reader.split(b'\n').map_while(Result::ok) {
+            let line = String::from_utf8_lossy(&line).trim_end().to_owned();
+            let mut said = said.lock().unwrap_or_else(|e| e.into_inner());
+            match &mut said.held {
+                Some(held) => held.push(line.clone()),
+                None => {
+                    let _ = writeln!(io::stderr(), "{host}: {line}");
+                }
+            }
+            said.last = line;
+        }
+    });
+}
+
+/// Shows the lines held, and from now on each as it comes.
+fn release(said: &Mutex<Said>, host: &str) {
+    let mut said = said.lock().unwrap_or_else(|e| e.into_inner());
+    for line in said.held.take().unwrap_or_default() {
+        let _ = writeln!(io::stderr(), "{host}: {line}");
+    }
+}
+
+/// Where ssh connects, as `ssh -G` says (with the user's own ssh words and port).
+#[derive(Debug, Default)]
+struct Resolved {
+    /// `hostname`.
+    hostname: Option<String>,
+    /// `proxyjump` or `proxycommand`: the direct path is not ssh's.
+    proxied: Option<String>,
+}
+
+/// Asks `ssh -G` for the hostname (and whether a jump host or proxy command is in the way);
+/// nothing when it cannot say (the destination as typed is then the host).
+fn resolve(ssh: &Ssh) -> Resolved {
+    let mut command = Command::new(&ssh.program[0]);
+    command.args(&ssh.program[1..]).arg("-G");
+    if let Some(port) = ssh.port {
+        command.arg("-p").arg(port.to_string());
+    }
+    let Ok(output) =
+        command.arg(&ssh.destination).stdin(Stdio::null()).stderr(Stdio::null()).output()
+    else {
+        return Resolved::default();
+    };
+    let mut resolved = Resolved::default();
+    for line in String::from_utf8_lossy(&output.stdout).lines() {
+        let (name, value) = line.split_once(' ').unwrap_or((line, ""));
+        match name {
+            "hostname" => resolved.hostname = Some(value.to_owned()),
+            "proxyjump" | "proxycommand" if value != "none" => {
+                resolved.proxied = Some(format!("{name} {value}"));
+            }
+            _ => {}
+        }
+    }
+    resolved
+}

@@ -1,0 +1,318 @@
+//! `accel --serve-ssh`: the other end of a run started through ssh (see the module above).
+//!
+//! It reads the request on its stdin (bounded in size and time), detaches from the session
+//! (SIGHUP and SIGPIPE ignored: the session's pipes may vanish with an outage, and writes to
+//! them are best effort, never fatal), listens, says its port on stdout, starts the command
+//! (`$SHELL -c CMD`, as sshd runs one, in a process group of its own) and runs as an ordinary
+//! `--from` receiver whose output is the command's stdin. Its own stderr and the command's
+//! go through a pipe of its own to a thread that relays them to the session's stderr: the
+//! command never writes into a pipe that is gone. At the end it says how the command ended.
+
+use std::io::{self, Read, Write};
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::os::fd::{AsFd, BorrowedFd, IntoRawFd, OwnedFd};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use zeroize::Zeroizing;
+
+use super::{Answer, Finished, GREETING, Request, read_line, read_text_line};
+use crate::exit::Exit;
+use crate::net::address::Address;
+use crate::net::key::Key;
+use crate::net::socket;
+use crate::run;
+use crate::run::config::{Config, Target};
+use crate::run::stdio;
+use crate::words::describe;
+
+/// How long the request may take to come: ssh has started this accel, so it is on its way.
+const REQUEST_PATIENCE: Duration = Duration::from_secs(30);
+
+/// How long the remote waits for its sender's first connection, unless `--remote-args`
+/// says (`--accept-timeout`): the local accel connects as soon as it has the port.
+const ACCEPT_PATIENCE: Duration = Duration::from_secs(60);
+
+/// How long a command stopped with SIGTERM has to end before SIGKILL.
+const TERM_GRACE: Duration = Duration::from_secs(5);
+
+/// Runs the remote end: `config` is the remote accel's own (from `--remote-args`). Returns
+/// the process's exit status.
+pub fn serve(mut config: Config, closed: stdio::Closed) -> i32 {
+    // SAFETY: setting dispositions to ignore before any thread of the run starts.
+    unsafe {
+        libc::signal(libc::SIGHUP, libc::SIG_IGN);
+        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+    }
+    if closed.stdin || closed.stdout {
+        eprintln!(
+            "accel: --serve-ssh: run by accel through ssh, which gives it a stdin and a stdout"
+        );
+        return i32::from(Exit::Usage.code());
+    }
+    let (request, key) = match read_request() {
+        Ok(Some(read)) => read,
+        Ok(None) => return i32::from(Exit::Network.code()),
+        Err(why) => {
+            eprintln!("accel: --serve-ssh: {why}");
+            return i32::from(Exit::Network.code());
+        }
+    };
+    match Session::open(request, key, &mut config) {
+        Ok(session) => session.run(config, closed),
+        Err(why) => {
+            eprintln!("accel: {why}");
+            i32::from(Exit::Network.code())
+        }
+    }
+}
+
+/// Reads the request from stdin: the greeting, the key, the JSON line. `None` when a request
+/// of another version was answered with a refusal.
+fn read_request() -> Result<Option<(Request, Key)>, String> {
+    let (read, timed_out) = mpsc::channel::<()>();
+    // Bounded in time: a session that never says anything must not leave this accel behind.
+    thread::spawn(move || {
+        if let Err(mpsc::RecvTimeoutError::Timeout) = timed_out.recv_timeout(REQUEST_PATIENCE) {
+            eprintln!("accel: --serve-ssh: no request within {} s", REQUEST_PATIENCE.as_secs());
+            std::process::exit(i32::from(Exit::Network.code()));
+        }
+    });
+    let stdin = io::stdin();
+    let greeting = read_text_line(stdin.as_fd()).map_err(|e| describe(&e))?;
+    let greeting = greeting.ok_or("the session ended before the request")?;
+    if greeting != GREETING {
+        let why = format!(
+            "this accel ({}) speaks {GREETING}, not {greeting:?}",
+            env!("CARGO_PKG_VERSION")
+        );
+        let _ = io::stdout().write_all(Answer::Refused(why).line().as_bytes());
+        return Ok(None);
+    }
+    let key_line = read_line(stdin.as_fd(), 256).map_err(|e| describe(&e))?.map(Zeroizing::new);
+    let key = key_line
+        .and_then(|line| std::str::from_utf8(&line).ok().and_then(Key::from_text))
+        .ok_or("the request has no key")?;
+    let json = read_text_line(stdin.as_fd()).map_err(|e| describe(&e))?;
+    let request = Request::from_json(&json.unwrap_or_default())
+        .map_err(|why| format!("the request: {why}"))?;
+    let _ = read.send(());
+    Ok(Some((request, key)))
+}
+
+/// The remote end once its request came: the command started, the session's descriptors set
+/// aside for the control lines and the relay.
+struct Session {
+    /// The session's stdout: the answer, then how the command ended.
+    control_out: OwnedFd,
+    /// The command, in a process group of its own.
+    child: Child,
+    /// A copy of the command's stdin (push), held so that it sees the end of the stream only
+    /// once this accel says so: never when the run failed.
+    held_stdin: Option<OwnedFd>,
+    /// When the command started.
+    started: Instant,
+    /// The relay of stderr to the session's, and when it has relayed everything.
+    relayed: mpsc::Receiver<()>,
+    /// Set once this accel has stopped the command.
+    stopped: Arc<Mutex<bool>>,
+}
+
+impl Session {
+    /// Sets the descriptors aside, listens, answers, starts the command and makes `config`
+    /// the run's: a receiver on the bound socket, with the key, into the command.
+    fn open(request: Request, key: Key, config: &mut Config) -> Result<Session, String> {
+        let dup = |fd: BorrowedFd<'_>| {
+            rustix::io::fcntl_dupfd_cloexec(fd, 3).map_err(|e| describe(&e.into()))
+        };
+        let control_out = dup(io::stdout().as_fd())?;
+        let control_in = dup(io::stdin().as_fd())?;
+        let session_err = dup(io::stderr().as_fd())?;
+        let relayed = relay_stderr(session_err).map_err(|e| describe(&e))?;
+        if !request.push {
+            return Err("--from ssh:// (pull) is not supported by this accel yet".into());
+        }
+        let listener = listen(request.ports)?;
+        let bound = socket::local_address(&listener).map_err(|e| describe(&e))?;
+        write_best_effort(&control_out, Answer::Port(bound.port()).line().as_bytes());
+        let shell = std::env::var_os("SHELL").filter(|s| !s.is_empty()).unwrap_or("/bin/sh".into());
+        let to_stderr = |_| rustix::io::fcntl_dupfd_cloexec(io::stderr().as_fd(), 3);
+        let mut child = Command::new(shell)
+            .arg("-c")
+            .arg(&request.command)
+            .process_group(0)
+            .stdin(Stdio::piped())
+            // What a receiving command prints goes where its stderr goes: this accel's stdout
+            // is the stream's.
+            .stdout(Stdio::from(to_stderr(()).map_err(|e| describe(&e.into()))?))
+            // A copy: this accel's own stderr is closed on exec.
+            .stderr(Stdio::from(to_stderr(()).map_err(|e| describe(&e.into()))?))
+            .spawn()
+            .map_err(|e| format!("{}: {}", request.command, describe(&e)))?;
+        let stdin: OwnedFd = child.stdin.take().expect("piped").into();
+        let held_stdin =
+            rustix::io::fcntl_dupfd_cloexec(&stdin, 3).map_err(|e| describe(&e.into()))?;
+        crate::sys::replace(stdin.as_fd(), io::stdout().as_fd()).map_err(|e| describe(&e))?;
+        drop(stdin);
+        let stopped = Arc::new(Mutex::new(false));
+        let said_to = dup(control_out.as_fd())?;
+        listen_for_stop(control_in, said_to, child.id(), Arc::clone(&stopped));
+        let address = Address::parse(&bound.to_string(), true).map_err(|why| why.to_string())?;
+        config.net.from = Some(address);
+        config.net.key = Some(Arc::new(key));
+        config.net.bound = vec![listener.into_raw_fd()];
+        config.net.accept_timeout.get_or_insert(ACCEPT_PATIENCE);
+        config.outputs = vec![Target::Stdout];
+        config.input = None;
+        config.files.clear();
+        Ok(Session {
+            control_out,
+            child,
+            held_stdin: Some(held_stdin),
+            started: Instant::now(),
+            relayed,
+            stopped,
+        })
+    }
+
+    /// Runs the transfer into the command, ends the command (its stdin closed after a whole
+    /// stream, else stopped), says how it ended, and returns this process's status.
+    fn run(mut self, config: Config, closed: stdio::Closed) -> i32 {
+        let exit = run::run(&config, closed);
+        // A command that ended before the run did (a failing `zfs receive`) ended on its own.
+        let ended_first = matches!(self.child.try_wait(), Ok(Some(_)));
+        let status = if exit == Exit::Success || ended_first {
+            // The end of the stream, for the command: every copy of its stdin closed.
+            drop(self.held_stdin.take());
+            let _ = crate::sys::retire(io::stdout().as_fd());
+            self.child.wait()
+        } else {
+            *self.stopped.lock().unwrap_or_else(|e| e.into_inner()) = true;
+            stop_group(self.child.id());
+            self.child.wait()
+        };
+        let stopped = *self.stopped.lock().unwrap_or_else(|e| e.into_inner());
+        let finished = match status {
+            Ok(status) => Finished {
+                status: status.code(),
+                signal: status.signal(),
+                stopped,
+                seconds: self.started.elapsed().as_secs_f64(),
+            },
+            Err(_) => Finished { status: None, signal: None, stopped, seconds: 0.0 },
+        };
+        // Every line said before the end is relayed before it: stderr closed here, the relay
+        // ends when the command's copies are closed too.
+        let _ = crate::sys::retire(io::stderr().as_fd());
+        let _ = self.relayed.recv_timeout(Duration::from_secs(1));
+        write_best_effort(&self.control_out, finished.line().as_bytes());
+        match (exit, finished.failed_on_its_own()) {
+            (Exit::Success, true) => i32::from(finished.code()),
+            (exit, _) => i32::from(exit.code()),
+        }
+    }
+}
+
+/// A listening socket on the address the ssh connection came to (`SSH_CONNECTION`'s third
+/// field; every interface without it), on a port of `ports` or the system's choice.
+fn listen(ports: Option<(u16, u16)>) -> Result<OwnedFd, String> {
+    let server = std::env::var("SSH_CONNECTION").ok().and_then(|connection| {
+        connection.split_whitespace().nth(2).and_then(|ip| ip.parse::<IpAddr>().ok())
+    });
+    let (ip, both) = match server {
+        Some(ip) => (ip, false),
+        None => (IpAddr::V6(Ipv6Addr::UNSPECIFIED), true),
+    };
+    let (low, high) = ports.unwrap_or((0, 0));
+    let mut last = None;
+    for port in low..=high {
+        match socket::listen(SocketAddr::new(ip, port), both) {
+            Ok(listener) => return Ok(listener),
+            Err(error) => last = Some(error),
+        }
+    }
+    let why = last.map(|e| describe(&e)).unwrap_or_default();
+    Err(match ports {
+        Some((low, high)) => format!("cannot listen on {ip}, ports {low}-{high}: {why}"),
+        None => format!("cannot listen on {ip}: {why}"),
+    })
+}
+
+/// Writes to a descriptor of the session, which may be gone: never fatal.
+fn write_best_effort(fd: &OwnedFd, bytes: &[u8]) {
+    let _ = rustix::io::write(fd, bytes);
+}
+
+/// Makes stderr a pipe of this accel's own, relayed by a thread to `session_err` as long as
+/// that takes it, then read and dropped: neither this accel nor its command ever writes into
+/// a pipe that is gone. The receiver hears when every writer has closed.
+fn relay_stderr(session_err: OwnedFd) -> io::Result<mpsc::Receiver<()>> {
+    let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
+    crate::sys::replace(write.as_fd(), io::stderr().as_fd())?;
+    drop(write);
+    let (done, relayed) = mpsc::channel();
+    thread::Builder::new().name("accel-relay".into()).spawn(move || {
+        let mut read = std::fs::File::from(read);
+        let mut buffer = [0u8; 4096];
+        let mut open = true;
+        while let Ok(n @ 1..) = read.read(&mut buffer) {
+            open = open && rustix::io::write(&session_err, &buffer[..n]).is_ok();
+        }
+        let _ = done.send(());
+    })?;
+    Ok(relayed)
+}
+
+/// Reads the control lines after the request: `stop` stops the command and ends this accel;
+/// the end of the session is not a stop (an outage may end ssh alone).
+fn listen_for_stop(
+    control_in: OwnedFd,
+    control_out: OwnedFd,
+    child: u32,
+    stopped: Arc<Mutex<bool>>,
+) {
+    let _ = thread::Builder::new().name("accel-control".into()).spawn(move || {
+        while let Ok(Some(line)) = read_text_line(&control_in) {
+            if line.trim() == "stop" {
+                *stopped.lock().unwrap_or_else(|e| e.into_inner()) = true;
+                stop_group(child);
+                let finished = Finished {
+                    status: None,
+                    signal: Some(libc::SIGTERM),
+                    stopped: true,
+                    seconds: 0.0,
+                };
+                write_best_effort(&control_out, finished.line().as_bytes());
+                std::process::exit(128 + libc::SIGTERM);
+            }
+        }
+    });
+}
+
+/// Stops the command's process group: SIGTERM, then SIGKILL after [`TERM_GRACE`] if its
+/// leader has not ended. Its stdin is never closed first.
+fn stop_group(leader: u32) {
+    let group = leader as libc::pid_t;
+    // SAFETY: signals a process group this accel made; waitid with WNOWAIT leaves the leader
+    // to be reaped by its owner.
+    unsafe {
+        libc::kill(-group, libc::SIGTERM);
+        let deadline = Instant::now() + TERM_GRACE;
+        while Instant::now() < deadline {
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            let flags = libc::WEXITED | libc::WNOWAIT | libc::WNOHANG;
+            let found = libc::waitid(libc::P_PID, leader, &mut info, flags);
+            if found == 0 && info.si_pid() != 0 {
+                // The leader ended; what else of its group is left goes now.
+                libc::kill(-group, libc::SIGKILL);
+                return;
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+        libc::kill(-group, libc::SIGKILL);
+    }
+}

@@ -1,0 +1,201 @@
+//! One command between hosts (issue 34): `--to ssh://HOST -- CMD` and `--from ssh://HOST --
+//! CMD` start the other end through an sshd of the tests' own (util/ssh.rs), with the tests'
+//! accel as the remote one. Byte-exact through each engine, the remote command's status and
+//! words, failures to start said in one line with status 6, the key on no command line.
+
+use std::io::Write;
+use std::process::Stdio;
+
+use crate::util::ssh::{GONE_WITHIN, HOST, Sshd, alive, children};
+use crate::util::*;
+
+per_engine!(push_is_byte_exact);
+
+/// accel with `args` (strings) after the engine.
+fn accel_with(engine: &str, args: &[String]) -> std::process::Command {
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    accel(engine, &args)
+}
+
+/// The stream goes to the remote command whole: the file it writes is the input, byte for
+/// byte, and the local run ends 0 only then.
+fn push_is_byte_exact(engine: &str) {
+    let Some(sshd) = Sshd::start() else { return };
+    let received = sshd.dir.path("received");
+    let data = pattern(3 << 20, 34);
+    let mut args = sshd.args();
+    args.extend(["--to".into(), sshd.url(), "--".into(), "cat".into(), ">".into()]);
+    args.push(received.display().to_string());
+    let (status, _, said) = run_fed(piped(&mut accel_with(engine, &args)), &data);
+    assert!(status.success(), "{status}: {said}");
+    assert_same(&std::fs::read(&received).unwrap(), &data, "the remote command's file");
+}
+
+/// A remote command that fails on its own fails the run with its status, and its words are
+/// shown here, marked with the host.
+#[test]
+fn a_failing_remote_command_fails_the_run_with_its_status_and_words() {
+    let Some(sshd) = Sshd::start() else { return };
+    let mut args = sshd.args();
+    args.extend(["--to".into(), sshd.url(), "--".into()]);
+    args.push("cat > /dev/null; echo 'no space left, says the command' >&2; exit 3".into());
+    let (status, _, said) = run_fed(piped(&mut accel_with("auto", &args)), &pattern(1 << 20, 1));
+    assert_eq!(status.code(), Some(3), "{said}");
+    assert!(said.contains(&format!("{HOST}: no space left, says the command")), "{said}");
+    assert!(said.contains("exited with status 3"), "{said}");
+}
+
+/// No accel on the remote PATH: one line naming the host, status 6, nothing sent (the
+/// input is not read).
+#[test]
+fn no_remote_accel_is_one_line_and_status_6() {
+    let Some(sshd) = Sshd::start() else { return };
+    let args = pushing_through(&sshd, "accel-not-installed-here");
+    let (status, _, said) = run_fed(piped(&mut accel_with("auto", &args)), b"");
+    assert_eq!(status.code(), Some(6), "{said}");
+    let lines: Vec<&str> = said.lines().collect();
+    assert_eq!(lines.len(), 1, "{said}");
+    assert!(lines[0].starts_with(&format!("accel: {HOST}: no accel on the remote PATH")), "{said}");
+}
+
+/// An accel there that does not know this protocol (an older one, which refuses
+/// `--serve-ssh` as an unknown option): one line naming the host, status 6.
+#[test]
+fn an_accel_without_the_protocol_is_one_line_and_status_6() {
+    let Some(sshd) = Sshd::start() else { return };
+    let old = sshd.dir.path("old-accel");
+    std::fs::write(&old, "#!/bin/sh\necho \"accel: $1: unknown option\" >&2\nexit 2\n").unwrap();
+    std::fs::set_permissions(&old, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let args = pushing_through(&sshd, &old.display().to_string());
+    let (status, _, said) = run_fed(piped(&mut accel_with("auto", &args)), b"");
+    assert_eq!(status.code(), Some(6), "{said}");
+    assert_eq!(said.lines().count(), 1, "{said}");
+    assert!(said.contains("does not speak this protocol"), "{said}");
+}
+
+/// Ctrl-C here stops the remote command and the remote accel: neither is left (checked by
+/// pid), and the command never saw the end of its input as if the stream were whole.
+#[test]
+fn interrupting_leaves_no_remote_process() {
+    let Some(sshd) = Sshd::start() else { return };
+    let pidfile = sshd.dir.path("pid");
+    let mut args = sshd.args();
+    args.extend(["--to".into(), sshd.url(), "--".into()]);
+    args.push(format!("echo $$ > {}; exec cat > /dev/null", pidfile.display()));
+    let mut child = piped(&mut accel_with("auto", &args));
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(&pattern(1 << 20, 2)).unwrap();
+    let said = Said::collect(&mut child);
+    eventually(GENEROUS, "the remote command started", || {
+        std::fs::read_to_string(&pidfile).is_ok_and(|text| text.ends_with('\n'))
+    });
+    let command: u32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
+    let remote_accel = parent_of(command);
+    assert!(alive(command) && alive(remote_accel));
+    // SAFETY: signals the child this test started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = wait_within(&mut child, GENEROUS);
+    assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(libc::SIGINT));
+    eventually(GONE_WITHIN, "the remote command gone", || !alive(command));
+    eventually(GONE_WITHIN, "the remote accel gone", || !alive(remote_accel));
+    drop(stdin);
+    let _ = said;
+}
+
+/// The one-time key is on no command line and in no environment of either end while the
+/// stream goes, and in no file of the remote's.
+#[test]
+fn the_key_is_on_no_command_line_nor_in_any_environment() {
+    let Some(sshd) = Sshd::start() else { return };
+    let pidfile = sshd.dir.path("pid");
+    let mut args = sshd.args();
+    args.extend(["--to".into(), sshd.url(), "--".into()]);
+    args.push(format!("echo $$ > {}; exec cat > /dev/null", pidfile.display()));
+    let mut child = accel_with("auto", &args);
+    let mut child =
+        child.stdin(Stdio::piped()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(&pattern(1 << 20, 3)).unwrap();
+    let said = Said::collect(&mut child);
+    eventually(GENEROUS, "the remote command started", || {
+        std::fs::read_to_string(&pidfile).is_ok_and(|text| text.ends_with('\n'))
+    });
+    let mut looked = 0;
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.parse::<u32>().is_err() {
+            continue;
+        }
+        for what in ["cmdline", "environ"] {
+            let Ok(bytes) = std::fs::read(entry.path().join(what)) else { continue };
+            looked += 1;
+            let text = String::from_utf8_lossy(&bytes);
+            assert!(!text.contains("accel-key-v1:"), "/proc/{name}/{what}: {text}");
+            assert!(!has_hex_run(&text, 64), "/proc/{name}/{what}: {text}");
+        }
+    }
+    assert!(looked > 4, "no process looked at");
+    for entry in std::fs::read_dir(sshd.dir.dir()).unwrap().flatten() {
+        let text =
+            String::from_utf8_lossy(&std::fs::read(entry.path()).unwrap_or_default()).into_owned();
+        assert!(!text.contains("accel-key-v1:"), "{}", entry.path().display());
+    }
+    drop(stdin);
+    let status = wait_within(&mut child, GENEROUS);
+    assert!(status.success(), "{status}: {}", said.text());
+}
+
+/// `--to ssh://accel-test -- 'cat > /dev/null'` with `remote_accel` as the accel there.
+fn pushing_through(sshd: &Sshd, remote_accel: &str) -> Vec<String> {
+    let ssh = ["--ssh-command", &sshd.ssh_command(), "--remote-accel", remote_accel];
+    let push = ["--to", &sshd.url(), "--", "cat > /dev/null"];
+    ssh.iter().chain(&push).map(|word| word.to_string()).collect()
+}
+
+/// Whether `text` has `len` hex digits in a row.
+fn has_hex_run(text: &str, len: usize) -> bool {
+    let mut run = 0;
+    for c in text.chars() {
+        run = if c.is_ascii_hexdigit() { run + 1 } else { 0 };
+        if run >= len {
+            return true;
+        }
+    }
+    false
+}
+
+/// The parent of process `pid`.
+fn parent_of(pid: u32) -> u32 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after = stat.rsplit_once(')').unwrap().1;
+    after.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// Refusals on the command line: said at once, status 2, nothing started.
+#[test]
+fn ssh_urls_are_checked_before_anything_starts() {
+    for (args, expected) in [
+        (&["--to", "ssh://backup"][..], "which command there?"),
+        (
+            &["--to", "ssh://backup", "--key-file", "k", "--", "cat"][..],
+            "--key-file k: not with ssh://",
+        ),
+        (&["--to", "ssh://:22", "--", "cat"][..], "which host?"),
+        (&["--to", "ssh://backup:x", "--", "cat"][..], "is not a port"),
+        (&["--via", "ssh", "-o", "/dev/null"][..], "--via ssh: only with --to ssh://"),
+        (&["--to", "ssh://backup", "--via", "fast", "--", "cat"][..], "--via fast: expected auto"),
+        (&["--to", "ssh://a", "--from", "ssh://b", "--", "cat"][..], "one ssh:// peer per run"),
+        (&["--to", "ssh://a", "--remote-ports", "9-1", "--", "cat"][..], "expected LOW-HIGH"),
+    ] {
+        let (status, _, said) = run_fed(spawn_piped("auto", args), b"");
+        assert_eq!(status.code(), Some(2), "{args:?}: {said}");
+        assert!(said.starts_with("accel: ") && said.contains(expected), "{args:?}: {said}");
+        assert_eq!(said.lines().count(), 1, "{args:?}: {said}");
+    }
+}
+
+/// sshd's session children, for the tests that kill them.
+#[allow(dead_code)]
+fn sessions(sshd: &Sshd) -> Vec<u32> {
+    sshd.session_pids().into_iter().flat_map(children).collect()
+}
