@@ -4,12 +4,12 @@
 //! words, failures to start said in one line with status 6, the key on no command line.
 
 use std::io::Write;
-use std::process::Stdio;
+use std::process::{Child, ChildStdin};
 
 use crate::util::ssh::{GONE_WITHIN, HOST, Sshd, alive, children};
 use crate::util::*;
 
-per_engine!(push_is_byte_exact);
+per_engine!(push_is_byte_exact, pull_is_byte_exact);
 
 /// accel with `args` (strings) after the engine.
 fn accel_with(engine: &str, args: &[String]) -> std::process::Command {
@@ -29,6 +29,36 @@ fn push_is_byte_exact(engine: &str) {
     let (status, _, said) = run_fed(piped(&mut accel_with(engine, &args)), &data);
     assert!(status.success(), "{status}: {said}");
     assert_same(&std::fs::read(&received).unwrap(), &data, "the remote command's file");
+}
+
+/// The stream comes from the remote command whole: what comes out here is what it wrote,
+/// byte for byte (the file it read), and the run ends 0.
+fn pull_is_byte_exact(engine: &str) {
+    let Some(sshd) = Sshd::start() else { return };
+    let source = sshd.dir.path("source");
+    let data = pattern(3 << 20, 35);
+    std::fs::write(&source, &data).unwrap();
+    let mut args = sshd.args();
+    args.extend(["--from".into(), sshd.url(), "--".into(), "cat".into()]);
+    args.push(source.display().to_string());
+    let (status, out, said) = run_fed(piped(&mut accel_with(engine, &args)), b"");
+    assert!(status.success(), "{status}: {said}");
+    assert_same(&out, &data, "what came out here");
+}
+
+/// A remote command that produces, then fails on its own: the run fails with its status, even
+/// though every byte it wrote came.
+#[test]
+fn a_failing_remote_producer_fails_the_run_with_its_status() {
+    let Some(sshd) = Sshd::start() else { return };
+    let mut args = sshd.args();
+    args.extend(["--from".into(), sshd.url(), "--".into()]);
+    args.push("echo some; echo 'cannot send the snapshot' >&2; exit 5".into());
+    let (status, out, said) = run_fed(piped(&mut accel_with("auto", &args)), b"");
+    assert_eq!(status.code(), Some(5), "{said}");
+    assert_eq!(out, b"some\n");
+    assert!(said.contains(&format!("{HOST}: cannot send the snapshot")), "{said}");
+    assert!(said.contains("exited with status 5"), "{said}");
 }
 
 /// A remote command that fails on its own fails the run with its status, and its words are
@@ -78,18 +108,7 @@ fn an_accel_without_the_protocol_is_one_line_and_status_6() {
 #[test]
 fn interrupting_leaves_no_remote_process() {
     let Some(sshd) = Sshd::start() else { return };
-    let pidfile = sshd.dir.path("pid");
-    let mut args = sshd.args();
-    args.extend(["--to".into(), sshd.url(), "--".into()]);
-    args.push(format!("echo $$ > {}; exec cat > /dev/null", pidfile.display()));
-    let mut child = piped(&mut accel_with("auto", &args));
-    let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(&pattern(1 << 20, 2)).unwrap();
-    let said = Said::collect(&mut child);
-    eventually(GENEROUS, "the remote command started", || {
-        std::fs::read_to_string(&pidfile).is_ok_and(|text| text.ends_with('\n'))
-    });
-    let command: u32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
+    let (mut child, stdin, _said, command) = pushing_while_running(&sshd);
     let remote_accel = parent_of(command);
     assert!(alive(command) && alive(remote_accel));
     // SAFETY: signals the child this test started.
@@ -99,7 +118,6 @@ fn interrupting_leaves_no_remote_process() {
     eventually(GONE_WITHIN, "the remote command gone", || !alive(command));
     eventually(GONE_WITHIN, "the remote accel gone", || !alive(remote_accel));
     drop(stdin);
-    let _ = said;
 }
 
 /// The one-time key is on no command line and in no environment of either end while the
@@ -107,19 +125,7 @@ fn interrupting_leaves_no_remote_process() {
 #[test]
 fn the_key_is_on_no_command_line_nor_in_any_environment() {
     let Some(sshd) = Sshd::start() else { return };
-    let pidfile = sshd.dir.path("pid");
-    let mut args = sshd.args();
-    args.extend(["--to".into(), sshd.url(), "--".into()]);
-    args.push(format!("echo $$ > {}; exec cat > /dev/null", pidfile.display()));
-    let mut child = accel_with("auto", &args);
-    let mut child =
-        child.stdin(Stdio::piped()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(&pattern(1 << 20, 3)).unwrap();
-    let said = Said::collect(&mut child);
-    eventually(GENEROUS, "the remote command started", || {
-        std::fs::read_to_string(&pidfile).is_ok_and(|text| text.ends_with('\n'))
-    });
+    let (mut child, stdin, said, _) = pushing_while_running(&sshd);
     let mut looked = 0;
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
@@ -143,6 +149,24 @@ fn the_key_is_on_no_command_line_nor_in_any_environment() {
     drop(stdin);
     let status = wait_within(&mut child, GENEROUS);
     assert!(status.success(), "{status}: {}", said.text());
+}
+
+/// A push under way, its input still open, its remote command started: the local accel, its
+/// stdin, what it says, and the pid of the remote command (which writes it first).
+fn pushing_while_running(sshd: &Sshd) -> (Child, ChildStdin, Said, u32) {
+    let pidfile = sshd.dir.path("pid");
+    let mut args = sshd.args();
+    args.extend(["--to".into(), sshd.url(), "--".into()]);
+    args.push(format!("echo $$ > {}; exec cat > /dev/null", pidfile.display()));
+    let mut child = piped(&mut accel_with("auto", &args));
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(&pattern(1 << 20, 2)).unwrap();
+    let said = Said::collect(&mut child);
+    eventually(GENEROUS, "the remote command started", || {
+        std::fs::read_to_string(&pidfile).is_ok_and(|text| text.ends_with('\n'))
+    });
+    let command = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
+    (child, stdin, said, command)
 }
 
 /// `--to ssh://accel-test -- 'cat > /dev/null'` with `remote_accel` as the accel there.

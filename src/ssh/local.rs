@@ -10,17 +10,19 @@
 //! it failed on its own.
 
 use std::io::{self, BufRead, BufReader, Write};
-use std::os::fd::OwnedFd;
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::os::fd::{IntoRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex, mpsc};
-use std::thread;
+use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
 use super::{Answer, Finished, GREETING, Request, read_text_line};
 use crate::exit::Exit;
 use crate::net::address::Address;
 use crate::net::key::Key;
+use crate::net::socket;
 use crate::run;
 use crate::run::config::{Config, Ssh, Target};
 use crate::run::stdio;
@@ -30,12 +32,16 @@ use crate::words::describe;
 /// stops the command: SIGTERM, SIGKILL 5 s later).
 const STOP_PATIENCE: Duration = Duration::from_secs(10);
 
+/// Pull: how long this accel waits for the remote sender's connection, unless
+/// `--accept-timeout` says.
+const ACCEPT_PATIENCE: Duration = Duration::from_secs(60);
+
 /// Runs `config` (which has an ssh:// peer): starts the other end, runs the transfer, and
 /// returns how accel ends.
 pub fn run(config: &Config, closed: stdio::Closed) -> Exit {
     let ssh = config.ssh.as_ref().expect("an ssh:// peer");
     let host = ssh.host().to_owned();
-    let started = match Started::start(ssh) {
+    let mut started = match Started::start(ssh) {
         Ok(started) => started,
         Err((exit, why)) => {
             eprintln!("accel: {host}: {why}");
@@ -45,7 +51,15 @@ pub fn run(config: &Config, closed: stdio::Closed) -> Exit {
     let mut direct = config.clone();
     direct.ssh = None;
     direct.net.key = Some(Arc::clone(&started.key));
-    direct.outputs.push(Target::Network(started.address.clone()));
+    match started.peer.take() {
+        Some(Peer::Receiver(address)) => direct.outputs.push(Target::Network(address)),
+        Some(Peer::Sender { address, listener }) => {
+            direct.net.from = Some(address);
+            direct.net.bound = vec![listener.into_raw_fd()];
+            direct.net.accept_timeout.get_or_insert(ACCEPT_PATIENCE);
+        }
+        None => unreachable!("a peer"),
+    }
     let stop_word = started.stop_word();
     run::signals::before_dying(Box::new(stop_word));
     let exit = run::run(&direct, closed);
@@ -61,8 +75,19 @@ struct Started {
     answers: ChildStdout,
     /// The one-time key.
     key: Arc<Key>,
-    /// Where the remote accel listens.
-    address: Address,
+    /// The remote accel, as this run's peer.
+    peer: Option<Peer>,
+    /// The thread that shows ssh's stderr; it ends with ssh.
+    relay: Option<JoinHandle<()>>,
+}
+
+/// The remote accel, as the run's peer.
+enum Peer {
+    /// Push: a receiver, listening at this address.
+    Receiver(Address),
+    /// Pull: a sender, which connects to this accel's `listener` (named `address` in the
+    /// messages).
+    Sender { address: Address, listener: OwnedFd },
 }
 
 /// What ssh's stderr said: held (before the answer) or shown.
@@ -106,14 +131,22 @@ impl Started {
             })?;
         let said = Arc::new(Mutex::new(Said { held: Some(Vec::new()), last: String::new() }));
         let stderr = child.stderr.take().expect("piped");
-        relay(stderr.into(), ssh.host().to_owned(), Arc::clone(&said));
+        let relay = relay(stderr.into(), ssh.host().to_owned(), Arc::clone(&said));
         let mut stdin = child.stdin.take().expect("piped");
         let answers = child.stdout.take().expect("piped");
+        // Pull: the remote sender connects back to a port of this accel's, on every
+        // interface (only the key's holder is taken), at the address ssh came from.
+        let listener = match ssh.push {
+            true => None,
+            false => Some(listen_for_sender().map_err(network)?),
+        };
+        let listening = listener.as_ref().map(|(_, port)| *port);
         let request = Request {
             push: ssh.push,
             command: ssh.command.join(" "),
             ports: ssh.ports,
             via: ssh.via,
+            listening,
         };
         // The key only ever goes through this pipe, in a buffer zeroed when dropped.
         let key_line = key.to_line();
@@ -132,7 +165,8 @@ impl Started {
             Err(why_not_started(status, &said, answer))
         };
         let port = match answer.as_deref().and_then(Answer::parse) {
-            Some(Answer::Port(port)) => port,
+            Some(Answer::Port(port)) if ssh.push => port,
+            Some(Answer::Dialing) if !ssh.push => 0,
             Some(Answer::NoPort(why)) => {
                 return Err(network(format!(
                     "the remote accel cannot listen: {why}; nothing was sent"
@@ -143,7 +177,7 @@ impl Started {
                     "the remote accel does not speak this protocol ({why}); nothing was sent"
                 )));
             }
-            None => return failed(&mut child, &said, answer.as_deref()),
+            _ => return failed(&mut child, &said, answer.as_deref()),
         };
         release(&said, ssh.host());
         let host = match &resolved.hostname {
@@ -151,8 +185,17 @@ impl Started {
             Some(name) => name.clone(),
             None => ssh.host().to_owned(),
         };
-        let address = Address::parse(&format!("{host}:{port}"), false).map_err(network)?;
-        Ok(Started { child, control: Arc::new(Mutex::new(Some(stdin))), answers, key, address })
+        let peer = match listener {
+            None => {
+                Peer::Receiver(Address::parse(&format!("{host}:{port}"), false).map_err(network)?)
+            }
+            Some((listener, port)) => Peer::Sender {
+                address: Address::parse(&format!("{host}:{port}"), true).map_err(network)?,
+                listener,
+            },
+        };
+        let control = Arc::new(Mutex::new(Some(stdin)));
+        Ok(Started { child, control, answers, key, peer: Some(peer), relay })
     }
 
     /// What a terminating signal says before accel dies: `stop`, so that the remote command
@@ -194,6 +237,10 @@ impl Started {
             let _ = self.child.kill();
         }
         let _ = self.child.wait();
+        // Every line the remote said is shown before the last words here.
+        if let Some(relay) = self.relay.take() {
+            let _ = relay.join();
+        }
         let host = ssh.host();
         match finished {
             Some(finished) if finished.failed_on_its_own() => {
@@ -212,6 +259,17 @@ impl Started {
             None => exit,
         }
     }
+}
+
+/// Pull: a listening socket on every interface, on a port the system chooses, for the remote
+/// sender to connect to; and that port.
+fn listen_for_sender() -> Result<(OwnedFd, u16), String> {
+    let every = SocketAddr::from((Ipv6Addr::UNSPECIFIED, 0));
+    let listener = socket::listen(every, true)
+        .or_else(|_| socket::listen(SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)), false))
+        .map_err(|e| format!("cannot listen for the remote sender: {}", describe(&e)))?;
+    let port = socket::local_address(&listener).map_err(|e| describe(&e))?.port();
+    Ok((listener, port))
 }
 
 /// Why the remote accel did not answer, from how ssh ended and what it said.
@@ -253,8 +311,8 @@ fn why_not_started(
 }
 
 /// Relays ssh's stderr, line by line, marked with the host; held until [`release`].
-fn relay(stderr: OwnedFd, host: String, said: Arc<Mutex<Said>>) {
-    let _ = thread::Builder::new().name("accel-ssh-stderr".into()).spawn(move || {
+fn relay(stderr: OwnedFd, host: String, said: Arc<Mutex<Said>>) -> Option<JoinHandle<()>> {
+    let relay = thread::Builder::new().name("accel-ssh-stderr".into()).spawn(move || {
         let reader = BufReader::new(std::fs::File::from(stderr));
         for line in reader.split(b'\n').map_while(Result::ok) {
             let line = String::from_utf8_lossy(&line).trim_end().to_owned();
@@ -268,6 +326,7 @@ fn relay(stderr: OwnedFd, host: String, said: Arc<Mutex<Said>>) {
             said.last = line;
         }
     });
+    relay.ok()
 }
 
 /// Shows the lines held, and from now on each as it comes.

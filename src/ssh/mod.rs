@@ -53,6 +53,9 @@ pub struct Request {
     pub ports: Option<(u16, u16)>,
     /// `--via`.
     pub via: Via,
+    /// Pull: the port the local accel listens on, which the remote sender connects to at the
+    /// address the ssh connection came from (`SSH_CONNECTION`'s first field).
+    pub listening: Option<u16>,
 }
 
 impl Request {
@@ -63,6 +66,7 @@ impl Request {
             "command": self.command,
             "ports": self.ports.map(|(low, high)| json!([low, high])),
             "via": self.via.word(),
+            "listening": self.listening,
         })
         .to_string()
     }
@@ -90,7 +94,11 @@ impl Request {
             Some("ssh") => Via::Ssh,
             Some(other) => return Err(format!("via: {other}?")),
         };
-        Ok(Request { push, command, ports, via })
+        let listening = match &value["listening"] {
+            Value::Null => None,
+            port_value => Some(port(port_value)?),
+        };
+        Ok(Request { push, command, ports, via, listening })
     }
 }
 
@@ -104,6 +112,8 @@ fn port(value: &Value) -> Result<u16, String> {
 pub enum Answer {
     /// It listens on this port.
     Port(u16),
+    /// It connects to the port the request named (pull).
+    Dialing,
     /// It could not listen (no free port in the range): the reason.
     NoPort(String),
     /// It does not speak the request's version: the reason.
@@ -115,6 +125,7 @@ impl Answer {
     pub fn line(&self) -> String {
         match self {
             Answer::Port(port) => format!("{GREETING} port {port}\n"),
+            Answer::Dialing => format!("{GREETING} dialing\n"),
             Answer::NoPort(why) => format!("{GREETING} no-port {why}\n"),
             Answer::Refused(why) => format!("{GREETING} refused {why}\n"),
         }
@@ -126,6 +137,7 @@ impl Answer {
         let (word, rest) = rest.split_once(' ').unwrap_or((rest, ""));
         match word {
             "port" => rest.trim().parse().ok().map(Answer::Port),
+            "dialing" => Some(Answer::Dialing),
             "no-port" => Some(Answer::NoPort(rest.to_owned())),
             "refused" => Some(Answer::Refused(rest.to_owned())),
             _ => None,
@@ -249,9 +261,11 @@ mod tests {
             command: "zfs receive -s 'tank/fs'".into(),
             ports: Some((41000, 41099)),
             via: Via::Direct,
+            listening: None,
         };
         assert_eq!(Request::from_json(&request.to_json()), Ok(request.clone()));
-        let pull = Request { push: false, ports: None, via: Via::Auto, ..request };
+        let pull =
+            Request { push: false, ports: None, via: Via::Auto, listening: Some(9), ..request };
         assert_eq!(Request::from_json(&pull.to_json()), Ok(pull));
         assert!(Request::from_json("{\"command\": \"x\"}").unwrap_err().contains("role"));
     }
@@ -260,6 +274,7 @@ mod tests {
     fn answers_and_ends_read_back_as_written() {
         for answer in [
             Answer::Port(41234),
+            Answer::Dialing,
             Answer::NoPort("no free port in 41000-41001".into()),
             Answer::Refused("accel-ssh 2?".into()),
         ] {

@@ -133,50 +133,63 @@ impl Session {
         let control_in = dup(io::stdin().as_fd())?;
         let session_err = dup(io::stderr().as_fd())?;
         let relayed = relay_stderr(session_err).map_err(|e| describe(&e))?;
-        if !request.push {
-            return Err("--from ssh:// (pull) is not supported by this accel yet".into());
-        }
-        let listener = listen(request.ports)?;
-        let bound = socket::local_address(&listener).map_err(|e| describe(&e))?;
-        write_best_effort(&control_out, Answer::Port(bound.port()).line().as_bytes());
+        let stderr_copy = || {
+            rustix::io::fcntl_dupfd_cloexec(io::stderr().as_fd(), 3)
+                .map(Stdio::from)
+                .map_err(|e| describe(&e.into()))
+        };
         let shell = std::env::var_os("SHELL").filter(|s| !s.is_empty()).unwrap_or("/bin/sh".into());
-        let to_stderr = |_| rustix::io::fcntl_dupfd_cloexec(io::stderr().as_fd(), 3);
-        let mut child = Command::new(shell)
-            .arg("-c")
-            .arg(&request.command)
-            .process_group(0)
-            .stdin(Stdio::piped())
+        let mut command = Command::new(shell);
+        // A copy of stderr: this accel's own is closed on exec.
+        command.arg("-c").arg(&request.command).process_group(0).stderr(stderr_copy()?);
+        let key = Some(Arc::new(key));
+        let held_stdin = if request.push {
+            let listener = listen(request.ports)?;
+            let bound = socket::local_address(&listener).map_err(|e| describe(&e))?;
+            write_best_effort(&control_out, Answer::Port(bound.port()).line().as_bytes());
             // What a receiving command prints goes where its stderr goes: this accel's stdout
             // is the stream's.
-            .stdout(Stdio::from(to_stderr(()).map_err(|e| describe(&e.into()))?))
-            // A copy: this accel's own stderr is closed on exec.
-            .stderr(Stdio::from(to_stderr(()).map_err(|e| describe(&e.into()))?))
-            .spawn()
-            .map_err(|e| format!("{}: {}", request.command, describe(&e)))?;
-        let stdin: OwnedFd = child.stdin.take().expect("piped").into();
-        let held_stdin =
-            rustix::io::fcntl_dupfd_cloexec(&stdin, 3).map_err(|e| describe(&e.into()))?;
-        crate::sys::replace(stdin.as_fd(), io::stdout().as_fd()).map_err(|e| describe(&e))?;
-        drop(stdin);
+            command.stdin(Stdio::piped()).stdout(stderr_copy()?);
+            let mut child =
+                command.spawn().map_err(|e| format!("{}: {}", request.command, describe(&e)))?;
+            let stdin: OwnedFd = child.stdin.take().expect("piped").into();
+            let held =
+                rustix::io::fcntl_dupfd_cloexec(&stdin, 3).map_err(|e| describe(&e.into()))?;
+            crate::sys::replace(stdin.as_fd(), io::stdout().as_fd()).map_err(|e| describe(&e))?;
+            let address =
+                Address::parse(&bound.to_string(), true).map_err(|why| why.to_string())?;
+            config.net.from = Some(address);
+            config.net.bound = vec![listener.into_raw_fd()];
+            config.net.accept_timeout.get_or_insert(ACCEPT_PATIENCE);
+            config.outputs = vec![Target::Stdout];
+            (child, Some(held))
+        } else {
+            // Pull: this accel sends what the command writes to the local accel, which
+            // listens at the address the ssh connection came from.
+            let client = std::env::var("SSH_CONNECTION").ok().and_then(|connection| {
+                connection.split_whitespace().next().and_then(|ip| ip.parse::<IpAddr>().ok())
+            });
+            let (Some(client), Some(port)) = (client, request.listening) else {
+                return Err("--serve-ssh: pull needs SSH_CONNECTION and the request's port".into());
+            };
+            let address = Address::parse(&SocketAddr::new(client, port).to_string(), false)?;
+            write_best_effort(&control_out, Answer::Dialing.line().as_bytes());
+            command.stdin(Stdio::null()).stdout(Stdio::piped());
+            let mut child =
+                command.spawn().map_err(|e| format!("{}: {}", request.command, describe(&e)))?;
+            let stdout: OwnedFd = child.stdout.take().expect("piped").into();
+            crate::sys::replace(stdout.as_fd(), io::stdin().as_fd()).map_err(|e| describe(&e))?;
+            config.outputs = vec![Target::Network(address)];
+            (child, None)
+        };
+        let (child, held_stdin) = held_stdin;
+        config.net.key = key;
+        config.input = None;
+        config.files.clear();
         let stopped = Arc::new(Mutex::new(false));
         let said_to = dup(control_out.as_fd())?;
         listen_for_stop(control_in, said_to, child.id(), Arc::clone(&stopped));
-        let address = Address::parse(&bound.to_string(), true).map_err(|why| why.to_string())?;
-        config.net.from = Some(address);
-        config.net.key = Some(Arc::new(key));
-        config.net.bound = vec![listener.into_raw_fd()];
-        config.net.accept_timeout.get_or_insert(ACCEPT_PATIENCE);
-        config.outputs = vec![Target::Stdout];
-        config.input = None;
-        config.files.clear();
-        Ok(Session {
-            control_out,
-            child,
-            held_stdin: Some(held_stdin),
-            started: Instant::now(),
-            relayed,
-            stopped,
-        })
+        Ok(Session { control_out, child, held_stdin, started: Instant::now(), relayed, stopped })
     }
 
     /// Runs the transfer into the command, ends the command (its stdin closed after a whole
