@@ -4,12 +4,18 @@
 //! words, failures to start said in one line with status 6, the key on no command line.
 
 use std::io::Write;
-use std::process::{Child, ChildStdin};
+use std::process::{Child, ChildStdin, Stdio};
 
-use crate::util::ssh::{GONE_WITHIN, HOST, Sshd, alive, children};
+use crate::util::net::{Netns, Veth, command};
+use crate::util::ssh::{GONE_WITHIN, HOST, Sshd, alive};
 use crate::util::*;
 
-per_engine!(push_is_byte_exact, pull_is_byte_exact);
+per_engine!(
+    push_is_byte_exact,
+    pull_is_byte_exact,
+    push_through_ssh_is_byte_exact,
+    pull_through_ssh_is_byte_exact
+);
 
 /// accel with `args` (strings) after the engine.
 fn accel_with(engine: &str, args: &[String]) -> std::process::Command {
@@ -21,29 +27,130 @@ fn accel_with(engine: &str, args: &[String]) -> std::process::Command {
 /// byte, and the local run ends 0 only then.
 fn push_is_byte_exact(engine: &str) {
     let Some(sshd) = Sshd::start() else { return };
+    let said = push(&sshd, engine, &[], None);
+    assert!(!said.contains("through ssh"), "{said}");
+}
+
+/// As [`push_is_byte_exact`], with the stream through the ssh session (`--via ssh`): said
+/// by nobody, since it was asked for.
+fn push_through_ssh_is_byte_exact(engine: &str) {
+    let Some(sshd) = Sshd::start() else { return };
+    let said = push(&sshd, engine, &["--via", "ssh"], None);
+    assert!(!said.contains("accel:"), "{said}");
+}
+
+/// A push of 3 MiB through `sshd` with `extra` options, from `netns` when given: byte-exact
+/// at the remote command, status 0. What the local accel said.
+fn push(sshd: &Sshd, engine: &str, extra: &[&str], netns: Option<&Netns>) -> String {
     let received = sshd.dir.path("received");
     let data = pattern(3 << 20, 34);
     let mut args = sshd.args();
+    args.extend(extra.iter().map(|word| word.to_string()));
     args.extend(["--to".into(), sshd.url(), "--".into(), "cat".into(), ">".into()]);
     args.push(received.display().to_string());
-    let (status, _, said) = run_fed(piped(&mut accel_with(engine, &args)), &data);
+    let (status, _, said) = run_fed(piped(&mut from_host(netns, engine, &args)), &data);
     assert!(status.success(), "{status}: {said}");
     assert_same(&std::fs::read(&received).unwrap(), &data, "the remote command's file");
+    said
+}
+
+/// A pull of 3 MiB through `sshd` with `extra` options, into `netns` when given: byte-exact
+/// here, status 0. What the local accel said.
+fn pull(sshd: &Sshd, engine: &str, extra: &[&str], netns: Option<&Netns>) -> String {
+    let source = sshd.dir.path("source");
+    let data = pattern(3 << 20, 35);
+    std::fs::write(&source, &data).unwrap();
+    let mut args = sshd.args();
+    args.extend(extra.iter().map(|word| word.to_string()));
+    args.extend(["--from".into(), sshd.url(), "--".into(), "cat".into()]);
+    args.push(source.display().to_string());
+    let (status, out, said) = run_fed(piped(&mut from_host(netns, engine, &args)), b"");
+    assert!(status.success(), "{status}: {said}");
+    assert_same(&out, &data, "what came out here");
+    said
+}
+
+/// accel with `args`, in `netns` when given.
+fn from_host(netns: Option<&Netns>, engine: &str, args: &[String]) -> std::process::Command {
+    match netns {
+        None => accel_with(engine, args),
+        Some(netns) => {
+            let mut all = vec!["--engine", engine];
+            all.extend(args.iter().map(String::as_str));
+            command(Some(netns), ACCEL, &all)
+        }
+    }
 }
 
 /// The stream comes from the remote command whole: what comes out here is what it wrote,
 /// byte for byte (the file it read), and the run ends 0.
 fn pull_is_byte_exact(engine: &str) {
     let Some(sshd) = Sshd::start() else { return };
-    let source = sshd.dir.path("source");
-    let data = pattern(3 << 20, 35);
-    std::fs::write(&source, &data).unwrap();
+    let said = pull(&sshd, engine, &[], None);
+    assert!(!said.contains("through ssh"), "{said}");
+}
+
+/// As [`pull_is_byte_exact`], through the ssh session (`--via ssh`).
+fn pull_through_ssh_is_byte_exact(engine: &str) {
+    let Some(sshd) = Sshd::start() else { return };
+    let said = pull(&sshd, engine, &["--via", "ssh"], None);
+    assert!(!said.contains("through ssh"), "{said}");
+}
+
+/// The direct path blocked (nftables in the receiver's namespace drops every new connection
+/// but ssh's): the stream goes through ssh, byte-exact, said once in one line with the
+/// reason; with `--via direct`, status 6 and nothing sent.
+#[test]
+fn a_blocked_direct_path_falls_back_through_ssh_said_once() {
+    let Some(veth) = Veth::new("sshfb", 134) else { return };
+    if !require("nft (nftables)", has("nft", "--version")) {
+        return;
+    }
+    let Some(sshd) = Sshd::start_on(&veth.b) else { return };
+    let port = sshd.port;
+    nft(
+        &veth.b.netns,
+        &format!("iif != \"lo\" tcp dport != {port} tcp flags & (syn | ack) == syn drop"),
+    );
+    let said = push(&sshd, "auto", &[], Some(&veth.a.netns));
+    let lines: Vec<&str> = said.lines().filter(|line| line.contains("through ssh")).collect();
+    assert_eq!(lines.len(), 1, "{said}");
+    assert!(lines[0].contains("no answer in 3 s; sending through ssh instead (slower)"), "{said}");
     let mut args = sshd.args();
-    args.extend(["--from".into(), sshd.url(), "--".into(), "cat".into()]);
-    args.push(source.display().to_string());
-    let (status, out, said) = run_fed(piped(&mut accel_with(engine, &args)), b"");
-    assert!(status.success(), "{status}: {said}");
-    assert_same(&out, &data, "what came out here");
+    args.extend(
+        ["--via", "direct", "--to", &sshd.url(), "--", "cat > /dev/null"].map(String::from),
+    );
+    let (status, _, said) =
+        run_fed(piped(&mut from_host(Some(&veth.a.netns), "auto", &args)), b"x");
+    assert_eq!(status.code(), Some(6), "{said}");
+    assert!(said.contains("no answer in 3 s (--via direct); nothing was sent"), "{said}");
+}
+
+/// Pull with the direct path refused (nftables in the local namespace resets every new
+/// connection to it): through ssh, byte-exact, said once with the reason.
+#[test]
+fn a_refused_direct_path_falls_back_through_ssh_for_a_pull() {
+    let Some(veth) = Veth::new("sshfr", 135) else { return };
+    if !require("nft (nftables)", has("nft", "--version")) {
+        return;
+    }
+    let Some(sshd) = Sshd::start_on(&veth.b) else { return };
+    nft(&veth.a.netns, "iif != \"lo\" tcp flags & (syn | ack) == syn reject with tcp reset");
+    let said = pull(&sshd, "auto", &[], Some(&veth.a.netns));
+    let lines: Vec<&str> = said.lines().filter(|line| line.contains("through ssh")).collect();
+    assert_eq!(lines.len(), 1, "{said}");
+    assert!(lines[0].contains("refused; sending through ssh instead (slower)"), "{said}");
+}
+
+/// Adds an input rule `rule` to `netns` (a table of the test's own, gone with the namespace).
+fn nft(netns: &Netns, rule: &str) {
+    let script = format!(
+        "add table inet accel\nadd chain inet accel input {{ type filter hook input priority 0; }}\n\
+         add rule inet accel input {rule}\n"
+    );
+    let mut nft = command(Some(netns), "nft", &["-f", "-"]).stdin(Stdio::piped()).spawn().unwrap();
+    nft.stdin.take().unwrap().write_all(script.as_bytes()).unwrap();
+    assert!(nft.wait().unwrap().success(), "nft {rule}");
 }
 
 /// A remote command that produces, then fails on its own: the run fails with its status, even
@@ -216,10 +323,4 @@ fn ssh_urls_are_checked_before_anything_starts() {
         assert!(said.starts_with("accel: ") && said.contains(expected), "{args:?}: {said}");
         assert_eq!(said.lines().count(), 1, "{args:?}: {said}");
     }
-}
-
-/// sshd's session children, for the tests that kill them.
-#[allow(dead_code)]
-fn sessions(sshd: &Sshd) -> Vec<u32> {
-    sshd.session_pids().into_iter().flat_map(children).collect()
 }

@@ -10,13 +10,13 @@
 //! it failed on its own.
 
 use std::io::{self, BufRead, BufReader, Write};
-use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{IntoRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::{Answer, Finished, GREETING, Request, read_text_line};
 use crate::exit::Exit;
@@ -24,7 +24,7 @@ use crate::net::address::Address;
 use crate::net::key::Key;
 use crate::net::socket;
 use crate::run;
-use crate::run::config::{Config, Ssh, Target};
+use crate::run::config::{Config, Ssh, Target, Via};
 use crate::run::stdio;
 use crate::words::describe;
 
@@ -51,6 +51,10 @@ pub fn run(config: &Config, closed: stdio::Closed) -> Exit {
     let mut direct = config.clone();
     direct.ssh = None;
     direct.net.key = Some(Arc::clone(&started.key));
+    if started.through {
+        // The session's end is the stream's: nothing to connect to again.
+        direct.net.resume.within = Duration::ZERO;
+    }
     match started.peer.take() {
         Some(Peer::Receiver(address)) => direct.outputs.push(Target::Network(address)),
         Some(Peer::Sender { address, listener }) => {
@@ -71,14 +75,19 @@ struct Started {
     child: Child,
     /// ssh's stdin: the control lines to the remote accel.
     control: Arc<Mutex<Option<ChildStdin>>>,
-    /// ssh's stdout: the remote's lines.
-    answers: ChildStdout,
+    /// ssh's stdout, held open while the stream goes directly (ssh would end at a write
+    /// into a closed pipe).
+    answers: Option<ChildStdout>,
     /// The one-time key.
     key: Arc<Key>,
     /// The remote accel, as this run's peer.
     peer: Option<Peer>,
     /// The thread that shows ssh's stderr; it ends with ssh.
     relay: Option<JoinHandle<()>>,
+    /// What ssh's stderr said, and how the remote command ended.
+    said: Arc<Mutex<Said>>,
+    /// The stream goes through the ssh session.
+    through: bool,
 }
 
 /// The remote accel, as the run's peer.
@@ -97,6 +106,8 @@ struct Said {
     held: Option<Vec<String>>,
     /// The last line, for ssh's own failure.
     last: String,
+    /// How the remote command ended, said last.
+    finished: Option<Finished>,
 }
 
 impl Started {
@@ -129,7 +140,7 @@ impl Started {
                     describe(&e)
                 ))
             })?;
-        let said = Arc::new(Mutex::new(Said { held: Some(Vec::new()), last: String::new() }));
+        let said = Arc::new(Mutex::new(Said { held: Some(Vec::new()), ..Said::default() }));
         let stderr = child.stderr.take().expect("piped");
         let relay = relay(stderr.into(), ssh.host().to_owned(), Arc::clone(&said));
         let mut stdin = child.stdin.take().expect("piped");
@@ -140,7 +151,17 @@ impl Started {
             true => None,
             false => Some(listen_for_sender().map_err(network)?),
         };
-        let listening = listener.as_ref().map(|(_, port)| *port);
+        let listening = match &listener {
+            None => None,
+            Some((_, port)) => {
+                let probe = TcpListener::bind((Ipv6Addr::UNSPECIFIED, 0))
+                    .or_else(|_| TcpListener::bind((Ipv4Addr::UNSPECIFIED, 0)))
+                    .map_err(|e| network(format!("cannot listen: {}", describe(&e))))?;
+                let probe_port = probe.local_addr().map_err(|e| network(describe(&e)))?.port();
+                super::answer_probes(probe);
+                Some((*port, probe_port))
+            }
+        };
         let request = Request {
             push: ssh.push,
             command: ssh.command.join(" "),
@@ -164,20 +185,23 @@ impl Started {
             let said = said.lock().unwrap_or_else(|e| e.into_inner());
             Err(why_not_started(status, &said, answer))
         };
-        let port = match answer.as_deref().and_then(Answer::parse) {
-            Some(Answer::Port(port)) if ssh.push => port,
-            Some(Answer::Dialing) if !ssh.push => 0,
-            Some(Answer::NoPort(why)) => {
-                return Err(network(format!(
-                    "the remote accel cannot listen: {why}; nothing was sent"
-                )));
+        let answer = answer.as_deref().and_then(Answer::parse);
+        let (port, probe, through) = match (answer, &listener) {
+            (Some(Answer::Port(port, probe)), None) => (port, probe, None),
+            (Some(Answer::Dialing), Some((_, port))) => (*port, 0, None),
+            (Some(Answer::Through(why)), Some((_, port))) => (*port, 0, Some(why)),
+            (Some(Answer::NoPort(why)), _) => {
+                return Err(network(format!("{why}; nothing was sent")));
             }
-            Some(Answer::Refused(why)) => {
+            (Some(Answer::Refused(why)), _) => {
                 return Err(network(format!(
                     "the remote accel does not speak this protocol ({why}); nothing was sent"
                 )));
             }
-            _ => return failed(&mut child, &said, answer.as_deref()),
+            (answer, _) => {
+                let line = answer.map(|answer| answer.line());
+                return failed(&mut child, &said, line.as_deref().map(str::trim_end));
+            }
         };
         release(&said, ssh.host());
         let host = match &resolved.hostname {
@@ -185,21 +209,49 @@ impl Started {
             Some(name) => name.clone(),
             None => ssh.host().to_owned(),
         };
-        let peer = match listener {
-            None => {
-                Peer::Receiver(Address::parse(&format!("{host}:{port}"), false).map_err(network)?)
-            }
-            Some((listener, port)) => Peer::Sender {
-                address: Address::parse(&format!("{host}:{port}"), true).map_err(network)?,
-                listener,
+        let address = Address::parse(&format!("{host}:{port}"), !ssh.push).map_err(network)?;
+        let (peer, through) = match listener {
+            None => match push_path(ssh, &resolved, &address, probe)? {
+                None => {
+                    let _ = stdin.write_all(b"direct\n");
+                    (Peer::Receiver(address), None)
+                }
+                Some(why) => {
+                    let _ = stdin.write_all(b"through-ssh\n");
+                    let (relay, local) = loopback_relay(None).map_err(network)?;
+                    let local = Address::parse(&local.to_string(), false).map_err(network)?;
+                    (Peer::Receiver(local), Some((why, relay)))
+                }
             },
+            Some((listener, port)) => {
+                let relay = match through {
+                    None => None,
+                    Some(why) => {
+                        let local = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+                        Some((why, loopback_relay(Some(local)).map_err(network)?.0))
+                    }
+                };
+                (Peer::Sender { address, listener }, relay)
+            }
         };
-        let control = Arc::new(Mutex::new(Some(stdin)));
-        Ok(Started { child, control, answers, key, peer: Some(peer), relay })
+        let (control, answers, through) = match through {
+            None => (Some(stdin), Some(answers), None),
+            Some((why, relay)) => {
+                if !why.is_empty() {
+                    eprintln!("accel: {why}; sending through ssh instead (slower)");
+                }
+                relay.start(stdin.into(), answers.into()).map_err(network)?;
+                (None, None, Some(()))
+            }
+        };
+        let control = Arc::new(Mutex::new(control));
+        let through = through.is_some();
+        Ok(Started { child, control, answers, key, peer: Some(peer), relay, said, through })
     }
 
     /// What a terminating signal says before accel dies: `stop`, so that the remote command
-    /// is stopped, not left holding what it writes.
+    /// is stopped, not left holding what it writes. (Through ssh, the session's end is the
+    /// stream's, and the remote stops its command then.)
     fn stop_word(&self) -> impl Fn() + Send + Sync + 'static {
         let control = Arc::clone(&self.control);
         move || {
@@ -211,36 +263,25 @@ impl Started {
         }
     }
 
-    /// After the local run: the remote command stopped if the run failed; its end heard;
-    /// the status decided.
+    /// After the local run: the remote command stopped if the run failed; its end heard
+    /// (ssh's stderr read to its end); the status decided.
     fn end(mut self, exit: Exit, ssh: &Ssh) -> Exit {
         if exit != Exit::Success {
             (self.stop_word())();
-        }
-        let answers = self.answers;
-        let (heard, finished) = mpsc::channel();
-        thread::spawn(move || {
-            let mut said = None;
-            while let Ok(Some(line)) = read_text_line(&answers) {
-                said = Finished::parse(&line).or(said);
+            // Through ssh, the session closed is the remote's word to stop.
+            drop(self.control.lock().unwrap_or_else(|e| e.into_inner()).take());
+            if !wait_for_exit(&mut self.child, STOP_PATIENCE) {
+                let _ = self.child.kill();
             }
-            let _ = heard.send(said);
-        });
-        let finished = if exit == Exit::Success {
-            finished.recv().ok().flatten()
-        } else {
-            finished.recv_timeout(STOP_PATIENCE).ok().flatten()
-        };
-        // ssh's stdin closed: the session ends once the remote accel has.
-        drop(self.control.lock().unwrap_or_else(|e| e.into_inner()).take());
-        if exit != Exit::Success && finished.is_none() {
-            let _ = self.child.kill();
         }
+        // The session ends once the remote accel has; then ssh's stderr, with the last line.
         let _ = self.child.wait();
-        // Every line the remote said is shown before the last words here.
+        drop(self.control.lock().unwrap_or_else(|e| e.into_inner()).take());
+        drop(self.answers.take());
         if let Some(relay) = self.relay.take() {
             let _ = relay.join();
         }
+        let finished = self.said.lock().unwrap_or_else(|e| e.into_inner()).finished.take();
         let host = ssh.host();
         match finished {
             Some(finished) if finished.failed_on_its_own() => {
@@ -258,6 +299,95 @@ impl Started {
             }
             None => exit,
         }
+    }
+}
+
+/// Whether `child` exits within `patience` (it is then reaped by the next wait).
+fn wait_for_exit(child: &mut Child, patience: Duration) -> bool {
+    let deadline = Instant::now() + patience;
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) | Err(_) => return true,
+            Ok(None) if Instant::now() >= deadline => return false,
+            // Polled: a child's exit has no descriptor to wait on without taking it.
+            Ok(None) => thread::sleep(Duration::from_millis(20)),
+        }
+    }
+}
+
+/// Push: whether the stream goes directly to `address` (`None`) or through ssh (why:
+/// empty with `--via ssh`). Status 6 when `--via direct` cannot connect.
+fn push_path(
+    ssh: &Ssh,
+    resolved: &Resolved,
+    address: &Address,
+    probe: u16,
+) -> Result<Option<String>, (Exit, String)> {
+    match (ssh.via, &resolved.proxied) {
+        (Via::Ssh, _) => return Ok(Some(String::new())),
+        (Via::Auto, Some(proxy)) => {
+            return Ok(Some(format!("{}: reached through a jump host ({proxy})", ssh.host())));
+        }
+        _ => {}
+    }
+    let targets = address.resolve().map_err(|e| (Exit::Network, describe(&e)))?;
+    let mut why = String::new();
+    for mut target in targets {
+        let port = target.port();
+        // The remote's probe port, beside the stream's: a try there is seen by nobody.
+        target.set_port(probe);
+        match TcpStream::connect_timeout(&target, super::DIRECT_PATIENCE) {
+            Ok(_) => return Ok(None),
+            Err(error) => {
+                target.set_port(port);
+                why = super::unreached(target, &error);
+            }
+        }
+    }
+    match ssh.via {
+        Via::Direct => Err((Exit::Network, format!("{why} (--via direct); nothing was sent"))),
+        _ => Ok(Some(why)),
+    }
+}
+
+/// A relay through the ssh session, ready to start: a loopback listener for the local run's
+/// `--to` (push), or the local run's own listener to connect to (pull).
+struct LoopbackRelay {
+    listener: Option<TcpListener>,
+    connect_to: Option<SocketAddr>,
+}
+
+/// Push (`None`): a loopback port for the run's `--to`, and the relay that takes its one
+/// connection. Pull (`Some(address)`): the relay that connects to the run's listener there.
+fn loopback_relay(connect_to: Option<SocketAddr>) -> Result<(LoopbackRelay, SocketAddr), String> {
+    let failed = |e: io::Error| format!("cannot relay through ssh: {}", describe(&e));
+    match connect_to {
+        Some(address) => Ok((LoopbackRelay { listener: None, connect_to: Some(address) }, address)),
+        None => {
+            let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).map_err(failed)?;
+            let address = listener.local_addr().map_err(failed)?;
+            Ok((LoopbackRelay { listener: Some(listener), connect_to: None }, address))
+        }
+    }
+}
+
+impl LoopbackRelay {
+    /// Starts relaying between the session (ssh's stdin and stdout) and the run's loopback
+    /// connection, once it is there.
+    fn start(self, to_session: OwnedFd, from_session: OwnedFd) -> Result<(), String> {
+        let spawned = thread::Builder::new().name("accel-ssh-relay".into()).spawn(move || {
+            let tcp = match (self.listener, self.connect_to) {
+                (Some(listener), _) => listener.accept().map(|(tcp, _)| tcp),
+                (None, Some(address)) => TcpStream::connect(address),
+                (None, None) => return,
+            };
+            if let Ok(tcp) = tcp {
+                if let Ok(relay) = super::relay::bridge(tcp, from_session, to_session) {
+                    let _ = relay.join();
+                }
+            }
+        });
+        spawned.map(drop).map_err(|e| format!("cannot relay through ssh: {}", describe(&e)))
     }
 }
 
@@ -317,6 +447,10 @@ fn relay(stderr: OwnedFd, host: String, said: Arc<Mutex<Said>>) -> Option<JoinHa
         for line in reader.split(b'\n').map_while(Result::ok) {
             let line = String::from_utf8_lossy(&line).trim_end().to_owned();
             let mut said = said.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(finished) = Finished::parse(&line) {
+                said.finished = Some(finished);
+                continue;
+            }
             match &mut said.held {
                 Some(held) => held.push(line.clone()),
                 None => {

@@ -17,8 +17,13 @@
 //! - local → remote later: `stop` when the local run failed or was stopped (Ctrl-C,
 //!   SIGTERM): the remote kills its command's process group, never closing its stdin first
 //!   (an EOF would pass a cut stream off as whole to `cat > file`).
-//! - remote → local at the end: how the command ended ([`Finished`]), which decides the local
-//!   status when the command failed on its own, as ssh returns its command's status.
+//! - local → remote, push: `direct` once it connected, or `through-ssh` when the direct path
+//!   is closed (or `--via ssh`): from then on the session carries the stream ([`relay`]).
+//!   Pull: the remote connects back, and its answer says which path (`dialing`,
+//!   `through-ssh WHY`).
+//! - remote → local at the end, on ssh's stderr (its stdout may carry the stream): how the
+//!   command ended ([`Finished`]), which decides the local status when the command failed on
+//!   its own, as ssh returns its command's status.
 //!
 //! [`local`] is the side the user runs; [`serve`] is `accel --serve-ssh`, the other end. Each
 //! then runs as an ordinary `--to` or `--from` run (run/), with the key in memory
@@ -26,10 +31,13 @@
 //! (`net::Peering::bound`), so as to say its port first.
 
 pub mod local;
+mod relay;
 pub mod serve;
 
 use std::io;
+use std::net::{SocketAddr, TcpListener};
 use std::os::fd::AsFd;
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
@@ -37,6 +45,32 @@ use crate::run::config::Via;
 
 /// The first line of a request, and the start of every answer: the protocol and its version.
 pub const GREETING: &str = "accel-ssh 1";
+
+/// How long the direct path's connection may take before the stream goes through ssh
+/// instead (`--via auto`): a path that is open answers in a round trip; a firewall that drops
+/// packets never does.
+pub const DIRECT_PATIENCE: Duration = Duration::from_secs(3);
+
+/// `backup:41234: no answer in 3 s`, `backup:41234: connection refused`.
+pub fn unreached(address: SocketAddr, error: &io::Error) -> String {
+    match error.kind() {
+        io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => {
+            format!("{address}: no answer in {} s", DIRECT_PATIENCE.as_secs())
+        }
+        _ => format!("{address}: {}", crate::words::describe(error)),
+    }
+}
+
+/// Takes the connections of a probe's `listener` and closes them, for the rest of the
+/// process: the other side's try of the direct path.
+pub fn answer_probes(listener: TcpListener) {
+    let _ = listener.set_nonblocking(false);
+    let _ = std::thread::Builder::new().name("accel-probe".into()).spawn(move || {
+        while let Ok((connection, _)) = listener.accept() {
+            drop(connection);
+        }
+    });
+}
 
 /// The longest line either side reads: a request's command is a shell line, not a file.
 const LONGEST_LINE: usize = 64 << 10;
@@ -54,8 +88,9 @@ pub struct Request {
     /// `--via`.
     pub via: Via,
     /// Pull: the port the local accel listens on, which the remote sender connects to at the
-    /// address the ssh connection came from (`SSH_CONNECTION`'s first field).
-    pub listening: Option<u16>,
+    /// address the ssh connection came from (`SSH_CONNECTION`'s first field), and the port
+    /// of its probe (see [`Answer::Port`]).
+    pub listening: Option<(u16, u16)>,
 }
 
 impl Request {
@@ -66,7 +101,7 @@ impl Request {
             "command": self.command,
             "ports": self.ports.map(|(low, high)| json!([low, high])),
             "via": self.via.word(),
-            "listening": self.listening,
+            "listening": self.listening.map(|(port, probe)| json!([port, probe])),
         })
         .to_string()
     }
@@ -96,7 +131,8 @@ impl Request {
         };
         let listening = match &value["listening"] {
             Value::Null => None,
-            port_value => Some(port(port_value)?),
+            Value::Array(pair) if pair.len() == 2 => Some((port(&pair[0])?, port(&pair[1])?)),
+            _ => return Err("listening: expected [port, probe]".into()),
         };
         Ok(Request { push, command, ports, via, listening })
     }
@@ -110,10 +146,14 @@ fn port(value: &Value) -> Result<u16, String> {
 /// The remote accel's answer to a request, on ssh's stdout.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Answer {
-    /// It listens on this port.
-    Port(u16),
+    /// It listens on this port (the stream's), and on the second (a probe's, which takes
+    /// connections and closes them: the local accel's try of the direct path, unseen by the
+    /// stream's listener, which would say that a stranger came).
+    Port(u16, u16),
     /// It connects to the port the request named (pull).
     Dialing,
+    /// The stream goes through the session (pull), for this reason (empty: `--via ssh`).
+    Through(String),
     /// It could not listen (no free port in the range): the reason.
     NoPort(String),
     /// It does not speak the request's version: the reason.
@@ -124,8 +164,9 @@ impl Answer {
     /// The line, with its newline.
     pub fn line(&self) -> String {
         match self {
-            Answer::Port(port) => format!("{GREETING} port {port}\n"),
+            Answer::Port(port, probe) => format!("{GREETING} port {port} probe {probe}\n"),
             Answer::Dialing => format!("{GREETING} dialing\n"),
+            Answer::Through(why) => format!("{GREETING} through-ssh {why}\n"),
             Answer::NoPort(why) => format!("{GREETING} no-port {why}\n"),
             Answer::Refused(why) => format!("{GREETING} refused {why}\n"),
         }
@@ -136,8 +177,12 @@ impl Answer {
         let rest = line.strip_prefix(GREETING)?.strip_prefix(' ')?;
         let (word, rest) = rest.split_once(' ').unwrap_or((rest, ""));
         match word {
-            "port" => rest.trim().parse().ok().map(Answer::Port),
+            "port" => {
+                let (port, probe) = rest.split_once(" probe ")?;
+                Some(Answer::Port(port.trim().parse().ok()?, probe.trim().parse().ok()?))
+            }
             "dialing" => Some(Answer::Dialing),
+            "through-ssh" => Some(Answer::Through(rest.to_owned())),
             "no-port" => Some(Answer::NoPort(rest.to_owned())),
             "refused" => Some(Answer::Refused(rest.to_owned())),
             _ => None,
@@ -264,8 +309,13 @@ mod tests {
             listening: None,
         };
         assert_eq!(Request::from_json(&request.to_json()), Ok(request.clone()));
-        let pull =
-            Request { push: false, ports: None, via: Via::Auto, listening: Some(9), ..request };
+        let pull = Request {
+            push: false,
+            ports: None,
+            via: Via::Auto,
+            listening: Some((9, 10)),
+            ..request
+        };
         assert_eq!(Request::from_json(&pull.to_json()), Ok(pull));
         assert!(Request::from_json("{\"command\": \"x\"}").unwrap_err().contains("role"));
     }
@@ -273,8 +323,9 @@ mod tests {
     #[test]
     fn answers_and_ends_read_back_as_written() {
         for answer in [
-            Answer::Port(41234),
+            Answer::Port(41234, 41235),
             Answer::Dialing,
+            Answer::Through("10.0.0.1:4: connection refused".into()),
             Answer::NoPort("no free port in 41000-41001".into()),
             Answer::Refused("accel-ssh 2?".into()),
         ] {

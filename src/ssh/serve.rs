@@ -9,12 +9,13 @@
 //! command never writes into a pipe that is gone. At the end it says how the command ended.
 
 use std::io::{self, Read, Write};
-use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsFd, BorrowedFd, IntoRawFd, OwnedFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -26,7 +27,7 @@ use crate::net::address::Address;
 use crate::net::key::Key;
 use crate::net::socket;
 use crate::run;
-use crate::run::config::{Config, Target};
+use crate::run::config::{Config, Target, Via};
 use crate::run::stdio;
 use crate::words::describe;
 
@@ -107,8 +108,9 @@ fn read_request() -> Result<Option<(Request, Key)>, String> {
 /// The remote end once its request came: the command started, the session's descriptors set
 /// aside for the control lines and the relay.
 struct Session {
-    /// The session's stdout: the answer, then how the command ended.
-    control_out: OwnedFd,
+    /// A copy of the session's stderr, for how the command ended (the last line, after every
+    /// line relayed).
+    said_to: OwnedFd,
     /// The command, in a process group of its own.
     child: Child,
     /// A copy of the command's stdin (push), held so that it sees the end of the stream only
@@ -118,8 +120,29 @@ struct Session {
     started: Instant,
     /// The relay of stderr to the session's, and when it has relayed everything.
     relayed: mpsc::Receiver<()>,
-    /// Set once this accel has stopped the command.
-    stopped: Arc<Mutex<bool>>,
+    /// What the control thread and the end share.
+    shared: Arc<Shared>,
+}
+
+/// What the control thread (or the relay through ssh) and the end of the run share.
+#[derive(Default)]
+struct Shared {
+    /// This accel has stopped the command (the run failed, or `stop` came).
+    stopped: AtomicBool,
+    /// How the command ended is being said: the end of the session is no longer a stop.
+    ending: AtomicBool,
+}
+
+/// How the control lines after the answer are followed.
+enum Control {
+    /// Push: `direct`, or `through-ssh` (then the session carries the stream to the
+    /// listener at this address), then `stop` at any time.
+    Push(SocketAddr),
+    /// Pull, directly: only `stop`.
+    Stop,
+    /// Pull, through ssh: the session carries the stream from this loopback listener's one
+    /// connection.
+    Through(TcpListener),
 }
 
 impl Session {
@@ -132,6 +155,7 @@ impl Session {
         let control_out = dup(io::stdout().as_fd())?;
         let control_in = dup(io::stdin().as_fd())?;
         let session_err = dup(io::stderr().as_fd())?;
+        let said_to = dup(session_err.as_fd())?;
         let relayed = relay_stderr(session_err).map_err(|e| describe(&e))?;
         let stderr_copy = || {
             rustix::io::fcntl_dupfd_cloexec(io::stderr().as_fd(), 3)
@@ -142,19 +166,23 @@ impl Session {
         let mut command = Command::new(shell);
         // A copy of stderr: this accel's own is closed on exec.
         command.arg("-c").arg(&request.command).process_group(0).stderr(stderr_copy()?);
-        let key = Some(Arc::new(key));
-        let held_stdin = if request.push {
-            let listener = listen(request.ports)?;
+        let spawn = |command: &mut Command| {
+            command.spawn().map_err(|e| format!("{}: {}", request.command, describe(&e)))
+        };
+        let (child, held_stdin, control) = if request.push {
+            let listener = listen(request.ports, None)?;
             let bound = socket::local_address(&listener).map_err(|e| describe(&e))?;
-            write_best_effort(&control_out, Answer::Port(bound.port()).line().as_bytes());
+            let probe = listen(request.ports, Some(bound.port()))?;
+            let probe_port = socket::local_address(&probe).map_err(|e| describe(&e))?.port();
+            super::answer_probes(TcpListener::from(probe));
+            let answer = Answer::Port(bound.port(), probe_port);
+            write_best_effort(&control_out, answer.line().as_bytes());
             // What a receiving command prints goes where its stderr goes: this accel's stdout
             // is the stream's.
             command.stdin(Stdio::piped()).stdout(stderr_copy()?);
-            let mut child =
-                command.spawn().map_err(|e| format!("{}: {}", request.command, describe(&e)))?;
+            let mut child = spawn(&mut command)?;
             let stdin: OwnedFd = child.stdin.take().expect("piped").into();
-            let held =
-                rustix::io::fcntl_dupfd_cloexec(&stdin, 3).map_err(|e| describe(&e.into()))?;
+            let held = dup(stdin.as_fd())?;
             crate::sys::replace(stdin.as_fd(), io::stdout().as_fd()).map_err(|e| describe(&e))?;
             let address =
                 Address::parse(&bound.to_string(), true).map_err(|why| why.to_string())?;
@@ -162,34 +190,40 @@ impl Session {
             config.net.bound = vec![listener.into_raw_fd()];
             config.net.accept_timeout.get_or_insert(ACCEPT_PATIENCE);
             config.outputs = vec![Target::Stdout];
-            (child, Some(held))
+            (child, Some(held), Control::Push(bound))
         } else {
-            // Pull: this accel sends what the command writes to the local accel, which
-            // listens at the address the ssh connection came from.
-            let client = std::env::var("SSH_CONNECTION").ok().and_then(|connection| {
-                connection.split_whitespace().next().and_then(|ip| ip.parse::<IpAddr>().ok())
-            });
-            let (Some(client), Some(port)) = (client, request.listening) else {
-                return Err("--serve-ssh: pull needs SSH_CONNECTION and the request's port".into());
+            let (address, control) = match pull_path(&request)? {
+                Ok(address) => {
+                    write_best_effort(&control_out, Answer::Dialing.line().as_bytes());
+                    (address, Control::Stop)
+                }
+                Err(why) => {
+                    let loopback = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+                        .map_err(|e| format!("cannot listen on loopback: {}", describe(&e)))?;
+                    let port = loopback.local_addr().map_err(|e| describe(&e))?.port();
+                    let address = Address::parse(&format!("127.0.0.1:{port}"), false)?;
+                    write_best_effort(&control_out, Answer::Through(why).line().as_bytes());
+                    (address, Control::Through(loopback))
+                }
             };
-            let address = Address::parse(&SocketAddr::new(client, port).to_string(), false)?;
-            write_best_effort(&control_out, Answer::Dialing.line().as_bytes());
             command.stdin(Stdio::null()).stdout(Stdio::piped());
-            let mut child =
-                command.spawn().map_err(|e| format!("{}: {}", request.command, describe(&e)))?;
+            let mut child = spawn(&mut command)?;
             let stdout: OwnedFd = child.stdout.take().expect("piped").into();
             crate::sys::replace(stdout.as_fd(), io::stdin().as_fd()).map_err(|e| describe(&e))?;
             config.outputs = vec![Target::Network(address)];
-            (child, None)
+            (child, None, control)
         };
-        let (child, held_stdin) = held_stdin;
-        config.net.key = key;
+        config.net.key = Some(Arc::new(key));
+        // The local accel says what the link does (connected, resumed); the remote's own
+        // warnings, which would repeat it, only with --remote-args --debug or -v. Its errors
+        // are always said.
+        config.quiet = config.quiet || !(config.debug || config.stats);
         config.input = None;
         config.files.clear();
-        let stopped = Arc::new(Mutex::new(false));
-        let said_to = dup(control_out.as_fd())?;
-        listen_for_stop(control_in, said_to, child.id(), Arc::clone(&stopped));
-        Ok(Session { control_out, child, held_stdin, started: Instant::now(), relayed, stopped })
+        let shared = Arc::new(Shared::default());
+        let said = dup(said_to.as_fd())?;
+        follow(control, control_in, control_out, said, child.id(), Arc::clone(&shared));
+        Ok(Session { said_to, child, held_stdin, started: Instant::now(), relayed, shared })
     }
 
     /// Runs the transfer into the command, ends the command (its stdin closed after a whole
@@ -204,11 +238,12 @@ impl Session {
             let _ = crate::sys::retire(io::stdout().as_fd());
             self.child.wait()
         } else {
-            *self.stopped.lock().unwrap_or_else(|e| e.into_inner()) = true;
+            self.shared.stopped.store(true, Relaxed);
             stop_group(self.child.id());
             self.child.wait()
         };
-        let stopped = *self.stopped.lock().unwrap_or_else(|e| e.into_inner());
+        self.shared.ending.store(true, Relaxed);
+        let stopped = self.shared.stopped.load(Relaxed);
         let finished = match status {
             Ok(status) => Finished {
                 status: status.code(),
@@ -222,7 +257,7 @@ impl Session {
         // ends when the command's copies are closed too.
         let _ = crate::sys::retire(io::stderr().as_fd());
         let _ = self.relayed.recv_timeout(Duration::from_secs(1));
-        write_best_effort(&self.control_out, finished.line().as_bytes());
+        write_best_effort(&self.said_to, finished.line().as_bytes());
         match (exit, finished.failed_on_its_own()) {
             (Exit::Success, true) => i32::from(finished.code()),
             (exit, _) => i32::from(exit.code()),
@@ -232,7 +267,7 @@ impl Session {
 
 /// A listening socket on the address the ssh connection came to (`SSH_CONNECTION`'s third
 /// field; every interface without it), on a port of `ports` or the system's choice.
-fn listen(ports: Option<(u16, u16)>) -> Result<OwnedFd, String> {
+fn listen(ports: Option<(u16, u16)>, taken: Option<u16>) -> Result<OwnedFd, String> {
     let server = std::env::var("SSH_CONNECTION").ok().and_then(|connection| {
         connection.split_whitespace().nth(2).and_then(|ip| ip.parse::<IpAddr>().ok())
     });
@@ -242,7 +277,7 @@ fn listen(ports: Option<(u16, u16)>) -> Result<OwnedFd, String> {
     };
     let (low, high) = ports.unwrap_or((0, 0));
     let mut last = None;
-    for port in low..=high {
+    for port in (low..=high).filter(|&port| port == 0 || Some(port) != taken) {
         match socket::listen(SocketAddr::new(ip, port), both) {
             Ok(listener) => return Ok(listener),
             Err(error) => last = Some(error),
@@ -280,30 +315,91 @@ fn relay_stderr(session_err: OwnedFd) -> io::Result<mpsc::Receiver<()>> {
     Ok(relayed)
 }
 
-/// Reads the control lines after the request: `stop` stops the command and ends this accel;
-/// the end of the session is not a stop (an outage may end ssh alone).
-fn listen_for_stop(
-    control_in: OwnedFd,
-    control_out: OwnedFd,
-    child: u32,
-    stopped: Arc<Mutex<bool>>,
-) {
-    let _ = thread::Builder::new().name("accel-control".into()).spawn(move || {
-        while let Ok(Some(line)) = read_text_line(&control_in) {
-            if line.trim() == "stop" {
-                *stopped.lock().unwrap_or_else(|e| e.into_inner()) = true;
-                stop_group(child);
-                let finished = Finished {
-                    status: None,
-                    signal: Some(libc::SIGTERM),
-                    stopped: true,
-                    seconds: 0.0,
-                };
-                write_best_effort(&control_out, finished.line().as_bytes());
-                std::process::exit(128 + libc::SIGTERM);
+/// Pull: where the remote sender connects, the local accel's port at the address the ssh
+/// connection came from (`SSH_CONNECTION`'s first field), tried first unless `--via ssh`
+/// (a connection that closes at once, which the local accel takes for a stranger's); else,
+/// why the stream goes through ssh. Status 6 with `--via direct` when it cannot connect.
+fn pull_path(request: &Request) -> Result<Result<Address, String>, String> {
+    let client = std::env::var("SSH_CONNECTION").ok().and_then(|connection| {
+        connection.split_whitespace().next().and_then(|ip| ip.parse::<IpAddr>().ok())
+    });
+    let (client, port, probe) = match (client, request.listening, request.via) {
+        (_, _, Via::Ssh) => return Ok(Err(String::new())),
+        (Some(client), Some((port, probe)), _) => (client, port, probe),
+        (_, _, Via::Direct) => {
+            return Err("no SSH_CONNECTION: where to connect to? (--via direct)".into());
+        }
+        _ => return Ok(Err("no SSH_CONNECTION to say where to connect to".into())),
+    };
+    let back = SocketAddr::new(client, port);
+    match TcpStream::connect_timeout(&SocketAddr::new(client, probe), super::DIRECT_PATIENCE) {
+        Ok(_) => Ok(Ok(Address::parse(&back.to_string(), false)?)),
+        Err(error) => {
+            let why = super::unreached(back, &error);
+            match request.via {
+                Via::Direct => {
+                    Err(format!("the remote accel cannot connect back to {why} (--via direct)"))
+                }
+                _ => Ok(Err(format!("connecting back to {why}"))),
             }
         }
+    }
+}
+
+/// Follows the control lines after the answer, on a thread of its own: `stop` stops the
+/// command and ends this accel; `through-ssh` (push) turns the session into the stream's path.
+/// The end of the session is not a stop (an outage may end ssh alone), unless the stream
+/// went through it: then it is the end of the stream, and the command is stopped.
+fn follow(
+    control: Control,
+    control_in: OwnedFd,
+    control_out: OwnedFd,
+    said_to: OwnedFd,
+    child: u32,
+    shared: Arc<Shared>,
+) {
+    let stop = move |shared: &Shared| {
+        if shared.ending.load(Relaxed) {
+            return;
+        }
+        shared.stopped.store(true, Relaxed);
+        stop_group(child);
+        let finished =
+            Finished { status: None, signal: Some(libc::SIGTERM), stopped: true, seconds: 0.0 };
+        write_best_effort(&said_to, finished.line().as_bytes());
+        std::process::exit(128 + libc::SIGTERM);
+    };
+    let _ = thread::Builder::new().name("accel-control".into()).spawn(move || {
+        let through = match control {
+            Control::Through(loopback) => Some(loopback.accept().map(|(tcp, _)| tcp)),
+            Control::Stop | Control::Push(_) => loop {
+                let Ok(Some(line)) = read_text_line(&control_in) else { return };
+                match (line.trim(), &control) {
+                    ("stop", _) => stop(&shared),
+                    ("through-ssh", Control::Push(bound)) => break Some(connect_to_self(*bound)),
+                    _ => {}
+                }
+            },
+        };
+        if let Some(Ok(tcp)) = through {
+            if let Ok(relay) = super::relay::bridge(tcp, control_in, control_out) {
+                let _ = relay.join();
+            }
+        }
+        // Through ssh, the session's end is the stream's: a run still going is stopped.
+        stop(&shared);
     });
+}
+
+/// A connection to this accel's own listener, bound at `bound` (its loopback address when
+/// bound to every interface).
+fn connect_to_self(bound: SocketAddr) -> io::Result<TcpStream> {
+    let ip = match bound.ip() {
+        IpAddr::V6(ip) if ip.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),
+        IpAddr::V4(ip) if ip.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
+        ip => ip,
+    };
+    TcpStream::connect(SocketAddr::new(ip, bound.port()))
 }
 
 /// Stops the command's process group: SIGTERM, then SIGKILL after [`TERM_GRACE`] if its

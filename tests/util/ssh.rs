@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use super::net::free_port;
+use super::net::{Host, Netns, command, free_port};
 use super::{GENEROUS, Scratch, eventually, require};
 
 /// The host name the tests' ssh config gives the tests' sshd.
@@ -31,6 +31,15 @@ fn sshd_program() -> Option<PathBuf> {
 impl Sshd {
     /// `None`, having said why, where there is no sshd (or ssh, ssh-keygen) to start.
     pub fn start() -> Option<Sshd> {
+        Sshd::start_at(None, "127.0.0.1")
+    }
+
+    /// An sshd on `host` (its namespace and address), for a client in another namespace.
+    pub fn start_on(host: &Host) -> Option<Sshd> {
+        Sshd::start_at(Some(&host.netns), &host.addr)
+    }
+
+    fn start_at(netns: Option<&Netns>, address: &str) -> Option<Sshd> {
         let tools = Command::new("ssh-keygen").arg("-?").output().is_ok()
             && Command::new("ssh").arg("-V").output().is_ok();
         let program = sshd_program().filter(|_| tools);
@@ -56,7 +65,7 @@ impl Sshd {
         std::fs::write(
             dir.path("sshd_config"),
             format!(
-                "Port {port}\nListenAddress 127.0.0.1\nHostKey {host}\nAuthorizedKeysFile {auth}\n\
+                "Port {port}\nListenAddress {address}\nHostKey {host}\nAuthorizedKeysFile {auth}\n\
                  PidFile none\nStrictModes no\nUsePAM no\nPasswordAuthentication no\n\
                  KbdInteractiveAuthentication no\nPermitRootLogin yes\nLogLevel ERROR\n",
                 host = dir.path("host").display(),
@@ -67,7 +76,7 @@ impl Sshd {
         std::fs::write(
             dir.path("ssh_config"),
             format!(
-                "Host {HOST}\n  HostName 127.0.0.1\n  Port {port}\n  User {user}\n  \
+                "Host {HOST}\n  HostName {address}\n  Port {port}\n  User {user}\n  \
                  IdentityFile {client}\n  IdentitiesOnly yes\n  UserKnownHostsFile {known}\n  \
                  GlobalKnownHostsFile /dev/null\n  HostKeyAlias {HOST}\n  \
                  StrictHostKeyChecking yes\n  BatchMode yes\n  LogLevel ERROR\n",
@@ -79,16 +88,22 @@ impl Sshd {
         .unwrap();
         // sshd's privilege separation directory.
         let _ = std::fs::create_dir_all("/run/sshd");
-        let child = Command::new(program.unwrap())
-            .args(["-D", "-e", "-f"])
-            .arg(dir.path("sshd_config"))
+        let config = dir.path("sshd_config").display().to_string();
+        let sshd = program.unwrap().display().to_string();
+        let child = command(netns, &sshd, &["-D", "-e", "-f", &config])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .expect("start sshd");
         let sshd = Sshd { dir, child, port };
-        eventually(GENEROUS, "sshd listening", || TcpStream::connect(("127.0.0.1", port)).is_ok());
+        let listening = || match netns {
+            None => TcpStream::connect((address, port)).is_ok(),
+            Some(netns) => command(Some(netns), "ss", &["-Hltn", &format!("sport = :{port}")])
+                .output()
+                .is_ok_and(|out| !out.stdout.is_empty()),
+        };
+        eventually(GENEROUS, "sshd listening", listening);
         Some(sshd)
     }
 
@@ -113,10 +128,26 @@ impl Sshd {
         ]
     }
 
-    /// The pid of the sshd session child serving this sshd's connections (not the listener):
-    /// the children of the listening sshd.
-    pub fn session_pids(&self) -> Vec<u32> {
-        children(self.child.id())
+    /// Kills (SIGKILL) the sshd processes of every session this sshd serves, not the
+    /// listener, nor what they started (the remote accel): an outage that ends ssh alone.
+    pub fn kill_sessions(&self) -> usize {
+        // All found first: a killed parent's children are no longer its.
+        let mut found = Vec::new();
+        let mut parents = vec![self.child.id()];
+        while let Some(parent) = parents.pop() {
+            for pid in children(parent) {
+                let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+                if comm.starts_with("sshd") {
+                    parents.push(pid);
+                    found.push(pid);
+                }
+            }
+        }
+        for &pid in &found {
+            // SAFETY: kills a process of this test's own sshd.
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        }
+        found.len()
     }
 }
 
