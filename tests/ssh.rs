@@ -215,7 +215,7 @@ fn an_accel_without_the_protocol_is_one_line_and_status_6() {
 #[test]
 fn interrupting_leaves_no_remote_process() {
     let Some(sshd) = Sshd::start() else { return };
-    let (mut child, stdin, _said, command) = pushing_while_running(&sshd);
+    let (mut child, stdin, _said, command) = pushing_while_running(&sshd, "/dev/null");
     let remote_accel = parent_of(command);
     assert!(alive(command) && alive(remote_accel));
     // SAFETY: signals the child this test started.
@@ -232,7 +232,7 @@ fn interrupting_leaves_no_remote_process() {
 #[test]
 fn the_key_is_on_no_command_line_nor_in_any_environment() {
     let Some(sshd) = Sshd::start() else { return };
-    let (mut child, stdin, said, _) = pushing_while_running(&sshd);
+    let (mut child, stdin, said, _) = pushing_while_running(&sshd, "/dev/null");
     let mut looked = 0;
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
@@ -254,26 +254,55 @@ fn the_key_is_on_no_command_line_nor_in_any_environment() {
         assert!(!text.contains("accel-key-v1:"), "{}", entry.path().display());
     }
     drop(stdin);
-    let status = wait_within(&mut child, GENEROUS);
-    assert!(status.success(), "{status}: {}", said.text());
+    let status = said.exit_of(&mut child);
+    assert!(status.success(), "{status}: {}", said.all());
 }
 
 /// A push under way, its input still open, its remote command started: the local accel, its
 /// stdin, what it says, and the pid of the remote command (which writes it first).
-fn pushing_while_running(sshd: &Sshd) -> (Child, ChildStdin, Said, u32) {
+fn pushing_while_running(sshd: &Sshd, into: &str) -> (Child, ChildStdin, Said, u32) {
     let pidfile = sshd.dir.path("pid");
     let mut args = sshd.args();
     args.extend(["--to".into(), sshd.url(), "--".into()]);
-    args.push(format!("echo $$ > {}; exec cat > /dev/null", pidfile.display()));
+    args.push(format!("echo $$ > {}; exec cat > {into}", pidfile.display()));
     let mut child = piped(&mut accel_with("auto", &args));
     let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(&pattern(1 << 20, 2)).unwrap();
+    stdin.write_all(&FIRST_PART).unwrap();
     let said = Said::collect(&mut child);
     eventually(GENEROUS, "the remote command started", || {
         std::fs::read_to_string(&pidfile).is_ok_and(|text| text.ends_with('\n'))
     });
     let command = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
     (child, stdin, said, command)
+}
+
+/// What [`pushing_while_running`] writes first.
+static FIRST_PART: std::sync::LazyLock<Vec<u8>> = std::sync::LazyLock::new(|| pattern(1 << 20, 2));
+
+/// The ssh session killed mid-stream (its sshd processes, SIGKILL): the stream goes on
+/// directly, and ends byte-exact at the remote command; status 0, with a word that the
+/// command's own end could not be heard.
+#[test]
+fn killing_the_ssh_session_leaves_the_direct_stream_going() {
+    let Some(sshd) = Sshd::start() else { return };
+    let received = sshd.dir.path("received");
+    let (mut child, mut stdin, said, command) =
+        pushing_while_running(&sshd, &received.display().to_string());
+    eventually(GENEROUS, "the first part arrived", || {
+        std::fs::metadata(&received).is_ok_and(|m| m.len() == FIRST_PART.len() as u64)
+    });
+    assert!(sshd.kill_sessions() > 0, "no ssh session to kill");
+    eventually(GONE_WITHIN, "the ssh session gone", || sshd.kill_sessions() == 0);
+    assert!(alive(command), "the remote command went with the session");
+    let rest = pattern(2 << 20, 3);
+    stdin.write_all(&rest).unwrap();
+    drop(stdin);
+    let status = said.exit_of(&mut child);
+    let said = said.all();
+    assert!(status.success(), "{status}: {said}");
+    let whole = [FIRST_PART.as_slice(), &rest].concat();
+    assert_same(&std::fs::read(&received).unwrap(), &whole, "the remote command's file");
+    assert!(said.contains("ended is not known: the ssh session ended first"), "{said}");
 }
 
 /// `--to ssh://accel-test -- 'cat > /dev/null'` with `remote_accel` as the accel there.
