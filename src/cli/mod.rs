@@ -42,7 +42,8 @@ const AFTER_HELP: &str = "\
 Examples:
   bzip2 -dc big.tar.bz2 | accel | gzip -9 > big.tar.gz
   zfs send pool/fs@snap | accel -m 1G -o backup.zfs -o - --hash sha256 | ssh host zfs receive
-  accel --generate key K; copy K to the other host, then:
+  zfs send pool/fs@snap | accel --to ssh://backup -- zfs receive -s tank/fs
+  without ssh: accel --generate key K; copy K to the other host, then:
     there: accel --from :9090 --key-file K | zfs receive tank/fs
     here:  zfs send pool/fs@snap | accel --to there:9090 --key-file K
 
