@@ -142,6 +142,40 @@ fn a_refused_direct_path_falls_back_through_ssh_for_a_pull() {
     assert!(lines[0].contains("refused; sending through ssh instead (slower)"), "{said}");
 }
 
+/// The veth link between the two hosts down for 10 s mid-stream (`--heartbeat 250ms`, which
+/// the remote accel takes from the request): the direct link drops and is resumed at the
+/// exact byte, and the stream ends byte-exact at the remote command, status 0.
+#[test]
+fn the_link_down_for_ten_seconds_is_resumed() {
+    let Some(veth) = Veth::new("sshdown", 136) else { return };
+    let Some(sshd) = Sshd::start_on(&veth.b) else { return };
+    let received = sshd.dir.path("received");
+    let mut args = sshd.args();
+    args.extend(["--heartbeat", "250ms"].map(String::from));
+    args.extend(["--via", "direct", "--to", &sshd.url(), "--"].map(String::from));
+    args.push(format!("cat > {}", received.display()));
+    let mut child = piped(&mut from_host(Some(&veth.a.netns), "auto", &args));
+    let mut stdin = child.stdin.take().unwrap();
+    let said = Said::collect(&mut child);
+    let data = pattern(8 << 20, 36);
+    stdin.write_all(&data[..4 << 20]).unwrap();
+    eventually(GENEROUS, "the first half arrived", || {
+        std::fs::metadata(&received).is_ok_and(|m| m.len() == 4 << 20)
+    });
+    veth.a.netns.ip(&["link", "set", veth.a.dev, "down"]);
+    stdin.write_all(&data[4 << 20..]).unwrap();
+    drop(stdin);
+    // The outage itself: what the test is about, not a wait for something.
+    std::thread::sleep(std::time::Duration::from_secs(10));
+    veth.a.netns.ip(&["link", "set", veth.a.dev, "up"]);
+    let status = said.exit_of(&mut child);
+    let said = said.all();
+    assert!(status.success(), "{status}: {said}");
+    assert_same(&std::fs::read(&received).unwrap(), &data, "the remote command's file");
+    assert!(said.contains("connection dropped"), "{said}");
+    assert!(said.contains("connected again"), "{said}");
+}
+
 /// Adds an input rule `rule` to `netns` (a table of the test's own, gone with the namespace).
 fn nft(netns: &Netns, rule: &str) {
     let script = format!(

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use super::{Answer, Finished, GREETING, Request, read_text_line};
 use crate::exit::Exit;
+use crate::net::Resume;
 use crate::net::address::Address;
 use crate::net::key::Key;
 use crate::net::socket;
@@ -41,7 +42,7 @@ const ACCEPT_PATIENCE: Duration = Duration::from_secs(60);
 pub fn run(config: &Config, closed: stdio::Closed) -> Exit {
     let ssh = config.ssh.as_ref().expect("an ssh:// peer");
     let host = ssh.host().to_owned();
-    let mut started = match Started::start(ssh) {
+    let mut started = match Started::start(ssh, config.net.resume) {
         Ok(started) => started,
         Err((exit, why)) => {
             eprintln!("accel: {host}: {why}");
@@ -112,7 +113,7 @@ struct Said {
 
 impl Started {
     /// Starts ssh, sends the request, reads the answer.
-    fn start(ssh: &Ssh) -> Result<Started, (Exit, String)> {
+    fn start(ssh: &Ssh, resume: Resume) -> Result<Started, (Exit, String)> {
         let network = |why: String| (Exit::Network, why);
         let resolved = resolve(ssh);
         let key =
@@ -168,6 +169,7 @@ impl Started {
             ports: ssh.ports,
             via: ssh.via,
             listening,
+            resume,
         };
         // The key only ever goes through this pipe, in a buffer zeroed when dropped.
         let key_line = key.to_line();

@@ -41,6 +41,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::net::Resume;
 use crate::run::config::Via;
 
 /// The first line of a request, and the start of every answer: the protocol and its version.
@@ -91,6 +92,8 @@ pub struct Request {
     /// address the ssh connection came from (`SSH_CONNECTION`'s first field), and the port
     /// of its probe (see [`Answer::Port`]).
     pub listening: Option<(u16, u16)>,
+    /// `--reconnect-for` and `--heartbeat`, which both ends must share: the local accel's.
+    pub resume: Resume,
 }
 
 impl Request {
@@ -102,6 +105,8 @@ impl Request {
             "ports": self.ports.map(|(low, high)| json!([low, high])),
             "via": self.via.word(),
             "listening": self.listening.map(|(port, probe)| json!([port, probe])),
+            "reconnect_for": self.resume.within.as_secs_f64(),
+            "heartbeat": self.resume.heartbeat.as_secs_f64(),
         })
         .to_string()
     }
@@ -134,7 +139,19 @@ impl Request {
             Value::Array(pair) if pair.len() == 2 => Some((port(&pair[0])?, port(&pair[1])?)),
             _ => return Err("listening: expected [port, probe]".into()),
         };
-        Ok(Request { push, command, ports, via, listening })
+        let seconds = |field: &str, default: Duration| match &value[field] {
+            Value::Null => Ok(default),
+            number => number
+                .as_f64()
+                .and_then(|s| Duration::try_from_secs_f64(s).ok())
+                .ok_or_else(|| format!("{field}: {number}: not a duration")),
+        };
+        let given = Resume::default();
+        let resume = Resume {
+            within: seconds("reconnect_for", given.within)?,
+            heartbeat: seconds("heartbeat", given.heartbeat)?,
+        };
+        Ok(Request { push, command, ports, via, listening, resume })
     }
 }
 
@@ -307,6 +324,7 @@ mod tests {
             ports: Some((41000, 41099)),
             via: Via::Direct,
             listening: None,
+            resume: Resume { within: Duration::ZERO, heartbeat: Duration::from_millis(250) },
         };
         assert_eq!(Request::from_json(&request.to_json()), Ok(request.clone()));
         let pull = Request {

@@ -214,6 +214,8 @@ impl Session {
             (child, None, control)
         };
         config.net.key = Some(Arc::new(key));
+        // Both ends resume alike: the local accel's --reconnect-for and --heartbeat.
+        config.net.resume = request.resume;
         // The local accel says what the link does (connected, resumed); the remote's own
         // warnings, which would repeat it, only with --remote-args --debug or -v. Its errors
         // are always said.
