@@ -39,6 +39,20 @@ fn push_through_ssh_is_byte_exact(engine: &str) {
     assert!(!said.contains("accel:"), "{said}");
 }
 
+/// With -v, after the report, a line says what the remote command took: its time, how it
+/// ended, the path.
+#[test]
+fn the_report_says_what_the_remote_command_took() {
+    let Some(sshd) = Sshd::start() else { return };
+    let said = push(&sshd, "auto", &["-v", "--via", "ssh"], None);
+    let line = said.lines().find(|line| line.starts_with("accel: remote: cat > ")).unwrap_or("");
+    assert!(
+        line.contains(" on accel-test: ")
+            && line.ends_with(" s, exited with status 0, through ssh"),
+        "{said}"
+    );
+}
+
 /// A push of 3 MiB through `sshd` with `extra` options, from `netns` when given: byte-exact
 /// at the remote command, status 0. What the local accel said.
 fn push(sshd: &Sshd, engine: &str, extra: &[&str], netns: Option<&Netns>) -> String {

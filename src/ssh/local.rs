@@ -27,7 +27,7 @@ use crate::net::socket;
 use crate::run;
 use crate::run::config::{Config, Ssh, Target, Via};
 use crate::run::stdio;
-use crate::words::describe;
+use crate::words::{describe, span};
 
 /// How long the remote accel has to say how its command ended once this run failed (it
 /// stops the command: SIGTERM, SIGKILL 5 s later).
@@ -68,7 +68,7 @@ pub fn run(config: &Config, closed: stdio::Closed) -> Exit {
     let stop_word = started.stop_word();
     run::signals::before_dying(Box::new(stop_word));
     let exit = run::run(&direct, closed);
-    started.end(exit, ssh)
+    started.end(exit, ssh, config.stats)
 }
 
 /// ssh started, the remote accel listening.
@@ -267,7 +267,7 @@ impl Started {
 
     /// After the local run: the remote command stopped if the run failed; its end heard
     /// (ssh's stderr read to its end); the status decided.
-    fn end(mut self, exit: Exit, ssh: &Ssh) -> Exit {
+    fn end(mut self, exit: Exit, ssh: &Ssh, report: bool) -> Exit {
         if exit != Exit::Success {
             (self.stop_word())();
             // Through ssh, the session closed is the remote's word to stop.
@@ -285,6 +285,16 @@ impl Started {
         }
         let finished = self.said.lock().unwrap_or_else(|e| e.into_inner()).finished.take();
         let host = ssh.host();
+        if let Some(finished) = finished.as_ref().filter(|_| report) {
+            // With -v, after the report: what the remote command took.
+            eprintln!(
+                "accel: remote: {} on {host}: {}, {}, {}",
+                ssh.command.join(" "),
+                span(Duration::from_secs_f64(finished.seconds.max(0.0))),
+                finished.how(),
+                if self.through { "through ssh" } else { "direct" }
+            );
+        }
         match finished {
             Some(finished) if finished.failed_on_its_own() => {
                 eprintln!("accel: {host}: {}: {}", ssh.command.join(" "), finished.how());

@@ -38,6 +38,9 @@ const REQUEST_PATIENCE: Duration = Duration::from_secs(30);
 /// says (`--accept-timeout`): the local accel connects as soon as it has the port.
 const ACCEPT_PATIENCE: Duration = Duration::from_secs(60);
 
+/// Through ssh: how long the run may take to end after the session has (see [`follow`]).
+const SESSION_GRACE: Duration = Duration::from_secs(5);
+
 /// How long a command stopped with SIGTERM has to end before SIGKILL.
 const TERM_GRACE: Duration = Duration::from_secs(5);
 
@@ -214,8 +217,12 @@ impl Session {
             (child, None, control)
         };
         config.net.key = Some(Arc::new(key));
-        // Both ends resume alike: the local accel's --reconnect-for and --heartbeat.
+        // Both ends resume alike: the local accel's --reconnect-for and --heartbeat; through
+        // ssh, nothing resumes (the session's end is the stream's).
         config.net.resume = request.resume;
+        if request.via == Via::Ssh {
+            config.net.resume.within = Duration::ZERO;
+        }
         // The local accel says what the link does (connected, resumed); the remote's own
         // warnings, which would repeat it, only with --remote-args --debug or -v. Its errors
         // are always said.
@@ -232,6 +239,9 @@ impl Session {
     /// stream, else stopped), says how it ended, and returns this process's status.
     fn run(mut self, config: Config, closed: stdio::Closed) -> i32 {
         let exit = run::run(&config, closed);
+        // From here the command's end is this thread's: the session's end no longer stops it
+        // (through ssh, the local accel may close the session once it has the Ack).
+        self.shared.ending.store(true, Relaxed);
         // A command that ended before the run did (a failing `zfs receive`) ended on its own.
         let ended_first = matches!(self.child.try_wait(), Ok(Some(_)));
         let status = if exit == Exit::Success || ended_first {
@@ -244,7 +254,6 @@ impl Session {
             stop_group(self.child.id());
             self.child.wait()
         };
-        self.shared.ending.store(true, Relaxed);
         let stopped = self.shared.stopped.load(Relaxed);
         let finished = match status {
             Ok(status) => Finished {
@@ -388,7 +397,14 @@ fn follow(
                 let _ = relay.join();
             }
         }
-        // Through ssh, the session's end is the stream's: a run still going is stopped.
+        // Through ssh, the session's end is the stream's: the local accel closes it once it
+        // has the Ack, and the run here then ends at once (its connection's end follows);
+        // a run still going after a while lost its session mid-stream, and is stopped.
+        let deadline = Instant::now() + SESSION_GRACE;
+        while !shared.ending.load(Relaxed) && Instant::now() < deadline {
+            // Polled: the flag is the main thread's, set when the run returns.
+            thread::sleep(Duration::from_millis(20));
+        }
         stop(&shared);
     });
 }
