@@ -424,7 +424,7 @@ impl Drop for Network {
 
 /// Listening sockets on exactly `address`: each address its name resolves to, or every
 /// interface for a bare port (IPv6 and IPv4, or IPv4 alone where there is no IPv6).
-pub fn bind(address: &Address, log: &Log) -> Result<Vec<OwnedFd>, SetupError> {
+fn bind(address: &Address, log: &Log) -> Result<Vec<OwnedFd>, SetupError> {
     let fail =
         |why: String| SetupError::Unreached(format!("{address}: {why}; nothing was written"));
     let resolved = address.resolve().map_err(|e| fail(describe(&e)))?;
