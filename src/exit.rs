@@ -55,6 +55,9 @@ pub enum Exit {
     Bug,
     /// Ended by this signal, as the default action would (SIGPIPE, SIGINT, SIGTERM, SIGHUP).
     Signal(i32),
+    /// The status of a command run on another host through ssh, which failed on its own
+    /// (`--to ssh://HOST -- CMD`): accel returns it, as ssh would.
+    Command(u8),
 }
 
 impl Exit {
@@ -71,6 +74,7 @@ impl Exit {
             Exit::SpillFailed => 7,
             Exit::Bug => 8,
             Exit::Signal(signal) => 128u8.saturating_add(signal as u8),
+            Exit::Command(status) => status,
         }
     }
 

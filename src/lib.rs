@@ -103,6 +103,10 @@ mod net;
 #[doc(hidden)]
 #[allow(rustdoc::private_intra_doc_links)]
 pub mod run;
+#[cfg(feature = "cli")]
+#[doc(hidden)]
+#[allow(rustdoc::private_intra_doc_links)]
+pub mod ssh;
 #[doc(hidden)]
 pub mod stop;
 

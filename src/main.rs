@@ -49,8 +49,19 @@ extern "C" fn main(argc: c_int, argv: *const *const c_char) -> c_int {
             }
         };
     }
+    if cli.serve_ssh {
+        // The other end of `--to ssh://`: its options are --remote-args, checked here.
+        return match Config::from_cli(cli, false) {
+            Ok(config) => accel::ssh::serve::serve(config, closed),
+            Err(error) => {
+                eprintln!("accel: {error}");
+                i32::from(Exit::Usage.code())
+            }
+        };
+    }
     let stderr_is_terminal = rustix::termios::isatty(rustix::stdio::stderr());
     let exit = match Config::from_cli(cli, stderr_is_terminal) {
+        Ok(config) if config.ssh.is_some() => accel::ssh::local::run(&config, closed),
         Ok(config) => accel::run::run(&config, closed),
         Err(error) => {
             eprintln!("accel: {error}");

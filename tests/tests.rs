@@ -31,5 +31,6 @@ mod resume;
 mod signals;
 mod soak;
 mod spill;
+mod ssh;
 mod tiers;
 mod watch;

@@ -160,8 +160,12 @@ pub const EXIT_STATUSES: &[[&str; 2]] = &[
         "6",
         "The network side could not be set up: the receiver's name not found, connection refused \
          (for `--connect-for`), no route to the host, no answer, not an accel at the other end, \
-         the wrong key, the port in use, or no sender within `--accept-timeout`; nothing was \
-         read. Apart from 2 and 5 because a script may well retry it.",
+         the wrong key, the port in use, or no sender within `--accept-timeout`; with \
+         `ssh://`, ssh failed, no accel on the remote PATH, an accel there that does not speak \
+         this protocol, or `--via direct` and the direct path closed; nothing was read. Apart \
+         from 2 and 5 because a script may well retry it. With `ssh://`, a remote command that \
+         failed on its own makes accel end with the command's status instead, as ssh does \
+         (after `accel: HOST: CMD: exited with status N`; 128+N for a signal).",
     ],
     [
         "7",
@@ -348,6 +352,8 @@ const EXAMPLES: &[&str] = &[
     "zfs send pool/fs@snap | accel -m 1G | ssh backup zfs receive tank/fs",
     "xz -dc a.xz | accel -N unxz | gzip | accel -N gzip > a.gz",
     "accel -i disk.img -o /dev/sdX -o copy.img --hash sha256 -v",
+    "zfs send pool/fs@snap | accel --to ssh://backup -- zfs receive -s tank/fs",
+    "accel --from ssh://root@source:2222 -- zfs send pool/fs@snap | zfs receive tank/fs",
     "backup$ accel --from :9090 --key-file ~/.config/accel.key | zfs receive tank/fs",
     "here$ zfs send pool/fs@snap | accel --to backup:9090 --key-file ~/.config/accel.key",
     "here$ tar c dir | accel --to 192.0.2.7:9090 --insecure    # into a real mbuffer -I 9090",
@@ -429,6 +435,8 @@ const SECTIONS: &[(&str, &[Part])] = &[
 /// The forms accel is used in; the roff synopsis adds every option.
 const FORMS: &[&str] = &[
     "accel [OPTIONS] [-o FILE]... [FILE]...",
+    "accel --to ssh://[USER@]HOST[:PORT] [OPTIONS] -- CMD...",
+    "accel --from ssh://[USER@]HOST[:PORT] [OPTIONS] -- CMD...",
     "accel --to HOST:PORT --key-file FILE [OPTIONS]",
     "accel --from [ADDR:]PORT --key-file FILE [OPTIONS]",
     "accel -R PID [-r RATE] [--input-rate RATE]",

@@ -42,7 +42,8 @@ const AFTER_HELP: &str = "\
 Examples:
   bzip2 -dc big.tar.bz2 | accel | gzip -9 > big.tar.gz
   zfs send pool/fs@snap | accel -m 1G -o backup.zfs -o - --hash sha256 | ssh host zfs receive
-  accel --generate key K; copy K to the other host, then:
+  zfs send pool/fs@snap | accel --to ssh://backup -- zfs receive -s tank/fs
+  without ssh: accel --generate key K; copy K to the other host, then:
     there: accel --from :9090 --key-file K | zfs receive tank/fs
     here:  zfs send pool/fs@snap | accel --to there:9090 --key-file K
 
@@ -313,15 +314,23 @@ pub struct Cli {
     #[arg(long, value_name = "FD", help_heading = "Display")]
     pub progress_fd: Option<String>,
 
-    /// Send the stream to an accel --from on HOST (an output, beside any -o).
+    /// Send the stream to an accel --from on HOST (an output, beside any -o); or with
+    /// ssh://[USER@]HOST[:PORT] -- CMD, to CMD on HOST, through an accel started there by ssh.
     ///
     /// HOST:PORT, [IPv6]:PORT, or a name that resolves. Encrypted and authenticated with
     /// --key-file; status 0 only once the receiver has confirmed its outputs took every byte.
+    /// With ssh://, no key file: ssh starts the remote accel and gives it a fresh key on its
+    /// stdin; CMD (a line for the remote shell, as ssh runs it) reads the stream; its stderr
+    /// is shown here, marked with the host, and its exit status is accel's.
     #[arg(long = "to", value_name = "HOST:PORT", help_heading = "Network")]
     pub to: Vec<String>,
 
     /// Receive the input from an accel --to, listening on exactly ADDR (a bare PORT: every
-    /// interface, safe only because the sender must prove it holds the key).
+    /// interface, safe only because the sender must prove it holds the key); or with
+    /// ssh://[USER@]HOST[:PORT] -- CMD, from CMD run on HOST.
+    ///
+    /// With ssh://, as --to ssh:// but the other way: CMD writes the stream there, and it
+    /// comes out here.
     ///
     /// ADDR is 127.0.0.1:9090, [::1]:9090 or a name; nothing else is listened on. A bare port
     /// (9090 or :9090) listens on every interface, IPv4 and IPv6: that is safe only because
@@ -407,6 +416,49 @@ pub struct Cli {
     /// it does.
     #[arg(long, value_name = "ALGO|system", requires = "peer", help_heading = "Network")]
     pub congestion: Option<String>,
+    /// With --to ssh:// or --from ssh://: the program that runs ssh, split into words as a
+    /// shell would, as rsync's -e. [default: ACCEL_SSH, else ssh]
+    ///
+    /// E.g. `--ssh-command 'ssh -i ~/.ssh/backup -o ConnectTimeout=5'`. accel adds `-T -x -a`
+    /// (no terminal, no X11 or agent forwarding), `-p PORT` from the URL, the destination and
+    /// the remote accel's command line; it asks `ssh -G` (with the same words) where ssh
+    /// connects, so as to connect there directly.
+    #[arg(long, value_name = "COMMAND", help_heading = "Network")]
+    pub ssh_command: Option<String>,
+
+    /// With ssh://: the accel to run on the other host. [default: accel, on the remote PATH]
+    #[arg(long, value_name = "PATH", help_heading = "Network")]
+    pub remote_accel: Option<String>,
+
+    /// With ssh://: options for the remote accel, split as a shell would (`-m 1G --spill
+    /// /var/tmp`), checked there.
+    #[arg(long, value_name = "ARGS", help_heading = "Network")]
+    pub remote_args: Option<String>,
+
+    /// With ssh://: where the data goes: auto (directly, else through the ssh session,
+    /// said once with the reason), direct (directly or status 6), ssh (through the session).
+    /// [default: auto]
+    ///
+    /// Directly is accel's own encrypted connection to the port the remote accel listens on,
+    /// at the address ssh connects to: resumed after a drop, and not held to ssh's 2 MiB
+    /// window or its one cipher thread. Through the session, the same frames go over ssh's
+    /// stdin and stdout: it works wherever ssh does (a jump host, a closed port), at ssh's
+    /// speed, and a drop of the session ends the run.
+    #[arg(long, value_name = "auto|direct|ssh", help_heading = "Network")]
+    pub via: Option<String>,
+
+    /// With ssh://: the remote accel listens on a free port of LOW-HIGH (a range the
+    /// firewall opens), else on one its system chooses.
+    #[arg(long, value_name = "LOW-HIGH", help_heading = "Network")]
+    pub remote_ports: Option<String>,
+
+    /// The remote end of a run started through ssh: reads its request on stdin.
+    #[arg(long, hide = true)]
+    pub serve_ssh: bool,
+
+    /// The words after `--` with an ssh:// peer: the remote command (set by usage.rs).
+    #[arg(skip)]
+    pub remote_command: Vec<String>,
 
     /// Print the man page, a completion script (bash, zsh, fish) or a new key (key) to stdout.
     ///

@@ -29,6 +29,34 @@ pub enum Refusal {
 
 /// Parses `args` (the program name first) into a [`Cli`], or says why not.
 pub fn parse(args: &[OsString]) -> Result<Cli, Refusal> {
+    // With an ssh:// peer, the words after `--` are the remote command, as ssh takes them;
+    // without one, `--` ends the options before FILE operands, as today.
+    let (args, remote_command) = match remote_command_at(args) {
+        Some(at) => {
+            (&args[..at], args[at + 1..].iter().map(|w| w.to_string_lossy().into()).collect())
+        }
+        None => (args, Vec::new()),
+    };
+    let mut cli = parse_options(args)?;
+    cli.remote_command = remote_command;
+    Ok(cli)
+}
+
+/// Where the `--` before a remote command is, when a peer is an ssh:// URL (`--to ssh://…`,
+/// `--from=ssh://…`).
+fn remote_command_at(args: &[OsString]) -> Option<usize> {
+    let words: Vec<_> = args.iter().map(|arg| arg.to_string_lossy()).collect();
+    let end = words.iter().position(|word| word == "--")?;
+    let ssh = words[..end].windows(2).any(|pair| {
+        let (option, value) = (pair[0].as_ref(), pair[1].as_ref());
+        (matches!(option, "--to" | "--from") && value.starts_with("ssh://"))
+            || ["--to=ssh://", "--from=ssh://"].iter().any(|p| value.starts_with(p))
+    });
+    ssh.then_some(end)
+}
+
+/// Parses the options and FILE operands (the program name first).
+fn parse_options(args: &[OsString]) -> Result<Cli, Refusal> {
     let mut command = Cli::command().mut_args(|arg| {
         // getopt's rule for an option's value; not for `--json[=FILE]`-style options, whose
         // value only ever comes after `=`.

@@ -9,7 +9,7 @@ use crate::endpoint::open::Existing;
 use crate::engine::digest::Algorithm;
 use crate::engine::{OutputErrors, Preference};
 use crate::net::{self, address::Address};
-use crate::run::config::{Config, FlowConfig, Level, Target};
+use crate::run::config::{Config, FlowConfig, Level, Ssh, Target, Via};
 use crate::size::{Bytes, parse_size};
 use crate::watch::{JsonTarget, Visibility};
 use crate::words::printable;
@@ -46,8 +46,13 @@ impl Config {
         let engine = engine(&cli)?;
         let hashes = hashes(&cli)?;
         let display = display(&cli, stderr_is_terminal)?;
+        let ssh = ssh_settings(&cli)?;
         let net = network_settings(&cli)?;
-        let outputs = outputs(&cli)?;
+        let mut outputs = outputs(&cli)?;
+        if ssh.as_ref().is_some_and(|ssh| ssh.push) && cli.outputs.is_empty() {
+            // The stream goes to the remote command; stdout only when -o - says so.
+            outputs.retain(|target| *target != Target::Stdout);
+        }
         let (existing, output_errors) = (existing(&cli), output_errors(&cli));
         Ok(Config {
             input: cli.input.filter(|path| path.as_os_str() != "-"),
@@ -79,6 +84,7 @@ impl Config {
             interval: display.interval,
             progress_fd: display.progress_fd,
             net,
+            ssh,
         })
     }
 }
@@ -212,7 +218,7 @@ fn outputs(cli: &Cli) -> Result<Vec<Target>, ConfigError> {
             },
         )
         .collect();
-    for text in &cli.to {
+    for text in cli.to.iter().filter(|text| !is_ssh(text)) {
         let address = Address::parse(text, false).map_err(|reason| ConfigError {
             option: "--to",
             value: text.clone(),
@@ -372,13 +378,14 @@ fn parse_level(text: &str) -> Result<Level, String> {
 fn network_settings(cli: &Cli) -> Result<net::Peering, ConfigError> {
     let from = match &cli.from {
         None => None,
+        Some(text) if is_ssh(text) => None,
         Some(text) => Some(Address::parse(text, true).map_err(|reason| ConfigError {
             option: "--from",
             value: text.clone(),
             reason,
         })?),
     };
-    let peers = from.is_some() || !cli.to.is_empty();
+    let peers = from.is_some() || cli.to.iter().any(|text| !is_ssh(text));
     let key_file = match (&cli.key_file, cli.insecure) {
         (Some(path), _) => Some(path.clone()),
         // With --insecure, a key named by the environment is simply not used.
@@ -390,7 +397,10 @@ fn network_settings(cli: &Cli) -> Result<net::Peering, ConfigError> {
     let key_file_from_env = cli.key_file.is_none() && key_file.is_some();
     if peers && !cli.insecure && key_file.is_none() {
         let option = if from.is_some() { "--from" } else { "--to" };
-        let value = cli.from.clone().unwrap_or_else(|| cli.to[0].clone());
+        let value = from.as_ref().map_or_else(
+            || cli.to.iter().find(|text| !is_ssh(text)).cloned().unwrap_or_default(),
+            |_| cli.from.clone().unwrap_or_default(),
+        );
         return Err(ConfigError {
             option,
             value,
@@ -451,7 +461,157 @@ fn network_settings(cli: &Cli) -> Result<net::Peering, ConfigError> {
         connect_for,
         resume,
         congestion,
+        key: None,
+        bound: Vec::new(),
     })
+}
+
+/// Whether a `--to`/`--from` value is an ssh:// URL: the other end started through ssh.
+fn is_ssh(text: &str) -> bool {
+    text.starts_with(SSH_SCHEME)
+}
+
+/// The scheme of a peer started through ssh.
+const SSH_SCHEME: &str = "ssh://";
+
+/// The environment variable that names the program that runs ssh (as `--ssh-command`).
+pub const SSH_ENV: &str = "ACCEL_SSH";
+
+/// `--to ssh://…` or `--from ssh://…` with `-- CMD`, and the options only they take
+/// (`--ssh-command` or `ACCEL_SSH`, `--remote-accel`, `--remote-args`, `--via`,
+/// `--remote-ports`), each refused without them.
+fn ssh_settings(cli: &Cli) -> Result<Option<Ssh>, ConfigError> {
+    let urls: Vec<(&'static str, &String)> = cli
+        .to
+        .iter()
+        .map(|text| ("--to", text))
+        .chain(cli.from.iter().map(|text| ("--from", text)))
+        .filter(|(_, text)| is_ssh(text))
+        .collect();
+    let error = |option: &'static str, value: &str, reason: &str| ConfigError {
+        option,
+        value: value.to_owned(),
+        reason: reason.to_owned(),
+    };
+    let (option, url) = match urls.as_slice() {
+        [] => {
+            let only = [
+                ("--ssh-command", &cli.ssh_command),
+                ("--remote-accel", &cli.remote_accel),
+                ("--remote-args", &cli.remote_args),
+                ("--via", &cli.via),
+                ("--remote-ports", &cli.remote_ports),
+            ];
+            if let Some((option, Some(value))) = only.into_iter().find(|(_, v)| v.is_some()) {
+                return Err(error(option, value, "only with --to ssh://HOST or --from ssh://HOST"));
+            }
+            return Ok(None);
+        }
+        [one] => *one,
+        [_, (option, second), ..] => {
+            return Err(error(option, second, "one ssh:// peer per run"));
+        }
+    };
+    let rest = &url[SSH_SCHEME.len()..];
+    let rest = rest.strip_suffix('/').unwrap_or(rest);
+    let (destination, port) = match rest.rsplit_once(':') {
+        Some((destination, port)) if !port.contains(']') => {
+            let port = port.parse::<u16>().ok().filter(|&port| port != 0).ok_or_else(|| {
+                error(
+                    option,
+                    url,
+                    &format!("{port:?} is not a port: expected ssh://[USER@]HOST[:PORT]"),
+                )
+            })?;
+            (destination, Some(port))
+        }
+        _ => (rest, None),
+    };
+    // ssh takes an IPv6 address bare: `ssh ::1`, not `ssh [::1]`.
+    let destination = destination.replace(['[', ']'], "");
+    let host = destination.rsplit('@').next().unwrap_or_default();
+    if host.is_empty() || destination.contains('/') || destination.starts_with('-') {
+        return Err(error(
+            option,
+            url,
+            "which host? expected ssh://[USER@]HOST[:PORT], e.g. ssh://backup or ssh://root@backup:2222",
+        ));
+    }
+    if cli.remote_command.is_empty() {
+        return Err(error(
+            option,
+            url,
+            "which command there? add -- CMD after the options, e.g. -- 'cat > /backup/x' or -- zfs receive -s tank/fs",
+        ));
+    }
+    if let Some(path) = &cli.key_file {
+        let value = path.display().to_string();
+        return Err(error(
+            "--key-file",
+            &value,
+            "not with ssh://: a fresh key is made for each run and given through ssh",
+        ));
+    }
+    if cli.insecure {
+        return Err(error("--insecure", url, "not with ssh://: the stream is always encrypted"));
+    }
+    if option == "--from" && !cli.files.is_empty() {
+        let value = cli.files[0].display().to_string();
+        return Err(error(
+            "--from",
+            &value,
+            "the input is the remote command's output: no FILE operands",
+        ));
+    }
+    let words = |option: &'static str, text: &str| {
+        shlex::split(text).filter(|words| !words.is_empty()).ok_or_else(|| {
+            error(option, text, "not words a shell could split (an unmatched quote?)")
+        })
+    };
+    let program = match (&cli.ssh_command, std::env::var(SSH_ENV).ok().filter(|v| !v.is_empty())) {
+        (Some(text), _) => words("--ssh-command", text)?,
+        (None, Some(text)) => words("ACCEL_SSH", &text)?,
+        (None, None) => vec!["ssh".to_owned()],
+    };
+    let remote_args = match &cli.remote_args {
+        Some(text) if !text.trim().is_empty() => words("--remote-args", text)?,
+        _ => Vec::new(),
+    };
+    let via = match cli.via.as_deref().map(str::trim) {
+        None | Some("auto") => Via::Auto,
+        Some("direct") => Via::Direct,
+        Some("ssh") => Via::Ssh,
+        Some(other) => return Err(error("--via", other, "expected auto, direct or ssh")),
+    };
+    let ports = match &cli.remote_ports {
+        None => None,
+        Some(text) => {
+            let range = text.split_once('-').and_then(|(low, high)| {
+                Some((low.trim().parse::<u16>().ok()?, high.trim().parse::<u16>().ok()?))
+            });
+            match range {
+                Some((low, high)) if low > 0 && low <= high => Some((low, high)),
+                _ => {
+                    return Err(error(
+                        "--remote-ports",
+                        text,
+                        "expected LOW-HIGH, e.g. 41000-41099",
+                    ));
+                }
+            }
+        }
+    };
+    Ok(Some(Ssh {
+        destination,
+        port,
+        push: option == "--to",
+        command: cli.remote_command.clone(),
+        program,
+        remote_accel: cli.remote_accel.clone().unwrap_or_else(|| "accel".to_owned()),
+        remote_args,
+        via,
+        ports,
+    }))
 }
 
 /// A duration option's value, if given (`option` names it in the error).

@@ -56,7 +56,7 @@ pub mod wire;
 
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, FromRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -118,6 +118,13 @@ pub struct Peering {
     pub resume: Resume,
     /// `--congestion`: the TCP congestion control accel's own sockets ask for.
     pub congestion: Congestion,
+    /// A key given in memory instead of a key file: the fresh key of a run started through
+    /// ssh, which never touches a file.
+    pub key: Option<Arc<Key>>,
+    /// Listening sockets bound before the run, for `from`, which [`Network::open`] takes
+    /// over instead of binding: `accel --serve-ssh` binds first, so as to say its port
+    /// through ssh, as a socket-activated server is handed its sockets.
+    pub bound: Vec<i32>,
 }
 
 impl Default for Peering {
@@ -131,6 +138,8 @@ impl Default for Peering {
             connect_for: CONNECT_FOR,
             resume: Resume::default(),
             congestion: Congestion::Preferred,
+            key: None,
+            bound: Vec::new(),
         }
     }
 }
@@ -285,7 +294,7 @@ impl Network {
                 };
                 SetupError::Usage(format!("{named}: {why}"))
             })?),
-            None => None,
+            None => peering.key.clone(),
         };
         let congestion = peering.congestion.settle(log).map_err(SetupError::Usage)?;
         let secure = !peering.insecure;
@@ -301,7 +310,15 @@ impl Network {
         let input = match &peering.from {
             None => None,
             Some(address) => Some(Input {
-                listeners: bind(address, congestion.as_deref(), log)?,
+                listeners: match peering.bound.as_slice() {
+                    [] => bind(address, congestion.as_deref(), log)?,
+                    // SAFETY: the sockets were bound for this run and handed over once.
+                    fds => fds
+                        .iter()
+                        .map(|&fd| unsafe { OwnedFd::from_raw_fd(fd) })
+                        .inspect(|fd| socket::ask_congestion(fd.as_fd(), congestion.as_deref()))
+                        .collect(),
+                },
                 address: address.clone(),
                 link: Link::new(
                     Role::Receiver,

@@ -172,10 +172,17 @@ fn socket_for(address: &SocketAddr, congestion: Option<&str>) -> io::Result<Owne
     let family = if address.is_ipv4() { AddressFamily::INET } else { AddressFamily::INET6 };
     let flags = SocketFlags::NONBLOCK | SocketFlags::CLOEXEC;
     let fd = rustix::net::socket_with(family, SocketType::STREAM, flags, Some(ipproto::TCP))?;
-    if let Some(name) = congestion {
-        let _ = crate::sys::set_congestion_control(fd.as_fd(), name);
-    }
+    ask_congestion(fd.as_fd(), congestion);
     Ok(fd)
+}
+
+/// Asks for the congestion control `congestion` (`None`: the system's) on `fd`, best effort:
+/// it was settled at the start, and a socket that does not get it keeps the system's. On a
+/// listener, the connections it accepts inherit it.
+pub fn ask_congestion(fd: BorrowedFd<'_>, congestion: Option<&str>) {
+    if let Some(name) = congestion {
+        let _ = crate::sys::set_congestion_control(fd, name);
+    }
 }
 
 /// Connects to `address` with the congestion control `congestion` (`None`: the system's),

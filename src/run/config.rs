@@ -76,6 +76,8 @@ pub struct Config {
     pub progress_fd: Option<i32>,
     /// `--from`, the key, `--insecure`, `--accept-timeout` (each `--to` is in `outputs`).
     pub net: net::Peering,
+    /// `--to ssh://` or `--from ssh://`: the other end started through ssh (see ssh/).
+    pub ssh: Option<Ssh>,
 }
 
 /// Flow control as given; the percentages are of the buffer, resolved once its size is
@@ -143,6 +145,61 @@ pub enum Target {
     Network(Address),
 }
 
+/// The other end of a run started through ssh: `--to ssh://[USER@]HOST[:PORT] -- CMD` (push)
+/// or `--from ssh://... -- CMD` (pull), and the options that say how.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ssh {
+    /// `[USER@]HOST` as typed, given to ssh as its destination (so ~/.ssh/config's aliases
+    /// work).
+    pub destination: String,
+    /// `:PORT`, ssh's port (`-p`).
+    pub port: Option<u16>,
+    /// Push (`--to`: the remote command reads the stream) or pull (`--from`: it writes it).
+    pub push: bool,
+    /// The words after `--`: the remote command, joined by spaces for the remote shell, as
+    /// ssh joins them.
+    pub command: Vec<String>,
+    /// `--ssh-command` or `ACCEL_SSH`, split as a shell would: the program that runs ssh.
+    pub program: Vec<String>,
+    /// `--remote-accel`: the accel to run there.
+    pub remote_accel: String,
+    /// `--remote-args`, split as a shell would: the remote accel's own options.
+    pub remote_args: Vec<String>,
+    /// `--via`: where the data goes.
+    pub via: Via,
+    /// `--remote-ports LOW-HIGH`: where the remote may listen.
+    pub ports: Option<(u16, u16)>,
+}
+
+impl Ssh {
+    /// The host as the messages name it: the destination without its user.
+    pub fn host(&self) -> &str {
+        self.destination.rsplit('@').next().unwrap_or(&self.destination)
+    }
+}
+
+/// `--via`: the path of the data of a run started through ssh.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Via {
+    /// Directly, else through the ssh session (the default).
+    Auto,
+    /// Directly, or fail (status 6).
+    Direct,
+    /// Through the ssh session, always.
+    Ssh,
+}
+
+impl Via {
+    /// The word the command line and the request use.
+    pub fn word(self) -> &'static str {
+        match self {
+            Via::Auto => "auto",
+            Via::Direct => "direct",
+            Via::Ssh => "ssh",
+        }
+    }
+}
+
 impl Default for Config {
     fn default() -> Config {
         Config {
@@ -175,6 +232,7 @@ impl Default for Config {
             interval: None,
             progress_fd: None,
             net: net::Peering::default(),
+            ssh: None,
         }
     }
 }

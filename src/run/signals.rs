@@ -27,7 +27,7 @@
 use std::ffi::c_int;
 use std::io;
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, mpsc};
+use std::sync::{Arc, OnceLock, mpsc};
 use std::thread;
 use std::time::Duration;
 
@@ -89,9 +89,22 @@ fn handle(signal: c_int, watch: &Arc<Watch>) {
                 let _ = reported.recv_timeout(REPORT_GRACE);
             }
             control::remove_socket();
+            if let Some(last_word) = LAST_WORD.get() {
+                last_word();
+            }
             die_by(terminating);
         }
     }
+}
+
+/// What is said before a terminating signal ends accel: a run started through ssh tells the
+/// remote accel to stop its command (ssh/), since a process that dies by its signal runs no
+/// more of its own code.
+static LAST_WORD: OnceLock<Box<dyn Fn() + Send + Sync>> = OnceLock::new();
+
+/// Sets what is said before a terminating signal ends accel (once per process).
+pub fn before_dying(last_word: Box<dyn Fn() + Send + Sync>) {
+    let _ = LAST_WORD.set(last_word);
 }
 
 /// Whether `signal` was set to be ignored by whoever started accel.

@@ -8,6 +8,7 @@
 pub mod control;
 pub mod net;
 pub mod seeds;
+pub mod ssh;
 pub mod terminal;
 
 use std::ffi::OsStr;

@@ -1,0 +1,520 @@
+//! The side the user runs: `--to ssh://HOST -- CMD` (see the module above).
+//!
+//! It asks `ssh -G` where ssh connects, starts ssh with `accel --serve-ssh` there (in a
+//! process group of its own, so that the terminal's Ctrl-C reaches this accel, which then
+//! stops the remote command, and not ssh, which would cut the session first), sends the
+//! request with a fresh key, reads the answer, and runs as an ordinary `--to` sender to the
+//! port the remote accel listens on. ssh's stderr (the remote accel's, and its command's) is
+//! shown here, each line marked with the host; what ssh says before the answer is held, so
+//! that a failure to start is one line. The remote command's status decides this one's when
+//! it failed on its own.
+
+use std::io::{self, BufRead, BufReader, Write};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::{IntoRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use super::{Answer, Finished, GREETING, Request, read_text_line};
+use crate::exit::Exit;
+use crate::net::Resume;
+use crate::net::address::Address;
+use crate::net::key::Key;
+use crate::net::socket;
+use crate::run;
+use crate::run::config::{Config, Ssh, Target, Via};
+use crate::run::stdio;
+use crate::words::{describe, span};
+
+/// How long the remote accel has to say how its command ended once this run failed (it
+/// stops the command: SIGTERM, SIGKILL 5 s later).
+const STOP_PATIENCE: Duration = Duration::from_secs(10);
+
+/// Pull: how long this accel waits for the remote sender's connection, unless
+/// `--accept-timeout` says.
+const ACCEPT_PATIENCE: Duration = Duration::from_secs(60);
+
+/// Runs `config` (which has an ssh:// peer): starts the other end, runs the transfer, and
+/// returns how accel ends.
+pub fn run(config: &Config, closed: stdio::Closed) -> Exit {
+    let ssh = config.ssh.as_ref().expect("an ssh:// peer");
+    let host = ssh.host().to_owned();
+    let mut started = match Started::start(ssh, config.net.resume) {
+        Ok(started) => started,
+        Err((exit, why)) => {
+            eprintln!("accel: {host}: {why}");
+            return exit;
+        }
+    };
+    let mut direct = config.clone();
+    direct.ssh = None;
+    direct.net.key = Some(Arc::clone(&started.key));
+    if started.through {
+        // The session's end is the stream's: nothing to connect to again.
+        direct.net.resume.within = Duration::ZERO;
+    }
+    match started.peer.take() {
+        Some(Peer::Receiver(address)) => direct.outputs.push(Target::Network(address)),
+        Some(Peer::Sender { address, listener }) => {
+            direct.net.from = Some(address);
+            direct.net.bound = vec![listener.into_raw_fd()];
+            direct.net.accept_timeout.get_or_insert(ACCEPT_PATIENCE);
+        }
+        None => unreachable!("a peer"),
+    }
+    let stop_word = started.stop_word();
+    run::signals::before_dying(Box::new(stop_word));
+    let exit = run::run(&direct, closed);
+    started.end(exit, ssh, config.stats)
+}
+
+/// ssh started, the remote accel listening.
+struct Started {
+    child: Child,
+    /// ssh's stdin: the control lines to the remote accel.
+    control: Arc<Mutex<Option<ChildStdin>>>,
+    /// ssh's stdout, held open while the stream goes directly (ssh would end at a write
+    /// into a closed pipe).
+    answers: Option<ChildStdout>,
+    /// The one-time key.
+    key: Arc<Key>,
+    /// The remote accel, as this run's peer.
+    peer: Option<Peer>,
+    /// The thread that shows ssh's stderr; it ends with ssh.
+    relay: Option<JoinHandle<()>>,
+    /// What ssh's stderr said, and how the remote command ended.
+    said: Arc<Mutex<Said>>,
+    /// The stream goes through the ssh session.
+    through: bool,
+}
+
+/// The remote accel, as the run's peer.
+enum Peer {
+    /// Push: a receiver, listening at this address.
+    Receiver(Address),
+    /// Pull: a sender, which connects to this accel's `listener` (named `address` in the
+    /// messages).
+    Sender { address: Address, listener: OwnedFd },
+}
+
+/// What ssh's stderr said: held (before the answer) or shown.
+#[derive(Default)]
+struct Said {
+    /// The lines held; `None` once they are shown as they come.
+    held: Option<Vec<String>>,
+    /// The last line, for ssh's own failure.
+    last: String,
+    /// How the remote command ended, said last.
+    finished: Option<Finished>,
+}
+
+impl Started {
+    /// Starts ssh, sends the request, reads the answer.
+    fn start(ssh: &Ssh, resume: Resume) -> Result<Started, (Exit, String)> {
+        let network = |why: String| (Exit::Network, why);
+        let resolved = resolve(ssh);
+        let key =
+            Arc::new(Key::generate().map_err(|e| network(format!("no key: {}", describe(&e))))?);
+        let mut line = vec![ssh.remote_accel.clone(), "--serve-ssh".to_owned()];
+        line.extend(ssh.remote_args.iter().cloned());
+        let remote = shlex::try_join(line.iter().map(String::as_str))
+            .map_err(|_| (Exit::Usage, "--remote-args: a word with a NUL byte".to_owned()))?;
+        let mut command = Command::new(&ssh.program[0]);
+        command.args(&ssh.program[1..]).args(["-T", "-x", "-a"]);
+        if let Some(port) = ssh.port {
+            command.arg("-p").arg(port.to_string());
+        }
+        command.arg(&ssh.destination).arg("--").arg(remote);
+        let mut child = command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .spawn()
+            .map_err(|e| {
+                network(format!(
+                    "cannot run {}: {}; nothing was sent",
+                    ssh.program[0],
+                    describe(&e)
+                ))
+            })?;
+        let said = Arc::new(Mutex::new(Said { held: Some(Vec::new()), ..Said::default() }));
+        let stderr = child.stderr.take().expect("piped");
+        let relay = relay(stderr.into(), ssh.host().to_owned(), Arc::clone(&said));
+        let mut stdin = child.stdin.take().expect("piped");
+        let answers = child.stdout.take().expect("piped");
+        // Pull: the remote sender connects back to a port of this accel's, on every
+        // interface (only the key's holder is taken), at the address ssh came from.
+        let listener = match ssh.push {
+            true => None,
+            false => Some(listen_for_sender().map_err(network)?),
+        };
+        let listening = match &listener {
+            None => None,
+            Some((_, port)) => {
+                let probe = TcpListener::bind((Ipv6Addr::UNSPECIFIED, 0))
+                    .or_else(|_| TcpListener::bind((Ipv4Addr::UNSPECIFIED, 0)))
+                    .map_err(|e| network(format!("cannot listen: {}", describe(&e))))?;
+                let probe_port = probe.local_addr().map_err(|e| network(describe(&e)))?.port();
+                super::answer_probes(probe);
+                Some((*port, probe_port))
+            }
+        };
+        let request = Request {
+            push: ssh.push,
+            command: ssh.command.join(" "),
+            ports: ssh.ports,
+            via: ssh.via,
+            listening,
+            resume,
+        };
+        // The key only ever goes through this pipe, in a buffer zeroed when dropped.
+        let key_line = key.to_line();
+        let sent = stdin
+            .write_all(format!("{GREETING}\n").as_bytes())
+            .and_then(|()| stdin.write_all(key_line.as_bytes()))
+            .and_then(|()| stdin.write_all(format!("{}\n", request.to_json()).as_bytes()));
+        let answer = match sent {
+            Ok(()) => read_text_line(&answers).ok().flatten(),
+            Err(_) => None,
+        };
+        let failed = |child: &mut Child, said: &Mutex<Said>, answer: Option<&str>| {
+            let status = child.wait().ok();
+            // What ssh said comes before its end: its stderr is read to the end.
+            let said = said.lock().unwrap_or_else(|e| e.into_inner());
+            Err(why_not_started(status, &said, answer))
+        };
+        let answer = answer.as_deref().and_then(Answer::parse);
+        let (port, probe, through) = match (answer, &listener) {
+            (Some(Answer::Port(port, probe)), None) => (port, probe, None),
+            (Some(Answer::Dialing), Some((_, port))) => (*port, 0, None),
+            (Some(Answer::Through(why)), Some((_, port))) => (*port, 0, Some(why)),
+            (Some(Answer::NoPort(why)), _) => {
+                return Err(network(format!("{why}; nothing was sent")));
+            }
+            (Some(Answer::Refused(why)), _) => {
+                return Err(network(format!(
+                    "the remote accel does not speak this protocol ({why}); nothing was sent"
+                )));
+            }
+            (answer, _) => {
+                let line = answer.map(|answer| answer.line());
+                return failed(&mut child, &said, line.as_deref().map(str::trim_end));
+            }
+        };
+        release(&said, ssh.host());
+        let host = match &resolved.hostname {
+            Some(name) if name.contains(':') => format!("[{name}]"),
+            Some(name) => name.clone(),
+            None => ssh.host().to_owned(),
+        };
+        let address = Address::parse(&format!("{host}:{port}"), !ssh.push).map_err(network)?;
+        let (peer, through) = match listener {
+            None => match push_path(ssh, &resolved, &address, probe)? {
+                None => {
+                    let _ = stdin.write_all(b"direct\n");
+                    (Peer::Receiver(address), None)
+                }
+                Some(why) => {
+                    let _ = stdin.write_all(b"through-ssh\n");
+                    let (relay, local) = loopback_relay(None).map_err(network)?;
+                    let local = Address::parse(&local.to_string(), false).map_err(network)?;
+                    (Peer::Receiver(local), Some((why, relay)))
+                }
+            },
+            Some((listener, port)) => {
+                let relay = match through {
+                    None => None,
+                    Some(why) => {
+                        let local = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+                        Some((why, loopback_relay(Some(local)).map_err(network)?.0))
+                    }
+                };
+                (Peer::Sender { address, listener }, relay)
+            }
+        };
+        let (control, answers, through) = match through {
+            None => (Some(stdin), Some(answers), None),
+            Some((why, relay)) => {
+                if !why.is_empty() {
+                    eprintln!("accel: {why}; sending through ssh instead (slower)");
+                }
+                relay.start(stdin.into(), answers.into()).map_err(network)?;
+                (None, None, Some(()))
+            }
+        };
+        let control = Arc::new(Mutex::new(control));
+        let through = through.is_some();
+        Ok(Started { child, control, answers, key, peer: Some(peer), relay, said, through })
+    }
+
+    /// What a terminating signal says before accel dies: `stop`, so that the remote command
+    /// is stopped, not left holding what it writes. (Through ssh, the session's end is the
+    /// stream's, and the remote stops its command then.)
+    fn stop_word(&self) -> impl Fn() + Send + Sync + 'static {
+        let control = Arc::clone(&self.control);
+        move || {
+            if let Ok(mut control) = control.try_lock() {
+                if let Some(stdin) = control.as_mut() {
+                    let _ = stdin.write_all(b"stop\n");
+                }
+            }
+        }
+    }
+
+    /// After the local run: the remote command stopped if the run failed; its end heard
+    /// (ssh's stderr read to its end); the status decided.
+    fn end(mut self, exit: Exit, ssh: &Ssh, report: bool) -> Exit {
+        if exit != Exit::Success {
+            (self.stop_word())();
+            // Through ssh, the session closed is the remote's word to stop.
+            drop(self.control.lock().unwrap_or_else(|e| e.into_inner()).take());
+            if !wait_for_exit(&mut self.child, STOP_PATIENCE) {
+                let _ = self.child.kill();
+            }
+        }
+        // The session ends once the remote accel has; then ssh's stderr, with the last line.
+        let _ = self.child.wait();
+        drop(self.control.lock().unwrap_or_else(|e| e.into_inner()).take());
+        drop(self.answers.take());
+        if let Some(relay) = self.relay.take() {
+            let _ = relay.join();
+        }
+        let finished = self.said.lock().unwrap_or_else(|e| e.into_inner()).finished.take();
+        let host = ssh.host();
+        if let Some(finished) = finished.as_ref().filter(|_| report) {
+            // With -v, after the report: what the remote command took.
+            eprintln!(
+                "accel: remote: {} on {host}: {}, {}, {}",
+                ssh.command.join(" "),
+                span(Duration::from_secs_f64(finished.seconds.max(0.0))),
+                finished.how(),
+                if self.through { "through ssh" } else { "direct" }
+            );
+        }
+        match finished {
+            Some(finished) if finished.failed_on_its_own() => {
+                eprintln!("accel: {host}: {}: {}", ssh.command.join(" "), finished.how());
+                Exit::Command(finished.code())
+            }
+            Some(_) => exit,
+            None if exit == Exit::Success => {
+                eprintln!(
+                    "accel: {host}: the stream was delivered, but how {} ended is not known: \
+                     the ssh session ended first",
+                    ssh.command.join(" ")
+                );
+                exit
+            }
+            None => exit,
+        }
+    }
+}
+
+/// Whether `child` exits within `patience` (it is then reaped by the next wait).
+fn wait_for_exit(child: &mut Child, patience: Duration) -> bool {
+    let deadline = Instant::now() + patience;
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) | Err(_) => return true,
+            Ok(None) if Instant::now() >= deadline => return false,
+            // Polled: a child's exit has no descriptor to wait on without taking it.
+            Ok(None) => thread::sleep(Duration::from_millis(20)),
+        }
+    }
+}
+
+/// Push: whether the stream goes directly to `address` (`None`) or through ssh (why:
+/// empty with `--via ssh`). Status 6 when `--via direct` cannot connect.
+fn push_path(
+    ssh: &Ssh,
+    resolved: &Resolved,
+    address: &Address,
+    probe: u16,
+) -> Result<Option<String>, (Exit, String)> {
+    match (ssh.via, &resolved.proxied) {
+        (Via::Ssh, _) => return Ok(Some(String::new())),
+        (Via::Auto, Some(proxy)) => {
+            return Ok(Some(format!("{}: reached through a jump host ({proxy})", ssh.host())));
+        }
+        _ => {}
+    }
+    let targets = address.resolve().map_err(|e| (Exit::Network, describe(&e)))?;
+    let mut why = String::new();
+    for mut target in targets {
+        let port = target.port();
+        // The remote's probe port, beside the stream's: a try there is seen by nobody.
+        target.set_port(probe);
+        match TcpStream::connect_timeout(&target, super::DIRECT_PATIENCE) {
+            Ok(_) => return Ok(None),
+            Err(error) => {
+                target.set_port(port);
+                why = super::unreached(target, &error);
+            }
+        }
+    }
+    match ssh.via {
+        Via::Direct => Err((Exit::Network, format!("{why} (--via direct); nothing was sent"))),
+        _ => Ok(Some(why)),
+    }
+}
+
+/// A relay through the ssh session, ready to start: a loopback listener for the local run's
+/// `--to` (push), or the local run's own listener to connect to (pull).
+struct LoopbackRelay {
+    listener: Option<TcpListener>,
+    connect_to: Option<SocketAddr>,
+}
+
+/// Push (`None`): a loopback port for the run's `--to`, and the relay that takes its one
+/// connection. Pull (`Some(address)`): the relay that connects to the run's listener there.
+fn loopback_relay(connect_to: Option<SocketAddr>) -> Result<(LoopbackRelay, SocketAddr), String> {
+    let failed = |e: io::Error| format!("cannot relay through ssh: {}", describe(&e));
+    match connect_to {
+        Some(address) => Ok((LoopbackRelay { listener: None, connect_to: Some(address) }, address)),
+        None => {
+            let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).map_err(failed)?;
+            let address = listener.local_addr().map_err(failed)?;
+            Ok((LoopbackRelay { listener: Some(listener), connect_to: None }, address))
+        }
+    }
+}
+
+impl LoopbackRelay {
+    /// Starts relaying between the session (ssh's stdin and stdout) and the run's loopback
+    /// connection, once it is there.
+    fn start(self, to_session: OwnedFd, from_session: OwnedFd) -> Result<(), String> {
+        let spawned = thread::Builder::new().name("accel-ssh-relay".into()).spawn(move || {
+            let tcp = match (self.listener, self.connect_to) {
+                (Some(listener), _) => listener.accept().map(|(tcp, _)| tcp),
+                (None, Some(address)) => TcpStream::connect(address),
+                (None, None) => return,
+            };
+            if let Ok(tcp) = tcp {
+                if let Ok(relay) = super::relay::bridge(tcp, from_session, to_session) {
+                    let _ = relay.join();
+                }
+            }
+        });
+        spawned.map(drop).map_err(|e| format!("cannot relay through ssh: {}", describe(&e)))
+    }
+}
+
+/// Pull: a listening socket on every interface, on a port the system chooses, for the remote
+/// sender to connect to; and that port.
+fn listen_for_sender() -> Result<(OwnedFd, u16), String> {
+    let every = SocketAddr::from((Ipv6Addr::UNSPECIFIED, 0));
+    let listener = socket::listen(every, true, None)
+        .or_else(|_| socket::listen(SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)), false, None))
+        .map_err(|e| format!("cannot listen for the remote sender: {}", describe(&e)))?;
+    let port = socket::local_address(&listener).map_err(|e| describe(&e))?.port();
+    Ok((listener, port))
+}
+
+/// Why the remote accel did not answer, from how ssh ended and what it said.
+fn why_not_started(
+    status: Option<ExitStatus>,
+    said: &Said,
+    answer: Option<&str>,
+) -> (Exit, String) {
+    let held = said.held.as_deref().unwrap_or_default();
+    let last = said.last.as_str();
+    let nothing = "nothing was sent";
+    match status.and_then(|status| status.code()) {
+        Some(255) => (Exit::Network, format!("ssh failed: {last}; {nothing}")),
+        Some(127) => (
+            Exit::Network,
+            format!(
+                "no accel on the remote PATH; install it there or give --remote-accel PATH; {nothing}"
+            ),
+        ),
+        Some(126) => (Exit::Network, format!("the remote accel cannot be run: {last}; {nothing}")),
+        Some(2) if held.iter().any(|line| line.contains("--serve-ssh")) => (
+            Exit::Network,
+            format!("the remote accel does not speak this protocol ({last}); {nothing}"),
+        ),
+        // The remote accel refused its --remote-args: its own line says why.
+        Some(2) => (Exit::Usage, format!("the remote accel refused: {last}; {nothing}")),
+        _ => {
+            let what = match answer {
+                Some(line) => format!("it answered {line:?}"),
+                None if last.is_empty() => "it said nothing".to_owned(),
+                None => last.to_owned(),
+            };
+            (
+                Exit::Network,
+                format!("the remote accel does not speak this protocol ({what}); {nothing}"),
+            )
+        }
+    }
+}
+
+/// Relays ssh's stderr, line by line, marked with the host; held until [`release`].
+fn relay(stderr: OwnedFd, host: String, said: Arc<Mutex<Said>>) -> Option<JoinHandle<()>> {
+    let relay = thread::Builder::new().name("accel-ssh-stderr".into()).spawn(move || {
+        let reader = BufReader::new(std::fs::File::from(stderr));
+        for line in reader.split(b'\n').map_while(Result::ok) {
+            let line = String::from_utf8_lossy(&line).trim_end().to_owned();
+            let mut said = said.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(finished) = Finished::parse(&line) {
+                said.finished = Some(finished);
+                continue;
+            }
+            match &mut said.held {
+                Some(held) => held.push(line.clone()),
+                None => {
+                    let _ = writeln!(io::stderr(), "{host}: {line}");
+                }
+            }
+            said.last = line;
+        }
+    });
+    relay.ok()
+}
+
+/// Shows the lines held, and from now on each as it comes.
+fn release(said: &Mutex<Said>, host: &str) {
+    let mut said = said.lock().unwrap_or_else(|e| e.into_inner());
+    for line in said.held.take().unwrap_or_default() {
+        let _ = writeln!(io::stderr(), "{host}: {line}");
+    }
+}
+
+/// Where ssh connects, as `ssh -G` says (with the user's own ssh words and port).
+#[derive(Debug, Default)]
+struct Resolved {
+    /// `hostname`.
+    hostname: Option<String>,
+    /// `proxyjump` or `proxycommand`: the direct path is not ssh's.
+    proxied: Option<String>,
+}
+
+/// Asks `ssh -G` for the hostname (and whether a jump host or proxy command is in the way);
+/// nothing when it cannot say (the destination as typed is then the host).
+fn resolve(ssh: &Ssh) -> Resolved {
+    let mut command = Command::new(&ssh.program[0]);
+    command.args(&ssh.program[1..]).arg("-G");
+    if let Some(port) = ssh.port {
+        command.arg("-p").arg(port.to_string());
+    }
+    let Ok(output) =
+        command.arg(&ssh.destination).stdin(Stdio::null()).stderr(Stdio::null()).output()
+    else {
+        return Resolved::default();
+    };
+    let mut resolved = Resolved::default();
+    for line in String::from_utf8_lossy(&output.stdout).lines() {
+        let (name, value) = line.split_once(' ').unwrap_or((line, ""));
+        match name {
+            "hostname" => resolved.hostname = Some(value.to_owned()),
+            "proxyjump" | "proxycommand" if value != "none" => {
+                resolved.proxied = Some(format!("{name} {value}"));
+            }
+            _ => {}
+        }
+    }
+    resolved
+}

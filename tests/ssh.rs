@@ -1,0 +1,403 @@
+//! One command between hosts (issue 34): `--to ssh://HOST -- CMD` and `--from ssh://HOST --
+//! CMD` start the other end through an sshd of the tests' own (util/ssh.rs), with the tests'
+//! accel as the remote one. Byte-exact through each engine, the remote command's status and
+//! words, failures to start said in one line with status 6, the key on no command line.
+
+use std::io::Write;
+use std::process::{Child, ChildStdin, Stdio};
+
+use crate::util::net::{Netns, Veth, command};
+use crate::util::ssh::{GONE_WITHIN, HOST, Sshd, alive};
+use crate::util::*;
+
+per_engine!(
+    push_is_byte_exact,
+    pull_is_byte_exact,
+    push_through_ssh_is_byte_exact,
+    pull_through_ssh_is_byte_exact
+);
+
+/// accel with `args` (strings) after the engine.
+fn accel_with(engine: &str, args: &[String]) -> std::process::Command {
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    accel(engine, &args)
+}
+
+/// The stream goes to the remote command whole: the file it writes is the input, byte for
+/// byte, and the local run ends 0 only then.
+fn push_is_byte_exact(engine: &str) {
+    let Some(sshd) = Sshd::start() else { return };
+    let said = push(&sshd, engine, &[], None);
+    assert!(!said.contains("through ssh"), "{said}");
+}
+
+/// As [`push_is_byte_exact`], with the stream through the ssh session (`--via ssh`): said
+/// by nobody, since it was asked for.
+fn push_through_ssh_is_byte_exact(engine: &str) {
+    let Some(sshd) = Sshd::start() else { return };
+    let said = push(&sshd, engine, &["--via", "ssh"], None);
+    assert!(!said.contains("accel:"), "{said}");
+}
+
+/// With -v, after the report, a line says what the remote command took: its time, how it
+/// ended, the path.
+#[test]
+fn the_report_says_what_the_remote_command_took() {
+    let Some(sshd) = Sshd::start() else { return };
+    let said = push(&sshd, "auto", &["-v", "--via", "ssh"], None);
+    let line = said.lines().find(|line| line.starts_with("accel: remote: cat > ")).unwrap_or("");
+    assert!(
+        line.contains(" on accel-test: ")
+            && line.ends_with(" s, exited with status 0, through ssh"),
+        "{said}"
+    );
+}
+
+/// A push of 3 MiB through `sshd` with `extra` options, from `netns` when given: byte-exact
+/// at the remote command, status 0. What the local accel said.
+fn push(sshd: &Sshd, engine: &str, extra: &[&str], netns: Option<&Netns>) -> String {
+    let received = sshd.dir.path("received");
+    let data = pattern(3 << 20, 34);
+    let mut args = sshd.args();
+    args.extend(extra.iter().map(|word| word.to_string()));
+    args.extend(["--to".into(), sshd.url(), "--".into(), "cat".into(), ">".into()]);
+    args.push(received.display().to_string());
+    let (status, _, said) = run_fed(piped(&mut from_host(netns, engine, &args)), &data);
+    assert!(status.success(), "{status}: {said}");
+    assert_same(&std::fs::read(&received).unwrap(), &data, "the remote command's file");
+    said
+}
+
+/// A pull of 3 MiB through `sshd` with `extra` options, into `netns` when given: byte-exact
+/// here, status 0. What the local accel said.
+fn pull(sshd: &Sshd, engine: &str, extra: &[&str], netns: Option<&Netns>) -> String {
+    let source = sshd.dir.path("source");
+    let data = pattern(3 << 20, 35);
+    std::fs::write(&source, &data).unwrap();
+    let mut args = sshd.args();
+    args.extend(extra.iter().map(|word| word.to_string()));
+    args.extend(["--from".into(), sshd.url(), "--".into(), "cat".into()]);
+    args.push(source.display().to_string());
+    let (status, out, said) = run_fed(piped(&mut from_host(netns, engine, &args)), b"");
+    assert!(status.success(), "{status}: {said}");
+    assert_same(&out, &data, "what came out here");
+    said
+}
+
+/// accel with `args`, in `netns` when given.
+fn from_host(netns: Option<&Netns>, engine: &str, args: &[String]) -> std::process::Command {
+    match netns {
+        None => accel_with(engine, args),
+        Some(netns) => {
+            let mut all = vec!["--engine", engine];
+            all.extend(args.iter().map(String::as_str));
+            command(Some(netns), ACCEL, &all)
+        }
+    }
+}
+
+/// The stream comes from the remote command whole: what comes out here is what it wrote,
+/// byte for byte (the file it read), and the run ends 0.
+fn pull_is_byte_exact(engine: &str) {
+    let Some(sshd) = Sshd::start() else { return };
+    let said = pull(&sshd, engine, &[], None);
+    assert!(!said.contains("through ssh"), "{said}");
+}
+
+/// As [`pull_is_byte_exact`], through the ssh session (`--via ssh`).
+fn pull_through_ssh_is_byte_exact(engine: &str) {
+    let Some(sshd) = Sshd::start() else { return };
+    let said = pull(&sshd, engine, &["--via", "ssh"], None);
+    assert!(!said.contains("through ssh"), "{said}");
+}
+
+/// The direct path blocked (nftables in the receiver's namespace drops every new connection
+/// but ssh's): the stream goes through ssh, byte-exact, said once in one line with the
+/// reason; with `--via direct`, status 6 and nothing sent.
+#[test]
+fn a_blocked_direct_path_falls_back_through_ssh_said_once() {
+    let Some(veth) = Veth::new("sshfb", 134) else { return };
+    if !require("nft (nftables)", has("nft", "--version")) {
+        return;
+    }
+    let Some(sshd) = Sshd::start_on(&veth.b) else { return };
+    let port = sshd.port;
+    nft(
+        &veth.b.netns,
+        &format!("iif != \"lo\" tcp dport != {port} tcp flags & (syn | ack) == syn drop"),
+    );
+    let said = push(&sshd, "auto", &[], Some(&veth.a.netns));
+    let lines: Vec<&str> = said.lines().filter(|line| line.contains("through ssh")).collect();
+    assert_eq!(lines.len(), 1, "{said}");
+    assert!(lines[0].contains("no answer in 3 s; sending through ssh instead (slower)"), "{said}");
+    let mut args = sshd.args();
+    args.extend(
+        ["--via", "direct", "--to", &sshd.url(), "--", "cat > /dev/null"].map(String::from),
+    );
+    let (status, _, said) =
+        run_fed(piped(&mut from_host(Some(&veth.a.netns), "auto", &args)), b"x");
+    assert_eq!(status.code(), Some(6), "{said}");
+    assert!(said.contains("no answer in 3 s (--via direct); nothing was sent"), "{said}");
+}
+
+/// Pull with the direct path refused (nftables in the local namespace resets every new
+/// connection to it): through ssh, byte-exact, said once with the reason.
+#[test]
+fn a_refused_direct_path_falls_back_through_ssh_for_a_pull() {
+    let Some(veth) = Veth::new("sshfr", 135) else { return };
+    if !require("nft (nftables)", has("nft", "--version")) {
+        return;
+    }
+    let Some(sshd) = Sshd::start_on(&veth.b) else { return };
+    nft(&veth.a.netns, "iif != \"lo\" tcp flags & (syn | ack) == syn reject with tcp reset");
+    let said = pull(&sshd, "auto", &[], Some(&veth.a.netns));
+    let lines: Vec<&str> = said.lines().filter(|line| line.contains("through ssh")).collect();
+    assert_eq!(lines.len(), 1, "{said}");
+    assert!(lines[0].contains("refused; sending through ssh instead (slower)"), "{said}");
+}
+
+/// The veth link between the two hosts down for 10 s mid-stream (`--heartbeat 250ms`, which
+/// the remote accel takes from the request): the direct link drops and is resumed at the
+/// exact byte, and the stream ends byte-exact at the remote command, status 0.
+#[test]
+fn the_link_down_for_ten_seconds_is_resumed() {
+    let Some(veth) = Veth::new("sshdown", 136) else { return };
+    let Some(sshd) = Sshd::start_on(&veth.b) else { return };
+    let received = sshd.dir.path("received");
+    let mut args = sshd.args();
+    args.extend(["--heartbeat", "250ms"].map(String::from));
+    args.extend(["--via", "direct", "--to", &sshd.url(), "--"].map(String::from));
+    args.push(format!("cat > {}", received.display()));
+    let mut child = piped(&mut from_host(Some(&veth.a.netns), "auto", &args));
+    let mut stdin = child.stdin.take().unwrap();
+    let said = Said::collect(&mut child);
+    let data = pattern(8 << 20, 36);
+    stdin.write_all(&data[..4 << 20]).unwrap();
+    eventually(GENEROUS, "the first half arrived", || {
+        std::fs::metadata(&received).is_ok_and(|m| m.len() == 4 << 20)
+    });
+    veth.a.netns.ip(&["link", "set", veth.a.dev, "down"]);
+    stdin.write_all(&data[4 << 20..]).unwrap();
+    drop(stdin);
+    // The outage itself: what the test is about, not a wait for something.
+    std::thread::sleep(std::time::Duration::from_secs(10));
+    veth.a.netns.ip(&["link", "set", veth.a.dev, "up"]);
+    let status = said.exit_of(&mut child);
+    let said = said.all();
+    assert!(status.success(), "{status}: {said}");
+    assert_same(&std::fs::read(&received).unwrap(), &data, "the remote command's file");
+    assert!(said.contains("connection dropped"), "{said}");
+    assert!(said.contains("connected again"), "{said}");
+}
+
+/// Adds an input rule `rule` to `netns` (a table of the test's own, gone with the namespace).
+fn nft(netns: &Netns, rule: &str) {
+    let script = format!(
+        "add table inet accel\nadd chain inet accel input {{ type filter hook input priority 0; }}\n\
+         add rule inet accel input {rule}\n"
+    );
+    let mut nft = command(Some(netns), "nft", &["-f", "-"]).stdin(Stdio::piped()).spawn().unwrap();
+    nft.stdin.take().unwrap().write_all(script.as_bytes()).unwrap();
+    assert!(nft.wait().unwrap().success(), "nft {rule}");
+}
+
+/// A remote command that produces, then fails on its own: the run fails with its status, even
+/// though every byte it wrote came.
+#[test]
+fn a_failing_remote_producer_fails_the_run_with_its_status() {
+    let Some(sshd) = Sshd::start() else { return };
+    let mut args = sshd.args();
+    args.extend(["--from".into(), sshd.url(), "--".into()]);
+    args.push("echo some; echo 'cannot send the snapshot' >&2; exit 5".into());
+    let (status, out, said) = run_fed(piped(&mut accel_with("auto", &args)), b"");
+    assert_eq!(status.code(), Some(5), "{said}");
+    assert_eq!(out, b"some\n");
+    assert!(said.contains(&format!("{HOST}: cannot send the snapshot")), "{said}");
+    assert!(said.contains("exited with status 5"), "{said}");
+}
+
+/// A remote command that fails on its own fails the run with its status, and its words are
+/// shown here, marked with the host.
+#[test]
+fn a_failing_remote_command_fails_the_run_with_its_status_and_words() {
+    let Some(sshd) = Sshd::start() else { return };
+    let mut args = sshd.args();
+    args.extend(["--to".into(), sshd.url(), "--".into()]);
+    args.push("cat > /dev/null; echo 'no space left, says the command' >&2; exit 3".into());
+    let (status, _, said) = run_fed(piped(&mut accel_with("auto", &args)), &pattern(1 << 20, 1));
+    assert_eq!(status.code(), Some(3), "{said}");
+    assert!(said.contains(&format!("{HOST}: no space left, says the command")), "{said}");
+    assert!(said.contains("exited with status 3"), "{said}");
+}
+
+/// No accel on the remote PATH: one line naming the host, status 6, nothing sent (the
+/// input is not read).
+#[test]
+fn no_remote_accel_is_one_line_and_status_6() {
+    let Some(sshd) = Sshd::start() else { return };
+    let args = pushing_through(&sshd, "accel-not-installed-here");
+    let (status, _, said) = run_fed(piped(&mut accel_with("auto", &args)), b"");
+    assert_eq!(status.code(), Some(6), "{said}");
+    let lines: Vec<&str> = said.lines().collect();
+    assert_eq!(lines.len(), 1, "{said}");
+    assert!(lines[0].starts_with(&format!("accel: {HOST}: no accel on the remote PATH")), "{said}");
+}
+
+/// An accel there that does not know this protocol (an older one, which refuses
+/// `--serve-ssh` as an unknown option): one line naming the host, status 6.
+#[test]
+fn an_accel_without_the_protocol_is_one_line_and_status_6() {
+    let Some(sshd) = Sshd::start() else { return };
+    let old = sshd.dir.path("old-accel");
+    std::fs::write(&old, "#!/bin/sh\necho \"accel: $1: unknown option\" >&2\nexit 2\n").unwrap();
+    std::fs::set_permissions(&old, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let args = pushing_through(&sshd, &old.display().to_string());
+    let (status, _, said) = run_fed(piped(&mut accel_with("auto", &args)), b"");
+    assert_eq!(status.code(), Some(6), "{said}");
+    assert_eq!(said.lines().count(), 1, "{said}");
+    assert!(said.contains("does not speak this protocol"), "{said}");
+}
+
+/// Ctrl-C here stops the remote command and the remote accel: neither is left (checked by
+/// pid), and the command never saw the end of its input as if the stream were whole.
+#[test]
+fn interrupting_leaves_no_remote_process() {
+    let Some(sshd) = Sshd::start() else { return };
+    let (mut child, stdin, _said, command) = pushing_while_running(&sshd, "/dev/null");
+    let remote_accel = parent_of(command);
+    assert!(alive(command) && alive(remote_accel));
+    // SAFETY: signals the child this test started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = wait_within(&mut child, GENEROUS);
+    assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(libc::SIGINT));
+    eventually(GONE_WITHIN, "the remote command gone", || !alive(command));
+    eventually(GONE_WITHIN, "the remote accel gone", || !alive(remote_accel));
+    drop(stdin);
+}
+
+/// The one-time key is on no command line and in no environment of either end while the
+/// stream goes, and in no file of the remote's.
+#[test]
+fn the_key_is_on_no_command_line_nor_in_any_environment() {
+    let Some(sshd) = Sshd::start() else { return };
+    let (mut child, stdin, said, _) = pushing_while_running(&sshd, "/dev/null");
+    let mut looked = 0;
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.parse::<u32>().is_err() {
+            continue;
+        }
+        for what in ["cmdline", "environ"] {
+            let Ok(bytes) = std::fs::read(entry.path().join(what)) else { continue };
+            looked += 1;
+            let text = String::from_utf8_lossy(&bytes);
+            assert!(!text.contains("accel-key-v1:"), "/proc/{name}/{what}: {text}");
+            assert!(!has_hex_run(&text, 64), "/proc/{name}/{what}: {text}");
+        }
+    }
+    assert!(looked > 4, "no process looked at");
+    for entry in std::fs::read_dir(sshd.dir.dir()).unwrap().flatten() {
+        let text =
+            String::from_utf8_lossy(&std::fs::read(entry.path()).unwrap_or_default()).into_owned();
+        assert!(!text.contains("accel-key-v1:"), "{}", entry.path().display());
+    }
+    drop(stdin);
+    let status = said.exit_of(&mut child);
+    assert!(status.success(), "{status}: {}", said.all());
+}
+
+/// A push under way, its input still open, its remote command started: the local accel, its
+/// stdin, what it says, and the pid of the remote command (which writes it first).
+fn pushing_while_running(sshd: &Sshd, into: &str) -> (Child, ChildStdin, Said, u32) {
+    let pidfile = sshd.dir.path("pid");
+    let mut args = sshd.args();
+    args.extend(["--to".into(), sshd.url(), "--".into()]);
+    args.push(format!("echo $$ > {}; exec cat > {into}", pidfile.display()));
+    let mut child = piped(&mut accel_with("auto", &args));
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(&FIRST_PART).unwrap();
+    let said = Said::collect(&mut child);
+    eventually(GENEROUS, "the remote command started", || {
+        std::fs::read_to_string(&pidfile).is_ok_and(|text| text.ends_with('\n'))
+    });
+    let command = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
+    (child, stdin, said, command)
+}
+
+/// What [`pushing_while_running`] writes first.
+static FIRST_PART: std::sync::LazyLock<Vec<u8>> = std::sync::LazyLock::new(|| pattern(1 << 20, 2));
+
+/// The ssh session killed mid-stream (its sshd processes, SIGKILL): the stream goes on
+/// directly, and ends byte-exact at the remote command; status 0, with a word that the
+/// command's own end could not be heard.
+#[test]
+fn killing_the_ssh_session_leaves_the_direct_stream_going() {
+    let Some(sshd) = Sshd::start() else { return };
+    let received = sshd.dir.path("received");
+    let (mut child, mut stdin, said, command) =
+        pushing_while_running(&sshd, &received.display().to_string());
+    eventually(GENEROUS, "the first part arrived", || {
+        std::fs::metadata(&received).is_ok_and(|m| m.len() == FIRST_PART.len() as u64)
+    });
+    assert!(sshd.kill_sessions() > 0, "no ssh session to kill");
+    eventually(GONE_WITHIN, "the ssh session gone", || sshd.kill_sessions() == 0);
+    assert!(alive(command), "the remote command went with the session");
+    let rest = pattern(2 << 20, 3);
+    stdin.write_all(&rest).unwrap();
+    drop(stdin);
+    let status = said.exit_of(&mut child);
+    let said = said.all();
+    assert!(status.success(), "{status}: {said}");
+    let whole = [FIRST_PART.as_slice(), &rest].concat();
+    assert_same(&std::fs::read(&received).unwrap(), &whole, "the remote command's file");
+    assert!(said.contains("ended is not known: the ssh session ended first"), "{said}");
+}
+
+/// `--to ssh://accel-test -- 'cat > /dev/null'` with `remote_accel` as the accel there.
+fn pushing_through(sshd: &Sshd, remote_accel: &str) -> Vec<String> {
+    let ssh = ["--ssh-command", &sshd.ssh_command(), "--remote-accel", remote_accel];
+    let push = ["--to", &sshd.url(), "--", "cat > /dev/null"];
+    ssh.iter().chain(&push).map(|word| word.to_string()).collect()
+}
+
+/// Whether `text` has `len` hex digits in a row.
+fn has_hex_run(text: &str, len: usize) -> bool {
+    let mut run = 0;
+    for c in text.chars() {
+        run = if c.is_ascii_hexdigit() { run + 1 } else { 0 };
+        if run >= len {
+            return true;
+        }
+    }
+    false
+}
+
+/// The parent of process `pid`.
+fn parent_of(pid: u32) -> u32 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after = stat.rsplit_once(')').unwrap().1;
+    after.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// Refusals on the command line: said at once, status 2, nothing started.
+#[test]
+fn ssh_urls_are_checked_before_anything_starts() {
+    for (args, expected) in [
+        (&["--to", "ssh://backup"][..], "which command there?"),
+        (
+            &["--to", "ssh://backup", "--key-file", "k", "--", "cat"][..],
+            "--key-file k: not with ssh://",
+        ),
+        (&["--to", "ssh://:22", "--", "cat"][..], "which host?"),
+        (&["--to", "ssh://backup:x", "--", "cat"][..], "is not a port"),
+        (&["--via", "ssh", "-o", "/dev/null"][..], "--via ssh: only with --to ssh://"),
+        (&["--to", "ssh://backup", "--via", "fast", "--", "cat"][..], "--via fast: expected auto"),
+        (&["--to", "ssh://a", "--from", "ssh://b", "--", "cat"][..], "one ssh:// peer per run"),
+        (&["--to", "ssh://a", "--remote-ports", "9-1", "--", "cat"][..], "expected LOW-HIGH"),
+    ] {
+        let (status, _, said) = run_fed(spawn_piped("auto", args), b"");
+        assert_eq!(status.code(), Some(2), "{args:?}: {said}");
+        assert!(said.starts_with("accel: ") && said.contains(expected), "{args:?}: {said}");
+        assert_eq!(said.lines().count(), 1, "{args:?}: {said}");
+    }
+}
