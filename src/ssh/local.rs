@@ -14,7 +14,7 @@ use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{IntoRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, mpsc};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
@@ -32,6 +32,10 @@ use crate::words::{describe, span};
 /// How long the remote accel has to say how its command ended once this run failed (it
 /// stops the command: SIGTERM, SIGKILL 5 s later).
 const STOP_PATIENCE: Duration = Duration::from_secs(10);
+
+/// How long a failed start waits for the rest of ssh's stderr after ssh has exited (it ends
+/// with ssh, unless something ssh started holds it).
+const STDERR_PATIENCE: Duration = Duration::from_secs(2);
 
 /// Pull: how long this accel waits for the remote sender's connection, unless
 /// `--accept-timeout` says.
@@ -143,7 +147,9 @@ impl Started {
             })?;
         let said = Arc::new(Mutex::new(Said { held: Some(Vec::new()), ..Said::default() }));
         let stderr = child.stderr.take().expect("piped");
-        let relay = relay(stderr.into(), ssh.host().to_owned(), Arc::clone(&said));
+        // Disconnected when the relay has read ssh's stderr to its end.
+        let (stderr_end, stderr_read) = mpsc::channel::<()>();
+        let relay = relay(stderr.into(), ssh.host().to_owned(), Arc::clone(&said), stderr_end);
         let mut stdin = child.stdin.take().expect("piped");
         let answers = child.stdout.take().expect("piped");
         // Pull: the remote sender connects back to a port of this accel's, on every
@@ -183,7 +189,9 @@ impl Started {
         };
         let failed = |child: &mut Child, said: &Mutex<Said>, answer: Option<&str>| {
             let status = child.wait().ok();
-            // What ssh said comes before its end: its stderr is read to the end.
+            // What ssh said decides what to say (an old accel's refusal, ssh's own error):
+            // its stderr is read to the end, which comes with ssh's exit.
+            let _ = stderr_read.recv_timeout(STDERR_PATIENCE);
             let said = said.lock().unwrap_or_else(|e| e.into_inner());
             Err(why_not_started(status, &said, answer))
         };
@@ -453,8 +461,15 @@ fn why_not_started(
 }
 
 /// Relays ssh's stderr, line by line, marked with the host; held until [`release`].
-fn relay(stderr: OwnedFd, host: String, said: Arc<Mutex<Said>>) -> Option<JoinHandle<()>> {
+/// `end` is dropped once the stderr has ended.
+fn relay(
+    stderr: OwnedFd,
+    host: String,
+    said: Arc<Mutex<Said>>,
+    end: mpsc::Sender<()>,
+) -> Option<JoinHandle<()>> {
     let relay = thread::Builder::new().name("accel-ssh-stderr".into()).spawn(move || {
+        let _end = end;
         let reader = BufReader::new(std::fs::File::from(stderr));
         for line in reader.split(b'\n').map_while(Result::ok) {
             let line = String::from_utf8_lossy(&line).trim_end().to_owned();
