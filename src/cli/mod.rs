@@ -394,6 +394,21 @@ pub struct Cli {
     #[arg(long, value_name = "DURATION", requires = "peer", help_heading = "Network")]
     pub heartbeat: Option<String>,
 
+    /// With --to: compress each frame with zstd before it is sealed: auto (the level follows
+    /// the bottleneck), none, zstd (level 3) or zstd:LEVEL (-7 to 22). [default: none]
+    ///
+    /// Each frame (64 KiB) is compressed on its own, or sent as it is when it would not
+    /// shrink by 3 %; after a run of frames that did not shrink, only one in 16 is tried, so
+    /// random or already compressed data costs almost nothing. With auto, the level moves
+    /// every quarter of a second by what the sender sees: its writes waiting for the socket
+    /// (the link is the bottleneck: up, if the level above gets a better ratio on this data)
+    /// or the input waiting for it while the socket has room (the CPU is: down, to no
+    /// compression at all); --debug says each change and why. The receiver decompresses
+    /// whatever each frame says: nothing to set there. Offsets, confirmations and resuming
+    /// count stream bytes, uncompressed. Not with --insecure: a raw stream stays raw.
+    #[arg(long, value_name = "HOW", help_heading = "Network")]
+    pub compress: Option<String>,
+
     /// Print the man page, a completion script (bash, zsh, fish) or a new key (key) to stdout.
     ///
     /// The man page's FILES section says where each goes, e.g. `accel --generate man >

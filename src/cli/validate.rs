@@ -367,7 +367,7 @@ fn parse_level(text: &str) -> Result<Level, String> {
 }
 
 /// `--from`, `--key-file` (or `ACCEL_KEY_FILE`), `--insecure`, `--accept-timeout`,
-/// `--connect-for`, `--reconnect-for`, `--heartbeat`.
+/// `--connect-for`, `--reconnect-for`, `--heartbeat`, `--compress`.
 fn network_settings(cli: &Cli) -> Result<net::Peering, ConfigError> {
     let from = match &cli.from {
         None => None,
@@ -433,7 +433,36 @@ fn network_settings(cli: &Cli) -> Result<net::Peering, ConfigError> {
         Some(zero) if zero.parse::<f64>() == Ok(0.0) => Duration::ZERO,
         _ => duration_option("--connect-for", &cli.connect_for)?.unwrap_or(net::CONNECT_FOR),
     };
+    let compress = match &cli.compress {
+        // Plain TCP is a raw stream, whatever the default.
+        None if cli.insecure => net::compress::Compress::None,
+        None => net::compress::Compress::default(),
+        Some(text) => net::compress::Compress::parse(text).map_err(|reason| ConfigError {
+            option: "--compress",
+            value: text.clone(),
+            reason,
+        })?,
+    };
+    if cli.compress.is_some() && cli.to.is_empty() {
+        return Err(ConfigError {
+            option: "--compress",
+            value: cli.compress.clone().unwrap_or_default(),
+            reason: "the sender compresses (with --to); a receiver (--from) decompresses \
+                     whatever each frame says, with nothing to set"
+                .into(),
+        });
+    }
+    if cli.insecure && compress != net::compress::Compress::None {
+        return Err(ConfigError {
+            option: "--compress",
+            value: cli.compress.clone().unwrap_or_default(),
+            reason: "plain TCP (--insecure) is a raw stream, for mbuffer and nc: it is never \
+                     compressed"
+                .into(),
+        });
+    }
     Ok(net::Peering {
+        compress,
         from,
         key_file,
         key_file_from_env,

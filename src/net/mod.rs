@@ -46,6 +46,7 @@
 pub mod address;
 pub mod channel;
 pub mod cipher;
+pub mod compress;
 mod dial;
 pub mod handshake;
 pub mod key;
@@ -67,6 +68,7 @@ use crate::meter::Meter;
 use crate::stop::Stop;
 use crate::words::describe;
 use address::Address;
+use compress::Compress;
 use dial::Dialer;
 use key::Key;
 pub use link::{Link, Resume, Role, resumed_at};
@@ -114,6 +116,8 @@ pub struct Peering {
     pub connect_for: Duration,
     /// `--reconnect-for`, `--heartbeat`.
     pub resume: Resume,
+    /// `--compress`: what each `--to` does with its frames.
+    pub compress: Compress,
 }
 
 impl Default for Peering {
@@ -126,6 +130,7 @@ impl Default for Peering {
             accept_timeout: None,
             connect_for: CONNECT_FOR,
             resume: Resume::default(),
+            compress: Compress::default(),
         }
     }
 }
@@ -288,6 +293,7 @@ impl Network {
             })?;
             let name = address.to_string();
             let link = Link::new(Role::Sender, secure, name, peering.resume, Arc::clone(log));
+            link.compress(peering.compress);
             outputs.push(Output { address: address.clone(), resolved, link });
         }
         let input = match &peering.from {
