@@ -86,6 +86,11 @@ fn every_setting_carries_every_kind_of_data(engine: &str) {
                     assert!(bytes >= stream && bytes <= stream + stream / 200, "{context}: {wire}");
                     assert_eq!(stored, 0, "{context}: {wire}");
                 }
+                (_, "auto") => {
+                    // On loopback the link is never the bottleneck: frames go as they are,
+                    // or compressed where that moved more; never more than 0.5 % above.
+                    assert!(bytes <= stream + stream / 200, "{context}: {wire}");
+                }
                 ("random", _) => {
                     assert!(bytes <= stream + stream / 200, "{context}: {wire}");
                     assert_eq!(stored, frames, "{context}: {wire}");
@@ -138,6 +143,53 @@ fn a_frame_that_does_not_decompress_fails_cleanly(engine: &str) {
     assert_same(&written, &data[..written.len()], "what came before the damaged frame");
     assert_eq!(status.code(), Some(3), "sender: {said}");
     assert!(said.contains("delivered (confirmed by the receiver)"), "sender: {said}");
+}
+
+/// `auto` follows the link: across a link of 50 Mbit/s (two namespaces, tbf) the level rises
+/// from frames stored as they are, and the wire carries fewer bytes than the stream; on
+/// loopback, where the link is never the bottleneck, it does not stay high: most of the time
+/// at the lowest levels, or storing.
+#[test]
+fn auto_follows_the_link() {
+    let Some(veth) = Veth::new("zauto", 35) else { return };
+    veth.limit("50mbit");
+    let dir = Scratch::new("compress-auto");
+    let key = make_key(&dir, "k");
+    let json = dir.path("sender.json");
+    let data = prose(48 << 20, 9);
+    let mut receiver =
+        Receiver::start("auto", &veth.b.addr, &["--key-file", &key], Some(&veth.b.netns));
+    let output = receiver.output();
+    let to = format!("{}:{}", veth.b.addr, receiver.port);
+    let args = ["--key-file", &key, "--compress", "auto", &format!("--json={}", json.display())];
+    let mut child = sender("auto", &to, &args, Some(&veth.a.netns));
+    let stdin = child.stdin.take().unwrap();
+    let fed = data.clone();
+    thread::spawn(move || feed(stdin, &fed, 1 << 20));
+    let (status, said) = ended(child);
+    assert!(status.success(), "sender: {status}: {said}");
+    assert_same(&output.join().unwrap(), &data, "across 50 Mbit/s");
+    let (status, said) = receiver.end();
+    assert!(status.success(), "receiver: {status}: {said}");
+    let text = std::fs::read_to_string(&json).unwrap();
+    let summary: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    let wire = &summary["outputs"][0]["wire"];
+    let levels = wire["levels"].as_array().unwrap();
+    let compressed: f64 =
+        levels.iter().filter(|l| l["level"].is_i64()).map(|l| l["seconds"].as_f64().unwrap()).sum();
+    let all: f64 = levels.iter().map(|l| l["seconds"].as_f64().unwrap()).sum();
+    assert!(compressed > all / 2.0, "50 Mbit/s: mostly compressed: {wire}");
+    assert!(wire["ratio"].as_f64().unwrap() > 2.0, "50 Mbit/s: {wire}");
+    // Loopback: the link never refuses bytes for long.
+    let loopback = across("auto", &dir, "auto", &prose(256 << 20, 10), "loopback");
+    let levels = loopback["levels"].as_array().unwrap();
+    let high: f64 = levels
+        .iter()
+        .filter(|l| l["level"].as_i64().is_some_and(|level| level > 1))
+        .map(|l| l["seconds"].as_f64().unwrap())
+        .sum();
+    let all: f64 = levels.iter().map(|l| l["seconds"].as_f64().unwrap()).sum();
+    assert!(high < all / 2.0, "loopback: stayed high: {loopback}");
 }
 
 per_engine!(

@@ -100,7 +100,10 @@ fn compressed_frames_arrive_as_the_stream_they_were() {
         receiver.acknowledge_end().unwrap();
         let wire = sending.join().unwrap().expect("the receiver confirmed the end");
         assert_eq!(wire.stream, expected.len() as u64, "{setting}");
-        if setting == Compress::None {
+        if setting == Compress::Auto {
+            // It starts storing frames, and 3 MB on loopback give it no reason to change.
+            assert!(wire.bytes >= wire.stream, "{setting}: {wire:?}");
+        } else if setting == Compress::None {
             assert!(wire.bytes > wire.stream, "{setting}: {wire:?}");
         } else {
             // A third is random: at best a little over a third is sent.
