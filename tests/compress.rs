@@ -146,7 +146,8 @@ fn a_frame_that_does_not_decompress_fails_cleanly(engine: &str) {
 }
 
 /// `auto` follows the link: across a link of 50 Mbit/s (two namespaces, tbf) the level rises
-/// from frames stored as they are, and the wire carries fewer bytes than the stream; on
+/// from frames stored as they are (`--debug` says so, and why), and the wire carries fewer
+/// bytes than the stream; on
 /// loopback, where the link is never the bottleneck, it does not stay high: most of the time
 /// at the lowest levels, or storing.
 #[test]
@@ -161,13 +162,17 @@ fn auto_follows_the_link() {
         Receiver::start("auto", &veth.b.addr, &["--key-file", &key], Some(&veth.b.netns));
     let output = receiver.output();
     let to = format!("{}:{}", veth.b.addr, receiver.port);
-    let args = ["--key-file", &key, "--compress", "auto", &format!("--json={}", json.display())];
+    let json_arg = format!("--json={}", json.display());
+    let args = ["--key-file", &key, "--compress", "auto", &json_arg, "--debug"];
     let mut child = sender("auto", &to, &args, Some(&veth.a.netns));
     let stdin = child.stdin.take().unwrap();
     let fed = data.clone();
     thread::spawn(move || feed(stdin, &fed, 1 << 20));
     let (status, said) = ended(child);
     assert!(status.success(), "sender: {status}: {said}");
+    // --debug says each change, and why.
+    let first = "accel: --compress auto: stored -> level -7: the link refused bytes";
+    assert!(said.contains(first), "{said}");
     assert_same(&output.join().unwrap(), &data, "across 50 Mbit/s");
     let (status, said) = receiver.end();
     assert!(status.success(), "receiver: {status}: {said}");
