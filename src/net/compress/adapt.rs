@@ -16,7 +16,7 @@
 //!   says nothing of the level;
 //! - a neighbour that moved 5 % more of the stream is moved to;
 //! - the writes waited for the socket (the link refuses bytes) while the CPU had room: up,
-//!   to a level not tried lately;
+//!   to a level not tried lately (from storing, straight to level 1);
 //! - otherwise the level below, if not tried lately: that is how the CPU as the
 //!   bottleneck (the socket takes everything at once) leads down, to storing frames as they
 //!   are at the bottom, and how a shared CPU (both ends on one machine, whose receiver makes
@@ -76,8 +76,11 @@ pub const LADDER: [Rung; RUNGS] = [
 pub const RUNGS: usize = 8;
 
 /// Where `auto` starts: frames as they are, which costs nothing where the link is fast; a
-/// link that refuses bytes leads up within half a second a level.
+/// link that refuses bytes leads to level 1 within half a second, and on from there.
 pub const START: Rung = Rung::Stored;
+
+/// Where a link that refuses raw bytes leads first: zstd's level 1.
+const FIRST_CLIMB: usize = 3;
 
 /// The lowest rung that still compresses (and tries frames).
 const LOWEST_LEVEL: usize = 1;
@@ -310,7 +313,16 @@ impl Adapt {
             }
         }
         if waited >= LINK_BOUND {
-            if let Some(up) = climbable.filter(|&up| self.rate_at(up).is_none()) {
+            // From storing, straight to level 1 where it was not tried lately: a link that
+            // refuses raw bytes is worth zstd's first level on anything that compresses,
+            // and a stream of a few seconds has no time to climb rung by rung.
+            let up = match climbable {
+                Some(0 | 1) if self.rung == 0 && self.rate_at(FIRST_CLIMB).is_none() => {
+                    Some(FIRST_CLIMB)
+                }
+                up => up,
+            };
+            if let Some(up) = up.filter(|&up| self.rate_at(up).is_none()) {
                 let why = format!(
                     "the link refused bytes {:.0} % of the time at {:.0} MiB/s of the stream, the \
                      CPU had room (x{ratio:.2})",
@@ -454,11 +466,17 @@ mod tests {
 
     #[test]
     fn incompressible_data_stays_low_however_slow_the_link() {
+        // A link that refuses raw bytes leads to level 1, which saves nothing: down to the
+        // lowest level, and up again only once in a long while, for a period or two.
         let world = World { speed: SPEED, ratio: [1.0; RUNGS], link: 6.0 };
         let mut adapt = Adapt::new(START);
-        let visited = run(&mut adapt, 400, |rung| world.period(rung));
-        assert!(visited.iter().all(|r| index(*r) <= LOWEST_LEVEL), "climbed: {visited:?}");
-        assert!(index(adapt.rung()) <= LOWEST_LEVEL, "visited {visited:?}");
+        let (mut periods, mut high) = (0, 0);
+        for _ in 0..800 {
+            periods += 1;
+            high += usize::from(index(adapt.rung()) > LOWEST_LEVEL);
+            adapt.decide(&world.period(adapt.rung()));
+        }
+        assert!(high * 20 <= periods, "{high} of {periods} periods above the lowest level");
         // From higher up, it comes down.
         let mut adapt = Adapt::new(Rung::Level(9));
         run(&mut adapt, 10, |rung| world.period(rung));
