@@ -399,13 +399,14 @@ pub struct Cli {
     ///
     /// Each frame (64 KiB) is compressed on its own, or sent as it is when it would not
     /// shrink by 3 %; after a run of frames that did not shrink, only one in 16 is tried, so
-    /// random or already compressed data costs almost nothing. With auto, the level moves
-    /// every quarter of a second by what the sender sees: its writes waiting for the socket
-    /// (the link is the bottleneck: up, if the level above gets a better ratio on this data)
-    /// or the input waiting for it while the socket has room (the CPU is: down, to no
-    /// compression at all); --debug says each change and why. The receiver decompresses
-    /// whatever each frame says: nothing to set there. Offsets, confirmations and resuming
-    /// count stream bytes, uncompressed. Not with --insecure: a raw stream stays raw.
+    /// random or already compressed data costs almost nothing. With auto, frames go as they
+    /// are at first; every quarter of a second the sender looks at what held it: its writes
+    /// waiting for the socket (the link is the bottleneck: compress, from level 1 up while the
+    /// level above moves more of the stream and gets a better ratio on this data), or
+    /// compressing while the socket had room (the CPU is: down, to no compression at all);
+    /// --debug says each change and why. The receiver decompresses whatever each frame says:
+    /// nothing to set there. Offsets, confirmations and resuming count stream bytes,
+    /// uncompressed. Not with --insecure: a raw stream stays raw.
     #[arg(long, value_name = "HOW", help_heading = "Network")]
     pub compress: Option<String>,
 

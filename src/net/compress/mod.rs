@@ -45,6 +45,9 @@ pub const RUN: u32 = 8;
 /// Once frames stop shrinking, one frame in this many is tried.
 pub const TRY_ONE_IN: u32 = 16;
 
+/// The levels `zstd:LEVEL` takes: zstd's negative (fast) ones to -7, its highest, 22.
+pub const LEVELS: std::ops::RangeInclusive<i32> = -7..=22;
+
 /// `--compress`: what the sending side does with each frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Compress {
@@ -79,8 +82,10 @@ impl Compress {
     /// Reads `auto`, `none`, `zstd` (level 3) or `zstd:LEVEL`.
     pub fn parse(text: &str) -> Result<Compress, String> {
         let text = text.trim();
-        let (range, default) = (zstd::compression_level_range(), zstd::DEFAULT_COMPRESSION_LEVEL);
-        let levels = || format!("zstd's levels are {} to {}", range.start(), range.end());
+        // zstd takes levels down to -131072; below -7 they only give the ratio away.
+        let (range, default) = (LEVELS, zstd::DEFAULT_COMPRESSION_LEVEL);
+        let levels =
+            || format!("levels are {} to {} (negative: faster)", range.start(), range.end());
         match text.split_once(':') {
             None if text == "auto" => Ok(Compress::Auto),
             None if text == "none" => Ok(Compress::None),
@@ -356,8 +361,11 @@ mod tests {
         assert_eq!(Compress::parse("none"), Ok(Compress::None));
         assert_eq!(Compress::parse("zstd"), Ok(Compress::Zstd(3)));
         assert_eq!(Compress::parse("zstd:-5"), Ok(Compress::Zstd(-5)));
+        assert_eq!(Compress::parse("zstd:-7"), Ok(Compress::Zstd(-7)));
         assert_eq!(Compress::parse(" zstd:19 "), Ok(Compress::Zstd(19)));
-        for bad in ["", "lz4", "zstd:", "zstd:x", "zstd:99", "zstd:0", "auto:3", "gzip:6"] {
+        for bad in
+            ["", "lz4", "zstd:", "zstd:x", "zstd:99", "zstd:0", "zstd:-8", "auto:3", "gzip:6"]
+        {
             assert!(Compress::parse(bad).is_err(), "{bad:?} was taken");
         }
         for setting in [Compress::Auto, Compress::None, Compress::Zstd(-3)] {
