@@ -1,14 +1,17 @@
 //! Counters the data path publishes for whoever watches from the side.
 //!
-//! The input, output and hash threads only ever do relaxed atomic adds and stores here; the
-//! progress display, the final report, JSON output and the stall watchdog read [`Snapshot`]s
-//! whenever they like. Nothing that watches can slow or block the data.
+//! The input, output and hash threads only ever do relaxed atomic adds and stores here (and
+//! a network output, a few times a second, copies its [`Wire`] counts under a lock that the
+//! readers hold only to copy them); the progress display, the final report, JSON output and
+//! the stall watchdog read [`Snapshot`]s whenever they like. Nothing that watches can slow or
+//! block the data.
 //!
 //! The backlog's readers (one per output, one per hash) are counted by index, in the order
 //! the run gave them; what each is called is the watcher's business.
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering::Relaxed};
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 /// Live counters of one run.
@@ -94,6 +97,36 @@ struct ReaderMeter {
     outages: OutageMeter,
     /// Times its thread slept in the kernel, told when it ends.
     sleeps: AtomicU64,
+    /// A network output's frames on the wire. A lock, not atomics, for a list of levels:
+    /// held only to copy a small struct, a few times a second, by either side.
+    wire: Mutex<Option<Wire>>,
+}
+
+/// A network output's frames on the wire: what compression (`--compress`) made of them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Wire {
+    /// Compression was asked for (not `--compress none`).
+    pub compressing: bool,
+    /// Stream bytes sent in Data frames (again after a reconnection).
+    pub stream: u64,
+    /// Bytes those frames took on the wire: sealed, with their lengths and trailers.
+    pub bytes: u64,
+    /// Data frames sent.
+    pub frames: u64,
+    /// Of those, frames sent as they were, compressing: they would not shrink, or were not
+    /// tried.
+    pub stored: u64,
+    /// The level frames are compressed at now; `None`: as they are.
+    pub level: Option<i32>,
+    /// The time spent at each level (`None`: frames as they are), lowest first.
+    pub levels: Vec<(Option<i32>, Duration)>,
+}
+
+impl Wire {
+    /// Stream bytes per byte on the wire: above 1, what compression saved.
+    pub fn ratio(&self) -> f64 {
+        if self.bytes == 0 { 1.0 } else { self.stream as f64 / self.bytes as f64 }
+    }
 }
 
 /// What an output's bytes written mean: delivered, or only sent.
@@ -245,6 +278,8 @@ pub struct Snapshot {
     pub peak_disk: u64,
     /// Each reader, in the run's order.
     pub readers: Vec<ReaderSnapshot>,
+    /// Each reader's frames on the wire, in the same order: a network output's.
+    pub wires: Vec<Option<Wire>>,
     /// A network input's dropped connections.
     pub input_outages: Outages,
     /// The rate limits in force (the watcher fills them in; the meter does not know them).
@@ -525,6 +560,11 @@ impl Meter {
         self.readers[reader].ending_stream.store(ending_stream, Relaxed);
     }
 
+    /// Reader `reader`'s frames on the wire so far (a network output).
+    pub fn wire(&self, reader: usize, wire: Wire) {
+        *self.readers[reader].wire.lock().unwrap_or_else(PoisonError::into_inner) = Some(wire);
+    }
+
     /// Marks reader `reader` as gone before the end.
     pub fn reader_gone(&self, reader: usize) {
         self.readers[reader].gone.store(true, Relaxed);
@@ -585,6 +625,11 @@ impl Meter {
                 sleeps: r.sleeps.load(Relaxed),
             })
             .collect();
+        let wires = self
+            .readers
+            .iter()
+            .map(|r| r.wire.lock().unwrap_or_else(PoisonError::into_inner).clone())
+            .collect();
         let [through, pipes, memory, disk] = self.tiers.each_ref().map(|t| t.load(Relaxed));
         let mut snapshot = Snapshot {
             elapsed: Duration::from_nanos(now),
@@ -600,6 +645,7 @@ impl Meter {
             held_disk: self.held_disk.load(Relaxed),
             peak_disk: self.peak_disk.load(Relaxed),
             readers,
+            wires,
             input_outages: self.input_outages.read(now),
             limits: RateLimits::default(),
             lines: None,

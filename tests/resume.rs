@@ -899,6 +899,38 @@ fn three_resets_at_random_offsets(engine: &'static str) {
     assert_eq!((made, accepted), (3, 4), "{context}: cuts made, connections");
 }
 
+/// Issue 35: three resets at seeded random offsets with the frames compressed
+/// (`--compress zstd:1` at the sender, prose that shrinks several times): offsets, the
+/// receiver's confirmations and the place each session goes on count stream bytes, never
+/// compressed ones, so the stream comes through whole, and the wire carried fewer bytes than
+/// the stream.
+fn three_resets_with_compression(engine: &'static str) {
+    let seed = seed(&format!("three_resets_with_compression::{engine}"), "");
+    let mut rng = Rng::new(seed);
+    let size = 24 << 20;
+    // The cutter counts the bytes on the wire: a few MiB in all, compressed.
+    let cuts: Vec<u64> = (0..3).map(|_| rng.between(64 << 10, 1 << 20)).collect();
+    let plan: Vec<_> = cuts.iter().map(|&at| (at, Cut::Reset)).collect();
+    let context = format!("compressed, resets at {cuts:?} (seed {seed:#x})");
+    let data = prose(size as usize, seed);
+    let mut ends = Ends::start(engine, "zresets", &[], None);
+    ends.patience = GENEROUS + Duration::from_secs(2) * plan.len() as u32;
+    // The sender's alone: a receiver takes what each frame says.
+    ends.args.extend(["--compress".to_owned(), "zstd:1".to_owned()]);
+    let proxy = Cutter::start(ends.address(), Duration::ZERO, &plan);
+    let sending = ends.sender(&proxy.to(), None);
+    for piece in data.chunks(1 << 20) {
+        sending.send(piece);
+    }
+    let ended = ends.end(sending);
+    ended.whole(&data, &context);
+    ended.reconnected(3, true, &context);
+    assert_eq!((proxy.cuts(), proxy.accepted()), (3, 4), "{context}: cuts made, connections");
+    let wire = &ended.sender.summary["outputs"][0]["wire"];
+    let (bytes, stream) = (wire["bytes"].as_u64().unwrap(), wire["stream_bytes"].as_u64().unwrap());
+    assert!(stream >= size && bytes < stream / 2, "{context}: {wire}");
+}
+
 /// The connection closed cleanly (a FIN each way) 1 MiB into it, without the end mark: the
 /// receiver does not take it for the end, and the stream resumes.
 fn a_clean_close_without_the_end_mark(engine: &'static str) {
@@ -1263,6 +1295,7 @@ fn insecure_does_not_resume(engine: &'static str) {
 
 per_engine!(
     three_resets_at_random_offsets,
+    three_resets_with_compression,
     a_clean_close_without_the_end_mark,
     reconnect_for_zero_fails_at_the_first_reset,
     insecure_does_not_resume,

@@ -401,3 +401,22 @@ fn ssh_urls_are_checked_before_anything_starts() {
         assert_eq!(said.lines().count(), 1, "{args:?}: {said}");
     }
 }
+
+/// `--compress` through ssh: pushing, this accel compresses (its report says what went on
+/// the wire); pulling, the option goes to the remote accel, the sender, whose report (asked
+/// for with `-v` there) says so. Byte-exact both ways.
+#[test]
+fn compression_goes_to_the_sender_either_way() {
+    let Some(sshd) = Sshd::start() else { return };
+    let wire = |said: &str| {
+        said.lines().any(|line| {
+            (line.starts_with("wire ") || line.contains(": wire "))
+                && line.contains(" of the stream (")
+        })
+    };
+    let said = push(&sshd, "auto", &["-v", "--compress", "zstd:1"], None);
+    assert!(wire(&said), "pushing, this accel's report has no wire line: {said}");
+    let said = pull(&sshd, "auto", &["--compress", "zstd:1", "--remote-args", "-v"], None);
+    let remote: Vec<&str> = said.lines().filter(|line| line.starts_with(HOST)).collect();
+    assert!(wire(&remote.join("\n")), "pulling, the remote's report has no wire line: {said}");
+}

@@ -13,6 +13,7 @@ extern crate accel_buffer as accel;
 #[macro_use]
 mod util;
 
+mod compress;
 mod control;
 mod docs;
 mod edges;

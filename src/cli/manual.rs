@@ -60,6 +60,16 @@ pub const JSON_FIELDS: &[[&str; 3]] = &[
          without one, and the bytes sent again (`--reconnect-for`); 0 for others",
     ],
     [
+        "`outputs[].wire`",
+        "summary",
+        "a `--to` output's frames on the wire (`null` for others): `bytes` they took (sealed and \
+         framed), `stream_bytes` they carried, `ratio` (stream bytes per byte on the wire), \
+         `frames`, `stored_frames` (sent as they were while compressing: they would not shrink, \
+         or were not tried), `compressing` (`--compress` is not `none`), `level` (zstd's level \
+         now; `null`: frames as they are) and `levels` (each level used, `null` for storing, \
+         with its `seconds`)",
+    ],
+    [
         "`input_reconnections`, `input_longest_outage_s`, `input_outage_s`",
         "summary",
         "the same for a `--from` input (0 otherwise)",

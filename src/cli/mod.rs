@@ -416,6 +416,7 @@ pub struct Cli {
     /// it does.
     #[arg(long, value_name = "ALGO|system", requires = "peer", help_heading = "Network")]
     pub congestion: Option<String>,
+
     /// With --to ssh:// or --from ssh://: the program that runs ssh, split into words as a
     /// shell would, as rsync's -e. [default: ACCEL_SSH, else ssh]
     ///
@@ -459,6 +460,23 @@ pub struct Cli {
     /// The words after `--` with an ssh:// peer: the remote command (set by usage.rs).
     #[arg(skip)]
     pub remote_command: Vec<String>,
+
+    /// With --to: compress each frame with zstd before it is sealed: auto (the level follows
+    /// the bottleneck), none, zstd (level 3) or zstd:LEVEL (-7 to 22). [default: none]
+    ///
+    /// Each frame (64 KiB) is compressed on its own, or sent as it is when it would not
+    /// shrink by 3 %; after a run of frames that did not shrink, only one in 16 is tried, so
+    /// random or already compressed data costs almost nothing. With auto, frames go as they
+    /// are at first; every quarter of a second the sender looks at what held it: its writes
+    /// waiting for the socket (the link is the bottleneck: compress, from level 1 up while the
+    /// level above moves more of the stream and gets a better ratio on this data), or
+    /// compressing while the socket had room (the CPU is: down, to no compression at all);
+    /// --debug says each change and why. The receiver decompresses whatever each frame says:
+    /// nothing to set there. Offsets, confirmations and resuming count stream bytes,
+    /// uncompressed. Not with --insecure: a raw stream stays raw. With --from ssh://, the
+    /// remote accel sends, and compresses as asked.
+    #[arg(long, value_name = "HOW", help_heading = "Network")]
+    pub compress: Option<String>,
 
     /// Print the man page, a completion script (bash, zsh, fish) or a new key (key) to stdout.
     ///

@@ -373,8 +373,8 @@ fn parse_level(text: &str) -> Result<Level, String> {
 }
 
 /// `--from`, `--key-file` (or `ACCEL_KEY_FILE`), `--insecure`, `--accept-timeout`,
-/// `--connect-for`, `--reconnect-for`, `--heartbeat`, `--congestion` (its name is checked
-/// against the kernel's when the network opens, with the others' files and ports).
+/// `--connect-for`, `--reconnect-for`, `--heartbeat`, `--compress`, `--congestion` (its name is
+/// checked against the kernel's when the network opens, with the others' files and ports).
 fn network_settings(cli: &Cli) -> Result<net::Peering, ConfigError> {
     let from = match &cli.from {
         None => None,
@@ -452,7 +452,40 @@ fn network_settings(cli: &Cli) -> Result<net::Peering, ConfigError> {
             reason,
         })?,
     };
+    let compress = match &cli.compress {
+        // Plain TCP is a raw stream, whatever the default.
+        None if cli.insecure => net::compress::Compress::None,
+        None => net::compress::Compress::default(),
+        Some(text) => net::compress::Compress::parse(text).map_err(|reason| ConfigError {
+            option: "--compress",
+            value: text.clone(),
+            reason,
+        })?,
+    };
+    // The sender compresses: this accel with --to, the remote one when pulling through ssh
+    // (the option goes there), and the remote end itself (`--serve-ssh`), which sends when
+    // pulled from and ignores it when pushed to.
+    let pulls_through_ssh = cli.from.as_deref().is_some_and(is_ssh);
+    if cli.compress.is_some() && cli.to.is_empty() && !pulls_through_ssh && !cli.serve_ssh {
+        return Err(ConfigError {
+            option: "--compress",
+            value: cli.compress.clone().unwrap_or_default(),
+            reason: "the sender compresses (with --to, or --from ssh://); a receiver (--from) \
+                     decompresses whatever each frame says, with nothing to set"
+                .into(),
+        });
+    }
+    if cli.insecure && compress != net::compress::Compress::None {
+        return Err(ConfigError {
+            option: "--compress",
+            value: cli.compress.clone().unwrap_or_default(),
+            reason: "plain TCP (--insecure) is a raw stream, for mbuffer and nc: it is never \
+                     compressed"
+                .into(),
+        });
+    }
     Ok(net::Peering {
+        compress,
         from,
         key_file,
         key_file_from_env,
@@ -573,10 +606,14 @@ fn ssh_settings(cli: &Cli) -> Result<Option<Ssh>, ConfigError> {
         (None, Some(text)) => words("ACCEL_SSH", &text)?,
         (None, None) => vec!["ssh".to_owned()],
     };
-    let remote_args = match &cli.remote_args {
+    let mut remote_args = match &cli.remote_args {
         Some(text) if !text.trim().is_empty() => words("--remote-args", text)?,
         _ => Vec::new(),
     };
+    // Pulling, the remote accel is the sender: it compresses as asked here.
+    if let (Some(how), "--from") = (&cli.compress, option) {
+        remote_args.extend(["--compress".to_owned(), how.clone()]);
+    }
     let via = match cli.via.as_deref().map(str::trim) {
         None | Some("auto") => Via::Auto,
         Some("direct") => Via::Direct,

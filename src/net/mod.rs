@@ -46,6 +46,7 @@
 pub mod address;
 pub mod channel;
 pub mod cipher;
+pub mod compress;
 pub mod congestion;
 mod dial;
 pub mod handshake;
@@ -68,6 +69,7 @@ use crate::meter::Meter;
 use crate::stop::Stop;
 use crate::words::describe;
 use address::Address;
+use compress::Compress;
 pub use congestion::Congestion;
 use dial::Dialer;
 use key::Key;
@@ -125,6 +127,8 @@ pub struct Peering {
     /// over instead of binding: `accel --serve-ssh` binds first, so as to say its port
     /// through ssh, as a socket-activated server is handed its sockets.
     pub bound: Vec<i32>,
+    /// `--compress`: what each `--to` does with its frames.
+    pub compress: Compress,
 }
 
 impl Default for Peering {
@@ -140,6 +144,7 @@ impl Default for Peering {
             congestion: Congestion::Preferred,
             key: None,
             bound: Vec::new(),
+            compress: Compress::default(),
         }
     }
 }
@@ -305,6 +310,7 @@ impl Network {
             })?;
             let name = address.to_string();
             let link = Link::new(Role::Sender, secure, name, peering.resume, Arc::clone(log));
+            link.compress(peering.compress);
             outputs.push(Output { address: address.clone(), resolved, link });
         }
         let input = match &peering.from {

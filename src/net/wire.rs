@@ -2,14 +2,14 @@
 //!
 //! ```text
 //! sender (initiator)                              receiver (responder)
-//!   preamble  "accelN3" + cipher ('A' AES-GCM, 'C' ChaCha20-Poly1305)  ->
+//!   preamble  "accelN4" + cipher ('A' AES-GCM, 'C' ChaCha20-Poly1305)  ->
 //!   msg 1     len(u16) + Noise NNpsk0 -> psk, e   payload Hello         ->
 //!                              <-  preamble, then len + msg 2 (e, ee; payload Welcome)
 //!                                  or len 0: the key is wrong (unauthenticated, only a hint)
 //!   frame     Start (offset 0): the key confirmed, the sender is the one ->
 //!                              <-  on a reconnection only: frame Resume carrying the offset
 //!                                  the receiver has, where the sender goes on
-//!   frames    Data ..., then End carrying the byte count                   ->
+//!   frames    Data or Zstd ..., then End carrying the byte count           ->
 //!                              <-  frames Delivered carrying the bytes the receiver's
 //!                                  outputs took, as they take them (at most every 50 ms)
 //!                              <-  frame Ack carrying the byte count, once its outputs
@@ -35,7 +35,8 @@
 //! the sender's "delivered" is exactly what the receiver passed on, which a resumed stream
 //! can start from. A Delivered count only grows; the Ack says the stream ended whole.
 //! Version 1 (`accelN1`) had no Delivered frames and sent the Ack as soon as the End arrived;
-//! version 2 had no heartbeats and could not resume.
+//! version 2 had no heartbeats and could not resume; version 3 had no Zstd frames. A peer of
+//! another version is refused at the preamble, before the handshake, with words that say so.
 //!
 //! Every message after the preamble is a Noise message (at most 65535 bytes) behind its length
 //! as a big-endian u16, the framing the Noise specification suggests for TCP. The preamble is
@@ -43,7 +44,8 @@
 //!
 //! A frame is two Noise transport messages: its payload, then its trailer, `kind (u8) ‖
 //! offset (u64, big-endian)`. The offset is the stream offset of the payload's first byte
-//! (Data), the stream's length (End, Ack), the bytes the receiver's outputs took
+//! (Data, and Zstd, whose payload is one zstd frame that decompresses to the stream bytes:
+//! offsets count stream bytes, never compressed ones; see `compress`), the stream's length (End, Ack), the bytes the receiver's outputs took
 //! (Delivered), the bytes the receiver has (Resume), or the bytes sent so far (Heartbeat;
 //! Abort, whose payload says why); Start's is 0. Both messages are authenticated and their nonces run in sequence, so a trailer belongs to
 //! the payload just before it. Two messages rather than `payload ‖ trailer` in one let the
@@ -64,7 +66,7 @@ use super::key::Key;
 pub const PREAMBLE_LEN: usize = 8;
 
 /// The preamble's fixed part: who we are, and the protocol's version.
-const MAGIC: &[u8; 7] = b"accelN3";
+const MAGIC: &[u8; 7] = b"accelN4";
 
 /// The Welcome that refuses a Hello for another stream: this receiver is busy with its own.
 pub const BUSY: u64 = u64::MAX;
@@ -232,6 +234,8 @@ pub enum Kind {
     Heartbeat = 6,
     /// On a reconnection: the receiver has the first `offset` bytes; the sender goes on there.
     Resume = 7,
+    /// Stream bytes at `offset`, the payload one zstd frame (`--compress`).
+    Zstd = 8,
 }
 
 impl Kind {
@@ -245,6 +249,7 @@ impl Kind {
             5 => Kind::Delivered,
             6 => Kind::Heartbeat,
             7 => Kind::Resume,
+            8 => Kind::Zstd,
             _ => return None,
         })
     }
@@ -275,10 +280,11 @@ mod tests {
         }
         assert_eq!(read_preamble(b"SSH-2.0-"), Preamble::Foreign);
         assert_eq!(read_preamble(b"GET / HT"), Preamble::Foreign);
-        assert_eq!(read_preamble(b"accelN4A"), Preamble::OtherVersion);
+        assert_eq!(read_preamble(b"accelN5A"), Preamble::OtherVersion);
+        assert_eq!(read_preamble(b"accelN3A"), Preamble::OtherVersion);
         assert_eq!(read_preamble(b"accelN2A"), Preamble::OtherVersion);
         assert_eq!(read_preamble(b"accelN1A"), Preamble::OtherVersion);
-        assert_eq!(read_preamble(b"accelN3X"), Preamble::OtherVersion);
+        assert_eq!(read_preamble(b"accelN4X"), Preamble::OtherVersion);
         // A prefix of accel's own is not yet foreign.
         assert_eq!(read_preamble(b"acc"), Preamble::OtherVersion);
         assert_eq!(read_preamble(b"x"), Preamble::Foreign);
@@ -291,6 +297,7 @@ mod tests {
         assert_eq!(read_trailer(&trailer(Kind::Delivered, 7)), Some((Kind::Delivered, 7)));
         assert_eq!(read_trailer(&trailer(Kind::Heartbeat, 8)), Some((Kind::Heartbeat, 8)));
         assert_eq!(read_trailer(&trailer(Kind::Resume, 9)), Some((Kind::Resume, 9)));
+        assert_eq!(read_trailer(&trailer(Kind::Zstd, 10)), Some((Kind::Zstd, 10)));
         assert_eq!(read_trailer(b"short"), None);
         let mut unknown = trailer(Kind::Ack, 1);
         unknown[0] = 99;

@@ -9,7 +9,7 @@ use super::line::Rates;
 use super::{State, Watch, signal_name};
 use crate::engine::digest::Digest;
 use crate::exit::Exit;
-use crate::meter::{Delivery, Snapshot};
+use crate::meter::{Delivery, Snapshot, Wire};
 
 impl Watch {
     /// `{"event":"progress",...}`: the counters now.
@@ -46,7 +46,9 @@ impl Watch {
             .outputs
             .iter()
             .zip(&snapshot.readers)
-            .map(|(name, reader)| {
+            .enumerate()
+            .map(|(index, (name, reader))| {
+                let wire = snapshot.wires.get(index).and_then(Option::as_ref).map(wire_json);
                 json!({
                     "name": name,
                     "bytes": reader.bytes,
@@ -59,6 +61,7 @@ impl Watch {
                     "longest_outage_s": reader.outages.longest.as_secs_f64(),
                     "outage_s": reader.outages.total.as_secs_f64(),
                     "resent_bytes": reader.outages.resent,
+                    "wire": wire,
                 })
             })
             .collect();
@@ -102,6 +105,25 @@ impl Watch {
         }
         event
     }
+}
+
+/// A network output's frames on the wire (`--compress`): `null` for any other output.
+fn wire_json(wire: &Wire) -> serde_json::Value {
+    let levels: Vec<serde_json::Value> = wire
+        .levels
+        .iter()
+        .map(|(level, time)| json!({ "level": level, "seconds": time.as_secs_f64() }))
+        .collect();
+    json!({
+        "bytes": wire.bytes,
+        "stream_bytes": wire.stream,
+        "ratio": wire.ratio(),
+        "frames": wire.frames,
+        "stored_frames": wire.stored,
+        "compressing": wire.compressing,
+        "level": wire.level,
+        "levels": levels,
+    })
 }
 
 /// Adds the lines counted to a JSON event, where they are counted (accel as `pv -l`).

@@ -58,10 +58,13 @@ pub struct Rates {
     last_in: u64,
     last_out: u64,
     last_lines: u64,
+    /// Bytes on the wire of the outputs that compress (`--compress`).
+    last_wire: u64,
     /// Exponentially weighted sums of the interval rates, started from zero.
     input: f64,
     output: f64,
     lines: f64,
+    wire: f64,
     /// The weight those sums have gathered so far, `1 - e^(-t/MEMORY_S)`; dividing by it undoes
     /// the start from zero, which would otherwise show a rate creeping up for seconds.
     weight: f64,
@@ -117,11 +120,14 @@ impl Rates {
         let output = snapshot.bytes_out.saturating_sub(self.last_out) as f64 / seconds;
         let counted = snapshot.lines.unwrap_or_default();
         let lines = counted.saturating_sub(self.last_lines) as f64 / seconds;
+        let on_wire = wire_bytes(snapshot);
+        let wire = on_wire.saturating_sub(self.last_wire) as f64 / seconds;
         // The share of memory this interval takes over: an interval of MEMORY_S replaces 63 %.
         let share = 1.0 - exp_of_negative(seconds / MEMORY_S);
         self.input += share * (input - self.input);
         self.output += share * (output - self.output);
         self.lines += share * (lines - self.lines);
+        self.wire += share * (wire - self.wire);
         self.weight += share * (1.0 - self.weight);
         if snapshot.bytes_in > self.last_in {
             self.input_moved = snapshot.elapsed;
@@ -133,6 +139,13 @@ impl Rates {
         self.last_in = snapshot.bytes_in;
         self.last_out = snapshot.bytes_out;
         self.last_lines = counted;
+        self.last_wire = on_wire;
+    }
+
+    /// Bytes per second on the wire, lately, of the outputs that compress: 0 once the output
+    /// has moved nothing for [`STILL`].
+    pub fn wire(&self) -> f64 {
+        if self.still_since(self.output_moved).is_some() { 0.0 } else { self.unbiased(self.wire) }
     }
 
     /// Bytes per second read from the producer, lately: 0 once it has read nothing for
@@ -291,6 +304,11 @@ pub fn render(snapshot: &Snapshot, rates: &Rates, subject: &Subject, width: usiz
     compose(&fields, &out, 1, 0).0.chars().take(width).collect()
 }
 
+/// Bytes on the wire of the outputs that compress.
+fn wire_bytes(snapshot: &Snapshot) -> u64 {
+    snapshot.wires.iter().flatten().filter(|wire| wire.compressing).map(|wire| wire.bytes).sum()
+}
+
 /// Where a field sits on the line: fields of a group are separated by one space, groups by two.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Group {
@@ -396,6 +414,15 @@ fn fields(snapshot: &Snapshot, rates: &Rates, subject: &Subject) -> Vec<Field> {
     let (known, unknown) = unusual(3);
     parts_shown
         .extend(limit(snapshot.limits.output).map(|text| (Group::Output, text, known, unknown)));
+    // Compressing on the wire (`--compress`): what the link carries, and the ratio so far.
+    let compressing = snapshot.wires.iter().flatten().filter(|wire| wire.compressing);
+    let (stream, on_wire) =
+        compressing.fold((0, 0), |(s, w), wire| (s + wire.stream, w + wire.bytes));
+    if parts.rates && on_wire > 0 {
+        let ratio = stream as f64 / on_wire as f64;
+        let text = format!("wire {} \u{d7}{ratio:.1}", rate(rates.wire()));
+        parts_shown.push((Group::Output, Text::Fixed(text), 57, 27));
+    }
     // A connection down outranks everything but the name: it is why nothing moves.
     if let Some((_, lasted)) = snapshot.input_outages.down {
         let text = format!("waiting for the sender ({})", duration(lasted));
@@ -768,6 +795,32 @@ mod tests {
         assert!(stopped.ends_with("[>") || stopped.ends_with(" ]   0% ETA -:--:--"), "{stopped}");
         let moving = line(&at(5.0, 0, 0), &rates, Some(10 * MIB), 200);
         assert_eq!(stopped.len(), moving.len());
+    }
+
+    /// Issue 35: an output that compresses shows the rate on the wire and the ratio so far,
+    /// `wire 10 MiB/s ×2.7`; nothing of the kind where nothing compresses.
+    #[test]
+    fn the_wire_rate_and_ratio_of_an_output_that_compresses() {
+        let wire = |compressing, stream, bytes| crate::meter::Wire {
+            compressing,
+            stream,
+            bytes,
+            ..Default::default()
+        };
+        let mut rates = Rates::new();
+        let mut snapshot = at(1.0, 27 * MIB, 27 * MIB);
+        snapshot.wires = vec![Some(wire(true, 27 * MIB, 10 * MIB))];
+        rates.update(&snapshot);
+        for second in 2..10u64 {
+            snapshot = at(second as f64, 27 * MIB * second, 27 * MIB * second);
+            snapshot.wires = vec![Some(wire(true, 27 * MIB * second, 10 * MIB * second))];
+            rates.update(&snapshot);
+        }
+        let shown = line(&snapshot, &rates, None, 200);
+        assert!(shown.contains("wire 10 MiB/s \u{d7}2.7"), "{shown}");
+        snapshot.wires = vec![Some(wire(false, 27 * MIB * 9, 27 * MIB * 9)), None];
+        let plain = line(&snapshot, &rates, None, 200);
+        assert!(!plain.contains("wire"), "{plain}");
     }
 
     /// Issue 20: a connection down is said, and outlasts the routine fields in a narrow line.

@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use crate::meter::{Delivery, Judgement, Snapshot, judge};
+use crate::meter::{Delivery, Judgement, Snapshot, Wire, judge};
 use crate::size::{Bytes, share};
 use crate::watch::Names;
 use crate::watch::control::show_rate;
@@ -229,6 +229,11 @@ fn details(snapshot: &Snapshot, names: &Names) -> String {
             lines.push((label, text));
         }
     }
+    for (index, wire) in snapshot.wires.iter().enumerate() {
+        if let Some(wire) = wire.as_ref().filter(|wire| wire.compressing) {
+            lines.push((format!("wire {}", names.reader(index)), on_the_wire(wire)));
+        }
+    }
     let outages = snapshot.input_outages;
     if outages.reconnections > 0 {
         let text = format!(
@@ -249,6 +254,28 @@ fn details(snapshot: &Snapshot, names: &Names) -> String {
     }
     let label_width = lines.iter().map(|(label, _)| label.len()).max().unwrap_or(0);
     lines.iter().map(|(label, text)| format!("{label:<label_width$}  {text}\n")).collect()
+}
+
+/// What an output that compresses (`--compress`) sent: the bytes on the wire for the
+/// stream, the ratio, the frames stored as they were, and the time at each level.
+fn on_the_wire(wire: &Wire) -> String {
+    let levels: Vec<String> = wire
+        .levels
+        .iter()
+        .map(|(level, time)| match level {
+            Some(level) => format!("level {level} {}", span(*time)),
+            None => format!("stored {}", span(*time)),
+        })
+        .collect();
+    format!(
+        "{} for {} of the stream (x{:.2}); {} of {} frames stored as they were; {}",
+        Bytes(wire.bytes),
+        Bytes(wire.stream),
+        wire.ratio(),
+        wire.stored,
+        wire.frames,
+        levels.join(", ")
+    )
 }
 
 /// `text` with each line longer than `width` columns broken between words, so that a terminal
@@ -620,6 +647,32 @@ mod tests {
         let long = report(&run(3_700.0, 10.0, 3_000.0), &stdout());
         assert!(long.contains("time        1:01:40\n"), "{long}");
         assert!(long.contains("waited 0:50:00, 81% of the run"), "{long}");
+    }
+
+    /// Issue 35: an output that compresses says what went on the wire, and at which levels.
+    #[test]
+    fn an_output_that_compresses_says_what_went_on_the_wire() {
+        let mut snapshot = run(50.0, 0.0, 0.2);
+        snapshot.wires = vec![Some(Wire {
+            compressing: true,
+            stream: 300 << 20,
+            bytes: 100 << 20,
+            frames: 4800,
+            stored: 12,
+            level: Some(3),
+            levels: vec![(None, Duration::from_secs(2)), (Some(3), Duration::from_secs(48))],
+        })];
+        let text = details(&snapshot, &stdout());
+        let line = text.lines().find(|line| line.starts_with("wire stdout")).expect(&text);
+        assert!(
+            line.ends_with(
+                "100 MiB for 300 MiB of the stream (x3.00); 12 of 4800 frames stored as they \
+                 were; stored 2.0 s, level 3 48.0 s"
+            ),
+            "{line}"
+        );
+        snapshot.wires = vec![Some(Wire { compressing: false, ..Wire::default() })];
+        assert!(!details(&snapshot, &stdout()).contains("wire"));
     }
 
     /// Issue 11, item 5: a report asked for mid-run says it is the report so far.

@@ -43,9 +43,21 @@ impl Receiver {
 
     /// `accel --engine ENGINE --from FROM ARGS...`, once it says where it listens.
     pub fn at(engine: &str, from: &str, args: &[&str], wrap: Option<&Netns>) -> Receiver {
+        Receiver::with_env(engine, from, args, wrap, &[])
+    }
+
+    /// As [`at`](Receiver::at), with `env` set in its environment (a test hook).
+    pub fn with_env(
+        engine: &str,
+        from: &str,
+        args: &[&str],
+        wrap: Option<&Netns>,
+        env: &[(&str, &str)],
+    ) -> Receiver {
         let mut full = vec!["--engine", engine, "--from", from];
         full.extend_from_slice(args);
         let mut child = command(wrap, ACCEL, &full)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

@@ -28,6 +28,7 @@ ORDER = (
     "rate",
     "net",
     "wan",
+    "compress",
     "resume",
     "ssh",
     "asmbuffer",

@@ -40,6 +40,7 @@ use super::socket::Socket;
 use super::wire::{self, Kind, MAX_FRAME, MAX_MESSAGE, MAX_PAYLOAD, REKEY_EVERY, SEALED_TRAILER};
 use crate::stop::Stop;
 use crate::stop::wait_for;
+use crate::words::describe;
 
 /// Bytes of sealed frames written at once, and read at once: 16 full frames. Fewer, larger
 /// system calls; a larger batch only delays the first bytes of a fast stream.
@@ -84,6 +85,10 @@ pub struct Channel {
     scratch: Vec<u8>,
     /// `scratch[pending]`: stream bytes opened and not yet handed out.
     pending: Range<usize>,
+    /// A compressed frame's stream bytes, before they become the scratch buffer; and the
+    /// zstd context that decompresses them (made at the first compressed frame).
+    inflated: Vec<u8>,
+    inflater: Option<zstd::bulk::Decompressor<'static>>,
     /// `outgoing[..queued]`: sealed frames to write. Allocated once, at its full size, so
     /// that sealing never zero-fills it first.
     outgoing: Vec<u8>,
@@ -130,6 +135,8 @@ impl Channel {
             unread: 0..leftover.len(),
             scratch: Vec::with_capacity(MAX_MESSAGE),
             pending: 0..0,
+            inflated: Vec::new(),
+            inflater: None,
             outgoing: vec![0u8; BATCH],
             queued: 0,
             sent_messages: 0,
@@ -390,19 +397,27 @@ impl Channel {
             ));
         };
         let plaintext = if into_buf { &buf[..payload] } else { &self.scratch[..payload] };
+        if matches!(kind, Kind::Data | Kind::Zstd) && offset != self.offset {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("a frame at offset {offset} where {} was next", self.offset),
+            ));
+        }
         Ok(Some(match kind {
             Kind::Data => {
-                if offset != self.offset {
-                    return Err(io::Error::new(
-                        io::ErrorKind::InvalidData,
-                        format!("a frame at offset {offset} where {} was next", self.offset),
-                    ));
-                }
                 self.offset += payload as u64;
                 if !into_buf {
                     self.pending = 0..payload;
                 }
                 Frame::Data(payload)
+            }
+            Kind::Zstd => {
+                // The stream bytes land in the pending plaintext, whichever buffer the
+                // compressed ones were opened into.
+                let compressed = if into_buf { Some(&buf[..payload]) } else { None };
+                let len = self.inflate(compressed, payload)?;
+                self.offset += len as u64;
+                Frame::Data(len)
             }
             Kind::Start => Frame::Start,
             Kind::End => Frame::End(offset),
@@ -412,6 +427,38 @@ impl Channel {
             Kind::Resume => Frame::Resume(offset),
             Kind::Abort => Frame::Abort(String::from_utf8_lossy(plaintext).into_owned()),
         }))
+    }
+}
+
+impl Channel {
+    /// Decompresses a Zstd frame's payload (`compressed`, or the scratch buffer's first
+    /// `len` bytes) into the pending plaintext; the stream bytes it holds. At most a frame's
+    /// worth: the sender compresses one frame's payload at a time, so anything larger is
+    /// not a frame of accel's (a decompression bomb is refused at that size).
+    fn inflate(&mut self, compressed: Option<&[u8]>, len: usize) -> io::Result<usize> {
+        let failed = |why: String| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("a compressed frame from {} did not decompress: {why}", self.socket.peer()),
+            )
+        };
+        let inflater = match &mut self.inflater {
+            Some(inflater) => inflater,
+            none => none.insert(zstd::bulk::Decompressor::new().map_err(|e| failed(describe(&e)))?),
+        };
+        self.inflated.resize(MAX_PAYLOAD, 0);
+        let compressed = match compressed {
+            Some(compressed) => compressed,
+            None => &self.scratch[..len],
+        };
+        let damaged = super::compress::test_damage(self.offset, compressed);
+        let compressed = damaged.as_deref().unwrap_or(compressed);
+        let inflated = inflater
+            .decompress_to_buffer(compressed, &mut self.inflated[..])
+            .map_err(|e| failed(describe(&e)))?;
+        std::mem::swap(&mut self.scratch, &mut self.inflated);
+        self.pending = 0..inflated;
+        Ok(inflated)
     }
 }
 

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use super::{BATCH, Channel, Frame, unexpected};
 use crate::net::closed_by_peer;
+use crate::net::compress::{Compressor, Packed};
 use crate::net::wire::{Kind, MAX_FRAME, MAX_PAYLOAD};
 use crate::stop::Stop;
 use crate::words::byte_count;
@@ -159,16 +160,35 @@ impl Channel {
         }
     }
 
-    /// Sends some of `data` (up to a batch of frames); returns how many bytes, once written.
-    pub fn send(&mut self, data: &[u8], stop: &Stop) -> io::Result<usize> {
+    /// Sends some of `data` (up to a batch of frames), each frame's payload as `compressor`
+    /// packs it (compressed, or as it is); returns how many stream bytes, once written.
+    pub fn send(
+        &mut self,
+        data: &[u8],
+        stop: &Stop,
+        compressor: &mut Compressor,
+    ) -> io::Result<usize> {
+        let started = Instant::now();
         let mut taken = 0;
         while taken < data.len() && self.queued + MAX_FRAME <= BATCH {
             let piece = &data[taken..data.len().min(taken + MAX_PAYLOAD)];
-            self.seal(Kind::Data, self.offset + taken as u64, piece);
+            let at = self.offset + taken as u64;
+            match compressor.pack(piece) {
+                Packed::Raw => {
+                    self.seal(Kind::Data, at, piece);
+                    compressor.framed(piece.len(), piece.len(), true);
+                }
+                Packed::Zstd(len) => {
+                    self.seal(Kind::Zstd, at, compressor.packed(len));
+                    compressor.framed(piece.len(), len, false);
+                }
+            }
             taken += piece.len();
         }
         self.sending.reached = self.offset + taken as u64;
+        let (sealed, wire) = (Instant::now(), self.queued);
         self.write_out(stop, None, true)?;
+        compressor.sent(started, sealed - started, sealed.elapsed(), wire);
         self.offset += taken as u64;
         if !self.sending.peer_closed
             && (self.sending.awaits_count || Instant::now() >= self.sending.next_look)

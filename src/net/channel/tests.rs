@@ -6,6 +6,7 @@ use std::os::fd::{AsRawFd, FromRawFd};
 use std::thread;
 
 use super::*;
+use crate::net::compress::{Compress, Compressor};
 use crate::net::key::Key;
 use crate::net::socket;
 use crate::net::wire::Cipher;
@@ -38,14 +39,78 @@ fn receive_all(receiver: &mut Channel, size: usize) -> io::Result<Vec<u8>> {
 }
 
 /// Sends `data` in pieces of `piece`, then ends the stream; what `finish` said.
-fn send_all(mut sender: Channel, data: Vec<u8>, piece: usize) -> io::Result<()> {
+fn send_all(sender: Channel, data: Vec<u8>, piece: usize) -> io::Result<()> {
+    send_packed(sender, data, piece, &mut Compressor::none())
+}
+
+/// As [`send_all`], each frame packed by `compressor`.
+fn send_packed(
+    mut sender: Channel,
+    data: Vec<u8>,
+    piece: usize,
+    compressor: &mut Compressor,
+) -> io::Result<()> {
     for mut chunk in data.chunks(piece) {
         while !chunk.is_empty() {
-            let n = sender.send(chunk, &Stop::default())?;
+            let n = sender.send(chunk, &Stop::default(), compressor)?;
             chunk = &chunk[n..];
         }
     }
     sender.end_stream(&Stop::default(), &mut |_, _| {})
+}
+
+/// Text, then random bytes, then text again: what compresses and what does not, in turn.
+fn mixed(len: usize) -> Vec<u8> {
+    let words = b"accel: a pipeline buffer; zfs send | accel --to host | zfs receive\n";
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    (0..len)
+        .map(|i| {
+            if (len / 3..2 * len / 3).contains(&i) {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            } else {
+                words[i % words.len()]
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn compressed_frames_arrive_as_the_stream_they_were() {
+    // Reading into buffers smaller than a frame (through the scratch buffer) and larger.
+    for (setting, size) in [
+        (Compress::Zstd(1), 1 << 20),
+        (Compress::Zstd(-5), 1000),
+        (Compress::Zstd(3), 7),
+        (Compress::Auto, 70_000),
+        (Compress::None, 1 << 20),
+    ] {
+        let (near, far) = socket::pair();
+        let (sender, mut receiver) = session(Cipher::AesGcm, near, far);
+        let sent = mixed(3_000_017);
+        let expected = sent.clone();
+        let sending = thread::spawn(move || {
+            let mut compressor = Compressor::new(setting, None);
+            send_packed(sender, sent, 200_000, &mut compressor).map(|()| compressor.wire())
+        });
+        let got = receive_all(&mut receiver, size).unwrap();
+        assert!(got == expected, "{setting}: the bytes differ");
+        receiver.acknowledge_end().unwrap();
+        let wire = sending.join().unwrap().expect("the receiver confirmed the end");
+        assert_eq!(wire.stream, expected.len() as u64, "{setting}");
+        if setting == Compress::Auto {
+            // It starts storing frames, and 3 MB on loopback give it no reason to change.
+            assert!(wire.bytes >= wire.stream, "{setting}: {wire:?}");
+        } else if setting == Compress::None {
+            assert!(wire.bytes > wire.stream, "{setting}: {wire:?}");
+        } else {
+            // A third is random: at best a little over a third is sent.
+            assert!(wire.bytes < wire.stream / 2, "{setting}: {wire:?}");
+            assert!(wire.stored >= 10, "{setting}: the random third went as it was: {wire:?}");
+        }
+    }
 }
 
 fn data(len: usize) -> Vec<u8> {
@@ -99,7 +164,7 @@ fn the_sender_hears_what_was_delivered_and_the_end_only_once_acknowledged() {
     let (mut sender, mut receiver) = session(Cipher::ChaChaPoly, near, far);
     let stop = Stop::default();
     // Less than a loopback socket holds: it is sent before anyone reads.
-    assert_eq!(sender.send(&data(20_000), &stop).unwrap(), 20_000);
+    assert_eq!(sender.send(&data(20_000), &stop, &mut Compressor::none()).unwrap(), 20_000);
     let mut got = vec![0u8; 20_000];
     let mut at = 0;
     while at < got.len() {
@@ -130,7 +195,7 @@ fn the_end_unconfirmed_is_an_error() {
     let (near, far) = socket::pair();
     let (mut sender, mut receiver) = session(Cipher::AesGcm, near, far);
     let stop = Stop::default();
-    sender.send(&data(1000), &stop).unwrap();
+    sender.send(&data(1000), &stop, &mut Compressor::none()).unwrap();
     let ended = thread::spawn(move || sender.end_stream(&Stop::default(), &mut |_, _| {}));
     assert_eq!(receive_all(&mut receiver, 4096).unwrap().len(), 1000);
     drop(receiver);
@@ -142,7 +207,10 @@ fn the_end_unconfirmed_is_an_error() {
 fn a_stream_cut_short_is_not_an_end() {
     let (near, far) = socket::pair();
     let (mut sender, mut receiver) = session(Cipher::AesGcm, near, far);
-    assert_eq!(sender.send(&data(100_000), &Stop::default()).unwrap(), 100_000);
+    assert_eq!(
+        sender.send(&data(100_000), &Stop::default(), &mut Compressor::none()).unwrap(),
+        100_000
+    );
     drop(sender);
     let mut buf = vec![0u8; 1 << 20];
     let mut got = 0;
@@ -169,7 +237,7 @@ fn a_new_session_goes_on_where_the_receiver_says() {
     assert_eq!(sender.await_resume(5_000, 9_000, &stop, deadline).unwrap(), 7_000);
     assert_eq!((sender.sent(), sender.confirmed()), (7_000, 5_000));
     // Data goes on at 7000, as the receiver expects.
-    assert_eq!(sender.send(&data(100), &stop).unwrap(), 100);
+    assert_eq!(sender.send(&data(100), &stop, &mut Compressor::none()).unwrap(), 100);
     let mut got = [0u8; 100];
     assert_eq!(receiver_again.receive(&mut got, &stop).unwrap(), 100);
     assert_eq!(receiver_again.handed_out(), 7_100);
@@ -203,7 +271,7 @@ fn altered_bytes_are_caught() {
     let (near, middle_in) = socket::pair();
     let (middle_out, far) = socket::pair();
     let (mut sender, mut receiver) = session(Cipher::AesGcm, near, far);
-    sender.send(&data(1000), &Stop::default()).unwrap();
+    sender.send(&data(1000), &Stop::default(), &mut Compressor::none()).unwrap();
     // SAFETY: borrowed for the test's own reads and writes; the Sockets keep them open.
     let mut tap = unsafe { TcpStream::from_raw_fd(middle_in.fd().as_raw_fd()) };
     let mut out = unsafe { TcpStream::from_raw_fd(middle_out.fd().as_raw_fd()) };

@@ -26,7 +26,7 @@ use crate::log::Log;
 use crate::net::channel::{Channel, Frame};
 use crate::net::key::Key;
 use crate::net::socket::{self, Socket};
-use crate::net::wire::{self, Hello, PREAMBLE_LEN, Preamble};
+use crate::net::wire::{self, Cipher, Hello, PREAMBLE_LEN, Preamble};
 use crate::stop::Stop;
 
 /// How long a connection may take to complete its handshake before the receiver drops it.
@@ -496,7 +496,16 @@ fn answer_hello(
     let cipher = match wire::read_preamble(&got[..got.len().min(PREAMBLE_LEN)]) {
         Preamble::Foreign => return Err(Stranger::NotAccel),
         _ if got.len() < PREAMBLE_LEN + 2 => return Ok(None),
-        Preamble::OtherVersion => return Err(Stranger::OtherVersion),
+        Preamble::OtherVersion => {
+            // Our own preamble and an empty answer, as to a wrong key: an accel of another
+            // version reads the preamble, and says that the versions differ (this one says
+            // "another version of accel's protocol" to such an answer), instead of a
+            // connection closed without a word.
+            let mut refusal = wire::preamble(Cipher::fastest_here()).to_vec();
+            refusal.extend_from_slice(&[0, 0]);
+            let _ = socket.write_all(&refusal, stop, Some(Instant::now() + Duration::from_secs(1)));
+            return Err(Stranger::OtherVersion);
+        }
         Preamble::Accel(cipher) => cipher,
     };
     let len = usize::from(u16::from_be_bytes([got[PREAMBLE_LEN], got[PREAMBLE_LEN + 1]]));

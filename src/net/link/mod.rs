@@ -45,6 +45,7 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use super::channel::Channel;
+use super::compress::{Compress, Compressor};
 use super::is_drop;
 use super::socket::Socket;
 use crate::backlog::Keep;
@@ -188,6 +189,10 @@ struct Session {
     reached: u64,
     /// Receiving side: the End came.
     ended: bool,
+    /// Sending side: what each frame's payload becomes (`--compress`), over every session,
+    /// and when its counts were last published.
+    compressor: Option<Compressor>,
+    wire_published: Option<Instant>,
     /// The connection is down: since when, and why.
     down: Option<(Instant, String)>,
     /// Attempts to connect again in this outage.
@@ -226,6 +231,12 @@ impl Link {
             asked: AtomicBool::new(false),
             told: AtomicU64::new(0),
         })
+    }
+
+    /// Compresses the frames it sends as `setting` says (a sender's; the receiver takes what
+    /// each frame says). Before the run.
+    pub fn compress(&self, setting: Compress) {
+        self.lock().compressor = Some(Compressor::new(setting, Some(Arc::clone(&self.log))));
     }
 
     /// The peer's address, as the user gave it.

@@ -15,9 +15,14 @@ use crate::backlog::Keep;
 use crate::meter::Peer;
 use crate::net::channel::Channel;
 use crate::net::closed_by_peer;
+use crate::net::compress::Compressor;
 use crate::net::wire::Hello;
 use crate::stop::{Stop, wait_for};
 use crate::words::{byte_count, describe, span};
+
+/// How often, at most, an output's counts on the wire are published: the watcher's tick is
+/// no faster.
+const WIRE_EVERY: Duration = Duration::from_millis(100);
 
 impl Link {
     /// Keeps the output's bytes in the backlog until the receiver confirms them, so that a
@@ -50,12 +55,15 @@ impl Link {
                 return Err(error);
             }
             let awaits_count = session.awaits_count;
-            let Some(channel) = session.channel.as_mut() else {
+            let parts = &mut *session;
+            let Some(channel) = parts.channel.as_mut() else {
                 session = self.await_session(session, stop)?;
                 continue;
             };
-            let sent = channel.send(buf, stop);
+            let compressor = parts.compressor.get_or_insert_with(Compressor::none);
+            let sent = channel.send(buf, stop, compressor);
             self.heard(channel.confirmed(), false);
+            self.publish_wire(&parts.compressor, &mut parts.wire_published, false);
             match sent {
                 Ok(n) => {
                     // The buffer fills with what the receiver has not confirmed: ask for the
@@ -82,6 +90,23 @@ impl Link {
         }
     }
 
+    /// Publishes what its frames took on the wire, at most every [`WIRE_EVERY`] unless
+    /// `now`.
+    /// (The session's compressor and when it was last published, apart from its channel.)
+    fn publish_wire(
+        &self,
+        compressor: &Option<Compressor>,
+        published: &mut Option<Instant>,
+        now: bool,
+    ) {
+        let Some(compressor) = compressor else { return };
+        let due = published.is_none_or(|at| at.elapsed() >= WIRE_EVERY);
+        if let (true, Some((meter, Peer::Output(index)))) = (now || due, self.meter.get()) {
+            meter.wire(*index, compressor.wire());
+            *published = Some(Instant::now());
+        }
+    }
+
     /// What the output must hear before it writes on: the link gave up, or a new session
     /// goes on from elsewhere ([`Resumed`]).
     fn check_writing(&self, session: &mut Session) -> Option<io::Error> {
@@ -103,6 +128,9 @@ impl Link {
             return Ok(());
         }
         let mut session = self.lock();
+        // Every byte was sent: what the frames took on the wire is final.
+        let parts = &mut *session;
+        self.publish_wire(&parts.compressor, &mut parts.wire_published, true);
         loop {
             if let Some(error) = self.check_writing(&mut session) {
                 return Err(error);
@@ -133,6 +161,8 @@ impl Link {
     /// which must not cost the peer its Abort).
     pub fn abort(&self, why: &str) {
         if let Some(mut session) = self.lock_within(super::ABORT_PATIENCE) {
+            let parts = &mut *session;
+            self.publish_wire(&parts.compressor, &mut parts.wire_published, true);
             if let Some(channel) = session.channel.as_mut() {
                 channel.abort(why);
             }

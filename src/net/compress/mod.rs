@@ -1,0 +1,411 @@
+//! Compression on the wire (`--compress`): each Data frame's payload compressed on its own
+//! with zstd, or sent as it is when it would not shrink; the level, with `auto`, following
+//! the bottleneck ([`adapt`]).
+//!
+//! Per frame, so that nothing else in the protocol changes: offsets, the receiver's
+//! confirmations and a resumed stream all count stream bytes, uncompressed; a frame says
+//! whether its payload is compressed (its kind, [`Kind::Zstd`](super::wire::Kind::Zstd)),
+//! and the receiver decompresses whatever each frame says, with nothing to set there. A
+//! frame is compressed into at most 97 % of its size ([`SHRINK`]): zstd gives up as soon as
+//! its output would not fit, and the frame goes as it is. After [`RUN`] frames in a row that
+//! did not shrink, only one frame in [`TRY_ONE_IN`] is tried, so that random or already
+//! compressed data (a raw encrypted `zfs send`, media) costs almost nothing; the first trial
+//! that shrinks brings every frame back.
+//!
+//! What this side knows of its bottleneck comes from the sending thread itself: the time it
+//! spends compressing, the time its writes wait for the socket (the link refuses bytes), and
+//! the time between two writes (the output waits for the input). [`Compressor::sent`] takes
+//! them after each write; every [`PERIOD`] they go to [`adapt::Adapt`], which moves the level.
+//!
+//! Plain TCP (`--insecure`) is a raw stream, for mbuffer and nc: it is never compressed.
+
+pub mod adapt;
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use adapt::{Adapt, Observation, RUNGS, Rung};
+
+use crate::log::Log;
+use crate::meter::Wire;
+
+/// How often the level is reconsidered (`auto`): a fraction of a second, so that a change of
+/// link or of data is followed within a second or two (two agreeing periods move it).
+pub const PERIOD: Duration = Duration::from_millis(250);
+
+/// A frame is sent compressed only when that saves at least 3 % of it: below that, the
+/// receiver's work and the sender's are not worth the bytes (zstd itself stores a block
+/// raw below about 1.6 %).
+pub const SHRINK: (usize, usize) = (97, 100);
+
+/// Frames in a row that did not shrink before trials become sparse.
+pub const RUN: u32 = 8;
+
+/// Once frames stop shrinking, one frame in this many is tried.
+pub const TRY_ONE_IN: u32 = 16;
+
+/// The levels `zstd:LEVEL` takes: zstd's negative (fast) ones to -7, its highest, 22.
+pub const LEVELS: std::ops::RangeInclusive<i32> = -7..=22;
+
+/// `--compress`: what the sending side does with each frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compress {
+    /// Never compress.
+    None,
+    /// zstd at a level that follows the bottleneck ([`adapt`]).
+    Auto,
+    /// zstd at this level, always (negative levels are zstd's fast ones, lz4's speeds).
+    Zstd(i32),
+}
+
+impl Default for Compress {
+    /// `none`: the benchmark (bench/run.py's `compress` measure) decides the default, and
+    /// `auto` is the default only if it never costs more than 3 % against `none`; see the
+    /// README.
+    fn default() -> Compress {
+        Compress::None
+    }
+}
+
+impl fmt::Display for Compress {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Compress::None => f.write_str("none"),
+            Compress::Auto => f.write_str("auto"),
+            Compress::Zstd(level) => write!(f, "zstd:{level}"),
+        }
+    }
+}
+
+impl Compress {
+    /// Reads `auto`, `none`, `zstd` (level 3) or `zstd:LEVEL`.
+    pub fn parse(text: &str) -> Result<Compress, String> {
+        let text = text.trim();
+        // zstd takes levels down to -131072; below -7 they only give the ratio away.
+        let (range, default) = (LEVELS, zstd::DEFAULT_COMPRESSION_LEVEL);
+        let levels =
+            || format!("levels are {} to {} (negative: faster)", range.start(), range.end());
+        match text.split_once(':') {
+            None if text == "auto" => Ok(Compress::Auto),
+            None if text == "none" => Ok(Compress::None),
+            None if text == "zstd" => Ok(Compress::Zstd(default)),
+            Some(("zstd", level)) => match level.trim().parse::<i32>() {
+                Ok(level) if range.contains(&level) && level != 0 => Ok(Compress::Zstd(level)),
+                Ok(_) => Err(format!("no such level: {}", levels())),
+                Err(_) => {
+                    Err(format!("not a level: expected zstd:LEVEL, e.g. zstd:3; {}", levels()))
+                }
+            },
+            _ => Err("expected auto, none, zstd or zstd:LEVEL (e.g. zstd:3, zstd:-1)".into()),
+        }
+    }
+}
+
+/// What became of a frame's payload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Packed {
+    /// Sent as it is.
+    Raw,
+    /// Compressed: [`Compressor::packed`] holds this many bytes.
+    Zstd(usize),
+}
+
+/// A sending link's compression, over all its sessions: the zstd context, the level, and
+/// what it made of the stream so far.
+pub struct Compressor {
+    setting: Compress,
+    zstd: Option<zstd::bulk::Compressor<'static>>,
+    /// Where the level is: a rung of [`adapt::LADDER`], or the fixed level.
+    rung: Rung,
+    adapt: Option<Adapt>,
+    /// Frames in a row that did not shrink, and frames to send raw before the next trial.
+    unshrunk: u32,
+    skip: u32,
+    /// The compressed payload.
+    out: Box<[u8]>,
+    totals: Wire,
+    /// When the level last changed, and the time at each rung before that.
+    at_rung_since: Instant,
+    at_rung: [Duration; RUNGS],
+    /// The period under way.
+    period: Period,
+    /// When the last write returned: the time until the next is the input's.
+    last_return: Option<Instant>,
+    log: Option<Arc<Log>>,
+}
+
+/// The period's observations, for [`adapt`].
+#[derive(Debug, Clone, Copy)]
+struct Period {
+    started: Instant,
+    packing: Duration,
+    writing: Duration,
+    idle: Duration,
+    stream: u64,
+    packed: u64,
+}
+
+impl Period {
+    fn new(now: Instant) -> Period {
+        let zero = Duration::ZERO;
+        Period { started: now, packing: zero, writing: zero, idle: zero, stream: 0, packed: 0 }
+    }
+}
+
+impl fmt::Debug for Compressor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Compressor")
+            .field("setting", &self.setting)
+            .field("rung", &self.rung)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Compressor {
+    /// A sending link's compression as `setting` says; `log` hears each level change
+    /// (`--debug`).
+    pub fn new(setting: Compress, log: Option<Arc<Log>>) -> Compressor {
+        let now = Instant::now();
+        let (rung, adapt) = match setting {
+            Compress::None => (Rung::Stored, None),
+            Compress::Zstd(level) => (Rung::Level(level), None),
+            Compress::Auto => (adapt::START, Some(Adapt::new(adapt::START))),
+        };
+        Compressor {
+            setting,
+            zstd: None,
+            rung,
+            adapt,
+            unshrunk: 0,
+            skip: 0,
+            out: vec![0u8; super::wire::MAX_PAYLOAD].into_boxed_slice(),
+            totals: Wire { compressing: setting != Compress::None, ..Wire::default() },
+            at_rung_since: now,
+            at_rung: [Duration::ZERO; RUNGS],
+            period: Period::new(now),
+            last_return: None,
+            log,
+        }
+    }
+
+    /// No compression: every frame as it is (and its bytes counted).
+    pub fn none() -> Compressor {
+        Compressor::new(Compress::None, None)
+    }
+
+    /// The level frames are compressed at now; `None`: stored as they are.
+    pub fn level(&self) -> Option<i32> {
+        self.rung.level()
+    }
+
+    /// Packs one frame's payload: compressed into [`packed`](Compressor::packed) when that
+    /// saves at least 3 %, else raw.
+    pub fn pack(&mut self, piece: &[u8]) -> Packed {
+        let Some(level) = self.rung.level() else { return Packed::Raw };
+        if self.skip > 0 {
+            self.skip -= 1;
+            return Packed::Raw;
+        }
+        let limit = piece.len() * SHRINK.0 / SHRINK.1;
+        let zstd = match &mut self.zstd {
+            Some(zstd) => zstd,
+            none => match zstd::bulk::Compressor::new(level) {
+                Ok(zstd) => none.insert(zstd),
+                // No memory for a context: the stream goes on uncompressed.
+                Err(_) => return Packed::Raw,
+            },
+        };
+        // Fails as soon as the output would pass the limit: the frame would not shrink.
+        match zstd.compress_to_buffer(piece, &mut self.out[..limit]) {
+            Ok(n) => {
+                self.unshrunk = 0;
+                Packed::Zstd(n)
+            }
+            Err(_) => {
+                self.unshrunk = self.unshrunk.saturating_add(1);
+                if self.unshrunk >= RUN {
+                    self.skip = TRY_ONE_IN - 1;
+                }
+                Packed::Raw
+            }
+        }
+    }
+
+    /// The payload of the last frame packed [`Packed::Zstd`].
+    pub fn packed(&self, len: usize) -> &[u8] {
+        &self.out[..len]
+    }
+
+    /// A frame went into the batch: `stream` bytes of the stream as `payload` bytes,
+    /// `stored` when as they were.
+    pub fn framed(&mut self, stream: usize, payload: usize, stored: bool) {
+        self.totals.stream += stream as u64;
+        self.totals.frames += 1;
+        self.totals.stored += u64::from(stored && self.totals.compressing);
+        self.period.stream += stream as u64;
+        self.period.packed += payload as u64;
+    }
+
+    /// A batch was written: `wire` bytes on the socket, after `packing` spent compressing
+    /// and sealing and `writing` in the write (the socket refused bytes part of it). Every
+    /// [`PERIOD`], `auto` reconsiders the level.
+    pub fn sent(&mut self, started: Instant, packing: Duration, writing: Duration, wire: usize) {
+        let now = Instant::now();
+        self.totals.bytes += wire as u64;
+        if let Some(last) = self.last_return {
+            self.period.idle += started.saturating_duration_since(last);
+        }
+        self.last_return = Some(now);
+        self.period.packing += packing;
+        self.period.writing += writing;
+        let span = now.saturating_duration_since(self.period.started);
+        if span < PERIOD {
+            return;
+        }
+        let observed = Observation {
+            span,
+            packing: self.period.packing,
+            writing: self.period.writing,
+            idle: self.period.idle,
+            stream: self.period.stream,
+            packed: self.period.packed,
+        };
+        self.period = Period::new(now);
+        let Some(adapt) = &mut self.adapt else { return };
+        if let Some(change) = adapt.decide(&observed) {
+            if let Some(log) = &self.log {
+                log.debug(format_args!("--compress auto: {change}"));
+            }
+            self.at_rung[adapt::index(self.rung)] += now - self.at_rung_since;
+            self.at_rung_since = now;
+            self.rung = change.to;
+            self.unshrunk = 0;
+            self.skip = 0;
+            if let (Some(level), Some(zstd)) = (change.to.level(), &mut self.zstd) {
+                // Cannot fail for a level in zstd's range; if it did, the old level stays.
+                let _ = zstd.set_compression_level(level);
+            }
+        }
+    }
+
+    /// What it made of the stream so far, for the meter.
+    pub fn wire(&self) -> Wire {
+        let mut wire = self.totals.clone();
+        wire.level = self.rung.level();
+        if self.adapt.is_some() {
+            let mut at_rung = self.at_rung;
+            at_rung[adapt::index(self.rung)] += self.at_rung_since.elapsed();
+            wire.levels = adapt::LADDER
+                .iter()
+                .zip(at_rung)
+                .filter(|(_, time)| !time.is_zero())
+                .map(|(rung, time)| (rung.level(), time))
+                .collect();
+        } else if self.totals.compressing {
+            wire.levels = vec![(self.rung.level(), self.at_rung_since.elapsed())];
+        }
+        wire
+    }
+}
+
+/// The debug builds' test hook, `ACCEL_TEST_DAMAGE=zstd:N`: the receiver damages the first
+/// compressed frame past stream byte `N` before decompressing it (its zstd magic number, so
+/// that zstd refuses it), to show that a frame that does not decompress is a clean failure.
+/// The cipher rejects any frame changed on the way, so nothing else can show it. `None` in
+/// release builds, and when not asked.
+pub(crate) fn test_damage(offset: u64, compressed: &[u8]) -> Option<Vec<u8>> {
+    #[cfg(debug_assertions)]
+    {
+        static ASKED: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+        let asked = ASKED.get_or_init(|| {
+            let text = std::env::var("ACCEL_TEST_DAMAGE").ok()?;
+            text.strip_prefix("zstd:")?.parse().ok()
+        });
+        if asked.is_some_and(|after| offset >= after) {
+            let mut damaged = compressed.to_vec();
+            if let Some(first) = damaged.first_mut() {
+                *first ^= 0xff;
+            }
+            return Some(damaged);
+        }
+    }
+    let _ = (offset, compressed);
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(len: usize) -> Vec<u8> {
+        let words = b"the quick brown fox jumps over the lazy dog; accel buffers pipes\n";
+        words.iter().copied().cycle().take(len).collect()
+    }
+
+    fn random(len: usize, seed: u64) -> Vec<u8> {
+        let mut x = seed | 1;
+        (0..len)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect()
+    }
+
+    #[test]
+    fn settings_are_read_and_bad_ones_refused() {
+        assert_eq!(Compress::parse("auto"), Ok(Compress::Auto));
+        assert_eq!(Compress::parse("none"), Ok(Compress::None));
+        assert_eq!(Compress::parse("zstd"), Ok(Compress::Zstd(3)));
+        assert_eq!(Compress::parse("zstd:-5"), Ok(Compress::Zstd(-5)));
+        assert_eq!(Compress::parse("zstd:-7"), Ok(Compress::Zstd(-7)));
+        assert_eq!(Compress::parse(" zstd:19 "), Ok(Compress::Zstd(19)));
+        for bad in
+            ["", "lz4", "zstd:", "zstd:x", "zstd:99", "zstd:0", "zstd:-8", "auto:3", "gzip:6"]
+        {
+            assert!(Compress::parse(bad).is_err(), "{bad:?} was taken");
+        }
+        for setting in [Compress::Auto, Compress::None, Compress::Zstd(-3)] {
+            assert_eq!(Compress::parse(&setting.to_string()), Ok(setting));
+        }
+    }
+
+    #[test]
+    fn text_shrinks_and_random_goes_as_it_is_then_is_rarely_tried() {
+        let mut compressor = Compressor::new(Compress::Zstd(1), None);
+        let piece = text(65_000);
+        let Packed::Zstd(n) = compressor.pack(&piece) else { panic!("text did not shrink") };
+        let inflated = zstd::bulk::decompress(compressor.packed(n), 65_000).unwrap();
+        assert!(inflated == piece, "the frame does not decompress to itself");
+        // `unshrunk` counts the trials that did not shrink.
+        let noise = random(65_000, 7);
+        for tried in 1..=RUN {
+            assert_eq!(compressor.pack(&noise), Packed::Raw);
+            assert_eq!(compressor.unshrunk, tried, "every frame of the first run is tried");
+        }
+        for _ in 1..TRY_ONE_IN {
+            assert_eq!(compressor.pack(&noise), Packed::Raw);
+            assert_eq!(compressor.unshrunk, RUN, "then frames are sent untried");
+        }
+        assert_eq!(compressor.pack(&noise), Packed::Raw);
+        assert_eq!(compressor.unshrunk, RUN + 1, "and one in {TRY_ONE_IN} is tried");
+        // Once a trial shrinks, every frame is tried again.
+        while compressor.skip > 0 {
+            compressor.pack(&noise);
+        }
+        assert!(matches!(compressor.pack(&piece), Packed::Zstd(_)));
+        assert_eq!((compressor.unshrunk, compressor.skip), (0, 0));
+    }
+
+    #[test]
+    fn none_never_compresses() {
+        let mut compressor = Compressor::none();
+        assert_eq!(compressor.pack(&text(10_000)), Packed::Raw);
+        compressor.framed(10_000, 10_000, true);
+        assert_eq!(compressor.wire().stored, 0, "nothing is 'stored' where nothing is tried");
+        assert!(!compressor.wire().compressing);
+    }
+}
