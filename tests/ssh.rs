@@ -420,3 +420,30 @@ fn compression_goes_to_the_sender_either_way() {
     let remote: Vec<&str> = said.lines().filter(|line| line.starts_with(HOST)).collect();
     assert!(wire(&remote.join("\n")), "pulling, the remote's report has no wire line: {said}");
 }
+
+/// With `--json`, a `remote` event follows the summary: the host, the command, the path, how
+/// long it ran and how it ended (here a failure of its own, status 3, direct).
+#[test]
+fn the_json_says_what_the_remote_command_took() {
+    let Some(sshd) = Sshd::start() else { return };
+    let json = sshd.dir.path("run.json");
+    let command = "cat > /dev/null; exit 3";
+    let mut args = sshd.args();
+    args.push(format!("--json={}", json.display()));
+    args.extend(["--to".into(), sshd.url(), "--".into(), command.into()]);
+    let (status, _, said) = run_fed(piped(&mut accel_with("auto", &args)), &pattern(1 << 20, 2));
+    assert_eq!(status.code(), Some(3), "{said}");
+    let text = std::fs::read_to_string(&json).unwrap();
+    let events: Vec<serde_json::Value> =
+        text.lines().map(|line| serde_json::from_str(line).unwrap()).collect();
+    let kinds: Vec<&str> = events.iter().filter_map(|event| event["event"].as_str()).collect();
+    assert_eq!(kinds.last(), Some(&"remote"), "{text}");
+    assert_eq!(kinds[kinds.len() - 2], "summary", "{text}");
+    let remote = events.last().unwrap();
+    assert_eq!(remote["host"], HOST, "{text}");
+    assert_eq!(remote["command"], command, "{text}");
+    assert_eq!(remote["path"], "direct", "{text}");
+    assert_eq!(remote["status"], 3, "{text}");
+    assert_eq!(remote["stopped"], false, "{text}");
+    assert!(remote["seconds"].as_f64().is_some_and(|s| s >= 0.0), "{text}");
+}

@@ -13,7 +13,11 @@ use std::io::{self, Write};
 
 /// `--json`'s fields: name(s), in which events, meaning.
 pub const JSON_FIELDS: &[[&str; 3]] = &[
-    ["`event`", "both", "`\"progress\"` or `\"summary\"`"],
+    [
+        "`event`",
+        "all",
+        "`\"progress\"` or `\"summary\"`; with an `ssh://` peer, `\"remote\"` after the summary",
+    ],
     ["`name`", "both", "the `-N` name; `null` without one"],
     ["`seconds`", "both", "time since start (time stopped by Ctrl-Z excluded)"],
     [
@@ -105,6 +109,19 @@ pub const JSON_FIELDS: &[[&str; 3]] = &[
         "summary",
         "the exit status as the shell sees it (141 for SIGPIPE); the signal's name when accel \
          ended by one",
+    ],
+    [
+        "`host`, `command`, `path`",
+        "remote",
+        "the `ssh://` peer's host, the remote command, and where the stream went: `\"direct\"` \
+         or `\"ssh\"` (through the session)",
+    ],
+    [
+        "`seconds`, `status`, `signal`, `stopped`",
+        "remote",
+        "how long the remote command ran, its exit status or signal number, and whether the \
+         remote accel stopped it (the run failed or was stopped); all `null` when the ssh \
+         session ended before the remote accel said",
     ],
 ];
 

@@ -27,6 +27,7 @@ use crate::net::socket;
 use crate::run;
 use crate::run::config::{Config, Ssh, Target, Via};
 use crate::run::stdio;
+use crate::watch::JsonTarget;
 use crate::words::{describe, span};
 
 /// How long the remote accel has to say how its command ended once this run failed (it
@@ -72,7 +73,7 @@ pub fn run(config: &Config, closed: stdio::Closed) -> Exit {
     let stop_word = started.stop_word();
     run::signals::before_dying(Box::new(stop_word));
     let exit = run::run(&direct, closed);
-    started.end(exit, ssh, config.stats)
+    started.end(exit, ssh, config.stats, config.json.as_ref())
 }
 
 /// ssh started, the remote accel listening.
@@ -275,7 +276,7 @@ impl Started {
 
     /// After the local run: the remote command stopped if the run failed; its end heard
     /// (ssh's stderr read to its end); the status decided.
-    fn end(mut self, exit: Exit, ssh: &Ssh, report: bool) -> Exit {
+    fn end(mut self, exit: Exit, ssh: &Ssh, report: bool, json: Option<&JsonTarget>) -> Exit {
         if exit != Exit::Success {
             (self.stop_word())();
             // Through ssh, the session closed is the remote's word to stop.
@@ -303,6 +304,9 @@ impl Started {
                 if self.through { "through ssh" } else { "direct" }
             );
         }
+        if let Some(json) = json {
+            self.say_json(json, ssh, finished.as_ref());
+        }
         match finished {
             Some(finished) if finished.failed_on_its_own() => {
                 eprintln!("accel: {host}: {}: {}", ssh.command.join(" "), finished.how());
@@ -318,6 +322,34 @@ impl Started {
                 exit
             }
             None => exit,
+        }
+    }
+}
+
+impl Started {
+    /// `{"event":"remote",...}` after the run's summary, in the same JSON lines: what the
+    /// remote command took and how it ended (`null`s when the session ended before it said).
+    fn say_json(&self, json: &JsonTarget, ssh: &Ssh, finished: Option<&Finished>) {
+        let event = serde_json::json!({
+            "event": "remote",
+            "host": ssh.host(),
+            "command": ssh.command.join(" "),
+            "path": if self.through { "ssh" } else { "direct" },
+            "seconds": finished.map(|finished| finished.seconds),
+            "status": finished.and_then(|finished| finished.status),
+            "signal": finished.and_then(|finished| finished.signal),
+            "stopped": finished.map(|finished| finished.stopped),
+        });
+        let line = format!("{event}\n");
+        let written = match json {
+            JsonTarget::Stderr => io::stderr().write_all(line.as_bytes()),
+            JsonTarget::File(path) => std::fs::OpenOptions::new()
+                .append(true)
+                .open(path)
+                .and_then(|mut file| file.write_all(line.as_bytes())),
+        };
+        if let Err(error) = written {
+            eprintln!("accel: --json: cannot write the remote's event: {}", describe(&error));
         }
     }
 }
