@@ -47,11 +47,10 @@ const TERM_GRACE: Duration = Duration::from_secs(5);
 /// Runs the remote end: `config` is the remote accel's own (from `--remote-args`). Returns
 /// the process's exit status.
 pub fn serve(mut config: Config, closed: stdio::Closed) -> i32 {
-    // SAFETY: setting dispositions to ignore before any thread of the run starts.
-    unsafe {
-        libc::signal(libc::SIGHUP, libc::SIG_IGN);
-        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
-    }
+    // Before any thread of the run starts: the session's end (SIGHUP) and a write into it
+    // once gone (SIGPIPE) must not end the remote end.
+    crate::sys::ignore_signal(libc::SIGHUP);
+    crate::sys::ignore_signal(libc::SIGPIPE);
     if closed.stdin || closed.stdout {
         eprintln!(
             "accel: --serve-ssh: run by accel through ssh, which gives it a stdin and a stdout"
@@ -251,7 +250,7 @@ impl Session {
             self.child.wait()
         } else {
             self.shared.stopped.store(true, Relaxed);
-            stop_group(self.child.id());
+            crate::sys::stop_group(self.child.id(), TERM_GRACE);
             self.child.wait()
         };
         let stopped = self.shared.stopped.load(Relaxed);
@@ -374,7 +373,7 @@ fn follow(
             return;
         }
         shared.stopped.store(true, Relaxed);
-        stop_group(child);
+        crate::sys::stop_group(child, TERM_GRACE);
         let finished =
             Finished { status: None, signal: Some(libc::SIGTERM), stopped: true, seconds: 0.0 };
         write_best_effort(&said_to, finished.line().as_bytes());
@@ -418,28 +417,4 @@ fn connect_to_self(bound: SocketAddr) -> io::Result<TcpStream> {
         ip => ip,
     };
     TcpStream::connect(SocketAddr::new(ip, bound.port()))
-}
-
-/// Stops the command's process group: SIGTERM, then SIGKILL after [`TERM_GRACE`] if its
-/// leader has not ended. Its stdin is never closed first.
-fn stop_group(leader: u32) {
-    let group = leader as libc::pid_t;
-    // SAFETY: signals a process group this accel made; waitid with WNOWAIT leaves the leader
-    // to be reaped by its owner.
-    unsafe {
-        libc::kill(-group, libc::SIGTERM);
-        let deadline = Instant::now() + TERM_GRACE;
-        while Instant::now() < deadline {
-            let mut info: libc::siginfo_t = std::mem::zeroed();
-            let flags = libc::WEXITED | libc::WNOWAIT | libc::WNOHANG;
-            let found = libc::waitid(libc::P_PID, leader, &mut info, flags);
-            if found == 0 && info.si_pid() != 0 {
-                // The leader ended; what else of its group is left goes now.
-                libc::kill(-group, libc::SIGKILL);
-                return;
-            }
-            thread::sleep(Duration::from_millis(20));
-        }
-        libc::kill(-group, libc::SIGKILL);
-    }
 }

@@ -1,5 +1,7 @@
 //! Signals, where accel handles them by hand: what a signal does now (its disposition), a
-//! handler that does nothing and does not restart calls, and a signal sent to one thread.
+//! handler that does nothing and does not restart calls, a signal sent to one thread, a
+//! signal ignored, and a process group stopped (the command accel ran for the other end of
+//! an ssh run).
 //!
 //! POSIX everywhere (no `cfg`): `sigaction` and `pthread_kill` are the same calls on every
 //! Unix. signal-hook covers what accel's signal thread receives; these are what it does not
@@ -59,4 +61,31 @@ pub fn send_to_thread<T>(thread: &JoinHandle<T>, signal: c_int) {
     // SAFETY: the thread has not been joined (the handle is borrowed), so its pthread_t is
     // valid.
     unsafe { libc::pthread_kill(thread.as_pthread_t() as libc::pthread_t, signal) };
+}
+
+/// Ignores `signal` from now on (`SIG_IGN`), for this process and what it starts.
+pub fn ignore_signal(signal: c_int) {
+    // SAFETY: SIG_IGN runs no code; called before the threads that could race it start.
+    unsafe {
+        libc::signal(signal, libc::SIG_IGN);
+    }
+}
+
+/// Stops the process group that `leader` leads: SIGTERM, then SIGKILL once the leader has
+/// ended (what else of its group is left goes too) or after `grace`. The leader is left for
+/// its owner to reap (`WNOWAIT`).
+pub fn stop_group(leader: u32, grace: std::time::Duration) {
+    use rustix::process::{Pid, Signal, WaitId, WaitIdOptions, kill_process_group, waitid};
+    let Some(pid) = i32::try_from(leader).ok().and_then(Pid::from_raw) else { return };
+    let _ = kill_process_group(pid, Signal::TERM);
+    let deadline = std::time::Instant::now() + grace;
+    let options = WaitIdOptions::EXITED | WaitIdOptions::NOWAIT | WaitIdOptions::NOHANG;
+    while std::time::Instant::now() < deadline {
+        if let Ok(Some(_)) = waitid(WaitId::Pid(pid), options) {
+            break;
+        }
+        // Polled: a child's end has no descriptor to wait on without reaping it.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let _ = kill_process_group(pid, Signal::KILL);
 }
