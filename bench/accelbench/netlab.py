@@ -398,6 +398,8 @@ class Sshd:
         self.proc: subprocess.Popen | None = None
 
     def __enter__(self) -> "Sshd":
+        # A fresh checkout has no bench/work until a measure has run.
+        self.log.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log, "wb") as errf:
             self.proc = subprocess.Popen(self.ns.argv(self.argv), stdin=subprocess.DEVNULL,
                                          stdout=subprocess.DEVNULL, stderr=errf)
