@@ -21,6 +21,10 @@ pub(super) struct Receiving {
     goes_on: bool,
     /// The sender's heartbeat came, which also asks for a confirmation.
     asked: bool,
+    /// A failure (a frame that did not decompress, the sender's Abort...) that came after
+    /// stream bytes in the same read: those bytes are the stream's and go out first, and
+    /// the failure with the next read.
+    failed: Option<io::Error>,
 }
 
 impl Channel {
@@ -117,25 +121,17 @@ impl Channel {
         stop: &Stop,
         deadline: Option<Instant>,
     ) -> io::Result<usize> {
+        if let Some(failed) = self.receiving.failed.take() {
+            return Err(failed);
+        }
         loop {
             let mut got = self.hand_out(buf);
-            while got < buf.len() && self.pending.is_empty() && !self.receiving.ended {
-                match self.open_next(&mut buf[got..])? {
-                    None => break,
-                    Some(Frame::Data(len)) if self.pending.is_empty() => got += len,
-                    Some(Frame::Data(_)) => got += self.hand_out(&mut buf[got..]),
-                    Some(Frame::End(count)) => self.end_at(count)?,
-                    Some(Frame::Heartbeat) => self.receiving.asked = true,
-                    Some(Frame::Abort(why)) => {
-                        // The sender's words, on our terminal: no escape sequence gets through.
-                        return Err(io::Error::other(format!(
-                            "the sender stopped after {}: {}",
-                            byte_count(self.offset),
-                            crate::words::printable(&why)
-                        )));
-                    }
-                    Some(other) => return Err(unexpected(&other)),
+            if let Err(failed) = self.open_frames(buf, &mut got) {
+                if got == 0 {
+                    return Err(failed);
                 }
+                self.receiving.failed = Some(failed);
+                return Ok(got);
             }
             if got > 0 || self.receiving.ended {
                 return Ok(got);
@@ -150,6 +146,30 @@ impl Channel {
                 ));
             }
         }
+    }
+
+    /// Opens the frames that have arrived, their stream bytes into `buf` after the `got`
+    /// there (counted in), until `buf` is full, plaintext is left over, or the stream ended.
+    fn open_frames(&mut self, buf: &mut [u8], got: &mut usize) -> io::Result<()> {
+        while *got < buf.len() && self.pending.is_empty() && !self.receiving.ended {
+            match self.open_next(&mut buf[*got..])? {
+                None => break,
+                Some(Frame::Data(len)) if self.pending.is_empty() => *got += len,
+                Some(Frame::Data(_)) => *got += self.hand_out(&mut buf[*got..]),
+                Some(Frame::End(count)) => self.end_at(count)?,
+                Some(Frame::Heartbeat) => self.receiving.asked = true,
+                Some(Frame::Abort(why)) => {
+                    // The sender's words, on our terminal: no escape sequence gets through.
+                    return Err(io::Error::other(format!(
+                        "the sender stopped after {}: {}",
+                        byte_count(self.offset),
+                        crate::words::printable(&why)
+                    )));
+                }
+                Some(other) => return Err(unexpected(&other)),
+            }
+        }
+        Ok(())
     }
 
     /// The End frame came: checks its count. The Ack waits until the outputs have taken it
