@@ -366,7 +366,9 @@ def known_hosts_line(hosts: list[str], key_type: str, key: str, port: int = 22) 
 
 class BytesBeside:
     """Counts the bytes (IP packets, headers included) that TCP sends out of namespace `ns` to
-    any port but `port`: with `port` ssh's, the traffic that did not go through ssh. An
+    any port but `port`, on any interface but loopback (where accel's relay through the ssh
+    session takes the stream to ssh's stdin): with `port` ssh's, the traffic that did not go
+    through ssh. An
     nftables counter in a table of the bench's own in that namespace (gone with it); `read()`
     is the count so far. `usable` is False where nft is not installed."""
 
@@ -377,7 +379,7 @@ class BytesBeside:
             sh(ns.argv(["nft", f"add table inet accelbench; "
                                f"add chain inet accelbench out {{ type filter hook output "
                                f"priority 0; policy accept; }}; "
-                               f"add rule inet accelbench out tcp dport != {port} counter"]))
+                               f"add rule inet accelbench out oifname != \"lo\" tcp dport != {port} counter"]))
 
     def read(self) -> int:
         out = subprocess.run(self.ns.argv(["nft", "list", "chain", "inet", "accelbench", "out"]),
