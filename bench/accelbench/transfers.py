@@ -47,8 +47,11 @@ RECEIVER_ERR, SENDER_ERR = WORK / "net-receiver.err", WORK / "net-sender.err"
 
 
 def transfer(pair: Pair, recv_ns: Netns, send_ns: Netns, timeout: float,
-             recv_stdout=subprocess.DEVNULL, consumer: list[str] | None = None):
-    """Runs one transfer; returns (wall s, CPU s of X at both ends, error or None).
+             recv_stdout=subprocess.DEVNULL, consumer: list[str] | None = None,
+             sides: dict[str, float] | None = None):
+    """Runs one transfer; returns (wall s, CPU s of X at both ends, error or None), and
+    fills `sides`, when given, with each end's own CPU s ("sender", "receiver"): which end
+    a cost falls on (encryption's copies and cipher, say) the sum hides.
     `consumer` is a stage after the receiver (its stdout piped into it, its stderr beside the
     receiver's); its failure is the transfer's. Both ends' stderr stay in RECEIVER_ERR and
     SENDER_ERR (files, not pipes: a chatty end cannot block on a pipe nobody reads until it
@@ -98,6 +101,8 @@ def transfer(pair: Pair, recv_ns: Netns, send_ns: Netns, timeout: float,
     wall = time.perf_counter() - t0
     timer.cancel()
     x_cpu = cpu[senders[-1].pid] + cpu[recv.pid]
+    if sides is not None:
+        sides.update(sender=cpu[senders[-1].pid], receiver=cpu[recv.pid])
     error = None
     sender_errf.seek(0)
     sender_err = sender_errf.read(2000).decode(errors="replace").strip()
