@@ -149,9 +149,16 @@ impl Channel {
     }
 
     /// Opens the frames that have arrived, their stream bytes into `buf` after the `got`
-    /// there (counted in), until `buf` is full, plaintext is left over, or the stream ended.
+    /// there (counted in), until `buf` is full, plaintext is left over, the stream ended, or
+    /// the next message no longer fits what is left of `buf` once some bytes are in hand: it
+    /// would be opened into the scratch buffer and copied out again, which, with a buffer
+    /// that is not a whole number of messages, copied a fifth of a stream once more. It
+    /// waits for the next call, and its buffer.
     fn open_frames(&mut self, buf: &mut [u8], got: &mut usize) -> io::Result<()> {
         while *got < buf.len() && self.pending.is_empty() && !self.receiving.ended {
+            if *got > 0 && self.next_message().is_some_and(|len| len > buf.len() - *got) {
+                break;
+            }
             match self.open_next(&mut buf[*got..])? {
                 None => break,
                 Some(Frame::Data(len)) if self.pending.is_empty() => *got += len,
@@ -170,6 +177,12 @@ impl Channel {
             }
         }
         Ok(())
+    }
+
+    /// The length of the next sealed message, once its length has arrived.
+    fn next_message(&self) -> Option<usize> {
+        let unread = &self.incoming[self.unread.clone()];
+        unread.get(..2).map(|b| usize::from(u16::from_be_bytes([b[0], b[1]])))
     }
 
     /// The End frame came: checks its count. The Ack waits until the outputs have taken it
