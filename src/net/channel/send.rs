@@ -170,7 +170,11 @@ impl Channel {
     ) -> io::Result<usize> {
         let started = Instant::now();
         let mut taken = 0;
-        while taken < data.len() && self.queued + MAX_FRAME <= BATCH {
+        // Full frames while the batch has room for one, and the last of the piece in any
+        // case (the outgoing buffer has room for it): see `BATCH`.
+        while taken < data.len()
+            && (self.queued + MAX_FRAME <= BATCH || data.len() - taken <= MAX_PAYLOAD)
+        {
             let piece = &data[taken..data.len().min(taken + MAX_PAYLOAD)];
             let at = self.offset + taken as u64;
             match compressor.pack(piece) {

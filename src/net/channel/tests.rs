@@ -163,6 +163,34 @@ fn a_message_that_does_not_fit_after_some_bytes_waits_for_the_next_buffer() {
 }
 
 #[test]
+fn the_short_frame_at_the_end_of_a_piece_goes_with_its_batch() {
+    let (near, far) = socket::pair();
+    let (mut sender, mut receiver) = session(Cipher::AesGcm, near, far);
+    // What the backlog hands out: 1 MiB, 16 full payloads and 272 bytes.
+    let piece = data(1 << 20);
+    assert_eq!(piece.len(), 16 * MAX_PAYLOAD + 272);
+    let expected = piece.clone();
+    let receiving = thread::spawn(move || {
+        let got = receive_all(&mut receiver, 1 << 20).unwrap();
+        receiver.acknowledge_end().unwrap();
+        got
+    });
+    let taken = sender.send(&piece, &Stop::default(), &mut Compressor::none()).unwrap();
+    assert_eq!(taken, piece.len(), "one batch takes the whole piece");
+    // A larger piece is still cut after a batch's worth of frames.
+    let more = data(20 * MAX_PAYLOAD);
+    let taken = sender.send(&more, &Stop::default(), &mut Compressor::none()).unwrap();
+    assert_eq!(taken, 16 * MAX_PAYLOAD);
+    let rest = more[taken..].to_vec();
+    let mut sent = expected;
+    sent.extend_from_slice(&more);
+    let ending = thread::spawn(move || send_all(sender, rest, 1 << 20));
+    let got = receiving.join().unwrap();
+    assert!(got == sent, "the bytes differ");
+    ending.join().unwrap().expect("the receiver confirmed the end");
+}
+
+#[test]
 fn keys_change_in_step_and_a_side_that_does_not_follow_fails() {
     let (near, far) = socket::pair();
     let (mut sender, mut receiver) = session(Cipher::AesGcm, near, far);
