@@ -230,6 +230,8 @@ pub struct Adapt {
     leaning: Option<(Lean, u32)>,
     /// Past the start, when the socket's buffer was filling.
     warm: bool,
+    /// The period of the last move.
+    moved: Option<u64>,
 }
 
 impl Adapt {
@@ -243,6 +245,7 @@ impl Adapt {
             link: None,
             leaning: None,
             warm: false,
+            moved: None,
         }
     }
 
@@ -287,7 +290,10 @@ impl Adapt {
             self.warm = refused || self.periods >= WARM;
             return None;
         }
-        if !input_bound {
+        // The period after a move still sends what the socket's buffer took at the level
+        // before (megabytes): what moved then is not this level's.
+        let settled = self.moved.is_none_or(|at| self.periods > at + 1);
+        if !input_bound && settled {
             self.rates[self.rung] = Some(Seen { value: rate, period: self.periods });
             if refused {
                 let wire = seen.packed as f64 / seen.span.as_secs_f64().max(1e-9);
@@ -308,6 +314,7 @@ impl Adapt {
             return None;
         }
         self.leaning = None;
+        self.moved = Some(self.periods);
         let from = self.rung();
         self.rung = lean;
         Some(Change { from, to: self.rung(), why })

@@ -36,12 +36,16 @@ use crate::meter::Wire;
 /// link or of data is followed within a second or two (two agreeing periods move it).
 pub const PERIOD: Duration = Duration::from_millis(250);
 
-/// The first [`QUICK`] periods are this much shorter: a stream of a few seconds cannot spend
-/// a second at the wrong level before the first move.
+/// The first [`QUICK`] periods are this much shorter, and the [`QUICK_AFTER`] after a move: a
+/// stream of a few seconds cannot spend a second at the wrong level before the first move,
+/// nor half a second at a level tried and found slower.
 pub const QUICK_PERIOD: Duration = Duration::from_millis(60);
 
 /// See [`QUICK_PERIOD`].
 pub const QUICK: u32 = 6;
+
+/// See [`QUICK_PERIOD`].
+pub const QUICK_AFTER: u32 = 3;
 
 /// A frame is sent compressed only when that saves at least 3 % of it: below that, the
 /// receiver's work and the sender's are not worth the bytes (zstd itself stores a block
@@ -137,9 +141,9 @@ pub struct Compressor {
     /// When the level last changed, and the time at each rung before that.
     at_rung_since: Instant,
     at_rung: [Duration; RUNGS],
-    /// The period under way, and how many went before it.
+    /// The period under way, and how many short ones are still to come.
     period: Period,
-    periods: u32,
+    quick: u32,
     /// When the last write returned: the time until the next is the input's, or the link's
     /// when the buffer was `held` full of bytes the receiver had not confirmed.
     last_return: Option<Instant>,
@@ -196,7 +200,7 @@ impl Compressor {
             at_rung_since: now,
             at_rung: [Duration::ZERO; RUNGS],
             period: Period::new(now),
-            periods: 0,
+            quick: QUICK,
             last_return: None,
             held: false,
             log,
@@ -284,10 +288,10 @@ impl Compressor {
         self.period.packing += packing;
         self.period.writing += writing;
         let span = now.saturating_duration_since(self.period.started);
-        if span < if self.periods < QUICK { QUICK_PERIOD } else { PERIOD } {
+        if span < if self.quick > 0 { QUICK_PERIOD } else { PERIOD } {
             return;
         }
-        self.periods = self.periods.saturating_add(1);
+        self.quick = self.quick.saturating_sub(1);
         let observed = Observation {
             span,
             packing: self.period.packing,
@@ -305,6 +309,7 @@ impl Compressor {
             self.at_rung[adapt::index(self.rung)] += now - self.at_rung_since;
             self.at_rung_since = now;
             self.rung = change.to;
+            self.quick = QUICK_AFTER;
             self.unshrunk = 0;
             self.skip = 0;
             if let (Some(level), Some(zstd)) = (change.to.level(), &mut self.zstd) {
