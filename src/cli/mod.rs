@@ -466,12 +466,13 @@ pub struct Cli {
     ///
     /// Each frame (64 KiB) is compressed on its own, or sent as it is when it would not
     /// shrink by 3 %; after a run of frames that did not shrink, only one in 16 is tried, so
-    /// random or already compressed data costs almost nothing. With auto, frames go as they
-    /// are at first; every quarter of a second the sender looks at what held it: its writes
-    /// waiting for the socket (the link is the bottleneck: compress, from level 1 up while the
-    /// level above moves more of the stream and gets a better ratio on this data), or
-    /// compressing while the socket had room (the CPU is: down, to no compression at all);
-    /// --debug says each change and why. The receiver decompresses whatever each frame says:
+    /// random or already compressed data costs almost nothing. With auto, it starts at level
+    /// 1; every quarter of a second the sender looks at what held it: its writes waiting for
+    /// the socket or the receiver's confirmations (the link is the bottleneck: a higher level,
+    /// if its ratio on this data moves more of the stream), or compressing while the socket
+    /// had room (the CPU is: a lower level, down to no compression at all); it moves to the
+    /// level predicted, from the speed and ratio it sees, to move the most, and leaves one
+    /// that moved less; --debug says each change and why. The receiver decompresses whatever each frame says:
     /// nothing to set there. Offsets, confirmations and resuming count stream bytes,
     /// uncompressed. Not with --insecure: a raw stream stays raw. With --from ssh://, the
     /// remote accel sends, and compresses as asked.

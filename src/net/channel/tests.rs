@@ -101,8 +101,8 @@ fn compressed_frames_arrive_as_the_stream_they_were() {
         let wire = sending.join().unwrap().expect("the receiver confirmed the end");
         assert_eq!(wire.stream, expected.len() as u64, "{setting}");
         if setting == Compress::Auto {
-            // It starts storing frames, and 3 MB on loopback give it no reason to change.
-            assert!(wire.bytes >= wire.stream, "{setting}: {wire:?}");
+            // It starts at level 1 and may leave it on loopback: never more than as it is.
+            assert!(wire.bytes <= wire.stream + wire.stream / 200, "{setting}: {wire:?}");
         } else if setting == Compress::None {
             assert!(wire.bytes > wire.stream, "{setting}: {wire:?}");
         } else {

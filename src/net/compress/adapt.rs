@@ -3,30 +3,38 @@
 //! fed synthetic periods in tests.
 //!
 //! The sending thread does three things: it compresses (and seals), it writes, and it waits
-//! for the input between writes. Each period says which took its time, how much of the
-//! stream moved, and the ratio the level got; each rung remembers its ratio and its rate
-//! (the stream moved per second, while the input was not the bottleneck) for [`FRESH`]
-//! periods. Then, in order:
+//! for the input between writes (or for the receiver's confirmations, when the buffer is
+//! full of bytes in flight: that wait is the link's, counted with the writes). Each period
+//! says which took its time, how much of the stream moved, and the ratio the level got; each
+//! rung remembers its ratio and its rate (the stream moved per second, while the input was
+//! not the bottleneck) for [`FRESH`] periods, and the link its capacity (the wire bytes it
+//! took in the last period it refused bytes). It starts at level 1 ([`START`]): the first
+//! megabytes fill the socket's buffer at memory speed, and on a slow link what fills it is
+//! seconds of the link, better compressed; the periods of that filling ([`WARM`]) teach
+//! only the ratio. Then, in order:
 //!
 //! - a level that gets nothing from this data (under 3 % saved) goes down to the lowest
 //!   level, whose rare trials ([`super::TRY_ONE_IN`]) cost almost nothing and notice when
-//!   the data changes; a level that gets no more ratio than the one below goes down to it
-//!   (a level that saves nothing is not chosen however slow the link);
+//!   the data changes; a level that gets no more ratio than one below goes down to it (a
+//!   level that saves nothing is not chosen however slow the link);
 //! - while the input is the bottleneck (the output waited for it), nothing moves: the rate
 //!   says nothing of the level;
-//! - a neighbour that moved 5 % more of the stream is moved to;
-//! - the writes waited for the socket (the link refuses bytes) while the CPU had room: up,
-//!   to a level not tried lately (from storing, straight to level 1);
-//! - otherwise the level below, if not tried lately: that is how the CPU as the
-//!   bottleneck (the socket takes everything at once) leads down, to storing frames as they
-//!   are at the bottom, and how a shared CPU (both ends on one machine, whose receiver makes
-//!   the socket refuse bytes) is found out: by the stream each level actually moved.
+//! - each rung's rate is predicted: what it moved, if seen lately; else the slower of what
+//!   the thread would get through at its speed (zstd's speeds relative to the rung in use,
+//!   [`SPEED_GUESS`]) and the link's capacity times its ratio (seen, or guessed from a rung
+//!   seen, [`RATIO_GUESS`]): the cheapest rung within 3 % of the best is moved to if it
+//!   promises 5 % more than the rung in use moved, several rungs at once if so (from
+//!   storing, only to level 1 or to a rung seen: sealing's speed says nothing of zstd's);
+//! - else, where the link refuses bytes and the thread would keep up a rung higher, that
+//!   rung is tried; where compressing takes half the time and storing was not seen lately,
+//!   storing is tried (a link, or a receiver sharing the sender's CPUs, that refuses
+//!   bytes may take raw ones faster than they are compressed).
 //!
 //! A move needs [`HOLD`] periods in a row that agree: hysteresis against one noisy period.
 //! zstd's own `--adapt` moves by which side waits but never looks at the ratio, and moves
 //! only after 32 MB jobs (zstd#2200); ACE (Krintz & Sucu, 2006) predicts from the ratio and
-//! the rates, per block; here the prediction is the rate each level was seen to move, kept
-//! fresh by trying the neighbours now and then.
+//! the rates, per block; here the prediction is made per period from the ratio and the
+//! speed seen at the rung in use, and replaced by what each rung was seen to move.
 
 use std::fmt;
 use std::time::Duration;
@@ -75,15 +83,19 @@ pub const LADDER: [Rung; RUNGS] = [
 /// Rungs on the [`LADDER`].
 pub const RUNGS: usize = 8;
 
-/// Where `auto` starts: frames as they are, which costs nothing where the link is fast; a
-/// link that refuses bytes leads to level 1 within half a second, and on from there.
-pub const START: Rung = Rung::Stored;
+/// Where `auto` starts: zstd's level 1, which fills the socket's buffer with three times the
+/// stream on a slow link, costs a few milliseconds where the link is fast, and gives the
+/// ratio on this data that the first guesses start from.
+pub const START: Rung = Rung::Level(1);
 
 /// Where a link that refuses raw bytes leads first: zstd's level 1.
 const FIRST_CLIMB: usize = 3;
 
 /// The lowest rung that still compresses (and tries frames).
 const LOWEST_LEVEL: usize = 1;
+
+/// Periods at the start at most that teach nothing but the ratio (see [`Adapt::decide`]).
+pub const WARM: u64 = 3;
 
 /// Periods in a row that must agree before the level moves.
 pub const HOLD: u32 = 2;
@@ -96,12 +108,12 @@ pub const FRESH: u64 = 80;
 /// The writes waited this share of the period for the socket: the link is the bottleneck.
 const LINK_BOUND: f64 = 0.20;
 
-/// Below this share of waiting for the socket, with the input ready: the CPU is.
-const LINK_FREE: f64 = 0.05;
-
 /// The output waited for the input this share of the period: the input is the bottleneck,
 /// and what moved says nothing of the level.
 const INPUT_BOUND: f64 = 0.30;
+
+/// Compressing took this share of the period: storing may move more.
+const CPU_BUSY: f64 = 0.5;
 
 /// A level that saves less than this (stream bytes per byte sent) saves nothing.
 const MIN_RATIO: f64 = 1.03;
@@ -182,6 +194,28 @@ struct Seen {
     period: u64,
 }
 
+/// What the thread got through per second of its own time at each rung, relative to the
+/// others: zstd's speeds on 64 KiB blocks of the seed corpus on one core of this class of
+/// machine (MB/s; storing: sealing alone). Only for guessing what an untried rung would do
+/// from what the rung in use did; a rung once tried is judged by what it moved.
+const SPEED_GUESS: [f64; RUNGS] = [1500.0, 656.0, 555.0, 390.0, 320.0, 119.0, 82.0, 31.0];
+
+/// The ratio of each rung relative to level 1's, on the same corpus: a guess, for the
+/// rungs not tried, from the ratio a tried one got on this data.
+const RATIO_GUESS: [f64; RUNGS] = [1.0, 0.77, 0.875, 1.0, 1.03, 1.08, 1.085, 1.09];
+
+/// The ratio guessed at level 1 before anything was compressed: a stream worth sending
+/// over a slow link is often text or a database; level 1 is tried, and left if it is not.
+const PRIOR_RATIO: f64 = 2.0;
+
+/// The speed a rung not tried lately is guessed to have counts for this share: a wrong guess
+/// makes the CPU the bottleneck.
+const GUESS_TRUST: f64 = 0.9;
+
+/// Rungs predicted within this much of the best are as good: the cheapest of them is taken
+/// (the CPU it leaves is the receiver's, or another program's).
+const AS_GOOD: f64 = 0.97;
+
 /// `auto`'s state: the rung, and what each rung got: its ratio, and the stream it moved per
 /// second while the input was not the bottleneck.
 #[derive(Debug, Clone)]
@@ -190,8 +224,14 @@ pub struct Adapt {
     periods: u64,
     ratios: [Option<Seen>; RUNGS],
     rates: [Option<Seen>; RUNGS],
+    /// The wire bytes per second the link took when it last refused bytes: its capacity.
+    link: Option<Seen>,
     /// The way the last periods leaned, and how many in a row.
     leaning: Option<(Lean, u32)>,
+    /// Past the start, when the socket's buffer was filling.
+    warm: bool,
+    /// The period of the last move.
+    moved: Option<u64>,
 }
 
 impl Adapt {
@@ -202,7 +242,10 @@ impl Adapt {
             periods: 0,
             ratios: [None; RUNGS],
             rates: [None; RUNGS],
+            link: None,
             leaning: None,
+            warm: false,
+            moved: None,
         }
     }
 
@@ -235,15 +278,29 @@ impl Adapt {
             return None;
         }
         let (ratio, rate) = (seen.ratio(), seen.rate());
-        let (waited, idle) = (seen.share(seen.writing), seen.share(seen.idle));
-        let input_bound = idle >= INPUT_BOUND;
+        let input_bound = seen.share(seen.idle) >= INPUT_BOUND;
         if self.rung > 0 {
             self.ratios[self.rung] = Some(Seen { value: ratio, period: self.periods });
         }
-        if !input_bound {
-            self.rates[self.rung] = Some(Seen { value: rate, period: self.periods });
+        let refused = seen.share(seen.writing) >= LINK_BOUND;
+        if !self.warm {
+            // The socket's buffer fills at memory speed first, megabytes of it: what moved
+            // then says nothing of the link, nor does the room the socket had. Until the
+            // period it first refused bytes (or a few periods), only the ratio is learnt.
+            self.warm = refused || self.periods >= WARM;
+            return None;
         }
-        let (lean, why) = self.lean(ratio, rate, waited, input_bound);
+        // The period after a move still sends what the socket's buffer took at the level
+        // before (megabytes): what moved then is not this level's.
+        let settled = self.moved.is_none_or(|at| self.periods > at + 1);
+        if !input_bound && settled {
+            self.rates[self.rung] = Some(Seen { value: rate, period: self.periods });
+            if refused {
+                let wire = seen.packed as f64 / seen.span.as_secs_f64().max(1e-9);
+                self.link = Some(Seen { value: wire, period: self.periods });
+            }
+        }
+        let (lean, why) = self.lean(seen, input_bound);
         let Some(lean) = lean.filter(|&to| to != self.rung) else {
             self.leaning = None;
             return None;
@@ -257,30 +314,76 @@ impl Adapt {
             return None;
         }
         self.leaning = None;
+        self.moved = Some(self.periods);
         let from = self.rung();
         self.rung = lean;
         Some(Change { from, to: self.rung(), why })
     }
 
+    /// The ratio `rung` gets on this data: seen, or guessed from the nearest rung seen
+    /// (never more than a rung above got; nothing gained above a rung that saved nothing).
+    fn ratio_guess(&self, rung: usize) -> f64 {
+        if rung == 0 {
+            return 1.0;
+        }
+        if let Some(ratio) = self.ratio_at(rung) {
+            return ratio;
+        }
+        let from = |k: usize, r: f64| r * RATIO_GUESS[rung] / RATIO_GUESS[k];
+        let below = (1..rung).rev().find_map(|k| self.ratio_at(k).map(|r| (k, r)));
+        let above = (rung + 1..RUNGS).find_map(|k| self.ratio_at(k).map(|r| (k, r)));
+        let guess = match (below, above) {
+            (Some((_, r)), _) if r < MIN_RATIO => r,
+            (Some((k, r)), Some((_, cap))) => from(k, r).min(cap),
+            (Some((k, r)), None) => from(k, r),
+            (None, Some((k, r))) => from(k, r),
+            (None, None) => from(FIRST_CLIMB, PRIOR_RATIO),
+        };
+        guess.max(1.0)
+    }
+
+    /// The stream `rung` would move per second: what it moved, if seen lately; else the
+    /// slower of what the thread would get through at its speed (guessed from the speed
+    /// here) and what the link takes times the ratio (the link's capacity: what it took
+    /// when it last refused bytes; unknown, so unbounded, if it has not lately), discounted
+    /// by [`GUESS_TRUST`].
+    fn predict(&self, rung: usize, seen: &Observation) -> f64 {
+        if rung == self.rung {
+            return seen.rate();
+        }
+        if let Some(rate) = self.rate_at(rung) {
+            return rate;
+        }
+        let speed = self.speed_guess(rung, seen) * GUESS_TRUST;
+        match self.fresh(self.link) {
+            Some(wire) => speed.min(wire * self.ratio_guess(rung)),
+            None => speed,
+        }
+    }
+
+    /// The stream the thread would get through per second of its time at `rung`, from what
+    /// it got through here.
+    fn speed_guess(&self, rung: usize, seen: &Observation) -> f64 {
+        let busy = seen.packing.as_secs_f64().max(1e-6);
+        seen.stream as f64 / busy * SPEED_GUESS[rung] / SPEED_GUESS[self.rung]
+    }
+
     /// Where this period leans, and why in words.
-    fn lean(
-        &self,
-        ratio: f64,
-        rate: f64,
-        waited: f64,
-        input_bound: bool,
-    ) -> (Option<Lean>, String) {
+    fn lean(&self, seen: &Observation, input_bound: bool) -> (Option<Lean>, String) {
+        let (ratio, rate, waited) = (seen.ratio(), seen.rate(), seen.share(seen.writing));
         let here = self.rung();
         let mib = |rate: f64| rate / f64::from(1 << 20);
-        let (below, above) = (self.rung.checked_sub(1), Some(self.rung + 1).filter(|&r| r < RUNGS));
         if self.rung > LOWEST_LEVEL && ratio < MIN_RATIO {
             return (
                 Some(LOWEST_LEVEL),
                 format!("{here} saves nothing on this data (x{ratio:.2})"),
             );
         }
-        if let Some(low) = below.filter(|_| self.rung > LOWEST_LEVEL) {
-            if let Some(was) = self.ratio_at(low).filter(|was| ratio <= was * BETTER) {
+        let no_better = (LOWEST_LEVEL..self.rung).find_map(|low| {
+            self.ratio_at(low).filter(|was| ratio <= was * BETTER).map(|was| (low, was))
+        });
+        if self.rung > LOWEST_LEVEL {
+            if let Some((low, was)) = no_better {
                 let why = format!(
                     "{here} gets no more than {} on this data (x{ratio:.2} against x{was:.2})",
                     LADDER[low]
@@ -291,59 +394,74 @@ impl Adapt {
         if input_bound {
             return (None, String::new());
         }
-        let moved = |to: usize, was: f64| {
+        let link_bound = waited >= LINK_BOUND;
+        // A rung that saves nothing on this data is not chosen, however slow the link. From
+        // storing, the thread's speed says nothing of zstd's: only level 1, or a rung seen.
+        let worth = |r: usize| {
+            r == 0
+                || r == self.rung
+                || (self.ratio_guess(r) >= MIN_RATIO
+                    && (self.rung > 0 || r == FIRST_CLIMB || self.rate_at(r).is_some()))
+        };
+        let predicted: Vec<f64> = (0..RUNGS).map(|r| self.predict(r, seen)).collect();
+        let top = (0..RUNGS).filter(|&r| worth(r)).map(|r| predicted[r]).fold(0.0, f64::max);
+        let best =
+            (0..RUNGS).find(|&r| worth(r) && predicted[r] >= top * AS_GOOD).unwrap_or(self.rung);
+        if best == self.rung || predicted[best] <= rate * FASTER {
+            // Nothing promises more; where the link refuses bytes and the thread would keep
+            // up a rung higher, that rung is tried (its ratio on this data is worth knowing).
+            let above = Some(self.rung + 1).filter(|&up| {
+                up < RUNGS
+                    && link_bound
+                    && self.rate_at(up).is_none()
+                    && self.ratio_at(up).is_none_or(|r| r > ratio * BETTER)
+                    && (self.rung < LOWEST_LEVEL || ratio >= MIN_RATIO)
+                    && self.speed_guess(up, seen) * GUESS_TRUST >= rate
+            });
+            let Some(up) = above else {
+                // The CPU busy compressing, and storing not tried lately: tried, for the link
+                // (or the receiver) may take raw bytes faster than they are compressed.
+                let busy = seen.share(seen.packing);
+                if self.rung > 0 && busy >= CPU_BUSY && self.rate_at(0).is_none() {
+                    let why = format!(
+                        "compressing took {:.0} % of the time at {:.0} MiB/s of the stream, \
+                         storing not tried lately",
+                        busy * 100.0,
+                        mib(rate)
+                    );
+                    return (Some(0), why);
+                }
+                return (None, String::new());
+            };
+            let why = format!(
+                "the link refused bytes {:.0} % of the time at {:.0} MiB/s of the stream, the \
+                 CPU had room (x{ratio:.2})",
+                waited * 100.0,
+                mib(rate)
+            );
+            return (Some(up), why);
+        }
+        let to = best;
+        let how = if self.rate_at(best).is_some() { "moved" } else { "would move" };
+        let why = if link_bound {
             format!(
-                "{} moved {:.0} MiB/s of the stream, {here} {:.0} MiB/s (x{ratio:.2})",
-                LADDER[to],
-                mib(was),
+                "the link refused bytes {:.0} % of the time; {} {how} {:.0} MiB/s of the \
+                 stream, {here} {:.0} MiB/s (x{ratio:.2})",
+                waited * 100.0,
+                LADDER[best],
+                mib(predicted[best]),
+                mib(rate)
+            )
+        } else {
+            format!(
+                "the socket had room; {} {how} {:.0} MiB/s of the stream, {here} {:.0} MiB/s \
+                 (x{ratio:.2})",
+                LADDER[best],
+                mib(predicted[best]),
                 mib(rate)
             )
         };
-        if let Some((low, was)) = below.and_then(|b| self.rate_at(b).map(|r| (b, r))) {
-            if was > rate * FASTER {
-                return (Some(low), moved(low, was));
-            }
-        }
-        let climbable = above.filter(|_| self.rung < LOWEST_LEVEL || ratio >= MIN_RATIO);
-        let climbable =
-            climbable.filter(|&up| self.ratio_at(up).is_none_or(|r| r > ratio * BETTER));
-        if let Some((up, was)) = climbable.and_then(|u| self.rate_at(u).map(|r| (u, r))) {
-            if was > rate * FASTER {
-                return (Some(up), moved(up, was));
-            }
-        }
-        if waited >= LINK_BOUND {
-            // From storing, straight to level 1 where it was not tried lately: a link that
-            // refuses raw bytes is worth zstd's first level on anything that compresses,
-            // and a stream of a few seconds has no time to climb rung by rung.
-            let up = match climbable {
-                Some(0 | 1) if self.rung == 0 && self.rate_at(FIRST_CLIMB).is_none() => {
-                    Some(FIRST_CLIMB)
-                }
-                up => up,
-            };
-            if let Some(up) = up.filter(|&up| self.rate_at(up).is_none()) {
-                let why = format!(
-                    "the link refused bytes {:.0} % of the time at {:.0} MiB/s of the stream, the \
-                     CPU had room (x{ratio:.2})",
-                    waited * 100.0,
-                    mib(rate)
-                );
-                return (Some(up), why);
-            }
-        }
-        if let Some(low) = below.filter(|&b| self.rate_at(b).is_none()) {
-            let why = if waited < LINK_FREE {
-                format!(
-                    "compressing held the stream to {:.0} MiB/s, the socket had room",
-                    mib(rate)
-                )
-            } else {
-                format!("{} not tried for a while (here {:.0} MiB/s)", LADDER[low], mib(rate))
-            };
-            return (Some(low), why);
-        }
-        (None, String::new())
+        (Some(to), why)
     }
 }
 
@@ -425,7 +543,9 @@ mod tests {
         let mut adapt = Adapt::new(START);
         let visited = run(&mut adapt, 40, |rung| world.period(rung));
         assert_eq!(world.best(), LADDER[RUNGS - 1]);
-        assert_eq!(adapt.rung(), world.best(), "visited {visited:?}");
+        // Where it is moves as much as the best, or nearly (the cheaper of two as good).
+        let rate = |rung: Rung| world.period(rung).stream as f64;
+        assert!(rate(adapt.rung()) >= rate(world.best()) * 0.95, "visited {visited:?}");
         let share = settled(&mut adapt, 800, &world);
         assert!(share > 0.95, "{share}");
     }
@@ -485,16 +605,23 @@ mod tests {
 
     #[test]
     fn a_level_that_gets_no_better_ratio_is_not_climbed_to() {
-        // Every level gets what level 1 gets: however slow the link, nothing above 3 (tried
-        // once, and left) is worth it.
+        // Every level gets what level 1 gets: however slow the link, nothing above 3 is
+        // worth it. A level guessed better from what zstd's levels get on prose is tried,
+        // seen to get no more, and left at once; tried again only when what was seen of it
+        // is no longer fresh.
         let mut ratio = PROSE;
         ratio[index(START)..].fill(3.0);
         let world = World { speed: SPEED, ratio, link: 6.0 };
         let mut adapt = Adapt::new(START);
-        let visited = run(&mut adapt, 200, |rung| world.period(rung));
-        let above = visited.iter().filter(|r| index(**r) > index(Rung::Level(3))).count();
-        assert_eq!(above, 0, "{visited:?}");
-        assert!(index(adapt.rung()) <= index(Rung::Level(3)), "{visited:?}");
+        let periods = 200;
+        let mut high = 0;
+        for _ in 0..periods {
+            high += usize::from(index(adapt.rung()) > index(Rung::Level(3)));
+            adapt.decide(&world.period(adapt.rung()));
+        }
+        let windows = periods / FRESH as usize + 1;
+        assert!(high <= windows * HOLD as usize, "{high} of {periods} periods above level 3");
+        assert!(index(adapt.rung()) <= index(Rung::Level(3)), "{:?}", adapt.rung());
     }
 
     #[test]

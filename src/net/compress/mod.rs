@@ -14,8 +14,10 @@
 //!
 //! What this side knows of its bottleneck comes from the sending thread itself: the time it
 //! spends compressing, the time its writes wait for the socket (the link refuses bytes), and
-//! the time between two writes (the output waits for the input). [`Compressor::sent`] takes
-//! them after each write; every [`PERIOD`] they go to [`adapt::Adapt`], which moves the level.
+//! the time between two writes (the output waits for the input, or, when the buffer is held
+//! full of bytes the receiver has not confirmed, [`Compressor::held`], for the link).
+//! [`Compressor::sent`] takes them after each write; every [`PERIOD`] (the first few
+//! shorter, [`QUICK_PERIOD`]) they go to [`adapt::Adapt`], which moves the level.
 //!
 //! Plain TCP (`--insecure`) is a raw stream, for mbuffer and nc: it is never compressed.
 
@@ -33,6 +35,17 @@ use crate::meter::Wire;
 /// How often the level is reconsidered (`auto`): a fraction of a second, so that a change of
 /// link or of data is followed within a second or two (two agreeing periods move it).
 pub const PERIOD: Duration = Duration::from_millis(250);
+
+/// The first [`QUICK`] periods are this much shorter, and the [`QUICK_AFTER`] after a move: a
+/// stream of a few seconds cannot spend a second at the wrong level before the first move,
+/// nor half a second at a level tried and found slower.
+pub const QUICK_PERIOD: Duration = Duration::from_millis(60);
+
+/// See [`QUICK_PERIOD`].
+pub const QUICK: u32 = 6;
+
+/// See [`QUICK_PERIOD`].
+pub const QUICK_AFTER: u32 = 3;
 
 /// A frame is sent compressed only when that saves at least 3 % of it: below that, the
 /// receiver's work and the sender's are not worth the bytes (zstd itself stores a block
@@ -128,10 +141,13 @@ pub struct Compressor {
     /// When the level last changed, and the time at each rung before that.
     at_rung_since: Instant,
     at_rung: [Duration; RUNGS],
-    /// The period under way.
+    /// The period under way, and how many short ones are still to come.
     period: Period,
-    /// When the last write returned: the time until the next is the input's.
+    quick: u32,
+    /// When the last write returned: the time until the next is the input's, or the link's
+    /// when the buffer was `held` full of bytes the receiver had not confirmed.
     last_return: Option<Instant>,
+    held: bool,
     log: Option<Arc<Log>>,
 }
 
@@ -184,7 +200,9 @@ impl Compressor {
             at_rung_since: now,
             at_rung: [Duration::ZERO; RUNGS],
             period: Period::new(now),
+            quick: QUICK,
             last_return: None,
+            held: false,
             log,
         }
     }
@@ -232,6 +250,13 @@ impl Compressor {
         }
     }
 
+    /// Whether the buffer holds a good part of its bytes for the receiver's confirmation
+    /// now, before a write: the time since the last write was the link's, not the input's
+    /// (with a high ratio, the bytes in flight fill the buffer before the socket's).
+    pub fn held(&mut self, held: bool) {
+        self.held = held;
+    }
+
     /// The payload of the last frame packed [`Packed::Zstd`].
     pub fn packed(&self, len: usize) -> &[u8] {
         &self.out[..len]
@@ -254,15 +279,19 @@ impl Compressor {
         let now = Instant::now();
         self.totals.bytes += wire as u64;
         if let Some(last) = self.last_return {
-            self.period.idle += started.saturating_duration_since(last);
+            // Waiting for the input, unless the buffer was full of what the receiver had not
+            // confirmed: then the input waited for the link, as the writes do.
+            let gap = started.saturating_duration_since(last);
+            if self.held { self.period.writing += gap } else { self.period.idle += gap }
         }
         self.last_return = Some(now);
         self.period.packing += packing;
         self.period.writing += writing;
         let span = now.saturating_duration_since(self.period.started);
-        if span < PERIOD {
+        if span < if self.quick > 0 { QUICK_PERIOD } else { PERIOD } {
             return;
         }
+        self.quick = self.quick.saturating_sub(1);
         let observed = Observation {
             span,
             packing: self.period.packing,
@@ -280,6 +309,7 @@ impl Compressor {
             self.at_rung[adapt::index(self.rung)] += now - self.at_rung_since;
             self.at_rung_since = now;
             self.rung = change.to;
+            self.quick = QUICK_AFTER;
             self.unshrunk = 0;
             self.skip = 0;
             if let (Some(level), Some(zstd)) = (change.to.level(), &mut self.zstd) {
