@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use super::{Answer, Finished, GREETING, Request, read_text_line};
 use crate::exit::Exit;
+use crate::log::Log;
 use crate::net::Resume;
 use crate::net::address::Address;
 use crate::net::key::Key;
@@ -47,7 +48,13 @@ const ACCEPT_PATIENCE: Duration = Duration::from_secs(60);
 pub fn run(config: &Config, closed: stdio::Closed) -> Exit {
     let ssh = config.ssh.as_ref().expect("an ssh:// peer");
     let host = ssh.host().to_owned();
-    let mut started = match Started::start(ssh, config.net.resume) {
+    let log = Arc::new(Log::new(config.quiet, config.debug));
+    if config.debug {
+        // Both ends' notes, side by side, say where the start-up's time goes.
+        crate::log::stamp_notes();
+    }
+    log.debug(format_args!("{host}: starting ssh"));
+    let mut started = match Started::start(ssh, config.net.resume, &log) {
         Ok(started) => started,
         Err((exit, why)) => {
             eprintln!("accel: {host}: {why}");
@@ -72,7 +79,8 @@ pub fn run(config: &Config, closed: stdio::Closed) -> Exit {
     }
     let stop_word = started.stop_word();
     run::signals::before_dying(Box::new(stop_word));
-    let exit = run::run(&direct, closed);
+    log.debug(format_args!("{host}: the run starts"));
+    let exit = run::run_with(&direct, closed, Arc::clone(&log));
     started.end(exit, ssh, config.stats, config.json.as_ref())
 }
 
@@ -118,9 +126,21 @@ struct Said {
 
 impl Started {
     /// Starts ssh, sends the request, reads the answer.
-    fn start(ssh: &Ssh, resume: Resume) -> Result<Started, (Exit, String)> {
+    fn start(ssh: &Ssh, resume: Resume, log: &Arc<Log>) -> Result<Started, (Exit, String)> {
         let network = |why: String| (Exit::Network, why);
-        let resolved = resolve(ssh);
+        let host = ssh.host();
+        // `ssh -G` is local, but a process of its own (tens of ms on a loaded machine): it
+        // runs while ssh connects, which takes round trips; its answer is needed only once
+        // the remote has said its port.
+        let resolving = {
+            let ssh = ssh.clone();
+            let log = Arc::clone(log);
+            thread::spawn(move || {
+                let resolved = resolve(&ssh);
+                log.debug(format_args!("{}: ssh -G answered", ssh.host()));
+                resolved
+            })
+        };
         let key =
             Arc::new(Key::generate().map_err(|e| network(format!("no key: {}", describe(&e))))?);
         let mut line = vec![ssh.remote_accel.clone(), "--serve-ssh".to_owned()];
@@ -146,11 +166,12 @@ impl Started {
                     describe(&e)
                 ))
             })?;
+        log.debug(format_args!("{host}: ssh started"));
         let said = Arc::new(Mutex::new(Said { held: Some(Vec::new()), ..Said::default() }));
         let stderr = child.stderr.take().expect("piped");
         // Disconnected when the relay has read ssh's stderr to its end.
         let (stderr_end, stderr_read) = mpsc::channel::<()>();
-        let relay = relay(stderr.into(), ssh.host().to_owned(), Arc::clone(&said), stderr_end);
+        let relay = relay(stderr.into(), host.to_owned(), Arc::clone(&said), stderr_end, log);
         let mut stdin = child.stdin.take().expect("piped");
         let answers = child.stdout.take().expect("piped");
         // Pull: the remote sender connects back to a port of this accel's, on every
@@ -177,6 +198,7 @@ impl Started {
             via: ssh.via,
             listening,
             resume,
+            debug: log.debugging(),
         };
         // The key only ever goes through this pipe, in a buffer zeroed when dropped.
         let key_line = key.to_line();
@@ -184,10 +206,12 @@ impl Started {
             .write_all(format!("{GREETING}\n").as_bytes())
             .and_then(|()| stdin.write_all(key_line.as_bytes()))
             .and_then(|()| stdin.write_all(format!("{}\n", request.to_json()).as_bytes()));
+        log.debug(format_args!("{host}: the request is written"));
         let answer = match sent {
             Ok(()) => read_text_line(&answers).ok().flatten(),
             Err(_) => None,
         };
+        log.debug(format_args!("{host}: the remote answered {:?}", answer.as_deref()));
         let failed = |child: &mut Child, said: &Mutex<Said>, answer: Option<&str>| {
             let status = child.wait().ok();
             // What ssh said decides what to say (an old accel's refusal, ssh's own error):
@@ -214,7 +238,8 @@ impl Started {
                 return failed(&mut child, &said, line.as_deref().map(str::trim_end));
             }
         };
-        release(&said, ssh.host());
+        release(&said, ssh.host(), log);
+        let resolved = resolving.join().unwrap_or_default();
         let host = match &resolved.hostname {
             Some(name) if name.contains(':') => format!("[{name}]"),
             Some(name) => name.clone(),
@@ -222,7 +247,7 @@ impl Started {
         };
         let address = Address::parse(&format!("{host}:{port}"), !ssh.push).map_err(network)?;
         let (peer, through) = match listener {
-            None => match push_path(ssh, &resolved, &address, probe)? {
+            None => match push_path(ssh, &resolved, &address, probe, log)? {
                 None => {
                     let _ = stdin.write_all(b"direct\n");
                     (Peer::Receiver(address), None)
@@ -249,7 +274,7 @@ impl Started {
             None => (Some(stdin), Some(answers), None),
             Some((why, relay)) => {
                 if !why.is_empty() {
-                    eprintln!("accel: {why}; sending through ssh instead (slower)");
+                    log.warn(format_args!("{why}; sending through ssh instead (slower)"));
                 }
                 relay.start(stdin.into(), answers.into()).map_err(network)?;
                 (None, None, Some(()))
@@ -374,6 +399,7 @@ fn push_path(
     resolved: &Resolved,
     address: &Address,
     probe: u16,
+    log: &Log,
 ) -> Result<Option<String>, (Exit, String)> {
     match (ssh.via, &resolved.proxied) {
         (Via::Ssh, _) => return Ok(Some(String::new())),
@@ -389,7 +415,10 @@ fn push_path(
         // The remote's probe port, beside the stream's: a try there is seen by nobody.
         target.set_port(probe);
         match TcpStream::connect_timeout(&target, super::DIRECT_PATIENCE) {
-            Ok(_) => return Ok(None),
+            Ok(_) => {
+                log.debug(format_args!("{}: the direct path is open", ssh.host()));
+                return Ok(None);
+            }
             Err(error) => {
                 target.set_port(port);
                 why = super::unreached(target, &error);
@@ -499,7 +528,9 @@ fn relay(
     host: String,
     said: Arc<Mutex<Said>>,
     end: mpsc::Sender<()>,
+    log: &Arc<Log>,
 ) -> Option<JoinHandle<()>> {
+    let log = Arc::clone(log);
     let relay = thread::Builder::new().name("accel-ssh-stderr".into()).spawn(move || {
         let _end = end;
         let reader = BufReader::new(std::fs::File::from(stderr));
@@ -512,9 +543,7 @@ fn relay(
             }
             match &mut said.held {
                 Some(held) => held.push(line.clone()),
-                None => {
-                    let _ = writeln!(io::stderr(), "{host}: {line}");
-                }
+                None => log.pass_on(&format!("{host}: {line}")),
             }
             said.last = line;
         }
@@ -523,10 +552,10 @@ fn relay(
 }
 
 /// Shows the lines held, and from now on each as it comes.
-fn release(said: &Mutex<Said>, host: &str) {
+fn release(said: &Mutex<Said>, host: &str, log: &Log) {
     let mut said = said.lock().unwrap_or_else(|e| e.into_inner());
     for line in said.held.take().unwrap_or_default() {
-        let _ = writeln!(io::stderr(), "{host}: {line}");
+        log.pass_on(&format!("{host}: {line}"));
     }
 }
 

@@ -23,6 +23,7 @@ use zeroize::Zeroizing;
 
 use super::{Answer, Finished, GREETING, Request, read_line, read_text_line};
 use crate::exit::Exit;
+use crate::log::Log;
 use crate::net::address::Address;
 use crate::net::key::Key;
 use crate::net::socket;
@@ -65,8 +66,14 @@ pub fn serve(mut config: Config, closed: stdio::Closed) -> i32 {
             return i32::from(Exit::Network.code());
         }
     };
-    match Session::open(request, key, &mut config) {
-        Ok(session) => session.run(config, closed),
+    if request.debug {
+        config.debug = true;
+        crate::log::stamp_notes();
+    }
+    let log = Arc::new(Log::new(false, config.debug));
+    log.debug(format_args!("--serve-ssh: the request is read"));
+    match Session::open(request, key, &mut config, &log) {
+        Ok(session) => session.run(config, closed, &log),
         Err(why) => {
             eprintln!("accel: {why}");
             i32::from(Exit::Network.code())
@@ -150,7 +157,7 @@ enum Control {
 impl Session {
     /// Sets the descriptors aside, listens, answers, starts the command and makes `config`
     /// the run's: a receiver on the bound socket, with the key, into the command.
-    fn open(request: Request, key: Key, config: &mut Config) -> Result<Session, String> {
+    fn open(request: Request, key: Key, config: &mut Config, log: &Log) -> Result<Session, String> {
         let dup = |fd: BorrowedFd<'_>| {
             rustix::io::fcntl_dupfd_cloexec(fd, 3).map_err(|e| describe(&e.into()))
         };
@@ -179,10 +186,12 @@ impl Session {
             super::answer_probes(TcpListener::from(probe));
             let answer = Answer::Port(bound.port(), probe_port);
             write_best_effort(&control_out, answer.line().as_bytes());
+            log.debug(format_args!("--serve-ssh: answered {}", answer.line().trim_end()));
             // What a receiving command prints goes where its stderr goes: this accel's stdout
             // is the stream's.
             command.stdin(Stdio::piped()).stdout(stderr_copy()?);
             let mut child = spawn(&mut command)?;
+            log.debug(format_args!("--serve-ssh: the command is started"));
             let stdin: OwnedFd = child.stdin.take().expect("piped").into();
             let held = dup(stdin.as_fd())?;
             crate::sys::replace(stdin.as_fd(), io::stdout().as_fd()).map_err(|e| describe(&e))?;
@@ -210,6 +219,7 @@ impl Session {
             };
             command.stdin(Stdio::null()).stdout(Stdio::piped());
             let mut child = spawn(&mut command)?;
+            log.debug(format_args!("--serve-ssh: the command is started"));
             let stdout: OwnedFd = child.stdout.take().expect("piped").into();
             crate::sys::replace(stdout.as_fd(), io::stdin().as_fd()).map_err(|e| describe(&e))?;
             config.outputs = vec![Target::Network(address)];
@@ -236,7 +246,8 @@ impl Session {
 
     /// Runs the transfer into the command, ends the command (its stdin closed after a whole
     /// stream, else stopped), says how it ended, and returns this process's status.
-    fn run(mut self, config: Config, closed: stdio::Closed) -> i32 {
+    fn run(mut self, config: Config, closed: stdio::Closed, log: &Log) -> i32 {
+        log.debug(format_args!("--serve-ssh: the run starts"));
         let exit = run::run(&config, closed);
         // From here the command's end is this thread's: the session's end no longer stops it
         // (through ssh, the local accel may close the session once it has the Ack).
