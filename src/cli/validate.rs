@@ -496,6 +496,7 @@ fn network_settings(cli: &Cli) -> Result<net::Peering, ConfigError> {
         congestion,
         key: None,
         bound: Vec::new(),
+        dialed: None,
     })
 }
 

@@ -69,7 +69,10 @@ pub fn run(config: &Config, closed: stdio::Closed) -> Exit {
         direct.net.resume.within = Duration::ZERO;
     }
     match started.peer.take() {
-        Some(Peer::Receiver(address)) => direct.outputs.push(Target::Network(address)),
+        Some(Peer::Receiver { address, dialed }) => {
+            direct.outputs.push(Target::Network(address));
+            direct.net.dialed = dialed.map(IntoRawFd::into_raw_fd);
+        }
         Some(Peer::Sender { address, listener }) => {
             direct.net.from = Some(address);
             direct.net.bound = vec![listener.into_raw_fd()];
@@ -106,8 +109,9 @@ struct Started {
 
 /// The remote accel, as the run's peer.
 enum Peer {
-    /// Push: a receiver, listening at this address.
-    Receiver(Address),
+    /// Push: a receiver, listening at this address; the stream's connection to it, made
+    /// when the direct path was tried (none through ssh).
+    Receiver { address: Address, dialed: Option<OwnedFd> },
     /// Pull: a sender, which connects to this accel's `listener` (named `address` in the
     /// messages).
     Sender { address: Address, listener: OwnedFd },
@@ -221,10 +225,12 @@ impl Started {
             Err(why_not_started(status, &said, answer))
         };
         let answer = answer.as_deref().and_then(Answer::parse);
-        let (port, probe, through) = match (answer, &listener) {
-            (Some(Answer::Port(port, probe)), None) => (port, probe, None),
-            (Some(Answer::Dialing), Some((_, port))) => (*port, 0, None),
-            (Some(Answer::Through(why)), Some((_, port))) => (*port, 0, Some(why)),
+        // The remote's probe port (push) is not used: the direct path is tried with the
+        // stream's own connection (see `push_path`).
+        let (port, through) = match (answer, &listener) {
+            (Some(Answer::Port(port, _)), None) => (port, None),
+            (Some(Answer::Dialing), Some((_, port))) => (*port, None),
+            (Some(Answer::Through(why)), Some((_, port))) => (*port, Some(why)),
             (Some(Answer::NoPort(why)), _) => {
                 return Err(network(format!("{why}; nothing was sent")));
             }
@@ -247,16 +253,16 @@ impl Started {
         };
         let address = Address::parse(&format!("{host}:{port}"), !ssh.push).map_err(network)?;
         let (peer, through) = match listener {
-            None => match push_path(ssh, &resolved, &address, probe, log)? {
-                None => {
+            None => match push_path(ssh, &resolved, &address, log)? {
+                Ok(connection) => {
                     let _ = stdin.write_all(b"direct\n");
-                    (Peer::Receiver(address), None)
+                    (Peer::Receiver { address, dialed: Some(connection.into()) }, None)
                 }
-                Some(why) => {
+                Err(why) => {
                     let _ = stdin.write_all(b"through-ssh\n");
                     let (relay, local) = loopback_relay(None).map_err(network)?;
                     let local = Address::parse(&local.to_string(), false).map_err(network)?;
-                    (Peer::Receiver(local), Some((why, relay)))
+                    (Peer::Receiver { address: local, dialed: None }, Some((why, relay)))
                 }
             },
             Some((listener, port)) => {
@@ -392,42 +398,42 @@ fn wait_for_exit(child: &mut Child, patience: Duration) -> bool {
     }
 }
 
-/// Push: whether the stream goes directly to `address` (`None`) or through ssh (why:
-/// empty with `--via ssh`). Status 6 when `--via direct` cannot connect.
+/// Push: whether the stream goes directly to `address` (its connection, non-blocking, which
+/// the run takes over) or through ssh (why: empty with `--via ssh`). Status 6 when `--via
+/// direct` cannot connect.
+///
+/// The direct path is tried with the stream's own connection rather than a probe's: a
+/// probe, then the stream's connection, would cost two round trips before the handshake
+/// where one does. The remote's listener sees nothing of it until the run handshakes on it.
 fn push_path(
     ssh: &Ssh,
     resolved: &Resolved,
     address: &Address,
-    probe: u16,
     log: &Log,
-) -> Result<Option<String>, (Exit, String)> {
+) -> Result<Result<TcpStream, String>, (Exit, String)> {
     match (ssh.via, &resolved.proxied) {
-        (Via::Ssh, _) => return Ok(Some(String::new())),
+        (Via::Ssh, _) => return Ok(Err(String::new())),
         (Via::Auto, Some(proxy)) => {
-            return Ok(Some(format!("{}: reached through a jump host ({proxy})", ssh.host())));
+            return Ok(Err(format!("{}: reached through a jump host ({proxy})", ssh.host())));
         }
         _ => {}
     }
     let targets = address.resolve().map_err(|e| (Exit::Network, describe(&e)))?;
     let mut why = String::new();
-    for mut target in targets {
-        let port = target.port();
-        // The remote's probe port, beside the stream's: a try there is seen by nobody.
-        target.set_port(probe);
-        match TcpStream::connect_timeout(&target, super::DIRECT_PATIENCE) {
-            Ok(_) => {
-                log.debug(format_args!("{}: the direct path is open", ssh.host()));
-                return Ok(None);
+    for target in targets {
+        let connected = TcpStream::connect_timeout(&target, super::DIRECT_PATIENCE)
+            .and_then(|connection| connection.set_nonblocking(true).map(|()| connection));
+        match connected {
+            Ok(connection) => {
+                log.debug(format_args!("{}: connected to {target}: the direct path", ssh.host()));
+                return Ok(Ok(connection));
             }
-            Err(error) => {
-                target.set_port(port);
-                why = super::unreached(target, &error);
-            }
+            Err(error) => why = super::unreached(target, &error),
         }
     }
     match ssh.via {
         Via::Direct => Err((Exit::Network, format!("{why} (--via direct); nothing was sent"))),
-        _ => Ok(Some(why)),
+        _ => Ok(Err(why)),
     }
 }
 
