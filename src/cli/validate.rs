@@ -85,6 +85,7 @@ impl Config {
             progress_fd: display.progress_fd,
             net,
             ssh,
+            producer: None,
         })
     }
 }

@@ -212,6 +212,10 @@ impl Run<'_> {
             Some(bytes) => input.stopping_after(bytes),
             None => input,
         };
+        let input = match &config.producer {
+            Some(producer) => input.produced_by(producer.clone()),
+            None => input,
+        };
         let lines = config.lines.map(|end| (end, Arc::new(AtomicU64::new(0))));
         let input = match &lines {
             Some((end, count)) => input.counting_lines(*end, Arc::clone(count)),

@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 use zeroize::Zeroizing;
 
 use super::{Answer, Finished, GREETING, Request, read_line, read_text_line};
+use crate::endpoint::Producer;
 use crate::exit::Exit;
 use crate::log::Log;
 use crate::net::address::Address;
@@ -223,6 +224,11 @@ impl Session {
             let stdout: OwnedFd = child.stdout.take().expect("piped").into();
             crate::sys::replace(stdout.as_fd(), io::stdin().as_fd()).map_err(|e| describe(&e))?;
             config.outputs = vec![Target::Network(address)];
+            // A command that fails mid-way closes its stdout as one that finished does: the
+            // stream ends (End, not Abort) only once it exited 0, so that the local consumer
+            // is never handed a cut stream as a whole one, even when the session, which says
+            // how the command ended, is gone by then.
+            config.producer = Some(Producer { pid: child.id(), command: request.command.clone() });
             (child, None, control)
         };
         config.net.key = Some(Arc::new(key));
