@@ -133,20 +133,6 @@ impl Started {
     fn start(ssh: &Ssh, resume: Resume, log: &Arc<Log>) -> Result<Started, (Exit, String)> {
         let network = |why: String| (Exit::Network, why);
         let host = ssh.host();
-        // `ssh -G` is local, but a process of its own (tens of ms on a loaded machine): it
-        // runs while ssh connects, which takes round trips; its answer is needed only once
-        // the remote has said its port.
-        let resolving = {
-            let ssh = ssh.clone();
-            let log = Arc::clone(log);
-            thread::spawn(move || {
-                let resolved = resolve(&ssh);
-                log.debug(format_args!("{}: ssh -G answered", ssh.host()));
-                resolved
-            })
-        };
-        let key =
-            Arc::new(Key::generate().map_err(|e| network(format!("no key: {}", describe(&e))))?);
         let mut line = vec![ssh.remote_accel.clone(), "--serve-ssh".to_owned()];
         line.extend(ssh.remote_args.iter().cloned());
         let remote = shlex::try_join(line.iter().map(String::as_str))
@@ -171,6 +157,23 @@ impl Started {
                 ))
             })?;
         log.debug(format_args!("{host}: ssh started"));
+        // Made once ssh runs: the first use of the crypto library sets it up (20 ms here), which
+        // is better spent while ssh connects. The key waits in this process until then.
+        let key =
+            Arc::new(Key::generate().map_err(|e| network(format!("no key: {}", describe(&e))))?);
+        log.debug(format_args!("{host}: the one-time key is made"));
+        // `ssh -G` is local, but a process of its own (tens of ms on a loaded machine): it
+        // runs while ssh connects, which takes round trips; its answer is needed only once
+        // the remote has said its port. Started after ssh, which is on the critical path.
+        let resolving = {
+            let ssh = ssh.clone();
+            let log = Arc::clone(log);
+            thread::spawn(move || {
+                let resolved = resolve(&ssh);
+                log.debug(format_args!("{}: ssh -G answered", ssh.host()));
+                resolved
+            })
+        };
         let said = Arc::new(Mutex::new(Said { held: Some(Vec::new()), ..Said::default() }));
         let stderr = child.stderr.take().expect("piped");
         // Disconnected when the relay has read ssh's stderr to its end.
