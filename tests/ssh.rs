@@ -53,6 +53,29 @@ fn the_report_says_what_the_remote_command_took() {
     );
 }
 
+/// With --debug, both ends note their start-up steps with the time of day, so that where the
+/// time to the first byte goes can be read side by side: the remote's notes come back marked
+/// with the host (the request asks for them; nothing was given in --remote-args).
+#[test]
+fn debug_notes_of_both_ends_are_time_stamped() {
+    let Some(sshd) = Sshd::start() else { return };
+    let said = push(&sshd, "auto", &["--debug"], None);
+    let stamped = |line: &str, prefix: &str| {
+        let Some(rest) = line.strip_prefix(prefix) else { return false };
+        let bytes = rest.as_bytes();
+        bytes.len() > 15
+            && bytes[0] == b'['
+            && bytes[13] == b']'
+            && [3, 6].iter().all(|&at| bytes[at] == b':')
+            && bytes[9] == b'.'
+    };
+    let here = format!("{HOST}: the remote answered");
+    let there = "--serve-ssh: the request is read";
+    assert!(said.lines().any(|l| stamped(l, "accel: ") && l.contains(&here)), "{said}");
+    let remote = format!("{HOST}: accel: ");
+    assert!(said.lines().any(|l| stamped(l, &remote) && l.contains(there)), "{said}");
+}
+
 /// A push of 3 MiB through `sshd` with `extra` options, from `netns` when given: byte-exact
 /// at the remote command, status 0. What the local accel said.
 fn push(sshd: &Sshd, engine: &str, extra: &[&str], netns: Option<&Netns>) -> String {
