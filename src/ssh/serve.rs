@@ -211,8 +211,10 @@ impl Session {
             (child, Some(held), Control::Push(bound))
         } else {
             let (address, control) = match pull_path(&request)? {
-                Ok(address) => {
+                Ok((address, connection)) => {
                     write_best_effort(&control_out, Answer::Dialing.line().as_bytes());
+                    // The stream's own connection, which tried the path: the run takes it.
+                    config.net.dialed = Some(OwnedFd::from(connection).into_raw_fd());
                     (address, Control::Stop)
                 }
                 Err(why) => {
@@ -349,24 +351,27 @@ fn relay_stderr(session_err: OwnedFd) -> io::Result<mpsc::Receiver<()>> {
 }
 
 /// Pull: where the remote sender connects, the local accel's port at the address the ssh
-/// connection came from (`SSH_CONNECTION`'s first field), tried first unless `--via ssh`
-/// (a connection that closes at once, which the local accel takes for a stranger's); else,
-/// why the stream goes through ssh. Status 6 with `--via direct` when it cannot connect.
-fn pull_path(request: &Request) -> Result<Result<Address, String>, String> {
+/// connection came from (`SSH_CONNECTION`'s first field), and the stream's connection there
+/// (non-blocking, for the run to take over: a probe first would cost a round trip more),
+/// unless `--via ssh`; else, why the stream goes through ssh. Status 6 with `--via direct`
+/// when it cannot connect.
+fn pull_path(request: &Request) -> Result<Result<(Address, TcpStream), String>, String> {
     let client = std::env::var("SSH_CONNECTION").ok().and_then(|connection| {
         connection.split_whitespace().next().and_then(|ip| ip.parse::<IpAddr>().ok())
     });
-    let (client, port, probe) = match (client, request.listening, request.via) {
+    let (client, port) = match (client, request.listening, request.via) {
         (_, _, Via::Ssh) => return Ok(Err(String::new())),
-        (Some(client), Some((port, probe)), _) => (client, port, probe),
+        (Some(client), Some((port, _probe)), _) => (client, port),
         (_, _, Via::Direct) => {
             return Err("no SSH_CONNECTION: where to connect to? (--via direct)".into());
         }
         _ => return Ok(Err("no SSH_CONNECTION to say where to connect to".into())),
     };
     let back = SocketAddr::new(client, port);
-    match TcpStream::connect_timeout(&SocketAddr::new(client, probe), super::DIRECT_PATIENCE) {
-        Ok(_) => Ok(Ok(Address::parse(&back.to_string(), false)?)),
+    let connected = TcpStream::connect_timeout(&back, super::DIRECT_PATIENCE)
+        .and_then(|connection| connection.set_nonblocking(true).map(|()| connection));
+    match connected {
+        Ok(connection) => Ok(Ok((Address::parse(&back.to_string(), false)?, connection))),
         Err(error) => {
             let why = super::unreached(back, &error);
             match request.via {
