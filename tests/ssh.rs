@@ -53,6 +53,29 @@ fn the_report_says_what_the_remote_command_took() {
     );
 }
 
+/// With --debug, both ends note their start-up steps with the time of day, so that where the
+/// time to the first byte goes can be read side by side: the remote's notes come back marked
+/// with the host (the request asks for them; nothing was given in --remote-args).
+#[test]
+fn debug_notes_of_both_ends_are_time_stamped() {
+    let Some(sshd) = Sshd::start() else { return };
+    let said = push(&sshd, "auto", &["--debug"], None);
+    let stamped = |line: &str, prefix: &str| {
+        let Some(rest) = line.strip_prefix(prefix) else { return false };
+        let bytes = rest.as_bytes();
+        bytes.len() > 15
+            && bytes[0] == b'['
+            && bytes[13] == b']'
+            && [3, 6].iter().all(|&at| bytes[at] == b':')
+            && bytes[9] == b'.'
+    };
+    let here = format!("{HOST}: the remote answered");
+    let there = "--serve-ssh: the request is read";
+    assert!(said.lines().any(|l| stamped(l, "accel: ") && l.contains(&here)), "{said}");
+    let remote = format!("{HOST}: accel: ");
+    assert!(said.lines().any(|l| stamped(l, &remote) && l.contains(there)), "{said}");
+}
+
 /// A push of 3 MiB through `sshd` with `extra` options, from `netns` when given: byte-exact
 /// at the remote command, status 0. What the local accel said.
 fn push(sshd: &Sshd, engine: &str, extra: &[&str], netns: Option<&Netns>) -> String {
@@ -214,6 +237,41 @@ fn a_failing_remote_producer_fails_the_run_with_its_status() {
     assert_eq!(out, b"some\n");
     assert!(said.contains(&format!("{HOST}: cannot send the snapshot")), "{said}");
     assert!(said.contains("exited with status 5"), "{said}");
+}
+
+/// A remote producer that fails mid-way after the ssh session is gone (so that nothing can
+/// say how it ended but the stream itself): the stream does not end as a whole one would.
+/// The run fails, saying how the command ended, and what came before is out.
+#[test]
+fn a_remote_producer_failing_after_the_session_is_gone_fails_the_run() {
+    let Some(sshd) = Sshd::start() else { return };
+    let (pidfile, go) = (sshd.dir.path("pid"), sshd.dir.path("go"));
+    let mut args = sshd.args();
+    args.extend(["--from".into(), sshd.url(), "--".into()]);
+    args.push(format!(
+        "printf some; echo $$ > {pid}; while [ ! -e {go} ]; do sleep 0.05; done; exit 1",
+        pid = pidfile.display(),
+        go = go.display()
+    ));
+    let mut child = piped(&mut accel_with("auto", &args));
+    drop(child.stdin.take());
+    let mut stdout = child.stdout.take().unwrap();
+    let out = std::thread::spawn(move || {
+        let mut out = Vec::new();
+        std::io::Read::read_to_end(&mut stdout, &mut out).map(|_| out)
+    });
+    let said = Said::collect(&mut child);
+    eventually(GENEROUS, "the remote command started", || {
+        std::fs::read_to_string(&pidfile).is_ok_and(|text| text.ends_with('\n'))
+    });
+    assert!(sshd.kill_sessions() > 0, "no ssh session to kill");
+    eventually(GONE_WITHIN, "the ssh session gone", || sshd.kill_sessions() == 0);
+    std::fs::write(&go, b"").unwrap();
+    let status = said.exit_of(&mut child);
+    let said = said.all();
+    assert!(!status.success(), "a cut stream passed off as whole: {said}");
+    assert!(said.contains("exited with status 1"), "{said}");
+    assert_eq!(out.join().unwrap().unwrap(), b"some");
 }
 
 /// A remote command that fails on its own fails the run with its status, and its words are

@@ -114,6 +114,17 @@ class GoalsTest(unittest.TestCase):
         said = ssh.goals(ssh.LINKS[0], self.table(1.0, 3.0), 1)
         self.assertIn("2.00 [2.00–2.00] × — **NOT met**", said[0])
 
+    def test_on_veth_a_goal_above_what_tcp_alone_carries_is_said_not_reachable(self) -> None:
+        table = self.table(1.0, 3.0)
+        said = ssh.goals(ssh.LINKS[0], table, 1)
+        self.assertNotIn("not reachable", said[0])  # no TCP row: nothing to say
+        table[ssh.TCP] = runs({0: 1.25, 1: 1.25, 2: 1.25})  # 1.6 × aes128-gcm's 2 s
+        said = ssh.goals(ssh.LINKS[0], table, 1)
+        self.assertIn("**NOT met**; not reachable here: TCP alone (no cipher, one flow, both "
+                      "ends on the same CPUs) is 1.60 [1.60–1.60] × ssh", said[0])
+        table[ssh.TCP] = runs({0: 0.5, 1: 0.5, 2: 0.5})  # 4 ×: the goal is the transport's
+        self.assertNotIn("not reachable", ssh.goals(ssh.LINKS[0], table, 1)[0])
+
     def test_the_fallback_is_held_to_the_default_cipher_that_carries_it(self) -> None:
         said = ssh.goals(ssh.LINKS[0], self.table(1.0, 3.0), 1)
         self.assertIn("no slower than plain ssh", said[1])

@@ -85,6 +85,7 @@ impl Config {
             progress_fd: display.progress_fd,
             net,
             ssh,
+            producer: None,
         })
     }
 }
@@ -496,6 +497,7 @@ fn network_settings(cli: &Cli) -> Result<net::Peering, ConfigError> {
         congestion,
         key: None,
         bound: Vec::new(),
+        dialed: None,
     })
 }
 

@@ -98,6 +98,20 @@ pub struct Endpoint {
     lines: Option<(u8, Arc<AtomicU64>)>,
     /// The run's stop: an interrupted call gives up once it is requested.
     stop: Arc<Stop>,
+    /// The program whose output this input is, when accel started it: its end of file is
+    /// the input's end only once it exited 0.
+    producer: Option<Producer>,
+}
+
+/// A program whose output is accel's input (the command `accel --serve-ssh` runs for a
+/// pull): a `zfs send` that fails mid-way closes its stdout as one that finished does, so
+/// the end of file alone would pass a cut stream off as whole. Its exit status decides.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Producer {
+    /// Its process id (accel's child: its exit is looked at, not reaped).
+    pub pid: u32,
+    /// How the user knows it: its command line.
+    pub command: String,
 }
 
 /// A descriptor accel inherited (kept open for the whole process) or opened (closed when the
@@ -156,6 +170,7 @@ impl Endpoint {
             left: None,
             lines: None,
             stop: Arc::clone(stop),
+            producer: None,
         }
     }
 
@@ -170,6 +185,12 @@ impl Endpoint {
     /// memory to be counted.
     pub fn counting_lines(mut self, end: u8, count: Arc<AtomicU64>) -> Endpoint {
         self.lines = Some((end, count));
+        self
+    }
+
+    /// This input, ending only once `producer`, which writes it, has exited 0.
+    pub fn produced_by(mut self, producer: Producer) -> Endpoint {
+        self.producer = Some(producer);
         self
     }
 
@@ -209,6 +230,7 @@ impl Endpoint {
             left: None,
             lines: None,
             stop: Arc::clone(stop),
+            producer: None,
         })
     }
 
@@ -378,7 +400,12 @@ impl Endpoint {
         }
         match &self.fd {
             Descriptor::Files(files) => files.next(&self.stop).map(|next| !next),
-            _ => Ok(true),
+            _ => {
+                if let Some(producer) = &self.producer {
+                    producer.ended_well(&self.stop)?;
+                }
+                Ok(true)
+            }
         }
     }
 
@@ -450,5 +477,21 @@ impl AsFd for Descriptor {
             Descriptor::Stream(_) => panic!("a program's reader or writer has no descriptor"),
             Descriptor::Files(files) => files.fd(),
         }
+    }
+}
+
+impl Producer {
+    /// Waits for the program to exit (it has closed its output, so it is on its way):
+    /// `Ok` when it exited 0, else the failure in its words (`zfs send x: exited with status
+    /// 1`), which fails the input and so the run.
+    fn ended_well(&self, stop: &Stop) -> io::Result<()> {
+        let (status, signal) = sys::exit_of(self.pid, &|| stop.check())?;
+        let how = match (status, signal) {
+            (Some(0), None) => return Ok(()),
+            (_, Some(signal)) => format!("killed by signal {signal}"),
+            (Some(status), None) => format!("exited with status {status}"),
+            (None, None) => "ended, how is not known".to_owned(),
+        };
+        Err(io::Error::other(format!("{}: {how}", self.command)))
     }
 }

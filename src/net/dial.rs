@@ -9,7 +9,7 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use super::address::Address;
@@ -42,6 +42,9 @@ pub(super) struct Dialer {
     pub(super) address: Address,
     pub(super) key: Option<Arc<Key>>,
     pub(super) congestion: Option<Arc<str>>,
+    /// A connection to the peer made before the run ([`super::Peering::dialed`]), which the
+    /// first try takes instead of connecting.
+    pub(super) dialed: Mutex<Option<Socket>>,
 }
 
 /// Why a try to connect failed: worth another while the tries last, or not.
@@ -128,7 +131,13 @@ impl Dialer {
         for &address in resolved {
             let hello = Hello { stream, offset: 0, resuming: false };
             let opening = self.key.as_ref().map(|key| Opening::new(key, hello));
-            match socket::connect(address, self.congestion.as_deref(), stop, deadline) {
+            // A connection made before the run (to the first address) is this try's.
+            let dialed = self.dialed.lock().unwrap_or_else(PoisonError::into_inner).take();
+            let connected = match dialed {
+                Some(socket) => Ok(socket),
+                None => socket::connect(address, self.congestion.as_deref(), stop, deadline),
+            };
+            match connected {
                 Ok(socket) => {
                     log.debug(format_args!(
                         "{}: connected to {address}; the connection's TCP congestion control: {}",

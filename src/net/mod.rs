@@ -59,8 +59,8 @@ use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, FromRawFd, OwnedFd};
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
@@ -129,6 +129,10 @@ pub struct Peering {
     pub bound: Vec<i32>,
     /// `--compress`: what each `--to` does with its frames.
     pub compress: Compress,
+    /// A connection to the one `--to`'s receiver made before the run (non-blocking), which
+    /// the first try takes instead of connecting: accel started through ssh tries the direct
+    /// path with the stream's own connection, so the stream pays no second round trip.
+    pub dialed: Option<i32>,
 }
 
 impl Default for Peering {
@@ -144,6 +148,7 @@ impl Default for Peering {
             congestion: Congestion::Preferred,
             key: None,
             bound: Vec::new(),
+            dialed: None,
             compress: Compress::default(),
         }
     }
@@ -284,6 +289,8 @@ struct Output {
     address: Address,
     resolved: Vec<SocketAddr>,
     link: Arc<Link>,
+    /// [`Peering::dialed`], for its first try.
+    dialed: Option<socket::Socket>,
 }
 
 impl Network {
@@ -311,7 +318,16 @@ impl Network {
             let name = address.to_string();
             let link = Link::new(Role::Sender, secure, name, peering.resume, Arc::clone(log));
             link.compress(peering.compress);
-            outputs.push(Output { address: address.clone(), resolved, link });
+            let dialed = match (outputs.is_empty(), peering.dialed) {
+                // SAFETY: the connection was made for this run and handed over once.
+                (true, Some(fd)) => Some(unsafe { OwnedFd::from_raw_fd(fd) }),
+                _ => None,
+            };
+            let dialed = dialed.map(|fd| socket::adopt(fd, congestion.as_deref()));
+            let dialed = dialed.transpose().map_err(|e| {
+                SetupError::Unreached(format!("{address}: {}; nothing was sent", describe(&e)))
+            })?;
+            outputs.push(Output { address: address.clone(), resolved, link, dialed });
         }
         let input = match &peering.from {
             None => None,
@@ -369,7 +385,7 @@ impl Network {
         let unreached = |address: &Address, e: io::Error| {
             SetupError::Unreached(format!("{address}: {}", describe(&e)))
         };
-        for output in &self.outputs {
+        for output in &mut self.outputs {
             let stream = handshake::new_stream().map_err(|why| {
                 SetupError::Unreached(format!("{}: {why}; nothing was sent", output.address))
             })?;
@@ -377,6 +393,7 @@ impl Network {
                 address: output.address.clone(),
                 key: self.key.clone(),
                 congestion: self.congestion.clone(),
+                dialed: Mutex::new(output.dialed.take()),
             };
             let first =
                 dialer.first(&output.resolved, stream, self.connect_for, patience, log, stop);

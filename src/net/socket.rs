@@ -206,6 +206,16 @@ pub fn connect(
     Ok(Socket { fd, peer: address })
 }
 
+/// A TCP connection made before the run, and handed over (non-blocking): given the
+/// congestion control `congestion` and tuned as [`connect`]'s are.
+pub fn adopt(fd: OwnedFd, congestion: Option<&str>) -> io::Result<Socket> {
+    let peer = rustix::net::getpeername(&fd)?.ok_or_else(|| io::Error::other("no peer"))?;
+    let peer = SocketAddr::try_from(peer).map_err(|_| io::Error::other("not an IP socket"))?;
+    ask_congestion(fd.as_fd(), congestion);
+    tune(&fd);
+    Ok(Socket { fd, peer })
+}
+
 /// A listening socket on exactly `address`, whose connections get the congestion control
 /// `congestion` (`None`: the system's). An IPv6 socket listens for IPv6 only, unless
 /// `both_families` (every interface given as a bare port).

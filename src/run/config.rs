@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::endpoint::Producer;
 use crate::endpoint::open::Existing;
 use crate::engine::digest::Algorithm;
 use crate::engine::{OutputErrors, Preference};
@@ -78,6 +79,9 @@ pub struct Config {
     pub net: net::Peering,
     /// `--to ssh://` or `--from ssh://`: the other end started through ssh (see ssh/).
     pub ssh: Option<Ssh>,
+    /// The program that writes stdin, when accel started it (`--serve-ssh`, pulled from):
+    /// stdin has ended only once it exited 0.
+    pub producer: Option<Producer>,
 }
 
 /// Flow control as given; the percentages are of the buffer, resolved once its size is
@@ -233,6 +237,7 @@ impl Default for Config {
             progress_fd: None,
             net: net::Peering::default(),
             ssh: None,
+            producer: None,
         }
     }
 }

@@ -41,10 +41,17 @@ use crate::words::describe;
 
 /// Runs accel as configured, printing any error, and says how to end.
 pub fn run(config: &Config, closed: stdio::Closed) -> Exit {
+    run_with(config, closed, Arc::new(Log::new(config.quiet, config.debug)))
+}
+
+/// [`run`], saying what happens along the way through `log`, which the caller shares: a run
+/// started through ssh passes the remote's lines on through it, so that they do not garble
+/// the progress line.
+pub fn run_with(config: &Config, closed: stdio::Closed, log: Arc<Log>) -> Exit {
     if let Some(pid) = config.remote {
         return remote(pid, config);
     }
-    let exit = match start(config, closed) {
+    let exit = match start(config, closed, log) {
         Ok(exit) => exit,
         Err(NotStarted::Closed(exit, why)) => {
             eprintln!("accel: {why}");
@@ -134,15 +141,11 @@ fn setup(what: &'static str) -> impl FnOnce(std::io::Error) -> NotStarted {
 
 /// Opens and checks everything before a byte is read, then runs the transfer and has the exit
 /// policy decide: the phases of a run, in order.
-fn start(config: &Config, closed: stdio::Closed) -> Result<Exit, NotStarted> {
+fn start(config: &Config, closed: stdio::Closed, log: Arc<Log>) -> Result<Exit, NotStarted> {
     check_progress_fd(config).map_err(usage)?;
     // Before any thread starts: under ulimit -v or -d, one allocator arena for all of them.
     sys::fit_allocator_to_limits();
-    let run = Run {
-        config,
-        stop: Arc::new(Stop::default()),
-        log: Arc::new(Log::new(config.quiet, config.debug)),
-    };
+    let run = Run { config, stop: Arc::new(Stop::default()), log };
     let Opened { input, outputs, spill, mut network, hash_file, lines } = run.open(closed)?;
     let names = Names {
         name: config.name.clone(),
@@ -207,6 +210,10 @@ impl Run<'_> {
         let input = open_input(config, closed, stop, network.as_ref())?;
         let input = match config.stop_after {
             Some(bytes) => input.stopping_after(bytes),
+            None => input,
+        };
+        let input = match &config.producer {
+            Some(producer) => input.produced_by(producer.clone()),
             None => input,
         };
         let lines = config.lines.map(|end| (end, Arc::new(AtomicU64::new(0))));

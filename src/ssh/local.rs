@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use super::{Answer, Finished, GREETING, Request, read_text_line};
 use crate::exit::Exit;
+use crate::log::Log;
 use crate::net::Resume;
 use crate::net::address::Address;
 use crate::net::key::Key;
@@ -47,7 +48,13 @@ const ACCEPT_PATIENCE: Duration = Duration::from_secs(60);
 pub fn run(config: &Config, closed: stdio::Closed) -> Exit {
     let ssh = config.ssh.as_ref().expect("an ssh:// peer");
     let host = ssh.host().to_owned();
-    let mut started = match Started::start(ssh, config.net.resume) {
+    let log = Arc::new(Log::new(config.quiet, config.debug));
+    if config.debug {
+        // Both ends' notes, side by side, say where the start-up's time goes.
+        crate::log::stamp_notes();
+    }
+    log.debug(format_args!("{host}: starting ssh"));
+    let mut started = match Started::start(ssh, config.net.resume, &log) {
         Ok(started) => started,
         Err((exit, why)) => {
             eprintln!("accel: {host}: {why}");
@@ -62,7 +69,10 @@ pub fn run(config: &Config, closed: stdio::Closed) -> Exit {
         direct.net.resume.within = Duration::ZERO;
     }
     match started.peer.take() {
-        Some(Peer::Receiver(address)) => direct.outputs.push(Target::Network(address)),
+        Some(Peer::Receiver { address, dialed }) => {
+            direct.outputs.push(Target::Network(address));
+            direct.net.dialed = dialed.map(IntoRawFd::into_raw_fd);
+        }
         Some(Peer::Sender { address, listener }) => {
             direct.net.from = Some(address);
             direct.net.bound = vec![listener.into_raw_fd()];
@@ -72,7 +82,8 @@ pub fn run(config: &Config, closed: stdio::Closed) -> Exit {
     }
     let stop_word = started.stop_word();
     run::signals::before_dying(Box::new(stop_word));
-    let exit = run::run(&direct, closed);
+    log.debug(format_args!("{host}: the run starts"));
+    let exit = run::run_with(&direct, closed, Arc::clone(&log));
     started.end(exit, ssh, config.stats, config.json.as_ref())
 }
 
@@ -98,8 +109,9 @@ struct Started {
 
 /// The remote accel, as the run's peer.
 enum Peer {
-    /// Push: a receiver, listening at this address.
-    Receiver(Address),
+    /// Push: a receiver, listening at this address; the stream's connection to it, made
+    /// when the direct path was tried (none through ssh).
+    Receiver { address: Address, dialed: Option<OwnedFd> },
     /// Pull: a sender, which connects to this accel's `listener` (named `address` in the
     /// messages).
     Sender { address: Address, listener: OwnedFd },
@@ -118,11 +130,9 @@ struct Said {
 
 impl Started {
     /// Starts ssh, sends the request, reads the answer.
-    fn start(ssh: &Ssh, resume: Resume) -> Result<Started, (Exit, String)> {
+    fn start(ssh: &Ssh, resume: Resume, log: &Arc<Log>) -> Result<Started, (Exit, String)> {
         let network = |why: String| (Exit::Network, why);
-        let resolved = resolve(ssh);
-        let key =
-            Arc::new(Key::generate().map_err(|e| network(format!("no key: {}", describe(&e))))?);
+        let host = ssh.host();
         let mut line = vec![ssh.remote_accel.clone(), "--serve-ssh".to_owned()];
         line.extend(ssh.remote_args.iter().cloned());
         let remote = shlex::try_join(line.iter().map(String::as_str))
@@ -146,11 +156,29 @@ impl Started {
                     describe(&e)
                 ))
             })?;
+        log.debug(format_args!("{host}: ssh started"));
+        // Made once ssh runs: the first use of the crypto library sets it up (20 ms here), which
+        // is better spent while ssh connects. The key waits in this process until then.
+        let key =
+            Arc::new(Key::generate().map_err(|e| network(format!("no key: {}", describe(&e))))?);
+        log.debug(format_args!("{host}: the one-time key is made"));
+        // `ssh -G` is local, but a process of its own (tens of ms on a loaded machine): it
+        // runs while ssh connects, which takes round trips; its answer is needed only once
+        // the remote has said its port. Started after ssh, which is on the critical path.
+        let resolving = {
+            let ssh = ssh.clone();
+            let log = Arc::clone(log);
+            thread::spawn(move || {
+                let resolved = resolve(&ssh);
+                log.debug(format_args!("{}: ssh -G answered", ssh.host()));
+                resolved
+            })
+        };
         let said = Arc::new(Mutex::new(Said { held: Some(Vec::new()), ..Said::default() }));
         let stderr = child.stderr.take().expect("piped");
         // Disconnected when the relay has read ssh's stderr to its end.
         let (stderr_end, stderr_read) = mpsc::channel::<()>();
-        let relay = relay(stderr.into(), ssh.host().to_owned(), Arc::clone(&said), stderr_end);
+        let relay = relay(stderr.into(), host.to_owned(), Arc::clone(&said), stderr_end, log);
         let mut stdin = child.stdin.take().expect("piped");
         let answers = child.stdout.take().expect("piped");
         // Pull: the remote sender connects back to a port of this accel's, on every
@@ -177,6 +205,7 @@ impl Started {
             via: ssh.via,
             listening,
             resume,
+            debug: log.debugging(),
         };
         // The key only ever goes through this pipe, in a buffer zeroed when dropped.
         let key_line = key.to_line();
@@ -184,10 +213,12 @@ impl Started {
             .write_all(format!("{GREETING}\n").as_bytes())
             .and_then(|()| stdin.write_all(key_line.as_bytes()))
             .and_then(|()| stdin.write_all(format!("{}\n", request.to_json()).as_bytes()));
+        log.debug(format_args!("{host}: the request is written"));
         let answer = match sent {
             Ok(()) => read_text_line(&answers).ok().flatten(),
             Err(_) => None,
         };
+        log.debug(format_args!("{host}: the remote answered {:?}", answer.as_deref()));
         let failed = |child: &mut Child, said: &Mutex<Said>, answer: Option<&str>| {
             let status = child.wait().ok();
             // What ssh said decides what to say (an old accel's refusal, ssh's own error):
@@ -197,10 +228,12 @@ impl Started {
             Err(why_not_started(status, &said, answer))
         };
         let answer = answer.as_deref().and_then(Answer::parse);
-        let (port, probe, through) = match (answer, &listener) {
-            (Some(Answer::Port(port, probe)), None) => (port, probe, None),
-            (Some(Answer::Dialing), Some((_, port))) => (*port, 0, None),
-            (Some(Answer::Through(why)), Some((_, port))) => (*port, 0, Some(why)),
+        // The remote's probe port (push) is not used: the direct path is tried with the
+        // stream's own connection (see `push_path`).
+        let (port, through) = match (answer, &listener) {
+            (Some(Answer::Port(port, _)), None) => (port, None),
+            (Some(Answer::Dialing), Some((_, port))) => (*port, None),
+            (Some(Answer::Through(why)), Some((_, port))) => (*port, Some(why)),
             (Some(Answer::NoPort(why)), _) => {
                 return Err(network(format!("{why}; nothing was sent")));
             }
@@ -214,7 +247,8 @@ impl Started {
                 return failed(&mut child, &said, line.as_deref().map(str::trim_end));
             }
         };
-        release(&said, ssh.host());
+        release(&said, ssh.host(), log);
+        let resolved = resolving.join().unwrap_or_default();
         let host = match &resolved.hostname {
             Some(name) if name.contains(':') => format!("[{name}]"),
             Some(name) => name.clone(),
@@ -222,16 +256,16 @@ impl Started {
         };
         let address = Address::parse(&format!("{host}:{port}"), !ssh.push).map_err(network)?;
         let (peer, through) = match listener {
-            None => match push_path(ssh, &resolved, &address, probe)? {
-                None => {
+            None => match push_path(ssh, &resolved, &address, log)? {
+                Ok(connection) => {
                     let _ = stdin.write_all(b"direct\n");
-                    (Peer::Receiver(address), None)
+                    (Peer::Receiver { address, dialed: Some(connection.into()) }, None)
                 }
-                Some(why) => {
+                Err(why) => {
                     let _ = stdin.write_all(b"through-ssh\n");
                     let (relay, local) = loopback_relay(None).map_err(network)?;
                     let local = Address::parse(&local.to_string(), false).map_err(network)?;
-                    (Peer::Receiver(local), Some((why, relay)))
+                    (Peer::Receiver { address: local, dialed: None }, Some((why, relay)))
                 }
             },
             Some((listener, port)) => {
@@ -249,7 +283,7 @@ impl Started {
             None => (Some(stdin), Some(answers), None),
             Some((why, relay)) => {
                 if !why.is_empty() {
-                    eprintln!("accel: {why}; sending through ssh instead (slower)");
+                    log.warn(format_args!("{why}; sending through ssh instead (slower)"));
                 }
                 relay.start(stdin.into(), answers.into()).map_err(network)?;
                 (None, None, Some(()))
@@ -367,38 +401,42 @@ fn wait_for_exit(child: &mut Child, patience: Duration) -> bool {
     }
 }
 
-/// Push: whether the stream goes directly to `address` (`None`) or through ssh (why:
-/// empty with `--via ssh`). Status 6 when `--via direct` cannot connect.
+/// Push: whether the stream goes directly to `address` (its connection, non-blocking, which
+/// the run takes over) or through ssh (why: empty with `--via ssh`). Status 6 when `--via
+/// direct` cannot connect.
+///
+/// The direct path is tried with the stream's own connection rather than a probe's: a
+/// probe, then the stream's connection, would cost two round trips before the handshake
+/// where one does. The remote's listener sees nothing of it until the run handshakes on it.
 fn push_path(
     ssh: &Ssh,
     resolved: &Resolved,
     address: &Address,
-    probe: u16,
-) -> Result<Option<String>, (Exit, String)> {
+    log: &Log,
+) -> Result<Result<TcpStream, String>, (Exit, String)> {
     match (ssh.via, &resolved.proxied) {
-        (Via::Ssh, _) => return Ok(Some(String::new())),
+        (Via::Ssh, _) => return Ok(Err(String::new())),
         (Via::Auto, Some(proxy)) => {
-            return Ok(Some(format!("{}: reached through a jump host ({proxy})", ssh.host())));
+            return Ok(Err(format!("{}: reached through a jump host ({proxy})", ssh.host())));
         }
         _ => {}
     }
     let targets = address.resolve().map_err(|e| (Exit::Network, describe(&e)))?;
     let mut why = String::new();
-    for mut target in targets {
-        let port = target.port();
-        // The remote's probe port, beside the stream's: a try there is seen by nobody.
-        target.set_port(probe);
-        match TcpStream::connect_timeout(&target, super::DIRECT_PATIENCE) {
-            Ok(_) => return Ok(None),
-            Err(error) => {
-                target.set_port(port);
-                why = super::unreached(target, &error);
+    for target in targets {
+        let connected = TcpStream::connect_timeout(&target, super::DIRECT_PATIENCE)
+            .and_then(|connection| connection.set_nonblocking(true).map(|()| connection));
+        match connected {
+            Ok(connection) => {
+                log.debug(format_args!("{}: connected to {target}: the direct path", ssh.host()));
+                return Ok(Ok(connection));
             }
+            Err(error) => why = super::unreached(target, &error),
         }
     }
     match ssh.via {
         Via::Direct => Err((Exit::Network, format!("{why} (--via direct); nothing was sent"))),
-        _ => Ok(Some(why)),
+        _ => Ok(Err(why)),
     }
 }
 
@@ -499,7 +537,9 @@ fn relay(
     host: String,
     said: Arc<Mutex<Said>>,
     end: mpsc::Sender<()>,
+    log: &Arc<Log>,
 ) -> Option<JoinHandle<()>> {
+    let log = Arc::clone(log);
     let relay = thread::Builder::new().name("accel-ssh-stderr".into()).spawn(move || {
         let _end = end;
         let reader = BufReader::new(std::fs::File::from(stderr));
@@ -512,9 +552,7 @@ fn relay(
             }
             match &mut said.held {
                 Some(held) => held.push(line.clone()),
-                None => {
-                    let _ = writeln!(io::stderr(), "{host}: {line}");
-                }
+                None => log.pass_on(&format!("{host}: {line}")),
             }
             said.last = line;
         }
@@ -523,10 +561,10 @@ fn relay(
 }
 
 /// Shows the lines held, and from now on each as it comes.
-fn release(said: &Mutex<Said>, host: &str) {
+fn release(said: &Mutex<Said>, host: &str, log: &Log) {
     let mut said = said.lock().unwrap_or_else(|e| e.into_inner());
     for line in said.held.take().unwrap_or_default() {
-        let _ = writeln!(io::stderr(), "{host}: {line}");
+        log.pass_on(&format!("{host}: {line}"));
     }
 }
 

@@ -94,6 +94,9 @@ pub struct Request {
     pub listening: Option<(u16, u16)>,
     /// `--reconnect-for` and `--heartbeat`, which both ends must share: the local accel's.
     pub resume: Resume,
+    /// The local accel's `--debug`: the remote's notes too, time-stamped alike, so that
+    /// both ends' start-up steps can be set side by side.
+    pub debug: bool,
 }
 
 impl Request {
@@ -107,6 +110,7 @@ impl Request {
             "listening": self.listening.map(|(port, probe)| json!([port, probe])),
             "reconnect_for": self.resume.within.as_secs_f64(),
             "heartbeat": self.resume.heartbeat.as_secs_f64(),
+            "debug": self.debug,
         })
         .to_string()
     }
@@ -151,7 +155,8 @@ impl Request {
             within: seconds("reconnect_for", given.within)?,
             heartbeat: seconds("heartbeat", given.heartbeat)?,
         };
-        Ok(Request { push, command, ports, via, listening, resume })
+        let debug = value["debug"].as_bool().unwrap_or(false);
+        Ok(Request { push, command, ports, via, listening, resume, debug })
     }
 }
 
@@ -325,6 +330,7 @@ mod tests {
             via: Via::Direct,
             listening: None,
             resume: Resume { within: Duration::ZERO, heartbeat: Duration::from_millis(250) },
+            debug: true,
         };
         assert_eq!(Request::from_json(&request.to_json()), Ok(request.clone()));
         let pull = Request {

@@ -22,7 +22,9 @@ use std::time::{Duration, Instant};
 use zeroize::Zeroizing;
 
 use super::{Answer, Finished, GREETING, Request, read_line, read_text_line};
+use crate::endpoint::Producer;
 use crate::exit::Exit;
+use crate::log::Log;
 use crate::net::address::Address;
 use crate::net::key::Key;
 use crate::net::socket;
@@ -57,6 +59,12 @@ pub fn serve(mut config: Config, closed: stdio::Closed) -> i32 {
         );
         return i32::from(Exit::Usage.code());
     }
+    // The crypto library's set-up (20 ms here) happens at its first use: on a thread of its
+    // own now, while the request is read and answered, rather than when the sender's first
+    // handshake message has come and waits for the answer.
+    let _ = thread::Builder::new().name("accel-crypto".into()).spawn(|| {
+        let _ = crate::net::cipher::fill_random(&mut [0u8; 1]);
+    });
     let (request, key) = match read_request() {
         Ok(Some(read)) => read,
         Ok(None) => return i32::from(Exit::Network.code()),
@@ -65,8 +73,14 @@ pub fn serve(mut config: Config, closed: stdio::Closed) -> i32 {
             return i32::from(Exit::Network.code());
         }
     };
-    match Session::open(request, key, &mut config) {
-        Ok(session) => session.run(config, closed),
+    if request.debug {
+        config.debug = true;
+        crate::log::stamp_notes();
+    }
+    let log = Arc::new(Log::new(false, config.debug));
+    log.debug(format_args!("--serve-ssh: the request is read"));
+    match Session::open(request, key, &mut config, &log) {
+        Ok(session) => session.run(config, closed, &log),
         Err(why) => {
             eprintln!("accel: {why}");
             i32::from(Exit::Network.code())
@@ -150,7 +164,7 @@ enum Control {
 impl Session {
     /// Sets the descriptors aside, listens, answers, starts the command and makes `config`
     /// the run's: a receiver on the bound socket, with the key, into the command.
-    fn open(request: Request, key: Key, config: &mut Config) -> Result<Session, String> {
+    fn open(request: Request, key: Key, config: &mut Config, log: &Log) -> Result<Session, String> {
         let dup = |fd: BorrowedFd<'_>| {
             rustix::io::fcntl_dupfd_cloexec(fd, 3).map_err(|e| describe(&e.into()))
         };
@@ -179,10 +193,12 @@ impl Session {
             super::answer_probes(TcpListener::from(probe));
             let answer = Answer::Port(bound.port(), probe_port);
             write_best_effort(&control_out, answer.line().as_bytes());
+            log.debug(format_args!("--serve-ssh: answered {}", answer.line().trim_end()));
             // What a receiving command prints goes where its stderr goes: this accel's stdout
             // is the stream's.
             command.stdin(Stdio::piped()).stdout(stderr_copy()?);
             let mut child = spawn(&mut command)?;
+            log.debug(format_args!("--serve-ssh: the command is started"));
             let stdin: OwnedFd = child.stdin.take().expect("piped").into();
             let held = dup(stdin.as_fd())?;
             crate::sys::replace(stdin.as_fd(), io::stdout().as_fd()).map_err(|e| describe(&e))?;
@@ -195,8 +211,10 @@ impl Session {
             (child, Some(held), Control::Push(bound))
         } else {
             let (address, control) = match pull_path(&request)? {
-                Ok(address) => {
+                Ok((address, connection)) => {
                     write_best_effort(&control_out, Answer::Dialing.line().as_bytes());
+                    // The stream's own connection, which tried the path: the run takes it.
+                    config.net.dialed = Some(OwnedFd::from(connection).into_raw_fd());
                     (address, Control::Stop)
                 }
                 Err(why) => {
@@ -210,9 +228,15 @@ impl Session {
             };
             command.stdin(Stdio::null()).stdout(Stdio::piped());
             let mut child = spawn(&mut command)?;
+            log.debug(format_args!("--serve-ssh: the command is started"));
             let stdout: OwnedFd = child.stdout.take().expect("piped").into();
             crate::sys::replace(stdout.as_fd(), io::stdin().as_fd()).map_err(|e| describe(&e))?;
             config.outputs = vec![Target::Network(address)];
+            // A command that fails mid-way closes its stdout as one that finished does: the
+            // stream ends (End, not Abort) only once it exited 0, so that the local consumer
+            // is never handed a cut stream as a whole one, even when the session, which says
+            // how the command ended, is gone by then.
+            config.producer = Some(Producer { pid: child.id(), command: request.command.clone() });
             (child, None, control)
         };
         config.net.key = Some(Arc::new(key));
@@ -236,7 +260,8 @@ impl Session {
 
     /// Runs the transfer into the command, ends the command (its stdin closed after a whole
     /// stream, else stopped), says how it ended, and returns this process's status.
-    fn run(mut self, config: Config, closed: stdio::Closed) -> i32 {
+    fn run(mut self, config: Config, closed: stdio::Closed, log: &Log) -> i32 {
+        log.debug(format_args!("--serve-ssh: the run starts"));
         let exit = run::run(&config, closed);
         // From here the command's end is this thread's: the session's end no longer stops it
         // (through ssh, the local accel may close the session once it has the Ack).
@@ -326,24 +351,27 @@ fn relay_stderr(session_err: OwnedFd) -> io::Result<mpsc::Receiver<()>> {
 }
 
 /// Pull: where the remote sender connects, the local accel's port at the address the ssh
-/// connection came from (`SSH_CONNECTION`'s first field), tried first unless `--via ssh`
-/// (a connection that closes at once, which the local accel takes for a stranger's); else,
-/// why the stream goes through ssh. Status 6 with `--via direct` when it cannot connect.
-fn pull_path(request: &Request) -> Result<Result<Address, String>, String> {
+/// connection came from (`SSH_CONNECTION`'s first field), and the stream's connection there
+/// (non-blocking, for the run to take over: a probe first would cost a round trip more),
+/// unless `--via ssh`; else, why the stream goes through ssh. Status 6 with `--via direct`
+/// when it cannot connect.
+fn pull_path(request: &Request) -> Result<Result<(Address, TcpStream), String>, String> {
     let client = std::env::var("SSH_CONNECTION").ok().and_then(|connection| {
         connection.split_whitespace().next().and_then(|ip| ip.parse::<IpAddr>().ok())
     });
-    let (client, port, probe) = match (client, request.listening, request.via) {
+    let (client, port) = match (client, request.listening, request.via) {
         (_, _, Via::Ssh) => return Ok(Err(String::new())),
-        (Some(client), Some((port, probe)), _) => (client, port, probe),
+        (Some(client), Some((port, _probe)), _) => (client, port),
         (_, _, Via::Direct) => {
             return Err("no SSH_CONNECTION: where to connect to? (--via direct)".into());
         }
         _ => return Ok(Err("no SSH_CONNECTION to say where to connect to".into())),
     };
     let back = SocketAddr::new(client, port);
-    match TcpStream::connect_timeout(&SocketAddr::new(client, probe), super::DIRECT_PATIENCE) {
-        Ok(_) => Ok(Ok(Address::parse(&back.to_string(), false)?)),
+    let connected = TcpStream::connect_timeout(&back, super::DIRECT_PATIENCE)
+        .and_then(|connection| connection.set_nonblocking(true).map(|()| connection));
+    match connected {
+        Ok(connection) => Ok(Ok((Address::parse(&back.to_string(), false)?, connection))),
         Err(error) => {
             let why = super::unreached(back, &error);
             match request.via {

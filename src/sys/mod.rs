@@ -69,7 +69,8 @@ pub use imp::{
 };
 pub use memory::{fit_allocator_to_limits, memory_limit, physical_memory};
 pub use signal::{
-    Disposition, disposition, handle_by_interrupting, ignore_signal, send_to_thread, stop_group,
+    Disposition, disposition, exit_of, handle_by_interrupting, ignore_signal, send_to_thread,
+    stop_group,
 };
 
 /// The size we try to give the pipes accel reads from and writes to.

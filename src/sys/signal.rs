@@ -71,6 +71,26 @@ pub fn ignore_signal(signal: c_int) {
     }
 }
 
+/// Waits for the child `pid` to exit, and says how: its exit status, or the signal that
+/// killed it. It is left for its owner to reap (`WNOWAIT`). A signal that interrupts the wait
+/// asks `interrupted` whether to go on (its error ends the wait).
+pub fn exit_of(
+    pid: u32,
+    interrupted: &dyn Fn() -> std::io::Result<()>,
+) -> std::io::Result<(Option<i32>, Option<i32>)> {
+    use rustix::process::{Pid, WaitId, WaitIdOptions, waitid};
+    let pid = i32::try_from(pid).ok().and_then(Pid::from_raw);
+    let pid = pid.ok_or_else(|| std::io::Error::other("no such process"))?;
+    loop {
+        match waitid(WaitId::Pid(pid), WaitIdOptions::EXITED | WaitIdOptions::NOWAIT) {
+            Ok(Some(status)) => return Ok((status.exit_status(), status.terminating_signal())),
+            Ok(None) => {}
+            Err(rustix::io::Errno::INTR) => interrupted()?,
+            Err(error) => return Err(error.into()),
+        }
+    }
+}
+
 /// Stops the process group that `leader` leads: SIGTERM, then SIGKILL once the leader has
 /// ended (what else of its group is left goes too) or after `grace`. The leader is left for
 /// its owner to reap (`WNOWAIT`).

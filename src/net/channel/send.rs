@@ -16,6 +16,13 @@ use crate::words::byte_count;
 /// nothing costs a system call.
 const LOOK: Duration = Duration::from_millis(10);
 
+/// The most stream bytes in the stream's first frame: a frame is opened only once all of it
+/// has come, and a fresh connection may carry TCP's initial window (10 segments, about
+/// 14 KiB) per round trip, so a first frame of 64 KiB would reach the receiver's output two
+/// round trips after one that fits the first window with the handshake's Start (80 ms at
+/// 40 ms). Every later frame is full size: by then the window has grown.
+const FIRST_PAYLOAD: usize = 8 << 10;
+
 /// What a session's sending side keeps, beside the offset of the next byte to send.
 #[derive(Debug)]
 pub(super) struct Sending {
@@ -160,7 +167,8 @@ impl Channel {
         }
     }
 
-    /// Sends some of `data` (up to a batch of frames), each frame's payload as `compressor`
+    /// Sends some of `data` (up to a batch of frames; the stream's first frame short, see
+    /// [`FIRST_PAYLOAD`]), each frame's payload as `compressor`
     /// packs it (compressed, or as it is); returns how many stream bytes, once written.
     pub fn send(
         &mut self,
@@ -175,7 +183,11 @@ impl Channel {
         while taken < data.len()
             && (self.queued + MAX_FRAME <= BATCH || data.len() - taken <= MAX_PAYLOAD)
         {
-            let piece = &data[taken..data.len().min(taken + MAX_PAYLOAD)];
+            let longest = match self.offset + taken as u64 {
+                0 => FIRST_PAYLOAD,
+                _ => MAX_PAYLOAD,
+            };
+            let piece = &data[taken..data.len().min(taken + longest)];
             let at = self.offset + taken as u64;
             match compressor.pack(piece) {
                 Packed::Raw => {
