@@ -18,7 +18,7 @@ use super::handshake::{self, Failure, Opening};
 use super::key::Key;
 use super::seconds;
 use super::socket::{self, Socket};
-use super::wire::Hello;
+use super::wire::{Hello, Join};
 use crate::log::Log;
 use crate::stop::Stop;
 use crate::words::{describe, duration};
@@ -42,6 +42,9 @@ pub(super) struct Dialer {
     pub(super) address: Address,
     pub(super) key: Option<Arc<Key>>,
     pub(super) congestion: Option<Arc<str>>,
+    /// The connections its stream asks for (`--streams`): above 1, each connection is one
+    /// of several (wire version 5).
+    pub(super) streams: u8,
 }
 
 /// Why a try to connect failed: worth another while the tries last, or not.
@@ -86,7 +89,7 @@ impl Dialer {
         let until = Instant::now() + connect_for;
         let mut said = false;
         loop {
-            let again = match self.try_first(resolved, stream, patience, log, stop) {
+            let again = match self.try_first(resolved, stream, 0, patience, log, stop) {
                 Ok(connected) => return Ok(connected),
                 Err(Missed::Final(why)) => return Err(why),
                 Err(again) => again,
@@ -113,11 +116,31 @@ impl Dialer {
         }
     }
 
-    /// One try of [`first`](Dialer::first): each of the peer's addresses in turn.
+    /// A further connection of a stream over several, the `index`th, once the first is
+    /// established: one try, `patience` bounding it. The session, or why not, in words.
+    pub(super) fn join(
+        &self,
+        resolved: &[SocketAddr],
+        stream: [u8; 16],
+        index: u8,
+        patience: Duration,
+        log: &Log,
+        stop: &Stop,
+    ) -> Result<Channel, String> {
+        match self.try_first(resolved, stream, index, patience, log, stop) {
+            Ok((_, Some(channel))) => Ok(channel),
+            Ok((_, None)) => Err("plain TCP takes one connection".into()),
+            Err(missed) => Err(format!("connection {}: {}", index + 1, missed.words(false))),
+        }
+    }
+
+    /// One try of [`first`](Dialer::first) (or of a further connection of several, the
+    /// `index`th): each of the peer's addresses in turn.
     fn try_first(
         &self,
         resolved: &[SocketAddr],
         stream: [u8; 16],
+        index: u8,
         patience: Duration,
         log: &Log,
         stop: &Stop,
@@ -127,7 +150,9 @@ impl Dialer {
         let mut refused = true;
         for &address in resolved {
             let hello = Hello { stream, offset: 0, resuming: false };
-            let opening = self.key.as_ref().map(|key| Opening::new(key, hello));
+            let join =
+                (self.streams > 1).then_some(Join { index, streams: self.streams, window: 0 });
+            let opening = self.key.as_ref().map(|key| Opening::joining(key, hello, join));
             match socket::connect(address, self.congestion.as_deref(), stop, deadline) {
                 Ok(socket) => {
                     log.debug(format_args!(

@@ -69,6 +69,7 @@ use crate::meter::Meter;
 use crate::stop::Stop;
 use crate::words::describe;
 use address::Address;
+use channel::Channel;
 use compress::Compress;
 pub use congestion::Congestion;
 use dial::Dialer;
@@ -129,6 +130,12 @@ pub struct Peering {
     pub bound: Vec<i32>,
     /// `--compress`: what each `--to` does with its frames.
     pub compress: Compress,
+    /// `--streams`: the connections each `--to` proposes for its stream (1 to
+    /// [`wire::MOST_STREAMS`]); 1 is wire version 4, as before.
+    pub streams: u8,
+    /// A receiver's window over several connections: the most bytes a sender may have
+    /// beyond what was confirmed, which its reorder map may hold (a quarter of `-m`).
+    pub window: u64,
 }
 
 impl Default for Peering {
@@ -145,9 +152,19 @@ impl Default for Peering {
             key: None,
             bound: Vec::new(),
             compress: Compress::default(),
+            streams: 1,
+            window: LEAST_WINDOW,
         }
     }
 }
+
+/// The least window a receiver announces to a sender over several connections: a few
+/// frames for each of the most connections.
+pub const LEAST_WINDOW: u64 = 4 << 20;
+
+/// How long a receiver waits for the further connections of a stream over several, once
+/// the first is in: they are dialled at once after it.
+const JOIN_PATIENCE: Duration = Duration::from_secs(30);
 
 /// Why the network side could not be set up; nothing was read.
 #[derive(Debug)]
@@ -267,6 +284,9 @@ pub struct Network {
     connect_for: Duration,
     /// The TCP congestion control every socket asks for (`None`: the system's default).
     congestion: Option<Arc<str>>,
+    /// `--streams`, each output's; the receiver's window over several connections.
+    streams: u8,
+    window: u64,
 }
 
 /// The `--from` input, before its sender came: where it listens.
@@ -343,6 +363,8 @@ impl Network {
             received: None,
             connect_for: peering.connect_for,
             congestion,
+            streams: peering.streams,
+            window: peering.window.max(LEAST_WINDOW),
         })
     }
 
@@ -377,12 +399,36 @@ impl Network {
                 address: output.address.clone(),
                 key: self.key.clone(),
                 congestion: self.congestion.clone(),
+                streams: self.streams,
             };
             let first =
                 dialer.first(&output.resolved, stream, self.connect_for, patience, log, stop);
             let (socket, channel) = first.map_err(|why| {
                 SetupError::Unreached(format!("{}: {why}; nothing was sent", output.address))
             })?;
+            if let Some(terms) = channel.as_ref().and_then(Channel::joined) {
+                let mut channels = vec![];
+                for index in 1..terms.streams {
+                    let more = dialer.join(&output.resolved, stream, index, patience, log, stop);
+                    channels.push(more.map_err(|why| {
+                        SetupError::Unreached(format!(
+                            "{}: {why}; nothing was sent",
+                            output.address
+                        ))
+                    })?);
+                }
+                log.debug(format_args!(
+                    "{}: {} connections (of {} proposed), a window of {}",
+                    output.address,
+                    terms.streams,
+                    self.streams,
+                    crate::words::byte_count(terms.window)
+                ));
+                channels.insert(0, channel.expect("joined"));
+                let established = output.link.establish_several(channels, terms.window);
+                established.map_err(|e| unreached(&output.address, e))?;
+                continue;
+            }
             output.link.establish(socket, channel);
             if self.key.is_some() {
                 let tending = output.link.tend(Reconnect::Dial(dialer));
@@ -393,10 +439,11 @@ impl Network {
             let deadline = input.accept_timeout.map(|timeout| Instant::now() + timeout);
             let key = self.key.as_deref();
             let mut dropped = 0;
+            let terms = handshake::Terms { stream: None, window: self.window };
             let (socket, channel) = handshake::accept_sender(
                 &input.listeners,
                 key,
-                None,
+                terms,
                 deadline,
                 &mut dropped,
                 log,
@@ -412,6 +459,15 @@ impl Network {
                 input.address,
                 socket.congestion_control()
             ));
+            if let Some(join) = channel.as_ref().and_then(Channel::joined) {
+                let first = channel.expect("joined");
+                let channels =
+                    self.join_more(&input, first, join.streams, &mut dropped, log, stop)?;
+                let established = input.link.establish_several(channels, self.window);
+                established.map_err(|e| unreached(&input.address, e))?;
+                self.received = Some(input.link);
+                return Ok(());
+            }
             let channel = match channel {
                 // A sender whose first connection dropped before this receiver had its Start
                 // frame goes on with its stream, from byte 0: it waits to hear so.
@@ -437,6 +493,50 @@ impl Network {
             self.received = Some(input.link);
         }
         Ok(())
+    }
+
+    /// The further connections of a stream over several, after its `first`: each proves the
+    /// key and names the stream and a place of its own among `streams`; any other is
+    /// dropped, said so. Within [`JOIN_PATIENCE`].
+    fn join_more(
+        &self,
+        input: &Input,
+        first: Channel,
+        streams: u8,
+        dropped: &mut usize,
+        log: &Arc<Log>,
+        stop: &Stop,
+    ) -> Result<Vec<Channel>, SetupError> {
+        let unreached = |why: String| {
+            SetupError::Unreached(format!("{}: {why}; nothing was written", input.address))
+        };
+        let terms = handshake::Terms { stream: Some(first.stream()), window: self.window };
+        let deadline = Instant::now() + JOIN_PATIENCE;
+        let key = self.key.as_deref().expect("several connections are secure");
+        // One lobby for them all: they come at once, and one still in its handshake when
+        // another proves itself stays for the next.
+        let mut lobby = handshake::Lobby::open(&input.listeners, key, terms, dropped, log, stop);
+        let mut channels = vec![first];
+        while channels.len() < usize::from(streams) {
+            let (_, more) = lobby
+                .next_sender(Some(deadline))
+                .map_err(|why| unreached(format!("connection {}: {why}", channels.len() + 1)))?;
+            let place = more.joined().map(|join| (join.index, join.streams));
+            let taken = channels.iter().any(|c| c.joined().map(|j| j.index) == place.map(|p| p.0));
+            match place {
+                Some((_, of)) if of == streams && !taken => channels.push(*more),
+                _ => log.warn(format_args!(
+                    "{}: a connection of the stream came again or out of place; dropped it",
+                    more.socket().peer()
+                )),
+            }
+        }
+        log.debug(format_args!(
+            "{}: {streams} connections, a window of {}",
+            input.address,
+            crate::words::byte_count(self.window)
+        ));
+        Ok(channels)
     }
 
     /// The run is over: every link's tending thread ends.

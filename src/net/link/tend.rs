@@ -138,7 +138,7 @@ impl Link {
             let found = handshake::accept_sender(
                 &listening.listeners,
                 key,
-                Some(stream),
+                handshake::Terms { stream: Some(stream), window: 0 },
                 None,
                 &mut listening.dropped,
                 &self.log,

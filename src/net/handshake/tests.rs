@@ -1,0 +1,96 @@
+//! The handshakes of a stream over several connections (wire version 5): a further
+//! connection is taken only when it proves the key and names the stream; a receiver of
+//! version 4 is refused in words that say what to do.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use super::*;
+use crate::log::Log;
+use crate::net::key::Key;
+use crate::net::socket;
+use crate::net::wire::{Hello, Join};
+use crate::stop::Stop;
+
+/// Connects to `to` and handshakes as connection `index` of 4 of `stream`, with `key`.
+fn join(to: SocketAddr, key: &Key, stream: [u8; 16], index: u8) -> Result<(), Failure> {
+    let hello = Hello { stream, offset: 0, resuming: false };
+    let opening = Opening::joining(key, hello, Some(Join { index, streams: 4, window: 0 }));
+    let stop = Stop::default();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let socket = socket::connect(to, None, &stop, deadline).expect("loopback");
+    initiate(opening, socket, &stop, deadline, None).map(|channel| {
+        assert_eq!(channel.joined().map(|join| join.window), Some(1 << 22), "the window");
+    })
+}
+
+/// Issue 36: once a stream over several connections has begun, a stranger that connects
+/// as one more of its connections, without the key, is dropped, and so is a sender of
+/// another stream; the stream's own further connection is taken, with its place.
+#[test]
+fn a_stranger_joining_a_stream_is_dropped() {
+    let listener = socket::listen("127.0.0.1:0".parse().unwrap(), false, None).unwrap();
+    let to = socket::local_address(&listener).unwrap();
+    let (key, stranger_key) = (Arc::new(Key::generate().unwrap()), Key::generate().unwrap());
+    let stream = new_stream().unwrap();
+    let mut dropped = 0;
+    let log = Log::new(true, false);
+    let terms = Terms { stream: Some(stream), window: 1 << 22 };
+    let them = {
+        let key = Arc::clone(&key);
+        thread::spawn(move || {
+            // In turn, so that the receiver's verdicts come in this order.
+            let stranger = join(to, &stranger_key, stream, 1);
+            let other = join(to, &key, new_stream().unwrap(), 1);
+            let ours = join(to, &key, stream, 2);
+            (stranger, other, ours)
+        })
+    };
+    let deadline = Some(Instant::now() + Duration::from_secs(60));
+    let (_, taken) = accept_sender(
+        std::slice::from_ref(&listener),
+        Some(&key),
+        terms,
+        deadline,
+        &mut dropped,
+        &log,
+        &Stop::default(),
+    )
+    .expect("the stream's own connection");
+    let taken = taken.expect("a session");
+    assert_eq!(taken.stream(), stream);
+    assert_eq!(taken.joined().map(|join| (join.index, join.streams)), Some((2, 4)));
+    let (stranger, other, ours) = them.join().unwrap();
+    assert_eq!(stranger, Err(Failure::WrongKey));
+    assert_eq!(other, Err(Failure::Busy));
+    assert_eq!(ours, Ok(()));
+    assert_eq!(dropped, 2, "the stranger and the other stream's sender");
+}
+
+/// Issue 36: a sender over several connections meets a receiver of version 4, which
+/// answers a preamble it does not know with its own preamble and an empty message (as
+/// `answer_hello` of version 4 does): the sender says the receiver does not take several
+/// streams, and that --streams 1 talks to it; a failure no other try mends.
+#[test]
+fn a_receiver_of_version_4_refuses_several_streams_clearly() {
+    let old = TcpListener::bind("127.0.0.1:0").unwrap();
+    let to = old.local_addr().unwrap();
+    let receiver = thread::spawn(move || {
+        let (mut connection, _) = old.accept().unwrap();
+        let mut preamble = [0u8; 8];
+        connection.read_exact(&mut preamble).unwrap();
+        connection.write_all(b"accelN4A\0\0").unwrap();
+        preamble
+    });
+    let key = Key::generate().unwrap();
+    let failure = join(to, &key, new_stream().unwrap(), 0).expect_err("refused");
+    assert_eq!(&receiver.join().unwrap()[..7], b"accelN5", "version 5 was proposed");
+    assert_eq!(failure, Failure::Single);
+    assert!(failure.is_final());
+    let words = failure.to_string();
+    assert!(words.starts_with("the receiver does not take several streams: "), "{words}");
+    assert!(words.contains("--streams 1"), "{words}");
+}

@@ -1,0 +1,236 @@
+//! One stream over several connections (`--streams N`, N above 1; wire version 5): a
+//! link's room of its own, so that the single connection's path (version 4) stays as it was.
+//!
+//! Each connection is a session of its own (its own ephemeral keys, its own Noise state),
+//! which proved the key and named the same stream and its index in its Hello; each has a
+//! thread of its own that seals and writes, or reads and opens, so that the cipher's work
+//! spreads over the CPUs and each connection's TCP window fills on its own.
+//!
+//! - The sender ([`send`]): the output's writes are cut into units of at most a frame, each
+//!   at its stream offset, copied into a dispatcher shared by the connections' threads; each
+//!   thread takes the next unit when its connection can send (work stealing: a slower path
+//!   takes fewer). The dispatcher never holds more than the receiver's window beyond what the
+//!   receiver confirmed: the output's write waits for room. A unit stays until the receiver
+//!   confirms it.
+//! - The receiver ([`receive`]): each connection's thread opens frames wherever they belong
+//!   and puts them in a reorder map; the input reads them out in offset order. A frame that
+//!   comes twice is taken once. What the map holds is bounded by the window the receiver
+//!   announced (a quarter of its `-m`), since the sender never has more in flight.
+//! - Confirmations (Delivered) go on every connection, and every sender thread hears them:
+//!   each connection stays alive, and its silence is noticed. The End goes on every
+//!   connection once every unit was written, the Ack back on every one; the sender closes
+//!   them all once it has the Ack everywhere.
+//!
+//! A dropped connection, so far, fails the stream (its units are not yet given to the
+//! others).
+
+mod receive;
+mod send;
+
+use std::collections::{BTreeMap, VecDeque};
+use std::io;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::{Link, Role};
+use crate::net::channel::Channel;
+use crate::net::socket::Socket;
+use crate::stop::Stop;
+
+/// How long a waiting side sleeps at most before it looks again (the run's stop, a peer's
+/// silence): a condition wait, woken at once by what it waits for.
+const LOOK_AGAIN: Duration = Duration::from_millis(20);
+
+/// The connections of one stream, and what their threads share.
+pub(super) struct Several {
+    connections: Vec<Connection>,
+    state: Mutex<State>,
+    /// Signalled when the state changes: a unit queued, taken or confirmed, a frame in, an
+    /// end, a failure.
+    changed: Condvar,
+    /// The receiver's window: the most bytes beyond what it confirmed.
+    window: u64,
+    /// The threads' own stop, and the threads.
+    stop: Arc<Stop>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+/// One connection of the stream.
+struct Connection {
+    channel: Mutex<Channel>,
+    socket: Arc<Socket>,
+    /// Stream bytes it carried.
+    bytes: AtomicU64,
+}
+
+/// What the connections' threads share, under one lock.
+#[derive(Default)]
+struct State {
+    /// Sending: the offsets of units not yet taken, in order; every unit not yet confirmed
+    /// (by its offset); the offset after the last byte queued; units taken and being
+    /// written; the stream's length once the output ended it; connections that have the Ack.
+    queue: VecDeque<u64>,
+    units: BTreeMap<u64, Arc<Vec<u8>>>,
+    queued: u64,
+    writing: usize,
+    total: Option<u64>,
+    acked: usize,
+    /// What the receiver confirmed; the count at which the sender last asked for more.
+    confirmed: u64,
+    asked_at: Option<u64>,
+    /// Receiving: frames that came before their turn, by offset; the bytes they hold; the
+    /// offset of the next byte the input takes; the End's count; connections closed after
+    /// the Ack; the Ack said.
+    early: BTreeMap<u64, Vec<u8>>,
+    held: u64,
+    next: u64,
+    end: Option<u64>,
+    closed: usize,
+    ack_said: bool,
+    /// The most the reorder map held, for the tests and --debug.
+    most_held: u64,
+    /// A connection failed: the stream stops, saying so.
+    failed: Option<(io::ErrorKind, String)>,
+}
+
+impl State {
+    fn failure(&self) -> Option<io::Error> {
+        self.failed.as_ref().map(|(kind, why)| io::Error::new(*kind, why.clone()))
+    }
+}
+
+impl Several {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Waits for a change, at most [`LOOK_AGAIN`].
+    fn wait<'a>(&self, state: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+        self.changed
+            .wait_timeout(state, LOOK_AGAIN)
+            .map_or_else(|e| e.into_inner().0, |(guard, _)| guard)
+    }
+
+    /// The stream fails for `error` (the first failure is the one said); every thread and
+    /// the endpoint's calls stop.
+    fn fail(&self, error: &io::Error) {
+        let mut state = self.lock();
+        if state.failed.is_none() {
+            state.failed = Some((error.kind(), crate::words::describe(error)));
+        }
+        self.changed.notify_all();
+    }
+
+    /// Why the stream stopped, if it did.
+    pub(super) fn failure(&self) -> Option<io::Error> {
+        self.lock().failure()
+    }
+
+    fn channel(&self, index: usize) -> MutexGuard<'_, Channel> {
+        self.connections[index].channel.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Link {
+    /// Establishes the link over several connections, `channels` (each proved), and starts
+    /// their threads; the receiver's `window`.
+    pub(in crate::net) fn establish_several(
+        self: &Arc<Link>,
+        channels: Vec<Channel>,
+        window: u64,
+    ) -> io::Result<()> {
+        let first = Arc::clone(channels[0].socket());
+        let mut connections = Vec::new();
+        for mut channel in channels {
+            channel.set_silence(self.resume.silence());
+            if self.role == Role::Sender {
+                channel.socket().widen_send_buffer();
+            }
+            let socket = Arc::clone(channel.socket());
+            connections.push(Connection {
+                channel: Mutex::new(channel),
+                socket,
+                bytes: AtomicU64::new(0),
+            });
+        }
+        let several = Several {
+            connections,
+            state: Mutex::new(State::default()),
+            changed: Condvar::new(),
+            window,
+            stop: Arc::new(Stop::default()),
+            threads: Mutex::new(Vec::new()),
+        };
+        assert!(self.socket.set(first).is_ok(), "a link is established once");
+        assert!(self.several.set(Arc::new(several)).is_ok(), "a link is established once");
+        let several = self.several.get().expect("just set");
+        let mut threads = Vec::new();
+        for index in 0..several.connections.len() {
+            let link = Arc::clone(self);
+            let name = format!("accel-stream{index}");
+            let thread = std::thread::Builder::new().name(name).spawn(move || match link.role {
+                Role::Sender => link.send_on(index),
+                Role::Receiver => link.receive_on(index),
+            });
+            match thread {
+                Ok(thread) => threads.push(thread),
+                Err(error) => {
+                    several.fail(&error);
+                    break;
+                }
+            }
+        }
+        *several.threads.lock().unwrap_or_else(PoisonError::into_inner) = threads;
+        Ok(())
+    }
+
+    /// How many connections carry the stream: 1 but over several.
+    pub fn streams(&self) -> usize {
+        self.several.get().map_or(1, |several| several.connections.len())
+    }
+
+    /// Each connection's stream bytes carried, in order (over several connections).
+    pub fn bytes_per_stream(&self) -> Vec<u64> {
+        let Some(several) = self.several.get() else { return Vec::new() };
+        several.connections.iter().map(|c| c.bytes.load(Relaxed)).collect()
+    }
+
+    /// The most bytes the receiver's reorder map held at once (over several connections).
+    pub fn most_held(&self) -> u64 {
+        self.several.get().map_or(0, |several| several.lock().most_held)
+    }
+
+    /// After the run, for a stream over several connections that did not end whole: tells
+    /// the peer on every connection that it stops, and why; best effort.
+    pub(super) fn abort_several(several: &Several, why: &str) {
+        for index in 0..several.connections.len() {
+            let until = Instant::now() + super::ABORT_PATIENCE;
+            loop {
+                match several.connections[index].channel.try_lock() {
+                    Ok(mut channel) => {
+                        channel.abort(why);
+                        break;
+                    }
+                    Err(_) if Instant::now() >= until => break,
+                    Err(_) => std::thread::sleep(Duration::from_millis(1)),
+                }
+            }
+        }
+    }
+
+    /// The run is over: the connections' threads end, and are joined.
+    pub(super) fn close_several(several: &Several) {
+        several.stop.request();
+        several.changed.notify_all();
+        for connection in &several.connections {
+            connection.socket.shut_down();
+        }
+        let threads =
+            std::mem::take(&mut *several.threads.lock().unwrap_or_else(|e| e.into_inner()));
+        for thread in threads {
+            several.stop.join(thread, Duration::from_secs(5));
+        }
+    }
+}

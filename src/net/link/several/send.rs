@@ -1,0 +1,216 @@
+//! The sending side over several connections: the output's writes queued as units in the
+//! dispatcher, within the receiver's window; each connection's thread takes the next unit
+//! when it can send, hears the receiver's confirmations, says it is there, and at the end
+//! sends the End and waits for the Ack on its connection.
+
+use std::io;
+use std::sync::Arc;
+use std::time::Instant;
+
+use rustix::event::PollFlags;
+
+use super::{LOOK_AGAIN, Several};
+use crate::net::closed_by_peer;
+use crate::net::compress::Compressor;
+use crate::net::link::Link;
+use crate::net::wire::MAX_PAYLOAD;
+use crate::stop::{Stop, wait_for};
+
+impl Link {
+    /// An output's write over several connections: up to a frame's worth of `buf`, copied
+    /// into the dispatcher once the receiver's window has room for it, until the run's
+    /// `stop`. The copy is what lets any connection send it, and send it again.
+    pub(in crate::net::link) fn write_several(
+        &self,
+        several: &Several,
+        buf: &[u8],
+        stop: &Stop,
+    ) -> io::Result<usize> {
+        let mut state = several.lock();
+        let room = loop {
+            if let Some(error) = state.failure() {
+                return Err(error);
+            }
+            stop.check()?;
+            let flying = state.queued - state.confirmed;
+            if flying < several.window {
+                break several.window - flying;
+            }
+            state = several.wait(state);
+        };
+        let at = state.queued;
+        drop(state);
+        let len = buf.len().min(MAX_PAYLOAD).min(usize::try_from(room).unwrap_or(usize::MAX));
+        let unit = Arc::new(buf[..len].to_vec());
+        let mut state = several.lock();
+        state.units.insert(at, unit);
+        state.queue.push_back(at);
+        state.queued = at + len as u64;
+        several.changed.notify_all();
+        Ok(len)
+    }
+
+    /// An output's end over several connections, once it has written every byte: each
+    /// connection's thread sends the End once every unit was written, and waits for the
+    /// Ack; then every connection is closed, which the receiver waits for.
+    pub(in crate::net::link) fn end_several(
+        &self,
+        several: &Several,
+        stop: &Stop,
+    ) -> io::Result<()> {
+        let mut state = several.lock();
+        if state.total.is_none() {
+            state.total = Some(state.queued);
+            several.changed.notify_all();
+        }
+        while state.acked < several.connections.len() {
+            if let Some(error) = state.failure() {
+                return Err(error);
+            }
+            stop.check()?;
+            state = several.wait(state);
+        }
+        drop(state);
+        for connection in &several.connections {
+            connection.socket.shut_down();
+        }
+        self.lock().over = true;
+        Ok(())
+    }
+
+    /// Connection `index`'s thread (sending side): its units, then its End; a failure stops
+    /// the stream.
+    pub(in crate::net::link) fn send_on(&self, index: usize) {
+        let several = self.several.get().expect("established");
+        let setting = self.compress_setting.get().copied().unwrap_or_default();
+        let mut compressor = Compressor::new(setting, None);
+        if let Err(error) = self.sending_on(several, index, &mut compressor) {
+            if !several.stop.requested() {
+                several.fail(&closed_by_peer(error, "the receiver"));
+            }
+        }
+    }
+
+    fn sending_on(
+        &self,
+        several: &Several,
+        index: usize,
+        compressor: &mut Compressor,
+    ) -> io::Result<()> {
+        let stop = &several.stop;
+        loop {
+            let mut state = several.lock();
+            let unit = loop {
+                if state.failed.is_some() || stop.requested() {
+                    return Ok(());
+                }
+                if let Some(at) = state.queue.pop_front() {
+                    // A unit confirmed meanwhile (sent again elsewhere) is gone.
+                    let Some(bytes) = state.units.get(&at) else { continue };
+                    let bytes = Arc::clone(bytes);
+                    state.writing += 1;
+                    break Some((at, bytes));
+                }
+                if state.total.is_some() && state.writing == 0 {
+                    break None;
+                }
+                let window_full = state.queued - state.confirmed >= several.window;
+                if window_full {
+                    // What frees the window comes on the socket: wait there.
+                    drop(state);
+                    let socket = Arc::clone(&several.connections[index].socket);
+                    let until = Instant::now() + LOOK_AGAIN;
+                    if let Err(error) = wait_for(socket.fd(), PollFlags::IN, stop, Some(until)) {
+                        if error.kind() == io::ErrorKind::Interrupted {
+                            return Ok(());
+                        }
+                    }
+                } else {
+                    state = several.wait(state);
+                    drop(state);
+                }
+                self.tend_stream(several, index, window_full)?;
+                state = several.lock();
+            };
+            drop(state);
+            let Some((at, bytes)) = unit else { return self.end_on(several, index) };
+            let confirmed = {
+                let mut channel = several.channel(index);
+                channel.seek(at);
+                let mut done = 0;
+                while done < bytes.len() {
+                    done += channel.send(&bytes[done..], stop, compressor)?;
+                }
+                channel.confirmed()
+            };
+            let connection = &several.connections[index];
+            connection.bytes.fetch_add(bytes.len() as u64, std::sync::atomic::Ordering::Relaxed);
+            self.confirm_several(several, confirmed, false);
+            let mut state = several.lock();
+            state.writing -= 1;
+            several.changed.notify_all();
+        }
+    }
+
+    /// Connection `index`'s round while it has nothing to send: the receiver's confirmations
+    /// taken in, its silence noticed, a heartbeat when this side said nothing for one; and,
+    /// when the window is full, the receiver asked for its count.
+    fn tend_stream(&self, several: &Several, index: usize, window_full: bool) -> io::Result<()> {
+        let mut channel = several.channel(index);
+        channel.take_confirmations_now()?;
+        if channel.silent_at().is_some_and(|at| at <= Instant::now()) {
+            return Err(channel.silence_error("the receiver"));
+        }
+        let ask = window_full && {
+            // Once per count: the first connection to find the window full asks.
+            let mut state = several.lock();
+            let asked = state.asked_at == Some(state.confirmed);
+            state.asked_at = Some(state.confirmed);
+            !asked
+        };
+        if ask {
+            channel.ask(&several.stop)?;
+        } else if channel.quiet_for() >= self.resume.heartbeat {
+            channel.heartbeat()?;
+        }
+        let confirmed = channel.confirmed();
+        drop(channel);
+        self.confirm_several(several, confirmed, false);
+        Ok(())
+    }
+
+    /// Connection `index`'s end: the End frame with the stream's length, then the Ack.
+    fn end_on(&self, several: &Several, index: usize) -> io::Result<()> {
+        let total = several.lock().total.expect("ended");
+        {
+            let mut channel = several.channel(index);
+            channel.seek(total);
+            let mut heard =
+                |confirmed, awaiting| self.confirm_several(several, confirmed, awaiting);
+            channel.end_stream(&several.stop, &mut heard)?;
+        }
+        let mut state = several.lock();
+        state.acked += 1;
+        several.changed.notify_all();
+        Ok(())
+    }
+
+    /// The receiver confirmed `confirmed` bytes (as one connection heard): the units it
+    /// covers go, the window opens, and the count is published; `awaiting`, the Ack.
+    fn confirm_several(&self, several: &Several, confirmed: u64, awaiting: bool) {
+        let mut state = several.lock();
+        if confirmed > state.confirmed {
+            state.confirmed = confirmed;
+            while let Some(unit) = state.units.first_entry() {
+                if *unit.key() + unit.get().len() as u64 > confirmed {
+                    break;
+                }
+                unit.remove();
+            }
+            several.changed.notify_all();
+        }
+        let confirmed = state.confirmed;
+        drop(state);
+        self.heard(confirmed, awaiting);
+    }
+}
