@@ -1,9 +1,11 @@
 //! One stream over several connections (`--streams N`, issue 36): byte-exact whatever N,
-//! compressed frames too, the wire of one connection unchanged, a receiver of the older
-//! protocol refused in words that say what to do, and the option's bounds.
+//! compressed frames too, a receiver of the older protocol refused in words that say what
+//! to do, the option's bounds; a connection cut mid-stream, and all of them at once.
 
 use std::io::{Read, Write};
-use std::net::TcpListener;
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::sync::{Arc, Mutex};
 use std::thread;
 
 use crate::util::net::*;
@@ -18,35 +20,50 @@ fn sha256(said: &str) -> String {
     digest.unwrap_or_else(|| panic!("no sha256 digest in: {said}")).to_owned()
 }
 
-/// A stream of `data` sent with `--streams N` and `args` to a receiver with `-m 16M`
-/// (a window of 4 MiB, less than the stream): both ends end with 0, the receiver writes
-/// exactly what the sender read, both ends' sha256 agree, and with N above 1 the receiver
-/// took N connections.
-fn over(engine: &str, streams: usize, args: &[&str], data: &[u8]) {
-    let dir = Scratch::new(&format!("streams-{streams}-{engine}"));
-    let key = make_key(&dir, "k");
-    let common = ["--key-file", key.as_str(), "--hash", "sha256"];
-    let receiving: Vec<&str> = common.iter().copied().chain(["-m", "16M", "--debug"]).collect();
-    let mut receiver = Receiver::start(engine, "127.0.0.1", &receiving, None);
+/// A whole stream of `data`: a receiver on 127.0.0.1 with `receiving`, reached through
+/// `via` (which takes its address and gives the port to send to), a sender with `sending`;
+/// both must end with 0, and the receiver write exactly what the sender read. What each
+/// said, and a line to show when more fails.
+fn carried(
+    engine: &str,
+    receiving: &[&str],
+    sending: &[&str],
+    data: &[u8],
+    via: impl FnOnce(SocketAddr) -> u16,
+) -> (String, String, String) {
+    let mut receiver = Receiver::start(engine, "127.0.0.1", receiving, None);
     let output = receiver.output();
-    let to = format!("127.0.0.1:{}", receiver.port);
-    let n = streams.to_string();
-    let mut sending: Vec<&str> = common.to_vec();
-    sending.extend_from_slice(&["--streams", &n]);
-    sending.extend_from_slice(args);
-    let mut child = sender(engine, &to, &sending, None);
+    let to = format!("127.0.0.1:{}", via(format!("127.0.0.1:{}", receiver.port).parse().unwrap()));
+    let mut child = sender(engine, &to, sending, None);
     let stdin = child.stdin.take().unwrap();
     let fed = data.to_vec();
     thread::spawn(move || feed(stdin, &fed, 100_003));
     let (sent, sender_said) = ended(child);
     let received = output.join().unwrap();
     let (status, receiver_said) = receiver.end();
-    let both = format!("{streams} streams: sender: {sender_said}\nreceiver: {receiver_said}");
+    let both = format!("{sending:?}: sender: {sender_said}\nreceiver: {receiver_said}");
     assert!(sent.success() && status.success(), "{sent}, {status}: {both}");
-    assert_same(&received, data, &format!("{streams} streams, {args:?}"));
-    assert_eq!(sha256(&sender_said), sha256(&receiver_said), "{streams} streams");
+    assert_same(&received, data, &format!("{sending:?}"));
+    (sender_said, receiver_said, both)
+}
+
+/// A stream of `data` sent with `--streams N` and `args` to a receiver with `-m 16M`
+/// (a window of 4 MiB, less than the stream): byte-exact, both ends' sha256 agree, and with
+/// N above 1 the receiver took N connections.
+fn over(engine: &str, streams: usize, args: &[&str], data: &[u8]) {
+    let dir = Scratch::new(&format!("streams-{streams}-{engine}"));
+    let key = make_key(&dir, "k");
+    let common = ["--key-file", key.as_str(), "--hash", "sha256"];
+    let receiving: Vec<&str> = common.iter().copied().chain(["-m", "16M", "--debug"]).collect();
+    let n = streams.to_string();
+    let mut sending: Vec<&str> = common.to_vec();
+    sending.extend_from_slice(&["--streams", &n]);
+    sending.extend_from_slice(args);
+    let (sender_said, receiver_said, both) =
+        carried(engine, &receiving, &sending, data, |to| to.port());
+    assert_eq!(sha256(&sender_said), sha256(&receiver_said), "{both}");
     let several = format!("{streams} connections, a window of 4 MiB");
-    assert_eq!(receiver_said.contains(&several), streams > 1, "{receiver_said}");
+    assert_eq!(receiver_said.contains(&several), streams > 1, "{both}");
 }
 
 /// Issue 36: 1, 2, 4 and 8 connections carry a stream larger than the receiver's window
@@ -122,3 +139,87 @@ fn streams_out_of_bounds_are_refused() {
         assert!(said.starts_with(why), "{args:?}: {said}");
     }
 }
+
+// ----- connections that drop (stage 2) -----
+
+/// A proxy on loopback in front of a receiver, for the connections of one stream: it
+/// passes every byte both ways, and once `after` bytes have come from the sender over all
+/// its connections, cuts the connections numbered in `cut` (from 0, in the order they
+/// came), both ways, as a reset would. Connections that come after pass untouched.
+fn cutting_proxy(upstream: SocketAddr, after: usize, cut: &'static [usize]) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let passed = Arc::new(AtomicUsize::new(0));
+    let pairs: Arc<Mutex<Vec<(TcpStream, TcpStream)>>> = Arc::default();
+    thread::spawn(move || {
+        for client in listener.incoming() {
+            let Ok(client) = client else { return };
+            let Ok(server) = TcpStream::connect(upstream) else { return };
+            let number = {
+                let mut pairs = pairs.lock().unwrap();
+                pairs.push((client.try_clone().unwrap(), server.try_clone().unwrap()));
+                pairs.len() - 1
+            };
+            let (passed, pairs) = (Arc::clone(&passed), Arc::clone(&pairs));
+            let (mut from, mut to) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+            thread::spawn(move || {
+                let mut buf = vec![0u8; 1 << 16];
+                while let Ok(n @ 1..) = from.read(&mut buf) {
+                    if to.write_all(&buf[..n]).is_err() {
+                        break;
+                    }
+                    let before = passed.fetch_add(n, SeqCst);
+                    if before < after && before + n >= after {
+                        for &number in cut {
+                            let (client, server) = &pairs.lock().unwrap()[number];
+                            let _ = client.shutdown(Shutdown::Both);
+                            let _ = server.shutdown(Shutdown::Both);
+                        }
+                    }
+                }
+                let _ = to.shutdown(Shutdown::Write);
+            });
+            let (mut from, mut to) = (server, client);
+            thread::spawn(move || {
+                let _ = std::io::copy(&mut from, &mut to);
+                let _ = to.shutdown(Shutdown::Write);
+            });
+            let _ = number;
+        }
+    });
+    port
+}
+
+/// A stream of 24 MiB over 4 connections through [`cutting_proxy`], which cuts `cut`
+/// after 8 MiB: both ends end with 0, the receiver writes exactly what the sender read;
+/// what each end said.
+fn through_cuts(engine: &str, cut: &'static [usize]) -> (String, String) {
+    let dir = Scratch::new(&format!("streams-cut-{}-{engine}", cut.len()));
+    let key = make_key(&dir, "k");
+    let receiving = ["--key-file", key.as_str(), "-m", "16M", "--heartbeat", "1s"];
+    let sending = ["--key-file", key.as_str(), "--streams", "4", "--heartbeat", "1s"];
+    let data = pattern(24 << 20, 3636);
+    let proxy = |upstream| cutting_proxy(upstream, 8 << 20, cut);
+    let (sender_said, receiver_said, both) = carried(engine, &receiving, &sending, &data, proxy);
+    for &number in cut {
+        let dropped = format!("connection {} of 4 dropped", number + 1);
+        let back = format!("connection {} of 4 is back", number + 1);
+        assert!(sender_said.contains(&dropped) && sender_said.contains(&back), "{both}");
+    }
+    (sender_said, receiver_said)
+}
+
+/// Issue 36: one of four connections cut mid-stream: its frames go on the others while it
+/// connects again in the background; the stream arrives byte for byte.
+fn one_of_four_connections_cut_mid_stream(engine: &str) {
+    let (sender_said, _) = through_cuts(engine, &[1]);
+    assert!(!sender_said.contains("connection 1 of 4 dropped"), "{sender_said}");
+}
+
+/// Issue 36: every connection cut at once: the units wait in the sender's dispatcher and
+/// the frames in the receiver's map until the connections are back; byte for byte.
+fn every_connection_cut_at_once(engine: &str) {
+    through_cuts(engine, &[0, 1, 2, 3]);
+}
+
+per_engine!(one_of_four_connections_cut_mid_stream, every_connection_cut_at_once);

@@ -198,13 +198,15 @@ impl Dialer {
         })
     }
 
-    /// One try to connect again, saying `hello`: connects to each of the peer's addresses in
+    /// One try to connect again, saying `hello` (and `join`, for one of several
+    /// connections): connects to each of the peer's addresses in
     /// turn, handshakes, and lets `settle` hear or say what the new session must (where the
     /// stream goes on), each address within `patience`. `settle`'s `InvalidData` is final
     /// (the peer asks for what cannot be), its other failures worth another try.
     pub(super) fn again<T>(
         &self,
         hello: Hello,
+        join: Option<Join>,
         patience: Duration,
         stop: &Stop,
         mut settle: impl FnMut(&mut Channel, Instant) -> io::Result<T>,
@@ -219,7 +221,7 @@ impl Dialer {
             let deadline = Instant::now() + patience;
             // Whether it connects, handshakes or settles, the same words.
             let no_answer = || format!("{address}: no answer within {}", seconds(patience));
-            let opening = Opening::new(key, hello);
+            let opening = Opening::joining(key, hello, join);
             let socket = match socket::connect(address, self.congestion.as_deref(), stop, deadline)
             {
                 Ok(socket) => socket,

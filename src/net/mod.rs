@@ -425,7 +425,8 @@ impl Network {
                     crate::words::byte_count(terms.window)
                 ));
                 channels.insert(0, channel.expect("joined"));
-                let established = output.link.establish_several(channels, terms.window);
+                let reconnect = output.link.resumes().then_some(Reconnect::Dial(dialer));
+                let established = output.link.establish_several(channels, terms.window, reconnect);
                 established.map_err(|e| unreached(&output.address, e))?;
                 continue;
             }
@@ -463,7 +464,16 @@ impl Network {
                 let first = channel.expect("joined");
                 let channels =
                     self.join_more(&input, first, join.streams, &mut dropped, log, stop)?;
-                let established = input.link.establish_several(channels, self.window);
+                let reconnect = match (&self.key, input.link.resumes()) {
+                    (Some(key), true) => Some(Reconnect::Listen(Listening {
+                        address: input.address.clone(),
+                        listeners: input.listeners,
+                        key: Arc::clone(key),
+                        dropped,
+                    })),
+                    _ => None,
+                };
+                let established = input.link.establish_several(channels, self.window, reconnect);
                 established.map_err(|e| unreached(&input.address, e))?;
                 self.received = Some(input.link);
                 return Ok(());

@@ -1,9 +1,8 @@
 //! The handshakes of a stream over several connections (wire version 5): a further
-//! connection is taken only when it proves the key and names the stream; a receiver of
-//! version 4 is refused in words that say what to do.
+//! connection is taken only when it proves the key and names the stream (a receiver of
+//! version 4's refusal is tests/streams.rs's, through the program).
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -68,29 +67,4 @@ fn a_stranger_joining_a_stream_is_dropped() {
     assert_eq!(other, Err(Failure::Busy));
     assert_eq!(ours, Ok(()));
     assert_eq!(dropped, 2, "the stranger and the other stream's sender");
-}
-
-/// Issue 36: a sender over several connections meets a receiver of version 4, which
-/// answers a preamble it does not know with its own preamble and an empty message (as
-/// `answer_hello` of version 4 does): the sender says the receiver does not take several
-/// streams, and that --streams 1 talks to it; a failure no other try mends.
-#[test]
-fn a_receiver_of_version_4_refuses_several_streams_clearly() {
-    let old = TcpListener::bind("127.0.0.1:0").unwrap();
-    let to = old.local_addr().unwrap();
-    let receiver = thread::spawn(move || {
-        let (mut connection, _) = old.accept().unwrap();
-        let mut preamble = [0u8; 8];
-        connection.read_exact(&mut preamble).unwrap();
-        connection.write_all(b"accelN4A\0\0").unwrap();
-        preamble
-    });
-    let key = Key::generate().unwrap();
-    let failure = join(to, &key, new_stream().unwrap(), 0).expect_err("refused");
-    assert_eq!(&receiver.join().unwrap()[..7], b"accelN5", "version 5 was proposed");
-    assert_eq!(failure, Failure::Single);
-    assert!(failure.is_final());
-    let words = failure.to_string();
-    assert!(words.starts_with("the receiver does not take several streams: "), "{words}");
-    assert!(words.contains("--streams 1"), "{words}");
 }

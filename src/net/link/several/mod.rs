@@ -21,9 +21,17 @@
 //!   connection once every unit was written, the Ack back on every one; the sender closes
 //!   them all once it has the Ack everywhere.
 //!
-//! A dropped connection, so far, fails the stream (its units are not yet given to the
-//! others).
+//! - A dropped connection ([`again`]): the units it had taken and the receiver has not
+//!   confirmed go back to the front of the queue, for the other connections to send, and
+//!   it connects again in the background (the sender dials, with the pauses of a single
+//!   connection; the receiver listens, and takes back a connection that proves the key and
+//!   names the stream and its place). Frames that arrive twice are taken once. When every
+//!   connection drops at once, the units wait in the dispatcher and the frames in the
+//!   receiver's map until the first comes back: the stream goes on from what the receiver
+//!   confirmed, byte-exact. A connection not back within `--reconnect-for` is given up; the
+//!   stream fails when none is left.
 
+mod again;
 mod receive;
 mod send;
 
@@ -34,7 +42,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::{Link, Role};
+use super::{Link, Reconnect, Role};
 use crate::net::channel::Channel;
 use crate::net::socket::Socket;
 use crate::stop::Stop;
@@ -55,14 +63,28 @@ pub(super) struct Several {
     /// The threads' own stop, and the threads.
     stop: Arc<Stop>,
     threads: Mutex<Vec<JoinHandle<()>>>,
+    /// How a dropped connection comes back (`None`: `--reconnect-for 0`, it does not), and
+    /// the stream's name, which a connection that comes back says.
+    reconnect: Option<Reconnect>,
+    stream: [u8; 16],
 }
 
 /// One connection of the stream.
 struct Connection {
+    /// Its session: the one in use, or, while it is down, the one that dropped.
     channel: Mutex<Channel>,
-    socket: Arc<Socket>,
-    /// Stream bytes it carried.
+    /// Stream bytes it carried; times it came back; stream bytes sent again on the others
+    /// after it dropped.
     bytes: AtomicU64,
+    reconnections: AtomicU64,
+    resent: AtomicU64,
+}
+
+/// A unit of the stream, as the sender's dispatcher holds it until it is confirmed: its
+/// bytes, and the connection that took it, if one did.
+struct Unit {
+    bytes: Arc<Vec<u8>>,
+    on: Option<usize>,
 }
 
 /// What the connections' threads share, under one lock.
@@ -72,7 +94,7 @@ struct State {
     /// (by its offset); the offset after the last byte queued; units taken and being
     /// written; the stream's length once the output ended it; connections that have the Ack.
     queue: VecDeque<u64>,
-    units: BTreeMap<u64, Arc<Vec<u8>>>,
+    units: BTreeMap<u64, Unit>,
     queued: u64,
     writing: usize,
     total: Option<u64>,
@@ -91,6 +113,10 @@ struct State {
     ack_said: bool,
     /// The most the reorder map held, for the tests and --debug.
     most_held: u64,
+    /// Both sides: each connection's sessions since the first (a thread that met a drop
+    /// waits for a newer one), and connections given up for good.
+    generations: Vec<u64>,
+    gone: usize,
     /// A connection failed: the stream stops, saying so.
     failed: Option<(io::ErrorKind, String)>,
 }
@@ -128,6 +154,18 @@ impl Several {
         self.lock().failure()
     }
 
+    /// Shuts every connection's socket down, which wakes whoever waits on one.
+    fn shut_down(&self) {
+        for index in 0..self.connections.len() {
+            self.channel(index).socket().shut_down();
+        }
+    }
+
+    /// Connection `index`'s socket, for a wait that does not hold its session.
+    fn socket(&self, index: usize) -> Arc<Socket> {
+        Arc::clone(self.channel(index).socket())
+    }
+
     fn channel(&self, index: usize) -> MutexGuard<'_, Channel> {
         self.connections[index].channel.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -140,28 +178,34 @@ impl Link {
         self: &Arc<Link>,
         channels: Vec<Channel>,
         window: u64,
+        reconnect: Option<Reconnect>,
     ) -> io::Result<()> {
         let first = Arc::clone(channels[0].socket());
+        let stream = channels[0].stream();
         let mut connections = Vec::new();
         for mut channel in channels {
             channel.set_silence(self.resume.silence());
             if self.role == Role::Sender {
                 channel.socket().widen_send_buffer();
             }
-            let socket = Arc::clone(channel.socket());
             connections.push(Connection {
                 channel: Mutex::new(channel),
-                socket,
                 bytes: AtomicU64::new(0),
+                reconnections: AtomicU64::new(0),
+                resent: AtomicU64::new(0),
             });
         }
+        let generations = vec![0; connections.len()];
+        let listens = matches!(reconnect, Some(Reconnect::Listen(_)));
         let several = Several {
             connections,
-            state: Mutex::new(State::default()),
+            state: Mutex::new(State { generations, ..State::default() }),
             changed: Condvar::new(),
             window,
             stop: Arc::new(Stop::default()),
             threads: Mutex::new(Vec::new()),
+            reconnect,
+            stream,
         };
         assert!(self.socket.set(first).is_ok(), "a link is established once");
         assert!(self.several.set(Arc::new(several)).is_ok(), "a link is established once");
@@ -182,6 +226,11 @@ impl Link {
                 }
             }
         }
+        if listens {
+            let link = Arc::clone(self);
+            let thread = std::thread::Builder::new().name("accel-streams".into());
+            threads.push(thread.spawn(move || link.take_back_joining())?);
+        }
         *several.threads.lock().unwrap_or_else(PoisonError::into_inner) = threads;
         Ok(())
     }
@@ -191,10 +240,14 @@ impl Link {
         self.several.get().map_or(1, |several| several.connections.len())
     }
 
-    /// Each connection's stream bytes carried, in order (over several connections).
-    pub fn bytes_per_stream(&self) -> Vec<u64> {
+    /// Each connection's counts, in order (over several connections): stream bytes
+    /// carried, times it came back, bytes sent again on the others after it dropped.
+    pub fn per_stream(&self) -> Vec<(u64, u64, u64)> {
         let Some(several) = self.several.get() else { return Vec::new() };
-        several.connections.iter().map(|c| c.bytes.load(Relaxed)).collect()
+        let counts = |c: &Connection| {
+            (c.bytes.load(Relaxed), c.reconnections.load(Relaxed), c.resent.load(Relaxed))
+        };
+        several.connections.iter().map(counts).collect()
     }
 
     /// The most bytes the receiver's reorder map held at once (over several connections).
@@ -224,9 +277,7 @@ impl Link {
     pub(super) fn close_several(several: &Several) {
         several.stop.request();
         several.changed.notify_all();
-        for connection in &several.connections {
-            connection.socket.shut_down();
-        }
+        several.shut_down();
         let threads =
             std::mem::take(&mut *several.threads.lock().unwrap_or_else(|e| e.into_inner()));
         for thread in threads {

@@ -74,7 +74,8 @@ impl Link {
     ) -> io::Result<bool> {
         let mut told = false;
         for index in 0..several.connections.len() {
-            told |= several.channel(index).deliver(count)?;
+            // A connection that dropped says nothing until it is back.
+            told |= several.channel(index).deliver(count).unwrap_or(false);
         }
         Ok(told)
     }
@@ -100,10 +101,11 @@ impl Link {
         state.ack_said = true;
         drop(state);
         for index in 0..several.connections.len() {
-            several.channel(index).acknowledge_at(total)?;
+            // A connection that dropped hears it once it is back (Link::back).
+            let _ = several.channel(index).acknowledge_at(total);
         }
         let mut state = several.lock();
-        while state.closed < several.connections.len() {
+        while state.closed + state.gone < several.connections.len() {
             if let Some(error) = state.failure() {
                 return Err(error);
             }
@@ -117,9 +119,11 @@ impl Link {
     /// End, its heartbeats; a failure stops the stream.
     pub(in crate::net::link) fn receive_on(&self, index: usize) {
         let several = self.several.get().expect("established");
-        if let Err(error) = self.receiving_on(several, index) {
-            if !several.stop.requested() {
-                several.fail(&error);
+        loop {
+            let generation = several.lock().generations[index];
+            let Err(error) = self.receiving_on(several, index) else { return };
+            if several.stop.requested() || !self.await_rejoin(several, index, generation, &error) {
+                return;
             }
         }
     }

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use rustix::event::PollFlags;
 
-use super::{LOOK_AGAIN, Several};
+use super::{LOOK_AGAIN, Several, Unit};
 use crate::net::closed_by_peer;
 use crate::net::compress::Compressor;
 use crate::net::link::Link;
@@ -41,7 +41,7 @@ impl Link {
         let at = state.queued;
         drop(state);
         let len = buf.len().min(MAX_PAYLOAD).min(usize::try_from(room).unwrap_or(usize::MAX));
-        let unit = Arc::new(buf[..len].to_vec());
+        let unit = Unit { bytes: Arc::new(buf[..len].to_vec()), on: None };
         let mut state = several.lock();
         state.units.insert(at, unit);
         state.queue.push_back(at);
@@ -63,7 +63,7 @@ impl Link {
             state.total = Some(state.queued);
             several.changed.notify_all();
         }
-        while state.acked < several.connections.len() {
+        while state.acked + state.gone < several.connections.len() {
             if let Some(error) = state.failure() {
                 return Err(error);
             }
@@ -71,22 +71,25 @@ impl Link {
             state = several.wait(state);
         }
         drop(state);
-        for connection in &several.connections {
-            connection.socket.shut_down();
-        }
+        several.shut_down();
         self.lock().over = true;
         Ok(())
     }
 
-    /// Connection `index`'s thread (sending side): its units, then its End; a failure stops
-    /// the stream.
+    /// Connection `index`'s thread (sending side): its units, then its End; when it drops,
+    /// its units go to the others while it connects again ([`Link::rejoin`]); a failure
+    /// that is no drop stops the stream.
     pub(in crate::net::link) fn send_on(&self, index: usize) {
         let several = self.several.get().expect("established");
         let setting = self.compress_setting.get().copied().unwrap_or_default();
         let mut compressor = Compressor::new(setting, None);
-        if let Err(error) = self.sending_on(several, index, &mut compressor) {
-            if !several.stop.requested() {
-                several.fail(&closed_by_peer(error, "the receiver"));
+        loop {
+            let error = match self.sending_on(several, index, &mut compressor) {
+                Ok(()) => return,
+                Err(error) => closed_by_peer(error, "the receiver"),
+            };
+            if several.stop.requested() || !self.rejoin(several, index, &error) {
+                return;
             }
         }
     }
@@ -106,8 +109,9 @@ impl Link {
                 }
                 if let Some(at) = state.queue.pop_front() {
                     // A unit confirmed meanwhile (sent again elsewhere) is gone.
-                    let Some(bytes) = state.units.get(&at) else { continue };
-                    let bytes = Arc::clone(bytes);
+                    let Some(unit) = state.units.get_mut(&at) else { continue };
+                    unit.on = Some(index);
+                    let bytes = Arc::clone(&unit.bytes);
                     state.writing += 1;
                     break Some((at, bytes));
                 }
@@ -118,7 +122,7 @@ impl Link {
                 if window_full {
                     // What frees the window comes on the socket: wait there.
                     drop(state);
-                    let socket = Arc::clone(&several.connections[index].socket);
+                    let socket = several.socket(index);
                     let until = Instant::now() + LOOK_AGAIN;
                     if let Err(error) = wait_for(socket.fd(), PollFlags::IN, stop, Some(until)) {
                         if error.kind() == io::ErrorKind::Interrupted {
@@ -134,21 +138,15 @@ impl Link {
             };
             drop(state);
             let Some((at, bytes)) = unit else { return self.end_on(several, index) };
-            let confirmed = {
-                let mut channel = several.channel(index);
-                channel.seek(at);
-                let mut done = 0;
-                while done < bytes.len() {
-                    done += channel.send(&bytes[done..], stop, compressor)?;
-                }
-                channel.confirmed()
-            };
+            let sent = send_unit(several, index, at, &bytes, compressor);
+            // Written or not, it is no longer being written: a unit of a connection that
+            // dropped goes back to the queue (Link::rejoin).
+            several.lock().writing -= 1;
+            several.changed.notify_all();
+            let confirmed = sent?;
             let connection = &several.connections[index];
             connection.bytes.fetch_add(bytes.len() as u64, std::sync::atomic::Ordering::Relaxed);
             self.confirm_several(several, confirmed, false);
-            let mut state = several.lock();
-            state.writing -= 1;
-            several.changed.notify_all();
         }
     }
 
@@ -202,7 +200,7 @@ impl Link {
         if confirmed > state.confirmed {
             state.confirmed = confirmed;
             while let Some(unit) = state.units.first_entry() {
-                if *unit.key() + unit.get().len() as u64 > confirmed {
+                if *unit.key() + unit.get().bytes.len() as u64 > confirmed {
                     break;
                 }
                 unit.remove();
@@ -213,4 +211,22 @@ impl Link {
         drop(state);
         self.heard(confirmed, awaiting);
     }
+}
+
+/// Sends the unit of `bytes` at stream offset `at` on connection `index`, each frame as
+/// `compressor` packs it: what the receiver confirmed, as far as this connection heard.
+fn send_unit(
+    several: &Several,
+    index: usize,
+    at: u64,
+    bytes: &[u8],
+    compressor: &mut Compressor,
+) -> io::Result<u64> {
+    let mut channel = several.channel(index);
+    channel.seek(at);
+    let mut done = 0;
+    while done < bytes.len() {
+        done += channel.send(&bytes[done..], &several.stop, compressor)?;
+    }
+    Ok(channel.confirmed())
 }
