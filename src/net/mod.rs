@@ -438,46 +438,68 @@ impl Network {
         }
         if let Some(input) = self.input.take() {
             let deadline = input.accept_timeout.map(|timeout| Instant::now() + timeout);
-            let key = self.key.as_deref();
             let mut dropped = 0;
             let terms = handshake::Terms { stream: None, window: self.window };
-            let (socket, channel) = handshake::accept_sender(
-                &input.listeners,
-                key,
-                terms,
-                deadline,
-                &mut dropped,
-                log,
-                stop,
-            )
-            .map_err(|why| {
-                SetupError::Unreached(format!("{}: {why}; nothing was written", input.address))
-            })?;
-            // Said in every case (unless -q): which of the hosts that may reach the port it is.
-            log.warn(format_args!("{}: the sender is {}", input.address, socket.peer()));
-            log.debug(format_args!(
-                "{}: the connection's TCP congestion control: {}",
-                input.address,
-                socket.congestion_control()
-            ));
-            if let Some(join) = channel.as_ref().and_then(Channel::joined) {
-                let first = channel.expect("joined");
-                let channels =
-                    self.join_more(&input, first, join.streams, &mut dropped, log, stop)?;
-                let reconnect = match (&self.key, input.link.resumes()) {
-                    (Some(key), true) => Some(Reconnect::Listen(Listening {
-                        address: input.address.clone(),
-                        listeners: input.listeners,
-                        key: Arc::clone(key),
-                        dropped,
-                    })),
-                    _ => None,
-                };
-                let established = input.link.establish_several(channels, self.window, reconnect);
-                established.map_err(|e| unreached(&input.address, e))?;
-                self.received = Some(input.link);
-                return Ok(());
-            }
+            let (socket, channel) = match self.key.clone() {
+                // One lobby for the first connection and, over several, the further ones:
+                // they come at once.
+                Some(owned) => {
+                    let mut lobby = handshake::Lobby::open(
+                        &input.listeners,
+                        &owned,
+                        terms,
+                        &mut dropped,
+                        log,
+                        stop,
+                    );
+                    let first = lobby.next_sender(deadline).map_err(|why| {
+                        SetupError::Unreached(format!(
+                            "{}: {why}; nothing was written",
+                            input.address
+                        ))
+                    })?;
+                    self.said_the_sender(&input, &first.0, log);
+                    if let Some(join) = first.1.joined() {
+                        let channels =
+                            self.join_more(&input, &mut lobby, *first.1, join.streams, log)?;
+                        drop(lobby);
+                        let reconnect = match input.link.resumes() {
+                            true => Some(Reconnect::Listen(Listening {
+                                address: input.address.clone(),
+                                listeners: input.listeners,
+                                key: Arc::clone(&owned),
+                                dropped,
+                            })),
+                            false => None,
+                        };
+                        let established =
+                            input.link.establish_several(channels, self.window, reconnect);
+                        established.map_err(|e| unreached(&input.address, e))?;
+                        self.received = Some(input.link);
+                        return Ok(());
+                    }
+                    (first.0, Some(*first.1))
+                }
+                None => {
+                    let accepted = handshake::accept_sender(
+                        &input.listeners,
+                        None,
+                        terms,
+                        deadline,
+                        &mut dropped,
+                        log,
+                        stop,
+                    );
+                    let (socket, channel) = accepted.map_err(|why| {
+                        SetupError::Unreached(format!(
+                            "{}: {why}; nothing was written",
+                            input.address
+                        ))
+                    })?;
+                    self.said_the_sender(&input, &socket, log);
+                    (socket, channel)
+                }
+            };
             let channel = match channel {
                 // A sender whose first connection dropped before this receiver had its Start
                 // frame goes on with its stream, from byte 0: it waits to hear so.
@@ -505,27 +527,33 @@ impl Network {
         Ok(())
     }
 
-    /// The further connections of a stream over several, after its `first`: each proves the
-    /// key and names the stream and a place of its own among `streams`; any other is
-    /// dropped, said so. Within [`JOIN_PATIENCE`].
+    /// Says which sender came (in every case, unless -q: which of the hosts that may reach
+    /// the port it is), and its connection's congestion control (--debug).
+    fn said_the_sender(&self, input: &Input, socket: &socket::Socket, log: &Log) {
+        log.warn(format_args!("{}: the sender is {}", input.address, socket.peer()));
+        log.debug(format_args!(
+            "{}: the connection's TCP congestion control: {}",
+            input.address,
+            socket.congestion_control()
+        ));
+    }
+
+    /// The further connections of a stream over several, after its `first`, from `lobby`:
+    /// each proves the key and names the stream and a place of its own among `streams`; any
+    /// other is dropped, said so. Within [`JOIN_PATIENCE`].
     fn join_more(
         &self,
         input: &Input,
+        lobby: &mut handshake::Lobby<'_>,
         first: Channel,
         streams: u8,
-        dropped: &mut usize,
-        log: &Arc<Log>,
-        stop: &Stop,
+        log: &Log,
     ) -> Result<Vec<Channel>, SetupError> {
         let unreached = |why: String| {
             SetupError::Unreached(format!("{}: {why}; nothing was written", input.address))
         };
-        let terms = handshake::Terms { stream: Some(first.stream()), window: self.window };
+        lobby.expect(handshake::Terms { stream: Some(first.stream()), window: self.window });
         let deadline = Instant::now() + JOIN_PATIENCE;
-        let key = self.key.as_deref().expect("several connections are secure");
-        // One lobby for them all: they come at once, and one still in its handshake when
-        // another proves itself stays for the next.
-        let mut lobby = handshake::Lobby::open(&input.listeners, key, terms, dropped, log, stop);
         let mut channels = vec![first];
         while channels.len() < usize::from(streams) {
             let (_, more) = lobby

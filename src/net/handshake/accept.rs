@@ -424,6 +424,25 @@ impl<'a> Lobby<'a> {
         }
     }
 
+    /// From now on, takes what `terms` say (the stream its first connection started): the
+    /// further connections that came before, waiting unanswered, are answered now.
+    pub fn expect(&mut self, terms: Terms) {
+        self.terms = terms;
+        for index in (0..self.pending.len()).rev() {
+            let pending = &mut self.pending[index];
+            let Stage::Hello(got) = &pending.stage else { continue };
+            if got.is_empty() {
+                continue;
+            }
+            // Answered, it waits for its Start frame, which the next call hears.
+            match answer_hello(&pending.socket, got, self.key, terms, self.stop) {
+                Ok(Some(channel)) => pending.stage = Stage::Confirm(channel),
+                Ok(None) => {}
+                Err(why) => self.drop_at(index, &why),
+            }
+        }
+    }
+
     /// A sender proved itself: said, if many were dropped before it.
     fn found(&self, socket: Arc<Socket>, channel: Box<Channel>) -> (Arc<Socket>, Box<Channel>) {
         if *self.dropped > LISTED_DROPS {
@@ -587,8 +606,14 @@ fn answer_hello(
     // A further connection of a stream over several (index above 0) joins a stream that
     // exists: the first connection started it.
     let further = join.is_some_and(|join| join.index > 0);
+    // A further connection that comes before the first was confirmed (the sender dials it
+    // the moment its first is answered) waits, unanswered, until the lobby knows the
+    // stream ([`Lobby::expect`]).
+    if terms.stream.is_none() && further {
+        return Ok(None);
+    }
     let refusal = match terms.stream {
-        None if further || hello.resuming && hello.offset > 0 => Some(Stranger::UnknownStream),
+        None if hello.resuming && hello.offset > 0 => Some(Stranger::UnknownStream),
         Some(ours) if hello.stream != ours || !(hello.resuming || further) => Some(Stranger::Busy),
         _ => None,
     };

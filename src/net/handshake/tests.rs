@@ -68,3 +68,42 @@ fn a_stranger_joining_a_stream_is_dropped() {
     assert_eq!(ours, Ok(()));
     assert_eq!(dropped, 2, "the stranger and the other stream's sender");
 }
+
+/// Issue 36: a further connection whose Hello comes before the first connection of its
+/// stream has proved itself (the sender dials it the moment the first is answered) waits
+/// in the lobby unanswered, and is taken once the lobby knows the stream, rather than
+/// refused as a stream this receiver never had.
+#[test]
+fn a_further_connection_before_the_first_is_proved_waits_for_it() {
+    let listener = socket::listen("127.0.0.1:0".parse().unwrap(), false, None).unwrap();
+    let to = socket::local_address(&listener).unwrap();
+    let key = Arc::new(Key::generate().unwrap());
+    let stream = new_stream().unwrap();
+    let (mut dropped, log, stop) = (0, Log::new(true, false), Stop::default());
+    let terms = Terms { stream: None, window: 1 << 22 };
+    let mut lobby =
+        Lobby::open(std::slice::from_ref(&listener), &key, terms, &mut dropped, &log, &stop);
+    let further = {
+        let key = Arc::clone(&key);
+        thread::spawn(move || join(to, &key, stream, 1))
+    };
+    // The listener defers a connection until it has sent something: readable, the further
+    // connection's Hello is in, before the first connection even connects.
+    let mut ready = [rustix::event::PollFd::new(&listener, rustix::event::PollFlags::IN)];
+    let generous = rustix::event::Timespec { tv_sec: 60, tv_nsec: 0 };
+    assert_eq!(rustix::event::poll(&mut ready, Some(&generous)).unwrap(), 1);
+    let first = {
+        let key = Arc::clone(&key);
+        thread::spawn(move || join(to, &key, stream, 0))
+    };
+    let deadline = Some(Instant::now() + Duration::from_secs(60));
+    let (_, taken) = lobby.next_sender(deadline).expect("the first connection");
+    assert_eq!(taken.joined().map(|join| join.index), Some(0));
+    lobby.expect(Terms { stream: Some(stream), window: 1 << 22 });
+    let (_, taken) = lobby.next_sender(deadline).expect("the further connection");
+    assert_eq!(taken.joined().map(|join| join.index), Some(1));
+    drop(lobby);
+    assert_eq!(first.join().unwrap(), Ok(()));
+    assert_eq!(further.join().unwrap(), Ok(()));
+    assert_eq!(dropped, 0);
+}

@@ -99,9 +99,9 @@ struct State {
     writing: usize,
     total: Option<u64>,
     acked: usize,
-    /// What the receiver confirmed; the count at which the sender last asked for more.
+    /// What the receiver confirmed; when the sender last asked for its count.
     confirmed: u64,
-    asked_at: Option<u64>,
+    asked_at: Option<Instant>,
     /// Receiving: frames that came before their turn, by offset; the bytes they hold; the
     /// offset of the next byte the input takes; the End's count; connections closed after
     /// the Ack; the Ack said.

@@ -5,16 +5,24 @@
 
 use std::io;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use rustix::event::PollFlags;
 
-use super::{LOOK_AGAIN, Several, Unit};
+use super::{Several, Unit};
 use crate::net::closed_by_peer;
 use crate::net::compress::Compressor;
 use crate::net::link::Link;
 use crate::net::wire::MAX_PAYLOAD;
 use crate::stop::{Stop, wait_for};
+
+/// How long a connection's thread waits on its socket, while the window is full, before it
+/// looks again: the count that opens the window may come on another connection first, and
+/// the thread that waits here is woken only by its own.
+const PRESSED: Duration = Duration::from_millis(2);
+
+/// How often, at most, a sender pressed by the window asks for the receiver's count.
+const ASK_EVERY: Duration = Duration::from_millis(5);
 
 impl Link {
     /// An output's write over several connections: up to a frame's worth of `buf`, copied
@@ -123,7 +131,7 @@ impl Link {
                     // What frees the window comes on the socket: wait there.
                     drop(state);
                     let socket = several.socket(index);
-                    let until = Instant::now() + LOOK_AGAIN;
+                    let until = Instant::now() + PRESSED;
                     if let Err(error) = wait_for(socket.fd(), PollFlags::IN, stop, Some(until)) {
                         if error.kind() == io::ErrorKind::Interrupted {
                             return Ok(());
@@ -147,6 +155,9 @@ impl Link {
             let connection = &several.connections[index];
             connection.bytes.fetch_add(bytes.len() as u64, std::sync::atomic::Ordering::Relaxed);
             self.confirm_several(several, confirmed, false);
+            if to_ask(several) {
+                several.channel(index).ask(stop)?;
+            }
         }
     }
 
@@ -159,14 +170,7 @@ impl Link {
         if channel.silent_at().is_some_and(|at| at <= Instant::now()) {
             return Err(channel.silence_error("the receiver"));
         }
-        let ask = window_full && {
-            // Once per count: the first connection to find the window full asks.
-            let mut state = several.lock();
-            let asked = state.asked_at == Some(state.confirmed);
-            state.asked_at = Some(state.confirmed);
-            !asked
-        };
-        if ask {
+        if window_full && to_ask(several) {
             channel.ask(&several.stop)?;
         } else if channel.quiet_for() >= self.resume.heartbeat {
             channel.heartbeat()?;
@@ -229,4 +233,19 @@ fn send_unit(
         done += channel.send(&bytes[done..], &several.stop, compressor)?;
     }
     Ok(channel.confirmed())
+}
+
+/// Whether to ask the receiver for its count now: while a quarter of the window or more
+/// is in flight, every [`ASK_EVERY`] (whichever connection finds it so first). The receiver
+/// confirms every millisecond for a while after each ask, instead of every 50 ms: one ask
+/// per count would have it confirm once, before the bytes in flight arrive, then wait 50 ms,
+/// which holds a fast stream to a window per 50 ms.
+fn to_ask(several: &Several) -> bool {
+    let mut state = several.lock();
+    let pressing = state.queued - state.confirmed >= several.window / 4;
+    if !pressing || state.asked_at.is_some_and(|at| at.elapsed() < ASK_EVERY) {
+        return false;
+    }
+    state.asked_at = Some(Instant::now());
+    true
 }
