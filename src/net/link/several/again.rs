@@ -7,6 +7,7 @@
 
 use std::io;
 use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, PoisonError};
 use std::time::{Duration, Instant};
 
 use super::Several;
@@ -193,7 +194,9 @@ impl Link {
             }
         }
         let peer = channel.socket().peer();
+        let socket = Arc::clone(channel.socket());
         std::mem::replace(&mut *several.channel(index), channel).abandon();
+        *several.connections[index].socket.lock().unwrap_or_else(PoisonError::into_inner) = socket;
         let connection = &several.connections[index];
         connection.reconnections.fetch_add(1, Relaxed);
         several.lock().generations[index] += 1;
@@ -204,6 +207,41 @@ impl Link {
             index + 1,
             several.connections.len()
         ));
+    }
+
+    /// While the window is full and the receiver's count has not moved for
+    /// [`Link::frozen_after`], the unit the receiver waits for went on a connection that
+    /// passes nothing (a proxy or a NAT that holds it, which TCP alone notices only after
+    /// minutes): that connection is cut, as a drop, so that its units go on the others
+    /// and it connects again. Once per unit waited for; the sending side's idle threads
+    /// look.
+    pub(in crate::net::link) fn unfreeze(&self, several: &Several) {
+        let mut state = several.lock();
+        let now = Instant::now();
+        let since = *state.confirmed_since.get_or_insert(now);
+        let Some((&head, unit)) = state.units.first_key_value() else { return };
+        let Some(index) = unit.on else { return };
+        if now - since < self.frozen_after() || state.unfrozen == Some(head) {
+            return;
+        }
+        state.unfrozen = Some(head);
+        drop(state);
+        self.log.warn(format_args!(
+            "{}: connection {} of {} passed nothing for {} while the stream waited for byte              {head} on it; cutting it",
+            self.name,
+            index + 1,
+            several.connections.len(),
+            duration(now - since)
+        ));
+        several.socket(index).shut_down();
+    }
+
+    /// How long the receiver's count may stand still, the window full, before the
+    /// connection it waits on counts as frozen: half a heartbeat, from a quarter of a
+    /// second to two (a receiver's outputs that take nothing for that long cost one
+    /// connection's units sent again, once).
+    fn frozen_after(&self) -> Duration {
+        (self.resume.heartbeat / 2).clamp(Duration::from_millis(250), Duration::from_secs(2))
     }
 
     /// Connection `index` is given up for good, `why`; the stream fails when none is left.

@@ -73,6 +73,9 @@ pub(super) struct Several {
 struct Connection {
     /// Its session: the one in use, or, while it is down, the one that dropped.
     channel: Mutex<Channel>,
+    /// The session's socket, to wait on or shut down without the session, which its
+    /// thread may hold while it waits to write.
+    socket: Mutex<Arc<Socket>>,
     /// Stream bytes it carried; times it came back; stream bytes sent again on the others
     /// after it dropped.
     bytes: AtomicU64,
@@ -99,9 +102,12 @@ struct State {
     writing: usize,
     total: Option<u64>,
     acked: usize,
-    /// What the receiver confirmed; when the sender last asked for its count.
+    /// What the receiver confirmed, and since when; when the sender last asked for its
+    /// count; the unit whose connection was last found frozen.
     confirmed: u64,
+    confirmed_since: Option<Instant>,
     asked_at: Option<Instant>,
+    unfrozen: Option<u64>,
     /// Receiving: frames that came before their turn, by offset; the bytes they hold; the
     /// offset of the next byte the input takes; the End's count; connections closed after
     /// the Ack; the Ack said.
@@ -157,13 +163,14 @@ impl Several {
     /// Shuts every connection's socket down, which wakes whoever waits on one.
     fn shut_down(&self) {
         for index in 0..self.connections.len() {
-            self.channel(index).socket().shut_down();
+            self.socket(index).shut_down();
         }
     }
 
     /// Connection `index`'s socket, for a wait that does not hold its session.
     fn socket(&self, index: usize) -> Arc<Socket> {
-        Arc::clone(self.channel(index).socket())
+        let socket = self.connections[index].socket.lock();
+        Arc::clone(&socket.unwrap_or_else(PoisonError::into_inner))
     }
 
     fn channel(&self, index: usize) -> MutexGuard<'_, Channel> {
@@ -189,6 +196,7 @@ impl Link {
                 channel.socket().widen_send_buffer();
             }
             connections.push(Connection {
+                socket: Mutex::new(Arc::clone(channel.socket())),
                 channel: Mutex::new(channel),
                 bytes: AtomicU64::new(0),
                 reconnections: AtomicU64::new(0),

@@ -163,8 +163,12 @@ impl Link {
 
     /// Connection `index`'s round while it has nothing to send: the receiver's confirmations
     /// taken in, its silence noticed, a heartbeat when this side said nothing for one; and,
-    /// when the window is full, the receiver asked for its count.
+    /// when the window is full, a frozen connection cut ([`Link::unfreeze`]) and the
+    /// receiver asked for its count.
     fn tend_stream(&self, several: &Several, index: usize, window_full: bool) -> io::Result<()> {
+        if window_full {
+            self.unfreeze(several);
+        }
         let mut channel = several.channel(index);
         channel.take_confirmations_now()?;
         if channel.silent_at().is_some_and(|at| at <= Instant::now()) {
@@ -203,6 +207,7 @@ impl Link {
         let mut state = several.lock();
         if confirmed > state.confirmed {
             state.confirmed = confirmed;
+            state.confirmed_since = Some(Instant::now());
             while let Some(unit) = state.units.first_entry() {
                 if *unit.key() + unit.get().bytes.len() as u64 > confirmed {
                     break;
