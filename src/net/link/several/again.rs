@@ -43,6 +43,7 @@ impl Link {
         }
         several.channel(index).abandon();
         let resent = requeue(several, index);
+        self.publish_streams(several, None, true);
         let n = several.connections.len();
         self.log.warn(format_args!(
             "{}: connection {} of {n} dropped ({}); {} go on the others; connecting it again \
@@ -201,6 +202,7 @@ impl Link {
         connection.reconnections.fetch_add(1, Relaxed);
         several.lock().generations[index] += 1;
         several.changed.notify_all();
+        self.publish_streams(several, None, true);
         self.log.warn(format_args!(
             "{}: connection {} of {} is back ({peer})",
             self.name,
@@ -209,18 +211,20 @@ impl Link {
         ));
     }
 
-    /// While the window is full and the receiver's count has not moved for
+    /// While units are out and the receiver's count has not moved for
     /// [`Link::frozen_after`], the unit the receiver waits for went on a connection that
     /// passes nothing (a proxy or a NAT that holds it, which TCP alone notices only after
     /// minutes): that connection is cut, as a drop, so that its units go on the others
     /// and it connects again. Once per unit waited for; the sending side's idle threads
-    /// look.
+    /// look, and the output's while it waits for the Acks.
     pub(in crate::net::link) fn unfreeze(&self, several: &Several) {
         let mut state = several.lock();
         let now = Instant::now();
-        let since = *state.confirmed_since.get_or_insert(now);
+        let counted = *state.confirmed_since.get_or_insert(now);
         let Some((&head, unit)) = state.units.first_key_value() else { return };
-        let Some(index) = unit.on else { return };
+        let (Some(index), Some(taken)) = (unit.on, unit.taken) else { return };
+        // Since the count last moved, or the unit went (again) on its connection.
+        let since = counted.max(taken);
         if now - since < self.frozen_after() || state.unfrozen == Some(head) {
             return;
         }
@@ -236,10 +240,10 @@ impl Link {
         several.socket(index).shut_down();
     }
 
-    /// How long the receiver's count may stand still, the window full, before the
-    /// connection it waits on counts as frozen: half a heartbeat, from a quarter of a
-    /// second to two (a receiver's outputs that take nothing for that long cost one
-    /// connection's units sent again, once).
+    /// How long the receiver's count may stand still, units out, before the connection it
+    /// waits on counts as frozen: half a heartbeat, from a quarter of a second to two (a
+    /// receiver's outputs that take nothing for that long cost one connection's units sent
+    /// again, once).
     fn frozen_after(&self) -> Duration {
         (self.resume.heartbeat / 2).clamp(Duration::from_millis(250), Duration::from_secs(2))
     }
@@ -267,7 +271,7 @@ fn requeue(several: &Several, index: usize) -> u64 {
     let mut state = several.lock();
     let mut again = Vec::new();
     for (&at, unit) in state.units.iter_mut().filter(|(_, unit)| unit.on == Some(index)) {
-        unit.on = None;
+        (unit.on, unit.taken) = (None, None);
         again.push((at, unit.bytes.len() as u64));
     }
     for &(at, _) in again.iter().rev() {

@@ -18,8 +18,13 @@
 //!   announced (a quarter of its `-m`), since the sender never has more in flight.
 //! - Confirmations (Delivered) go on every connection, and every sender thread hears them:
 //!   each connection stays alive, and its silence is noticed. The End goes on every
-//!   connection once every unit was written, the Ack back on every one; the sender closes
-//!   them all once it has the Ack everywhere.
+//!   connection once every unit was written, the Ack back on every one; one Ack is the
+//!   receiver's word that its outputs took every byte, so the sender closes them all once
+//!   it has one, and the receiver leaves at the first close (a connection that passes
+//!   nothing holds up neither).
+//! - A frozen connection ([`again`]): while units are out and the receiver's count stands
+//!   still for half a heartbeat, the connection that carries the unit the receiver waits
+//!   for is cut, which makes it a drop.
 //!
 //! - A dropped connection ([`again`]): the units it had taken and the receiver has not
 //!   confirmed go back to the front of the queue, for the other connections to send, and
@@ -43,6 +48,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::{Link, Reconnect, Role};
+use crate::meter::{Stream, Wire};
 use crate::net::channel::Channel;
 use crate::net::socket::Socket;
 use crate::stop::Stop;
@@ -67,7 +73,15 @@ pub(super) struct Several {
     /// the stream's name, which a connection that comes back says.
     reconnect: Option<Reconnect>,
     stream: [u8; 16],
+    /// Each connection's frames on the wire (sending side, its compressor's), and when the
+    /// counts were last published.
+    wires: Mutex<Vec<Option<Wire>>>,
+    published: Mutex<Option<Instant>>,
 }
+
+/// How often, at most, the connections' counts are published: the watcher's tick is no
+/// faster.
+const PUBLISH_EVERY: Duration = Duration::from_millis(100);
 
 /// One connection of the stream.
 struct Connection {
@@ -84,10 +98,11 @@ struct Connection {
 }
 
 /// A unit of the stream, as the sender's dispatcher holds it until it is confirmed: its
-/// bytes, and the connection that took it, if one did.
+/// bytes, and the connection that took it, if one did, and when.
 struct Unit {
     bytes: Arc<Vec<u8>>,
     on: Option<usize>,
+    taken: Option<Instant>,
 }
 
 /// What the connections' threads share, under one lock.
@@ -125,6 +140,9 @@ struct State {
     gone: usize,
     /// A connection failed: the stream stops, saying so.
     failed: Option<(io::ErrorKind, String)>,
+    /// The stream ended whole (the sender has an Ack, the receiver a close after its
+    /// own): a connection that drops now does not come back.
+    over: bool,
 }
 
 impl State {
@@ -214,6 +232,8 @@ impl Link {
             threads: Mutex::new(Vec::new()),
             reconnect,
             stream,
+            wires: Mutex::default(),
+            published: Mutex::default(),
         };
         assert!(self.socket.set(first).is_ok(), "a link is established once");
         assert!(self.several.set(Arc::new(several)).is_ok(), "a link is established once");
@@ -248,14 +268,42 @@ impl Link {
         self.several.get().map_or(1, |several| several.connections.len())
     }
 
-    /// Each connection's counts, in order (over several connections): stream bytes
-    /// carried, times it came back, bytes sent again on the others after it dropped.
-    pub fn per_stream(&self) -> Vec<(u64, u64, u64)> {
-        let Some(several) = self.several.get() else { return Vec::new() };
-        let counts = |c: &Connection| {
-            (c.bytes.load(Relaxed), c.reconnections.load(Relaxed), c.resent.load(Relaxed))
+    /// Publishes each connection's counts, and (sending side) what their frames took on the
+    /// wire, with connection `index`'s `wire` as it is now: at most every
+    /// [`PUBLISH_EVERY`], unless `now`.
+    fn publish_streams(&self, several: &Several, wire: Option<(usize, Wire)>, now: bool) {
+        let mut wires = several.wires.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((index, wire)) = wire {
+            wires.resize(several.connections.len(), None);
+            wires[index] = Some(wire);
+        }
+        let mut published = several.published.lock().unwrap_or_else(PoisonError::into_inner);
+        if !now && published.is_some_and(|at| at.elapsed() < PUBLISH_EVERY) {
+            return;
+        }
+        *published = Some(Instant::now());
+        let counts = |c: &Connection| Stream {
+            bytes: c.bytes.load(Relaxed),
+            reconnections: c.reconnections.load(Relaxed),
+            resent: c.resent.load(Relaxed),
         };
-        several.connections.iter().map(counts).collect()
+        let streams: Vec<Stream> = several.connections.iter().map(counts).collect();
+        self.publish(|meter, peer| meter.streams(peer, streams.clone()));
+        // The stream's frames over every connection: the counts add up; the level is the
+        // first connection's (each adapts on its own).
+        let mut each = wires.iter().flatten();
+        let Some(first) = each.next() else { return };
+        let mut sum = first.clone();
+        for wire in each {
+            sum.compressing |= wire.compressing;
+            sum.stream += wire.stream;
+            sum.bytes += wire.bytes;
+            sum.frames += wire.frames;
+            sum.stored += wire.stored;
+        }
+        if let Some((meter, crate::meter::Peer::Output(index))) = self.meter.get() {
+            meter.wire(*index, sum);
+        }
     }
 
     /// The most bytes the receiver's reorder map held at once (over several connections).

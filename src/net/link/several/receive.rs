@@ -104,14 +104,18 @@ impl Link {
             // A connection that dropped hears it once it is back (Link::back).
             let _ = several.channel(index).acknowledge_at(total);
         }
+        self.publish_streams(several, None, true);
+        // The sender closes its connections once it has an Ack on one: one close says it
+        // has it (a connection that passes nothing may never say so).
         let mut state = several.lock();
-        while state.closed + state.gone < several.connections.len() {
+        while state.closed == 0 && state.gone < several.connections.len() {
             if let Some(error) = state.failure() {
                 return Err(error);
             }
             stop.check()?;
             state = several.wait(state);
         }
+        state.over = true;
         Ok(())
     }
 
@@ -122,7 +126,8 @@ impl Link {
         loop {
             let generation = several.lock().generations[index];
             let Err(error) = self.receiving_on(several, index) else { return };
-            if several.stop.requested() || !self.await_rejoin(several, index, generation, &error) {
+            let over = several.stop.requested() || several.lock().over;
+            if over || !self.await_rejoin(several, index, generation, &error) {
                 return;
             }
         }
@@ -202,6 +207,8 @@ impl Link {
         state.most_held = state.most_held.max(state.held);
         state.early.insert(at, bytes.to_vec());
         several.changed.notify_all();
+        drop(state);
+        self.publish_streams(several, None, false);
         Ok(())
     }
 

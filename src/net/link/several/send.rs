@@ -49,7 +49,7 @@ impl Link {
         let at = state.queued;
         drop(state);
         let len = buf.len().min(MAX_PAYLOAD).min(usize::try_from(room).unwrap_or(usize::MAX));
-        let unit = Unit { bytes: Arc::new(buf[..len].to_vec()), on: None };
+        let unit = Unit { bytes: Arc::new(buf[..len].to_vec()), on: None, taken: None };
         let mut state = several.lock();
         state.units.insert(at, unit);
         state.queue.push_back(at);
@@ -71,15 +71,24 @@ impl Link {
             state.total = Some(state.queued);
             several.changed.notify_all();
         }
-        while state.acked + state.gone < several.connections.len() {
+        // One Ack says it all: the receiver's outputs took every byte. A connection that
+        // passes nothing need not hold the end up.
+        while state.acked == 0 {
             if let Some(error) = state.failure() {
                 return Err(error);
             }
             stop.check()?;
             state = several.wait(state);
+            // The connections' threads wait for their Acks: the look for a frozen one is
+            // this thread's now.
+            drop(state);
+            self.unfreeze(several);
+            state = several.lock();
         }
+        state.over = true;
         drop(state);
         several.shut_down();
+        self.publish_streams(several, None, true);
         self.lock().over = true;
         Ok(())
     }
@@ -93,10 +102,13 @@ impl Link {
         let mut compressor = Compressor::new(setting, None);
         loop {
             let error = match self.sending_on(several, index, &mut compressor) {
-                Ok(()) => return,
+                Ok(()) => {
+                    return self.publish_streams(several, Some((index, compressor.wire())), true);
+                }
                 Err(error) => closed_by_peer(error, "the receiver"),
             };
-            if several.stop.requested() || !self.rejoin(several, index, &error) {
+            let over = several.stop.requested() || several.lock().over;
+            if over || !self.rejoin(several, index, &error) {
                 return;
             }
         }
@@ -119,6 +131,7 @@ impl Link {
                     // A unit confirmed meanwhile (sent again elsewhere) is gone.
                     let Some(unit) = state.units.get_mut(&at) else { continue };
                     unit.on = Some(index);
+                    unit.taken = Some(Instant::now());
                     let bytes = Arc::clone(&unit.bytes);
                     state.writing += 1;
                     break Some((at, bytes));
@@ -155,6 +168,7 @@ impl Link {
             let connection = &several.connections[index];
             connection.bytes.fetch_add(bytes.len() as u64, std::sync::atomic::Ordering::Relaxed);
             self.confirm_several(several, confirmed, false);
+            self.publish_streams(several, Some((index, compressor.wire())), false);
             if to_ask(several) {
                 several.channel(index).ask(stop)?;
             }
@@ -162,13 +176,11 @@ impl Link {
     }
 
     /// Connection `index`'s round while it has nothing to send: the receiver's confirmations
-    /// taken in, its silence noticed, a heartbeat when this side said nothing for one; and,
-    /// when the window is full, a frozen connection cut ([`Link::unfreeze`]) and the
+    /// taken in, its silence noticed, a heartbeat when this side said nothing for one, a
+    /// frozen connection cut ([`Link::unfreeze`]); and, when the window is full, the
     /// receiver asked for its count.
     fn tend_stream(&self, several: &Several, index: usize, window_full: bool) -> io::Result<()> {
-        if window_full {
-            self.unfreeze(several);
-        }
+        self.unfreeze(several);
         let mut channel = several.channel(index);
         channel.take_confirmations_now()?;
         if channel.silent_at().is_some_and(|at| at <= Instant::now()) {
