@@ -314,8 +314,9 @@ impl Link {
     /// After the run, for a stream over several connections that did not end whole: tells
     /// the peer on every connection that it stops, and why; best effort.
     pub(super) fn abort_several(several: &Several, why: &str) {
+        // One patience for them all: a thread that never ended may hold each.
+        let until = Instant::now() + super::ABORT_PATIENCE;
         for index in 0..several.connections.len() {
-            let until = Instant::now() + super::ABORT_PATIENCE;
             loop {
                 match several.connections[index].channel.try_lock() {
                     Ok(mut channel) => {
@@ -336,8 +337,6 @@ impl Link {
         several.shut_down();
         let threads =
             std::mem::take(&mut *several.threads.lock().unwrap_or_else(|e| e.into_inner()));
-        for thread in threads {
-            several.stop.join(thread, Duration::from_secs(5));
-        }
+        several.stop.join_all(threads, Duration::from_secs(5));
     }
 }
