@@ -277,6 +277,7 @@ fn requeue(several: &Several, index: usize) -> u64 {
     for &(at, _) in again.iter().rev() {
         state.queue.push_front(at);
     }
+    state.out[index] = 0;
     drop(state);
     several.changed.notify_all();
     let bytes = again.iter().map(|(_, len)| len).sum();

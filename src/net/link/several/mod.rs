@@ -113,6 +113,9 @@ struct State {
     /// written; the stream's length once the output ended it; connections that have the Ack.
     queue: VecDeque<u64>,
     units: BTreeMap<u64, Unit>,
+    /// Each connection's units taken and not confirmed, in bytes: at most its share of the
+    /// window.
+    out: Vec<u64>,
     queued: u64,
     writing: usize,
     total: Option<u64>,
@@ -225,7 +228,11 @@ impl Link {
         let listens = matches!(reconnect, Some(Reconnect::Listen(_)));
         let several = Several {
             connections,
-            state: Mutex::new(State { generations, ..State::default() }),
+            state: Mutex::new(State {
+                out: vec![0; generations.len()],
+                generations,
+                ..State::default()
+            }),
             changed: Condvar::new(),
             window,
             stop: Arc::new(Stop::default()),

@@ -121,25 +121,34 @@ impl Link {
         compressor: &mut Compressor,
     ) -> io::Result<()> {
         let stop = &several.stop;
+        // A connection's share of the window: a path that takes less (a flow capped, a
+        // longer queue) must not hold much of the window in its socket's buffer, where the
+        // receiver waits for it while the others could send.
+        let share = (several.window / several.connections.len() as u64).max(2 * MAX_PAYLOAD as u64);
         loop {
             let mut state = several.lock();
             let unit = loop {
                 if state.failed.is_some() || stop.requested() {
                     return Ok(());
                 }
-                if let Some(at) = state.queue.pop_front() {
+                let room = state.out[index] < share;
+                if let Some(at) = state.queue.front().copied().filter(|_| room) {
+                    state.queue.pop_front();
                     // A unit confirmed meanwhile (sent again elsewhere) is gone.
                     let Some(unit) = state.units.get_mut(&at) else { continue };
                     unit.on = Some(index);
                     unit.taken = Some(Instant::now());
                     let bytes = Arc::clone(&unit.bytes);
+                    state.out[index] += bytes.len() as u64;
                     state.writing += 1;
                     break Some((at, bytes));
                 }
-                if state.total.is_some() && state.writing == 0 {
+                if state.queue.is_empty() && state.total.is_some() && state.writing == 0 {
                     break None;
                 }
-                let window_full = state.queued - state.confirmed >= several.window;
+                // Full: the window, or this connection's share of it, with units waiting.
+                let window_full = state.queued - state.confirmed >= several.window
+                    || !room && !state.queue.is_empty();
                 if window_full {
                     // What frees the window comes on the socket: wait there.
                     drop(state);
@@ -224,7 +233,10 @@ impl Link {
                 if *unit.key() + unit.get().bytes.len() as u64 > confirmed {
                     break;
                 }
-                unit.remove();
+                let unit = unit.remove();
+                if let Some(on) = unit.on {
+                    state.out[on] -= unit.bytes.len() as u64;
+                }
             }
             several.changed.notify_all();
         }
