@@ -231,7 +231,8 @@ impl Link {
         state.unfrozen = Some(head);
         drop(state);
         self.log.warn(format_args!(
-            "{}: connection {} of {} passed nothing for {} while the stream waited for byte              {head} on it; cutting it",
+            "{}: connection {} of {} passed nothing for {} while the stream waited for byte \
+             {head} on it; cutting it",
             self.name,
             index + 1,
             several.connections.len(),
