@@ -135,8 +135,6 @@ struct State {
     end: Option<u64>,
     closed: usize,
     ack_said: bool,
-    /// The most the reorder map held, for the tests and --debug.
-    most_held: u64,
     /// Both sides: each connection's sessions since the first (a thread that met a drop
     /// waits for a newer one), and connections given up for good.
     generations: Vec<u64>,
@@ -270,11 +268,6 @@ impl Link {
         Ok(())
     }
 
-    /// How many connections carry the stream: 1 but over several.
-    pub fn streams(&self) -> usize {
-        self.several.get().map_or(1, |several| several.connections.len())
-    }
-
     /// Publishes each connection's counts, and (sending side) what their frames took on the
     /// wire, with connection `index`'s `wire` as it is now: at most every
     /// [`PUBLISH_EVERY`], unless `now`.
@@ -311,11 +304,6 @@ impl Link {
         if let Some((meter, crate::meter::Peer::Output(index))) = self.meter.get() {
             meter.wire(*index, sum);
         }
-    }
-
-    /// The most bytes the receiver's reorder map held at once (over several connections).
-    pub fn most_held(&self) -> u64 {
-        self.several.get().map_or(0, |several| several.lock().most_held)
     }
 
     /// After the run, for a stream over several connections that did not end whole: tells

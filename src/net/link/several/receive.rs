@@ -204,7 +204,6 @@ impl Link {
         }
         let bytes = &bytes[usize::try_from(skip).unwrap_or(usize::MAX)..];
         state.held += bytes.len() as u64;
-        state.most_held = state.most_held.max(state.held);
         state.early.insert(at, bytes.to_vec());
         several.changed.notify_all();
         drop(state);
