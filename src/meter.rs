@@ -33,6 +33,8 @@ pub struct Meter {
     input_held: Wait,
     /// A network input's dropped connections (`--from`).
     input_outages: OutageMeter,
+    /// The network input's connections, when its stream came over several.
+    input_streams: Mutex<Vec<Stream>>,
     /// Times the input thread slept in the kernel, told when it ends.
     input_sleeps: AtomicU64,
     readers: Box<[ReaderMeter]>,
@@ -100,6 +102,19 @@ struct ReaderMeter {
     /// A network output's frames on the wire. A lock, not atomics, for a list of levels:
     /// held only to copy a small struct, a few times a second, by either side.
     wire: Mutex<Option<Wire>>,
+    /// A network output's connections, when its stream goes over several (`--streams`).
+    streams: Mutex<Vec<Stream>>,
+}
+
+/// One of the connections of a stream over several (`--streams`): what it carried.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stream {
+    /// Stream bytes it carried (sent, or received; again after a reconnection).
+    pub bytes: u64,
+    /// Times it connected again after a drop.
+    pub reconnections: u64,
+    /// Stream bytes it had taken that went again on the others after it dropped.
+    pub resent: u64,
 }
 
 /// A network output's frames on the wire: what compression (`--compress`) made of them.
@@ -280,6 +295,11 @@ pub struct Snapshot {
     pub readers: Vec<ReaderSnapshot>,
     /// Each reader's frames on the wire, in the same order: a network output's.
     pub wires: Vec<Option<Wire>>,
+    /// Each reader's connections, in the same order: a network output's over several
+    /// (`--streams`); empty for any other.
+    pub streams: Vec<Vec<Stream>>,
+    /// The network input's connections, when its stream came over several.
+    pub input_streams: Vec<Stream>,
     /// A network input's dropped connections.
     pub input_outages: Outages,
     /// The rate limits in force (the watcher fills them in; the meter does not know them).
@@ -490,6 +510,7 @@ impl Meter {
             peak_disk: AtomicU64::new(0),
             input_held: Wait::default(),
             input_outages: OutageMeter::default(),
+            input_streams: Mutex::default(),
             input_sleeps: AtomicU64::new(0),
             readers: (0..readers).map(|_| ReaderMeter::default()).collect(),
         }
@@ -558,6 +579,15 @@ impl Meter {
     pub fn confirmed(&self, reader: usize, count: u64, ending_stream: bool) {
         self.readers[reader].confirmed.fetch_max(count, Relaxed);
         self.readers[reader].ending_stream.store(ending_stream, Relaxed);
+    }
+
+    /// `peer`'s connections so far, when its stream goes over several (`--streams`).
+    pub fn streams(&self, peer: Peer, streams: Vec<Stream>) {
+        let slot = match peer {
+            Peer::Input => &self.input_streams,
+            Peer::Output(index) => &self.readers[index].streams,
+        };
+        *slot.lock().unwrap_or_else(PoisonError::into_inner) = streams;
     }
 
     /// Reader `reader`'s frames on the wire so far (a network output).
@@ -630,6 +660,11 @@ impl Meter {
             .iter()
             .map(|r| r.wire.lock().unwrap_or_else(PoisonError::into_inner).clone())
             .collect();
+        let read = |streams: &Mutex<Vec<Stream>>| {
+            streams.lock().unwrap_or_else(PoisonError::into_inner).clone()
+        };
+        let streams = self.readers.iter().map(|r| read(&r.streams)).collect();
+        let input_streams = read(&self.input_streams);
         let [through, pipes, memory, disk] = self.tiers.each_ref().map(|t| t.load(Relaxed));
         let mut snapshot = Snapshot {
             elapsed: Duration::from_nanos(now),
@@ -646,6 +681,8 @@ impl Meter {
             peak_disk: self.peak_disk.load(Relaxed),
             readers,
             wires,
+            streams,
+            input_streams,
             input_outages: self.input_outages.read(now),
             limits: RateLimits::default(),
             lines: None,

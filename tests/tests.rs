@@ -33,5 +33,6 @@ mod signals;
 mod soak;
 mod spill;
 mod ssh;
+mod streams;
 mod tiers;
 mod watch;

@@ -79,6 +79,13 @@ pub const JSON_FIELDS: &[[&str; 3]] = &[
         "the same for a `--from` input (0 otherwise)",
     ],
     [
+        "`outputs[].streams`, `input_streams`",
+        "summary",
+        "a stream over several connections (`--streams`; `null` otherwise): each connection's \
+         stream `bytes` carried, `reconnections` after a drop, and `resent_bytes` (what it had \
+         taken that went again on the others)",
+    ],
+    [
         "`rate_limit_out`, `rate_limit_in`",
         "both",
         "the rate limits in force, bytes per second (0: none); they may change while accel runs \

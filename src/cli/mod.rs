@@ -461,6 +461,18 @@ pub struct Cli {
     #[arg(skip)]
     pub remote_command: Vec<String>,
 
+    /// With --to: carry the stream over N connections, 1 to 16 [default: 1].
+    ///
+    /// Each connection is a session of its own (its own keys, its own thread sealing), and
+    /// takes the next frame when it can send, so a path that caps each connection (a
+    /// per-flow limit, a long fat pipe one TCP window cannot fill) or a CPU that one cipher
+    /// thread cannot keep up with carries more. The receiver takes as many as it allows (16)
+    /// and puts the frames back in order, holding at most a quarter of its -m out of order:
+    /// the sender never has more than that beyond what the receiver confirmed. Above 1, the
+    /// receiver must be an accel that takes several streams; an older one refuses, saying so.
+    #[arg(long, value_name = "N", requires = "peer", help_heading = "Network")]
+    pub streams: Option<String>,
+
     /// With --to: compress each frame with zstd before it is sealed: auto (the level follows
     /// the bottleneck), none, zstd (level 3) or zstd:LEVEL (-7 to 22). [default: none]
     ///

@@ -47,7 +47,7 @@ impl Config {
         let hashes = hashes(&cli)?;
         let display = display(&cli, stderr_is_terminal)?;
         let ssh = ssh_settings(&cli)?;
-        let net = network_settings(&cli)?;
+        let net = network_settings(&cli, size)?;
         let mut outputs = outputs(&cli)?;
         if ssh.as_ref().is_some_and(|ssh| ssh.push) && cli.outputs.is_empty() {
             // The stream goes to the remote command; stdout only when -o - says so.
@@ -376,7 +376,7 @@ fn parse_level(text: &str) -> Result<Level, String> {
 /// `--from`, `--key-file` (or `ACCEL_KEY_FILE`), `--insecure`, `--accept-timeout`,
 /// `--connect-for`, `--reconnect-for`, `--heartbeat`, `--compress`, `--congestion` (its name is
 /// checked against the kernel's when the network opens, with the others' files and ports).
-fn network_settings(cli: &Cli) -> Result<net::Peering, ConfigError> {
+fn network_settings(cli: &Cli, size: u64) -> Result<net::Peering, ConfigError> {
     let from = match &cli.from {
         None => None,
         Some(text) if is_ssh(text) => None,
@@ -498,7 +498,30 @@ fn network_settings(cli: &Cli) -> Result<net::Peering, ConfigError> {
         key: None,
         bound: Vec::new(),
         dialed: None,
+        streams: streams(cli)?,
+        // A quarter of the buffer: what the reorder map may hold beside it.
+        window: size / 4,
     })
+}
+
+/// `--streams N`: the connections of each `--to`'s stream, 1 to 16.
+fn streams(cli: &Cli) -> Result<u8, ConfigError> {
+    let Some(text) = &cli.streams else { return Ok(1) };
+    let fail = |reason: &str| ConfigError {
+        option: "--streams",
+        value: text.clone(),
+        reason: reason.into(),
+    };
+    let streams: u8 = text.trim().parse().map_err(|_| fail("a number of connections, 1 to 16"))?;
+    if !(1..=net::wire::MOST_STREAMS).contains(&streams) {
+        return Err(fail("a number of connections, 1 to 16"));
+    }
+    if cli.insecure && streams > 1 {
+        return Err(fail(
+            "plain TCP (--insecure) has no offsets to put several connections in order",
+        ));
+    }
+    Ok(streams)
 }
 
 /// Whether a `--to`/`--from` value is an ssh:// URL: the other end started through ssh.

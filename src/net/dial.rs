@@ -18,7 +18,7 @@ use super::handshake::{self, Failure, Opening};
 use super::key::Key;
 use super::seconds;
 use super::socket::{self, Socket};
-use super::wire::Hello;
+use super::wire::{Hello, Join};
 use crate::log::Log;
 use crate::stop::Stop;
 use crate::words::{describe, duration};
@@ -45,6 +45,9 @@ pub(super) struct Dialer {
     /// A connection to the peer made before the run ([`super::Peering::dialed`]), which the
     /// first try takes instead of connecting.
     pub(super) dialed: Mutex<Option<Socket>>,
+    /// The connections its stream asks for (`--streams`): above 1, each connection is one
+    /// of several (wire version 5).
+    pub(super) streams: u8,
 }
 
 /// Why a try to connect failed: worth another while the tries last, or not.
@@ -89,7 +92,7 @@ impl Dialer {
         let until = Instant::now() + connect_for;
         let mut said = false;
         loop {
-            let again = match self.try_first(resolved, stream, patience, log, stop) {
+            let again = match self.try_first(resolved, stream, 0, patience, log, stop) {
                 Ok(connected) => return Ok(connected),
                 Err(Missed::Final(why)) => return Err(why),
                 Err(again) => again,
@@ -116,11 +119,31 @@ impl Dialer {
         }
     }
 
-    /// One try of [`first`](Dialer::first): each of the peer's addresses in turn.
+    /// A further connection of a stream over several, the `index`th, once the first is
+    /// established: one try, `patience` bounding it. The session, or why not, in words.
+    pub(super) fn join(
+        &self,
+        resolved: &[SocketAddr],
+        stream: [u8; 16],
+        index: u8,
+        patience: Duration,
+        log: &Log,
+        stop: &Stop,
+    ) -> Result<Channel, String> {
+        match self.try_first(resolved, stream, index, patience, log, stop) {
+            Ok((_, Some(channel))) => Ok(channel),
+            Ok((_, None)) => Err("plain TCP takes one connection".into()),
+            Err(missed) => Err(format!("connection {}: {}", index + 1, missed.words(false))),
+        }
+    }
+
+    /// One try of [`first`](Dialer::first) (or of a further connection of several, the
+    /// `index`th): each of the peer's addresses in turn.
     fn try_first(
         &self,
         resolved: &[SocketAddr],
         stream: [u8; 16],
+        index: u8,
         patience: Duration,
         log: &Log,
         stop: &Stop,
@@ -130,7 +153,9 @@ impl Dialer {
         let mut refused = true;
         for &address in resolved {
             let hello = Hello { stream, offset: 0, resuming: false };
-            let opening = self.key.as_ref().map(|key| Opening::new(key, hello));
+            let join =
+                (self.streams > 1).then_some(Join { index, streams: self.streams, window: 0 });
+            let opening = self.key.as_ref().map(|key| Opening::joining(key, hello, join));
             // A connection made before the run (to the first address) is this try's.
             let dialed = self.dialed.lock().unwrap_or_else(PoisonError::into_inner).take();
             let connected = match dialed {
@@ -182,13 +207,15 @@ impl Dialer {
         })
     }
 
-    /// One try to connect again, saying `hello`: connects to each of the peer's addresses in
+    /// One try to connect again, saying `hello` (and `join`, for one of several
+    /// connections): connects to each of the peer's addresses in
     /// turn, handshakes, and lets `settle` hear or say what the new session must (where the
     /// stream goes on), each address within `patience`. `settle`'s `InvalidData` is final
     /// (the peer asks for what cannot be), its other failures worth another try.
     pub(super) fn again<T>(
         &self,
         hello: Hello,
+        join: Option<Join>,
         patience: Duration,
         stop: &Stop,
         mut settle: impl FnMut(&mut Channel, Instant) -> io::Result<T>,
@@ -203,7 +230,7 @@ impl Dialer {
             let deadline = Instant::now() + patience;
             // Whether it connects, handshakes or settles, the same words.
             let no_answer = || format!("{address}: no answer within {}", seconds(patience));
-            let opening = Opening::new(key, hello);
+            let opening = Opening::joining(key, hello, join);
             let socket = match socket::connect(address, self.congestion.as_deref(), stop, deadline)
             {
                 Ok(socket) => socket,

@@ -69,6 +69,7 @@ use crate::meter::Meter;
 use crate::stop::Stop;
 use crate::words::describe;
 use address::Address;
+use channel::Channel;
 use compress::Compress;
 pub use congestion::Congestion;
 use dial::Dialer;
@@ -133,6 +134,12 @@ pub struct Peering {
     /// the first try takes instead of connecting: accel started through ssh tries the direct
     /// path with the stream's own connection, so the stream pays no second round trip.
     pub dialed: Option<i32>,
+    /// `--streams`: the connections each `--to` proposes for its stream (1 to
+    /// [`wire::MOST_STREAMS`]); 1 is wire version 4, as before.
+    pub streams: u8,
+    /// A receiver's window over several connections: the most bytes a sender may have
+    /// beyond what was confirmed, which its reorder map may hold (a quarter of `-m`).
+    pub window: u64,
 }
 
 impl Default for Peering {
@@ -150,9 +157,19 @@ impl Default for Peering {
             bound: Vec::new(),
             dialed: None,
             compress: Compress::default(),
+            streams: 1,
+            window: LEAST_WINDOW,
         }
     }
 }
+
+/// The least window a receiver announces to a sender over several connections: a few
+/// frames for each of the most connections.
+pub const LEAST_WINDOW: u64 = 4 << 20;
+
+/// How long a receiver waits for the further connections of a stream over several, once
+/// the first is in: they are dialled at once after it.
+const JOIN_PATIENCE: Duration = Duration::from_secs(30);
 
 /// Why the network side could not be set up; nothing was read.
 #[derive(Debug)]
@@ -272,6 +289,9 @@ pub struct Network {
     connect_for: Duration,
     /// The TCP congestion control every socket asks for (`None`: the system's default).
     congestion: Option<Arc<str>>,
+    /// `--streams`, each output's; the receiver's window over several connections.
+    streams: u8,
+    window: u64,
 }
 
 /// The `--from` input, before its sender came: where it listens.
@@ -359,6 +379,8 @@ impl Network {
             received: None,
             connect_for: peering.connect_for,
             congestion,
+            streams: peering.streams,
+            window: peering.window.max(LEAST_WINDOW),
         })
     }
 
@@ -394,12 +416,37 @@ impl Network {
                 key: self.key.clone(),
                 congestion: self.congestion.clone(),
                 dialed: Mutex::new(output.dialed.take()),
+                streams: self.streams,
             };
             let first =
                 dialer.first(&output.resolved, stream, self.connect_for, patience, log, stop);
             let (socket, channel) = first.map_err(|why| {
                 SetupError::Unreached(format!("{}: {why}; nothing was sent", output.address))
             })?;
+            if let Some(terms) = channel.as_ref().and_then(Channel::joined) {
+                let mut channels = vec![];
+                for index in 1..terms.streams {
+                    let more = dialer.join(&output.resolved, stream, index, patience, log, stop);
+                    channels.push(more.map_err(|why| {
+                        SetupError::Unreached(format!(
+                            "{}: {why}; nothing was sent",
+                            output.address
+                        ))
+                    })?);
+                }
+                log.debug(format_args!(
+                    "{}: {} connections (of {} proposed), a window of {}",
+                    output.address,
+                    terms.streams,
+                    self.streams,
+                    crate::words::byte_count(terms.window)
+                ));
+                channels.insert(0, channel.expect("joined"));
+                let reconnect = output.link.resumes().then_some(Reconnect::Dial(dialer));
+                let established = output.link.establish_several(channels, terms.window, reconnect);
+                established.map_err(|e| unreached(&output.address, e))?;
+                continue;
+            }
             output.link.establish(socket, channel);
             if self.key.is_some() {
                 let tending = output.link.tend(Reconnect::Dial(dialer));
@@ -408,27 +455,68 @@ impl Network {
         }
         if let Some(input) = self.input.take() {
             let deadline = input.accept_timeout.map(|timeout| Instant::now() + timeout);
-            let key = self.key.as_deref();
             let mut dropped = 0;
-            let (socket, channel) = handshake::accept_sender(
-                &input.listeners,
-                key,
-                None,
-                deadline,
-                &mut dropped,
-                log,
-                stop,
-            )
-            .map_err(|why| {
-                SetupError::Unreached(format!("{}: {why}; nothing was written", input.address))
-            })?;
-            // Said in every case (unless -q): which of the hosts that may reach the port it is.
-            log.warn(format_args!("{}: the sender is {}", input.address, socket.peer()));
-            log.debug(format_args!(
-                "{}: the connection's TCP congestion control: {}",
-                input.address,
-                socket.congestion_control()
-            ));
+            let terms = handshake::Terms { stream: None, window: self.window };
+            let (socket, channel) = match self.key.clone() {
+                // One lobby for the first connection and, over several, the further ones:
+                // they come at once.
+                Some(owned) => {
+                    let mut lobby = handshake::Lobby::open(
+                        &input.listeners,
+                        &owned,
+                        terms,
+                        &mut dropped,
+                        log,
+                        stop,
+                    );
+                    let first = lobby.next_sender(deadline).map_err(|why| {
+                        SetupError::Unreached(format!(
+                            "{}: {why}; nothing was written",
+                            input.address
+                        ))
+                    })?;
+                    self.said_the_sender(&input, &first.0, log);
+                    if let Some(join) = first.1.joined() {
+                        let channels =
+                            self.join_more(&input, &mut lobby, *first.1, join.streams, log)?;
+                        drop(lobby);
+                        let reconnect = match input.link.resumes() {
+                            true => Some(Reconnect::Listen(Listening {
+                                address: input.address.clone(),
+                                listeners: input.listeners,
+                                key: Arc::clone(&owned),
+                                dropped,
+                            })),
+                            false => None,
+                        };
+                        let established =
+                            input.link.establish_several(channels, self.window, reconnect);
+                        established.map_err(|e| unreached(&input.address, e))?;
+                        self.received = Some(input.link);
+                        return Ok(());
+                    }
+                    (first.0, Some(*first.1))
+                }
+                None => {
+                    let accepted = handshake::accept_sender(
+                        &input.listeners,
+                        None,
+                        terms,
+                        deadline,
+                        &mut dropped,
+                        log,
+                        stop,
+                    );
+                    let (socket, channel) = accepted.map_err(|why| {
+                        SetupError::Unreached(format!(
+                            "{}: {why}; nothing was written",
+                            input.address
+                        ))
+                    })?;
+                    self.said_the_sender(&input, &socket, log);
+                    (socket, channel)
+                }
+            };
             let channel = match channel {
                 // A sender whose first connection dropped before this receiver had its Start
                 // frame goes on with its stream, from byte 0: it waits to hear so.
@@ -454,6 +542,56 @@ impl Network {
             self.received = Some(input.link);
         }
         Ok(())
+    }
+
+    /// Says which sender came (in every case, unless -q: which of the hosts that may reach
+    /// the port it is), and its connection's congestion control (--debug).
+    fn said_the_sender(&self, input: &Input, socket: &socket::Socket, log: &Log) {
+        log.warn(format_args!("{}: the sender is {}", input.address, socket.peer()));
+        log.debug(format_args!(
+            "{}: the connection's TCP congestion control: {}",
+            input.address,
+            socket.congestion_control()
+        ));
+    }
+
+    /// The further connections of a stream over several, after its `first`, from `lobby`:
+    /// each proves the key and names the stream and a place of its own among `streams`; any
+    /// other is dropped, said so. Within [`JOIN_PATIENCE`].
+    fn join_more(
+        &self,
+        input: &Input,
+        lobby: &mut handshake::Lobby<'_>,
+        first: Channel,
+        streams: u8,
+        log: &Log,
+    ) -> Result<Vec<Channel>, SetupError> {
+        let unreached = |why: String| {
+            SetupError::Unreached(format!("{}: {why}; nothing was written", input.address))
+        };
+        lobby.expect(handshake::Terms { stream: Some(first.stream()), window: self.window });
+        let deadline = Instant::now() + JOIN_PATIENCE;
+        let mut channels = vec![first];
+        while channels.len() < usize::from(streams) {
+            let (_, more) = lobby
+                .next_sender(Some(deadline))
+                .map_err(|why| unreached(format!("connection {}: {why}", channels.len() + 1)))?;
+            let place = more.joined().map(|join| (join.index, join.streams));
+            let taken = channels.iter().any(|c| c.joined().map(|j| j.index) == place.map(|p| p.0));
+            match place {
+                Some((_, of)) if of == streams && !taken => channels.push(*more),
+                _ => log.warn(format_args!(
+                    "{}: a connection of the stream came again or out of place; dropped it",
+                    more.socket().peer()
+                )),
+            }
+        }
+        log.debug(format_args!(
+            "{}: {streams} connections, a window of {}",
+            input.address,
+            crate::words::byte_count(self.window)
+        ));
+        Ok(channels)
     }
 
     /// The run is over: every link's tending thread ends.

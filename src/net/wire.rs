@@ -38,6 +38,18 @@
 //! version 2 had no heartbeats and could not resume; version 3 had no Zstd frames. A peer of
 //! another version is refused at the preamble, before the handshake, with words that say so.
 //!
+//! Version 5 (`accelN5`) is version 4 with one stream over several connections
+//! (`--streams N`, N above 1), and only such a sender speaks it: with one connection the
+//! wire is version 4's, byte for byte. Each connection has its own handshake, bound to the
+//! version 5 preamble: its Hello is version 4's followed by a [`Join`] (the connection's
+//! index, the connections proposed), and the Welcome is the status followed by the
+//! receiver's terms (its window, the connections it takes, at most [`MOST_STREAMS`]). The
+//! first connection (index 0) starts the stream; a further one must name it, else it is
+//! dropped as any stranger. Data frames then come on any connection, each at its own offset,
+//! and the receiver puts them back in order; Delivered goes on every connection, the End and
+//! the Ack on every one. A receiver of version 4 answers the version 5 preamble with its
+//! own and an empty message, which the sender reads as "does not take several streams".
+//!
 //! Every message after the preamble is a Noise message (at most 65535 bytes) behind its length
 //! as a big-endian u16, the framing the Noise specification suggests for TCP. The preamble is
 //! also the Noise prologue, so the protocol version and the cipher are authenticated too.
@@ -67,6 +79,15 @@ pub const PREAMBLE_LEN: usize = 8;
 
 /// The preamble's fixed part: who we are, and the protocol's version.
 const MAGIC: &[u8; 7] = b"accelN4";
+
+/// The preamble's fixed part of version 5: version 4, and one stream over several
+/// connections (`--streams N`, N above 1). Only such a sender says it: with one connection,
+/// the wire is version 4's, byte for byte; a receiver of version 4 refuses this one at the
+/// preamble, and the sender says that it takes one connection only.
+const SEVERAL: &[u8; 7] = b"accelN5";
+
+/// The most connections one stream takes (`--streams`), at either end.
+pub const MOST_STREAMS: u8 = 16;
 
 /// The Welcome that refuses a Hello for another stream: this receiver is busy with its own.
 pub const BUSY: u64 = u64::MAX;
@@ -132,8 +153,14 @@ impl Cipher {
 
 /// The preamble a side sends first, naming the cipher.
 pub fn preamble(cipher: Cipher) -> [u8; PREAMBLE_LEN] {
+    preamble_of(cipher, false)
+}
+
+/// The preamble of a session that is one of `several` connections of a stream (version 5),
+/// or not (version 4).
+pub fn preamble_of(cipher: Cipher, several: bool) -> [u8; PREAMBLE_LEN] {
     let mut bytes = [0u8; PREAMBLE_LEN];
-    bytes[..MAGIC.len()].copy_from_slice(MAGIC);
+    bytes[..MAGIC.len()].copy_from_slice(if several { SEVERAL } else { MAGIC });
     bytes[MAGIC.len()] = cipher.letter();
     bytes
 }
@@ -143,6 +170,9 @@ pub fn preamble(cipher: Cipher) -> [u8; PREAMBLE_LEN] {
 pub enum Preamble {
     /// This protocol, with this cipher.
     Accel(Cipher),
+    /// This protocol, with this cipher, for one of several connections of a stream
+    /// (version 5).
+    Several(Cipher),
     /// accel, but another version of the protocol (or a cipher this one does not know).
     OtherVersion,
     /// Not accel at all.
@@ -155,22 +185,38 @@ pub fn read_preamble(bytes: &[u8]) -> Preamble {
     if bytes[..known] != MAGIC[..known] {
         return Preamble::Foreign;
     }
-    if bytes.len() < PREAMBLE_LEN || bytes[..MAGIC.len()] != MAGIC[..] {
+    if bytes.len() < PREAMBLE_LEN {
         return Preamble::OtherVersion;
     }
-    match bytes[MAGIC.len()] {
-        b'A' => Preamble::Accel(Cipher::AesGcm),
-        b'C' => Preamble::Accel(Cipher::ChaChaPoly),
-        _ => Preamble::OtherVersion,
-    }
+    let several = match &bytes[..MAGIC.len()] {
+        magic if magic == MAGIC => false,
+        magic if magic == SEVERAL => true,
+        _ => return Preamble::OtherVersion,
+    };
+    let cipher = match bytes[MAGIC.len()] {
+        b'A' => Cipher::AesGcm,
+        b'C' => Cipher::ChaChaPoly,
+        _ => return Preamble::OtherVersion,
+    };
+    if several { Preamble::Several(cipher) } else { Preamble::Accel(cipher) }
 }
 
 /// The Noise handshake for `cipher` with `key`, bound to the preamble: the sender's side
 /// (`initiator`) or the receiver's.
 pub fn handshake(cipher: Cipher, key: &Key, initiator: bool) -> snow::HandshakeState {
+    handshake_of(cipher, key, initiator, false)
+}
+
+/// [`handshake`], bound to the preamble of one of `several` connections or not.
+pub fn handshake_of(
+    cipher: Cipher,
+    key: &Key,
+    initiator: bool,
+    several: bool,
+) -> snow::HandshakeState {
     let name = format!("Noise_NNpsk0_25519_{}_SHA256", cipher.noise_name());
     let params: NoiseParams = name.parse().expect("a valid Noise protocol name");
-    let prologue = preamble(cipher);
+    let prologue = preamble_of(cipher, several);
     let builder = snow::Builder::with_resolver(params, super::cipher::resolver())
         .psk(0, key.bytes())
         .and_then(|b| b.prologue(&prologue))
@@ -211,6 +257,59 @@ impl Hello {
             _ => return None,
         };
         Some(Hello { stream: bytes[..16].try_into().ok()?, offset, resuming })
+    }
+}
+
+/// Which of a stream's several connections a session is (version 5): told in the Hello
+/// after its version 4 part, and answered in the Welcome with the receiver's terms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Join {
+    /// This connection's place among them, from 0.
+    pub index: u8,
+    /// How many the sender proposes (in the Hello), or the receiver takes (in the Welcome).
+    pub streams: u8,
+    /// The most stream bytes the sender may have beyond what the receiver confirmed: the
+    /// receiver's reorder hold (0 in the Hello; the receiver's, from its `-m`, in the
+    /// Welcome).
+    pub window: u64,
+}
+
+impl Join {
+    /// The Hello of a joining connection: `hello`'s, then its index and the streams proposed.
+    pub fn encode_hello(&self, hello: &Hello) -> [u8; 27] {
+        let mut bytes = [0u8; 27];
+        bytes[..25].copy_from_slice(&hello.encode());
+        bytes[25] = self.index;
+        bytes[26] = self.streams;
+        bytes
+    }
+
+    /// The Hello and the Join in a joining connection's payload, if they are.
+    pub fn decode_hello(bytes: &[u8]) -> Option<(Hello, Join)> {
+        let (hello, join) = bytes.split_at_checked(25)?;
+        let &[index, streams] = join else { return None };
+        let join = Join { index, streams, window: 0 };
+        (index < streams && streams >= 2).then_some(())?;
+        Some((Hello::decode(hello)?, join))
+    }
+
+    /// The Welcome to a joining connection: `status` (0, or why it is refused), the window,
+    /// and the streams the receiver takes.
+    pub fn encode_welcome(&self, status: u64) -> [u8; 17] {
+        let mut bytes = [0u8; 17];
+        bytes[..8].copy_from_slice(&status.to_be_bytes());
+        bytes[8..16].copy_from_slice(&self.window.to_be_bytes());
+        bytes[16] = self.streams;
+        bytes
+    }
+
+    /// The status and the receiver's terms in a joining connection's Welcome; this
+    /// connection's `index`.
+    pub fn decode_welcome(bytes: &[u8], index: u8) -> Option<(u64, Join)> {
+        let bytes: &[u8; 17] = bytes.try_into().ok()?;
+        let status = u64::from_be_bytes(bytes[..8].try_into().ok()?);
+        let window = u64::from_be_bytes(bytes[8..16].try_into().ok()?);
+        Some((status, Join { index, streams: bytes[16], window }))
     }
 }
 
@@ -280,7 +379,9 @@ mod tests {
         }
         assert_eq!(read_preamble(b"SSH-2.0-"), Preamble::Foreign);
         assert_eq!(read_preamble(b"GET / HT"), Preamble::Foreign);
-        assert_eq!(read_preamble(b"accelN5A"), Preamble::OtherVersion);
+        assert_eq!(read_preamble(b"accelN5A"), Preamble::Several(Cipher::AesGcm));
+        assert_eq!(read_preamble(b"accelN6A"), Preamble::OtherVersion);
+        assert_eq!(read_preamble(b"accelN5X"), Preamble::OtherVersion);
         assert_eq!(read_preamble(b"accelN3A"), Preamble::OtherVersion);
         assert_eq!(read_preamble(b"accelN2A"), Preamble::OtherVersion);
         assert_eq!(read_preamble(b"accelN1A"), Preamble::OtherVersion);
@@ -308,6 +409,16 @@ mod tests {
         }
         assert_eq!(Hello::decode(&[0; 24]), None);
         assert_eq!(Hello::decode(&[2; 25]), None);
+        let hello = Hello { stream: [4; 16], offset: 0, resuming: false };
+        let join = Join { index: 3, streams: 4, window: 0 };
+        assert_eq!(Join::decode_hello(&join.encode_hello(&hello)), Some((hello, join)));
+        // Index past the count, or a single stream: not a joining Hello.
+        let mut wrong = join.encode_hello(&hello);
+        wrong[25] = 4;
+        assert_eq!(Join::decode_hello(&wrong), None);
+        let terms = Join { index: 0, streams: 8, window: 1 << 26 };
+        let welcome = terms.encode_welcome(BUSY);
+        assert_eq!(Join::decode_welcome(&welcome, 0), Some((BUSY, terms)));
     }
 
     #[test]

@@ -235,7 +235,8 @@ impl Default for Config {
             numeric: false,
             interval: None,
             progress_fd: None,
-            net: net::Peering::default(),
+            // The window over several connections: a quarter of the buffer (cli/validate.rs).
+            net: net::Peering { window: DEFAULT_SIZE / 4, ..net::Peering::default() },
             ssh: None,
             producer: None,
         }

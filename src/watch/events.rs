@@ -9,7 +9,7 @@ use super::line::Rates;
 use super::{State, Watch, signal_name};
 use crate::engine::digest::Digest;
 use crate::exit::Exit;
-use crate::meter::{Delivery, Snapshot, Wire};
+use crate::meter::{Delivery, Snapshot, Stream, Wire};
 
 impl Watch {
     /// `{"event":"progress",...}`: the counters now.
@@ -49,6 +49,7 @@ impl Watch {
             .enumerate()
             .map(|(index, (name, reader))| {
                 let wire = snapshot.wires.get(index).and_then(Option::as_ref).map(wire_json);
+                let streams = snapshot.streams.get(index).and_then(|s| streams_json(s));
                 json!({
                     "name": name,
                     "bytes": reader.bytes,
@@ -62,6 +63,7 @@ impl Watch {
                     "outage_s": reader.outages.total.as_secs_f64(),
                     "resent_bytes": reader.outages.resent,
                     "wire": wire,
+                    "streams": streams,
                 })
             })
             .collect();
@@ -96,6 +98,7 @@ impl Watch {
             "input_reconnections": snapshot.input_outages.reconnections,
             "input_longest_outage_s": snapshot.input_outages.longest.as_secs_f64(),
             "input_outage_s": snapshot.input_outages.total.as_secs_f64(),
+            "input_streams": streams_json(&snapshot.input_streams),
             "outputs": outputs,
             "hashes": hashes,
             "exit": exit.code(),
@@ -105,6 +108,20 @@ impl Watch {
         }
         event
     }
+}
+
+/// A peer's connections when its stream goes over several (`--streams`), each with what it
+/// carried, the times it connected again, the bytes it had taken that went again on the
+/// others: `null` for a single connection, or any other endpoint.
+fn streams_json(streams: &[Stream]) -> Option<serde_json::Value> {
+    let each = streams.iter().map(|stream| {
+        json!({
+            "bytes": stream.bytes,
+            "reconnections": stream.reconnections,
+            "resent_bytes": stream.resent,
+        })
+    });
+    (!streams.is_empty()).then(|| each.collect())
 }
 
 /// A network output's frames on the wire (`--compress`): `null` for any other output.

@@ -423,6 +423,12 @@ fn fields(snapshot: &Snapshot, rates: &Rates, subject: &Subject) -> Vec<Field> {
         let text = format!("wire {} \u{d7}{ratio:.1}", rate(rates.wire()));
         parts_shown.push((Group::Output, Text::Fixed(text), 57, 27));
     }
+    // A stream over several connections (`--streams`): how many carry it.
+    let sent_over = snapshot.streams.iter().map(Vec::len).max().unwrap_or(0);
+    let over = [(Group::Input, snapshot.input_streams.len()), (Group::Output, sent_over)];
+    for (group, streams) in over.into_iter().filter(|(_, streams)| *streams > 1) {
+        parts_shown.push((group, Text::Fixed(format!("{streams} streams")), 58, 28));
+    }
     // A connection down outranks everything but the name: it is why nothing moves.
     if let Some((_, lasted)) = snapshot.input_outages.down {
         let text = format!("waiting for the sender ({})", duration(lasted));
@@ -821,6 +827,26 @@ mod tests {
         snapshot.wires = vec![Some(wire(false, 27 * MIB * 9, 27 * MIB * 9)), None];
         let plain = line(&snapshot, &rates, None, 200);
         assert!(!plain.contains("wire"), "{plain}");
+    }
+
+    /// Issue 36: a stream over several connections says how many, at either end; a single
+    /// connection says nothing of it.
+    #[test]
+    fn several_streams_are_said() {
+        let mut snapshot = at(5.0, 10 * MIB, 5 * MIB);
+        let reader = crate::meter::ReaderSnapshot { bytes: 5 * MIB, ..Default::default() };
+        snapshot.readers = vec![reader];
+        let rates = steady_rates(MIB);
+        snapshot.streams = vec![vec![crate::meter::Stream::default(); 4]];
+        let sending = line(&snapshot, &rates, None, 200);
+        assert!(sending.contains("4 streams"), "{sending}");
+        snapshot.streams = vec![vec![]];
+        snapshot.input_streams = vec![crate::meter::Stream::default(); 8];
+        let receiving = line(&snapshot, &rates, None, 200);
+        assert!(receiving.contains("8 streams"), "{receiving}");
+        snapshot.input_streams = vec![];
+        let single = line(&snapshot, &rates, None, 200);
+        assert!(!single.contains("streams"), "{single}");
     }
 
     /// Issue 20: a connection down is said, and outlasts the routine fields in a narrow line.

@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use crate::meter::{Delivery, Judgement, Snapshot, Wire, judge};
+use crate::meter::{Delivery, Judgement, Snapshot, Stream, Wire, judge};
 use crate::size::{Bytes, share};
 use crate::watch::Names;
 use crate::watch::control::show_rate;
@@ -234,6 +234,15 @@ fn details(snapshot: &Snapshot, names: &Names) -> String {
             lines.push((format!("wire {}", names.reader(index)), on_the_wire(wire)));
         }
     }
+    for (index, streams) in snapshot.streams.iter().enumerate() {
+        if streams.len() > 1 {
+            lines.push((format!("streams to {}", names.reader(index)), per_stream(streams)));
+        }
+    }
+    if snapshot.input_streams.len() > 1 {
+        let text = per_stream(&snapshot.input_streams);
+        lines.push((format!("streams from {}", names.input), text));
+    }
     let outages = snapshot.input_outages;
     if outages.reconnections > 0 {
         let text = format!(
@@ -254,6 +263,23 @@ fn details(snapshot: &Snapshot, names: &Names) -> String {
     }
     let label_width = lines.iter().map(|(label, _)| label.len()).max().unwrap_or(0);
     lines.iter().map(|(label, text)| format!("{label:<label_width$}  {text}\n")).collect()
+}
+
+/// What each connection of a stream over several carried (`--streams`), and, for one that
+/// dropped, the times it came back and what went again on the others.
+fn per_stream(streams: &[Stream]) -> String {
+    let each = streams.iter().enumerate().map(|(index, stream)| {
+        let mut text = format!("{} {}", index + 1, crate::size::Bytes(stream.bytes));
+        if stream.reconnections + stream.resent > 0 {
+            text += &format!(
+                " (back {}, {} sent again)",
+                times(stream.reconnections),
+                crate::size::Bytes(stream.resent)
+            );
+        }
+        text
+    });
+    format!("{} connections: {}", streams.len(), each.collect::<Vec<_>>().join(", "))
 }
 
 /// What an output that compresses (`--compress`) sent: the bytes on the wire for the

@@ -22,9 +22,11 @@
 //! confirmations), [`receive`] the receiving side's (data handed out, the confirmations said).
 
 mod receive;
+mod scattered;
 mod send;
 
 use receive::Receiving;
+pub use scattered::Scattered;
 use send::Sending;
 
 use std::io;
@@ -109,6 +111,9 @@ pub struct Channel {
     last_sent: Instant,
     /// How long the peer may say nothing before the path counts as dead.
     silence: Duration,
+    /// One of a stream's several connections ([`scattered`]): its place, the receiver's
+    /// terms; its Data frames come at any offset.
+    join: Option<wire::Join>,
     /// What only the side that sends the stream keeps ([`send`]).
     sending: Sending,
     /// What only the side that receives it keeps ([`receive`]).
@@ -150,6 +155,7 @@ impl Channel {
             last_heard: Instant::now(),
             last_sent: Instant::now(),
             silence: Duration::MAX,
+            join: None,
             sending: Sending::new(),
             receiving: Receiving::default(),
         }
@@ -400,7 +406,10 @@ impl Channel {
             ));
         };
         let plaintext = if into_buf { &buf[..payload] } else { &self.scratch[..payload] };
-        if matches!(kind, Kind::Data | Kind::Zstd) && offset != self.offset {
+        if matches!(kind, Kind::Data | Kind::Zstd) && self.join.is_some() {
+            // One of several connections: its frames are where the dispatcher put them.
+            self.offset = offset;
+        } else if matches!(kind, Kind::Data | Kind::Zstd) && offset != self.offset {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 format!("a frame at offset {offset} where {} was next", self.offset),

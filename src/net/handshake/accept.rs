@@ -26,7 +26,7 @@ use crate::log::Log;
 use crate::net::channel::{Channel, Frame};
 use crate::net::key::Key;
 use crate::net::socket::{self, Socket};
-use crate::net::wire::{self, Cipher, Hello, PREAMBLE_LEN, Preamble};
+use crate::net::wire::{self, Cipher, Hello, Join, PREAMBLE_LEN, Preamble};
 use crate::stop::Stop;
 
 /// How long a connection may take to complete its handshake before the receiver drops it.
@@ -129,6 +129,17 @@ impl std::fmt::Display for Stranger {
     }
 }
 
+/// What the listening side takes: the stream a connection must name (`None` for the first
+/// connection, which starts one), and the window it announces to one of several connections
+/// (its reorder hold, from its `-m`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Terms {
+    /// The stream a reconnecting sender, or a further connection of it, must name.
+    pub stream: Option<[u8; 16]>,
+    /// The most bytes a sender over several connections may have beyond what was confirmed.
+    pub window: u64,
+}
+
 /// A connection the receiver has accepted and not yet decided about.
 struct Pending {
     socket: Arc<Socket>,
@@ -189,11 +200,12 @@ enum Verdict {
 /// strangers that say nothing, or half a handshake, only ever push out each other, and a
 /// flood from one host leaves other hosts' connections alone. (All of loopback is one
 /// address, 127.0.0.1: there, only the order of progress keeps the sender in.)
-struct Lobby<'a> {
+pub struct Lobby<'a> {
+    listeners: &'a [OwnedFd],
     pending: Vec<Pending>,
     key: &'a Key,
-    /// The stream a reconnecting sender must name; `None` for the first connection.
-    stream: Option<[u8; 16]>,
+    /// What it takes: the stream a reconnecting sender must name, and the window.
+    terms: Terms,
     /// Connections dropped in this run so far (the first connection's wait, and later ones).
     dropped: &'a mut usize,
     log: &'a Log,
@@ -254,7 +266,7 @@ impl Lobby<'_> {
             stage: Stage::Hello(Vec::new()),
         });
         let index = self.pending.len() - 1;
-        let verdict = hear(&mut self.pending[index], self.key, self.stream, self.stop);
+        let verdict = hear(&mut self.pending[index], self.key, self.terms, self.stop);
         if let Settled::Proved(socket, channel) = self.settle(index, verdict) {
             return Some((socket, channel));
         }
@@ -294,7 +306,7 @@ impl Lobby<'_> {
                 })
                 .expect("too many, so some");
             let before = self.pending[victim].progress();
-            let verdict = hear(&mut self.pending[victim], self.key, self.stream, self.stop);
+            let verdict = hear(&mut self.pending[victim], self.key, self.terms, self.stop);
             match self.settle(victim, verdict) {
                 Settled::Proved(socket, channel) => return Some((socket, channel)),
                 Settled::Gone => continue,
@@ -311,13 +323,14 @@ impl Lobby<'_> {
 /// The first connection on `listeners` that proves it holds `key` (any connection at all when
 /// `key` is `None`: `--insecure`), and the socket's peer. Drops the others, saying why to
 /// `log`. Gives up at `deadline` with the reason, which counts the connections dropped.
-/// With `stream`, only a sender that goes on with that stream is taken (a reconnection).
+/// With `terms`' stream, only a sender that goes on with that stream is taken (a
+/// reconnection, or a further connection of a stream over several).
 /// `dropped` counts the connections dropped over the run, so that only the first few are
 /// said, one by one.
 pub fn accept_sender(
     listeners: &[OwnedFd],
     key: Option<&Key>,
-    stream: Option<[u8; 16]>,
+    terms: Terms,
     deadline: Option<Instant>,
     dropped: &mut usize,
     log: &Log,
@@ -326,68 +339,119 @@ pub fn accept_sender(
     let Some(key) = key else {
         return accept_first(listeners, deadline, stop).map(|socket| (Arc::new(socket), None));
     };
-    for listener in listeners {
-        // An accel sender speaks first, at once: a connection is worth accepting once it has.
-        crate::sys::accept_only_with_data(listener.as_fd(), HANDSHAKE_PATIENCE);
+    let mut lobby = Lobby::open(listeners, key, terms, dropped, log, stop);
+    let (socket, channel) = lobby.next_sender(deadline)?;
+    Ok((socket, Some(*channel)))
+}
+
+impl<'a> Lobby<'a> {
+    /// A lobby on `listeners` for senders that prove `key` and meet `terms`; `dropped`
+    /// counts the connections dropped over the run, said to `log`.
+    pub fn open(
+        listeners: &'a [OwnedFd],
+        key: &'a Key,
+        terms: Terms,
+        dropped: &'a mut usize,
+        log: &'a Log,
+        stop: &'a Stop,
+    ) -> Lobby<'a> {
+        for listener in listeners {
+            // An accel sender speaks first, at once: a connection is worth accepting once it
+            // has.
+            crate::sys::accept_only_with_data(listener.as_fd(), HANDSHAKE_PATIENCE);
+        }
+        Lobby { listeners, pending: Vec::new(), key, terms, dropped, log, stop }
     }
-    let mut lobby = Lobby { pending: Vec::new(), key, stream, dropped, log, stop };
-    let found = |socket, channel: Box<Channel>, lobby: &Lobby<'_>| {
-        if *lobby.dropped > LISTED_DROPS {
-            log.warn(format_args!(
-                "{} connections were dropped before the sender came",
-                *lobby.dropped
-            ));
-        }
-        Ok((socket, Some(*channel)))
-    };
-    loop {
-        let now = Instant::now();
-        if deadline.is_some_and(|deadline| now >= deadline) {
-            let also = match *lobby.dropped {
-                0 => String::new(),
-                1 => " (1 connection was dropped)".into(),
-                n => format!(" ({n} connections were dropped)"),
-            };
-            return Err(format!("no sender came in time{also}"));
-        }
-        let next = lobby.pending.iter().map(|p| p.since + HANDSHAKE_PATIENCE).chain(deadline).min();
-        let ready = wait(listeners, lobby.pending.iter().map(|p| p.socket.fd()), next, stop)?;
-        let (listening, talking) = ready.split_at(listeners.len());
-        // From the last: swap_remove moves only connections already looked at.
-        for index in (0..lobby.pending.len()).rev() {
-            let verdict = if talking[index] {
-                hear(&mut lobby.pending[index], key, stream, stop)
-            } else if lobby.pending[index].since.elapsed() >= HANDSHAKE_PATIENCE {
-                Verdict::Dropped(Stranger::Silent)
-            } else {
-                Verdict::Waiting
-            };
-            if let Settled::Proved(socket, channel) = lobby.settle(index, verdict) {
-                return found(socket, channel, &lobby);
-            }
-        }
-        for (listener, _) in listeners.iter().zip(listening).filter(|(_, ready)| **ready) {
-            // A bounded number at a time: those already pending are heard between.
-            for _ in 0..ACCEPTS_AT_ONCE {
-                let socket = match socket::accept(listener) {
-                    Ok(Some(socket)) => socket,
-                    Ok(None) => break,
-                    // Out of descriptors with connections pending: the least advanced goes,
-                    // and the next round accepts again.
-                    Err(e)
-                        if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
-                            && !lobby.pending.is_empty() =>
-                    {
-                        lobby.shed(crate::words::describe(&e));
-                        break;
-                    }
-                    Err(e) => return Err(format!("accept: {}", crate::words::describe(&e))),
+
+    /// The next connection that proves the key and meets the terms, and its socket; the
+    /// others are dropped, said so. Connections still in their handshake stay in the lobby
+    /// for the next call (the further connections of a stream over several come together).
+    /// Gives up at `deadline` with the reason, which counts the connections dropped.
+    pub fn next_sender(
+        &mut self,
+        deadline: Option<Instant>,
+    ) -> Result<(Arc<Socket>, Box<Channel>), String> {
+        loop {
+            let now = Instant::now();
+            if deadline.is_some_and(|deadline| now >= deadline) {
+                let also = match *self.dropped {
+                    0 => String::new(),
+                    1 => " (1 connection was dropped)".into(),
+                    n => format!(" ({n} connections were dropped)"),
                 };
-                if let Some((socket, channel)) = lobby.admit(socket) {
-                    return found(socket, channel, &lobby);
+                return Err(format!("no sender came in time{also}"));
+            }
+            let next =
+                self.pending.iter().map(|p| p.since + HANDSHAKE_PATIENCE).chain(deadline).min();
+            let ready =
+                wait(self.listeners, self.pending.iter().map(|p| p.socket.fd()), next, self.stop)?;
+            let (listening, talking) = ready.split_at(self.listeners.len());
+            // From the last: swap_remove moves only connections already looked at.
+            for index in (0..self.pending.len()).rev() {
+                let verdict = if talking[index] {
+                    hear(&mut self.pending[index], self.key, self.terms, self.stop)
+                } else if self.pending[index].since.elapsed() >= HANDSHAKE_PATIENCE {
+                    Verdict::Dropped(Stranger::Silent)
+                } else {
+                    Verdict::Waiting
+                };
+                if let Settled::Proved(socket, channel) = self.settle(index, verdict) {
+                    return Ok(self.found(socket, channel));
+                }
+            }
+            for (listener, _) in self.listeners.iter().zip(listening).filter(|(_, ready)| **ready) {
+                // A bounded number at a time: those already pending are heard between.
+                for _ in 0..ACCEPTS_AT_ONCE {
+                    let socket = match socket::accept(listener) {
+                        Ok(Some(socket)) => socket,
+                        Ok(None) => break,
+                        // Out of descriptors with connections pending: the least advanced goes,
+                        // and the next round accepts again.
+                        Err(e)
+                            if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
+                                && !self.pending.is_empty() =>
+                        {
+                            self.shed(crate::words::describe(&e));
+                            break;
+                        }
+                        Err(e) => return Err(format!("accept: {}", crate::words::describe(&e))),
+                    };
+                    if let Some((socket, channel)) = self.admit(socket) {
+                        return Ok(self.found(socket, channel));
+                    }
                 }
             }
         }
+    }
+
+    /// From now on, takes what `terms` say (the stream its first connection started): the
+    /// further connections that came before, waiting unanswered, are answered now.
+    pub fn expect(&mut self, terms: Terms) {
+        self.terms = terms;
+        for index in (0..self.pending.len()).rev() {
+            let pending = &mut self.pending[index];
+            let Stage::Hello(got) = &pending.stage else { continue };
+            if got.is_empty() {
+                continue;
+            }
+            // Answered, it waits for its Start frame, which the next call hears.
+            match answer_hello(&pending.socket, got, self.key, terms, self.stop) {
+                Ok(Some(channel)) => pending.stage = Stage::Confirm(channel),
+                Ok(None) => {}
+                Err(why) => self.drop_at(index, &why),
+            }
+        }
+    }
+
+    /// A sender proved itself: said, if many were dropped before it.
+    fn found(&self, socket: Arc<Socket>, channel: Box<Channel>) -> (Arc<Socket>, Box<Channel>) {
+        if *self.dropped > LISTED_DROPS {
+            self.log.warn(format_args!(
+                "{} connections were dropped before the sender came",
+                *self.dropped
+            ));
+        }
+        (socket, channel)
     }
 }
 
@@ -438,7 +502,7 @@ fn wait<'a>(
 
 /// Reads what a pending connection sent, and goes as far with it as that allows; an answer
 /// it is owed is written under the run's `stop`.
-fn hear(pending: &mut Pending, key: &Key, stream: Option<[u8; 16]>, stop: &Stop) -> Verdict {
+fn hear(pending: &mut Pending, key: &Key, terms: Terms, stop: &Stop) -> Verdict {
     match &mut pending.stage {
         Stage::Hello(got) => {
             let mut buf = [0u8; 2048];
@@ -450,7 +514,7 @@ fn hear(pending: &mut Pending, key: &Key, stream: Option<[u8; 16]>, stop: &Stop)
                 Ok(None) => return Verdict::Waiting,
                 Err(e) => return Verdict::Dropped(Stranger::Broken(crate::words::describe(&e))),
             }
-            match answer_hello(&pending.socket, got, key, stream, stop) {
+            match answer_hello(&pending.socket, got, key, terms, stop) {
                 Ok(Some(channel)) => {
                     pending.stage = Stage::Confirm(channel);
                     confirm(&mut pending.stage)
@@ -490,9 +554,10 @@ fn answer_hello(
     socket: &Arc<Socket>,
     got: &[u8],
     key: &Key,
-    stream: Option<[u8; 16]>,
+    terms: Terms,
     stop: &Stop,
 ) -> Result<Option<Box<Channel>>, Stranger> {
+    let mut several = false;
     let cipher = match wire::read_preamble(&got[..got.len().min(PREAMBLE_LEN)]) {
         Preamble::Foreign => return Err(Stranger::NotAccel),
         _ if got.len() < PREAMBLE_LEN + 2 => return Ok(None),
@@ -507,6 +572,10 @@ fn answer_hello(
             return Err(Stranger::OtherVersion);
         }
         Preamble::Accel(cipher) => cipher,
+        Preamble::Several(cipher) => {
+            several = true;
+            cipher
+        }
     };
     let len = usize::from(u16::from_be_bytes([got[PREAMBLE_LEN], got[PREAMBLE_LEN + 1]]));
     if len > LONGEST_HELLO {
@@ -515,30 +584,53 @@ fn answer_hello(
     let Some(message) = got.get(PREAMBLE_LEN + 2..PREAMBLE_LEN + 2 + len) else {
         return Ok(None);
     };
-    let mut noise = wire::handshake(cipher, key, false);
+    let mut noise = wire::handshake_of(cipher, key, false, several);
     let mut payload = [0u8; LONGEST_HELLO];
     let Ok(n) = noise.read_message(message, &mut payload) else {
         // Say so, so that the sender can tell the user; then drop it.
-        let mut refusal = wire::preamble(cipher).to_vec();
+        let mut refusal = wire::preamble_of(cipher, several).to_vec();
         refusal.extend_from_slice(&[0, 0]);
         let _ = socket.write_all(&refusal, stop, Some(Instant::now() + Duration::from_secs(1)));
         return Err(Stranger::WrongKey);
     };
-    let hello = Hello::decode(&payload[..n]).ok_or(Stranger::Malformed)?;
+    let (hello, join) = match several {
+        true => Join::decode_hello(&payload[..n]).map(|(hello, join)| (hello, Some(join))),
+        false => Hello::decode(&payload[..n]).map(|hello| (hello, None)),
+    }
+    .ok_or(Stranger::Malformed)?;
     // A first connection starts a stream; a reconnection goes on with ours. A stream exists
     // from the moment its first session is confirmed, at the sender's end too: when the
     // connection dropped before that frame came, the sender comes back going on with a
     // stream this receiver never had, from byte 0, which is a stream that starts now. Any
     // further on, the stream was another receiver's (this one was restarted).
-    let refusal = match stream {
+    // A further connection of a stream over several (index above 0) joins a stream that
+    // exists: the first connection started it.
+    let further = join.is_some_and(|join| join.index > 0);
+    // A further connection that comes before the first was confirmed (the sender dials it
+    // the moment its first is answered) waits, unanswered, until the lobby knows the
+    // stream ([`Lobby::expect`]).
+    if terms.stream.is_none() && further {
+        return Ok(None);
+    }
+    let refusal = match terms.stream {
         None if hello.resuming && hello.offset > 0 => Some(Stranger::UnknownStream),
-        Some(ours) if hello.stream != ours || !hello.resuming => Some(Stranger::Busy),
+        Some(ours) if hello.stream != ours || !(hello.resuming || further) => Some(Stranger::Busy),
         _ => None,
     };
     let welcome = refusal.as_ref().and_then(Stranger::welcome).unwrap_or(0);
+    // The receiver's own bound on the connections it takes, and its window.
+    let join = join.map(|join| Join {
+        streams: join.streams.min(wire::MOST_STREAMS),
+        window: terms.window,
+        ..join
+    });
     let mut message = vec![0u8; wire::MAX_MESSAGE];
-    let len2 = noise.write_message(&welcome.to_be_bytes(), &mut message).expect("a short message");
-    let mut answer = wire::preamble(cipher).to_vec();
+    let written = match join {
+        Some(join) => noise.write_message(&join.encode_welcome(welcome), &mut message),
+        None => noise.write_message(&welcome.to_be_bytes(), &mut message),
+    };
+    let len2 = written.expect("a short message");
+    let mut answer = wire::preamble_of(cipher, several).to_vec();
     answer.extend_from_slice(&(len2 as u16).to_be_bytes());
     answer.extend_from_slice(&message[..len2]);
     let deadline = Instant::now() + HANDSHAKE_PATIENCE;
@@ -552,5 +644,8 @@ fn answer_hello(
     let leftover = &got[PREAMBLE_LEN + 2 + len..];
     let mut channel = Channel::new(Arc::clone(socket), noise, leftover);
     channel.opened_by(&hello);
+    if let Some(join) = join {
+        channel.join(join);
+    }
     Ok(Some(Box::new(channel)))
 }

@@ -12,7 +12,7 @@ use crate::log::Log;
 use crate::net::channel::Channel;
 use crate::net::key::Key;
 use crate::net::socket::Socket;
-use crate::net::wire::{self, Cipher, Hello, Kind, PREAMBLE_LEN, Preamble};
+use crate::net::wire::{self, Cipher, Hello, Join, Kind, PREAMBLE_LEN, Preamble};
 use crate::stop::Stop;
 
 /// Why the connecting side's handshake failed (today always the sender's); its words
@@ -32,6 +32,9 @@ pub enum Failure {
     CutAfterAnswer(String),
     /// The receiver speaks another version of the protocol.
     OtherVersion,
+    /// The receiver speaks version 4, which takes one connection per stream: it is older
+    /// than `--streams`.
+    Single,
     /// Not an accel receiver.
     NotAccel,
     /// The receiver refused the first message: the keys differ.
@@ -49,7 +52,7 @@ pub enum Failure {
 impl Failure {
     /// Whether trying again cannot help: the same receiver would refuse the same way.
     pub fn is_final(&self) -> bool {
-        matches!(self, Failure::WrongKey | Failure::Busy | Failure::UnknownStream)
+        matches!(self, Failure::WrongKey | Failure::Busy | Failure::UnknownStream | Failure::Single)
     }
 }
 
@@ -68,6 +71,10 @@ impl std::fmt::Display for Failure {
             Failure::OtherVersion => {
                 f.write_str("the receiver speaks another version of accel's protocol")
             }
+            Failure::Single => f.write_str(
+                "the receiver does not take several streams: it speaks version 4 of accel's \
+                 protocol, one connection per stream (an older accel); --streams 1 talks to it",
+            ),
             Failure::NotAccel => f.write_str("not an accel receiver (it answered something else)"),
             Failure::WrongKey => f.write_str(WRONG_KEY),
             Failure::AnswerAltered => f.write_str(
@@ -97,19 +104,30 @@ pub struct Opening {
     noise: snow::HandshakeState,
     first: Vec<u8>,
     stream: [u8; 16],
+    join: Option<Join>,
 }
 
 impl Opening {
     /// A fresh handshake with `key`, saying `hello` (a new stream, or one to go on with).
     pub fn new(key: &Key, hello: Hello) -> Opening {
+        Opening::joining(key, hello, None)
+    }
+
+    /// [`Opening::new`], for one of several connections of the stream when `join` says
+    /// which (wire version 5).
+    pub fn joining(key: &Key, hello: Hello, join: Option<Join>) -> Opening {
         let cipher = Cipher::fastest_here();
-        let mut noise = wire::handshake(cipher, key, true);
+        let mut noise = wire::handshake_of(cipher, key, true, join.is_some());
         let mut message = vec![0u8; wire::MAX_MESSAGE];
-        let len = noise.write_message(&hello.encode(), &mut message).expect("a short message");
-        let mut first = wire::preamble(cipher).to_vec();
+        let said = match join {
+            Some(join) => noise.write_message(&join.encode_hello(&hello), &mut message),
+            None => noise.write_message(&hello.encode(), &mut message),
+        };
+        let len = said.expect("a short message");
+        let mut first = wire::preamble_of(cipher, join.is_some()).to_vec();
         first.extend_from_slice(&(len as u16).to_be_bytes());
         first.extend_from_slice(&message[..len]);
-        Opening { cipher, noise, first, stream: hello.stream }
+        Opening { cipher, noise, first, stream: hello.stream, join }
     }
 }
 
@@ -134,7 +152,7 @@ pub fn initiate(
         io::ErrorKind::UnexpectedEof => Failure::ClosedEarly,
         _ => Failure::Broken(crate::words::describe(&error)),
     };
-    let Opening { cipher, mut noise, first, stream } = opening;
+    let Opening { cipher, mut noise, first, stream, join } = opening;
     socket.write_all(&first, stop, Some(deadline)).map_err(io_error)?;
 
     let mut head = [0u8; PREAMBLE_LEN + 2];
@@ -148,10 +166,15 @@ pub fn initiate(
         }
     }
     read_exact(&socket, &mut head, stop, deadline).map_err(io_error)?;
-    match wire::read_preamble(&head[..PREAMBLE_LEN]) {
-        Preamble::Accel(answered) if answered == cipher => {}
-        Preamble::Accel(_) | Preamble::OtherVersion => return Err(Failure::OtherVersion),
-        Preamble::Foreign => return Err(Failure::NotAccel),
+    match (wire::read_preamble(&head[..PREAMBLE_LEN]), join) {
+        (Preamble::Accel(answered), None) | (Preamble::Several(answered), Some(_))
+            if answered == cipher => {}
+        // A receiver of version 4 answers a version 5 preamble with its own.
+        (Preamble::Accel(_), Some(_)) => return Err(Failure::Single),
+        (Preamble::Accel(_) | Preamble::Several(_) | Preamble::OtherVersion, _) => {
+            return Err(Failure::OtherVersion);
+        }
+        (Preamble::Foreign, _) => return Err(Failure::NotAccel),
     }
     let len = usize::from(u16::from_be_bytes([head[PREAMBLE_LEN], head[PREAMBLE_LEN + 1]]));
     if len == 0 {
@@ -165,16 +188,26 @@ pub fn initiate(
     // The receiver answers only a first message made with its key (else the empty answer
     // above): an answer that fails was altered on the way.
     let got = noise.read_message(&answer, &mut welcome).map_err(|_| Failure::AnswerAltered)?;
-    match welcome[..got].try_into().map(u64::from_be_bytes) {
+    let (status, terms) = match join {
+        Some(join) => match Join::decode_welcome(&welcome[..got], join.index) {
+            Some((status, terms)) => (Ok(status), Some(terms)),
+            None => (Err(()), None),
+        },
+        None => (welcome[..got].try_into().map(u64::from_be_bytes).map_err(|_| ()), None),
+    };
+    match status {
         Ok(0) => {}
         Ok(wire::BUSY) => return Err(Failure::Busy),
         Ok(wire::UNKNOWN_STREAM) => return Err(Failure::UnknownStream),
         Ok(welcome) => return Err(Failure::Malformed(Some(welcome))),
-        Err(_) => return Err(Failure::Malformed(None)),
+        Err(()) => return Err(Failure::Malformed(None)),
     }
     let noise = noise.into_transport_mode().map_err(|e| Failure::Broken(e.to_string()))?;
     let mut channel = Channel::new(Arc::new(socket), noise, &[]);
     channel.set_stream(stream);
+    if let Some(terms) = terms {
+        channel.join(terms);
+    }
     // The receiver proved it holds the key; what fails now is the connection, before the
     // session is confirmed: the receiver has no stream yet.
     channel

@@ -13,7 +13,7 @@
 mod accept;
 mod connect;
 
-pub use accept::{Stranger, accept_sender};
+pub use accept::{Lobby, Stranger, Terms, accept_sender};
 pub use connect::{Failure, Opening, initiate};
 
 /// The wrong key, in the words both ends use.
@@ -25,3 +25,6 @@ pub fn new_stream() -> Result<[u8; 16], String> {
     crate::net::cipher::fill_random(&mut stream).map_err(|error| error.to_string())?;
     Ok(stream)
 }
+
+#[cfg(test)]
+mod tests;

@@ -33,6 +33,7 @@
 
 mod receive;
 mod send;
+mod several;
 mod tend;
 
 pub(super) use tend::{Listening, Reconnect};
@@ -160,6 +161,12 @@ pub struct Link {
     asked: AtomicBool,
     /// The last count a receiver told its sender, told again in each new session.
     told: AtomicU64,
+    /// The stream over several connections (`--streams`), which then carry it instead of
+    /// the session ([`several`]).
+    several: OnceLock<Arc<several::Several>>,
+    /// What each frame's payload becomes (`--compress`): the setting, for each of several
+    /// connections' own compressor.
+    compress_setting: OnceLock<Compress>,
 }
 
 impl fmt::Debug for Link {
@@ -230,6 +237,8 @@ impl Link {
             confirmer: OnceLock::new(),
             asked: AtomicBool::new(false),
             told: AtomicU64::new(0),
+            several: OnceLock::new(),
+            compress_setting: OnceLock::new(),
         })
     }
 
@@ -237,6 +246,7 @@ impl Link {
     /// each frame says). Before the run.
     pub fn compress(&self, setting: Compress) {
         self.lock().compressor = Some(Compressor::new(setting, Some(Arc::clone(&self.log))));
+        let _ = self.compress_setting.set(setting);
     }
 
     /// The peer's address, as the user gave it.
@@ -251,7 +261,7 @@ impl Link {
 
     /// Whether a dropped connection is resumed: a secure link, with `--reconnect-for` above 0.
     pub fn resumes(&self) -> bool {
-        self.secure && !self.resume.within.is_zero()
+        self.secure && !self.resume.within.is_zero() && self.several.get().is_none()
     }
 
     /// The first connection's socket: a plain peer's, read, written and spliced as a pipe.
@@ -391,6 +401,9 @@ impl Link {
     /// The run is over: the tending thread ends, and is joined (for 5 s at most). Not
     /// waiting for the session: a thread of the run that never ended may hold it.
     pub fn close(&self) {
+        if let Some(several) = self.several.get() {
+            Link::close_several(several);
+        }
         if let Some(mut session) = self.lock_within(ABORT_PATIENCE) {
             session.over = true;
         }
@@ -414,7 +427,8 @@ impl Link {
 
     /// The reason the link gave up, if it did.
     pub fn failure(&self) -> Option<io::Error> {
-        self.lock().failure()
+        let several = self.several.get().and_then(|several| several.failure());
+        several.or_else(|| self.lock().failure())
     }
 }
 

@@ -24,6 +24,9 @@ impl Link {
         if !self.secure {
             return self.socket().read(buf, stop, None);
         }
+        if let Some(several) = self.several.get() {
+            return self.read_several(several, buf, stop);
+        }
         let mut session = self.lock();
         loop {
             if let Some(error) = session.failure() {
@@ -63,6 +66,9 @@ impl Link {
     pub fn acknowledge_end(&self, stop: &Stop) -> io::Result<()> {
         if !self.secure {
             return Ok(());
+        }
+        if let Some(several) = self.several.get() {
+            return self.acknowledge_several(several, stop);
         }
         let mut session = self.lock();
         // The session the Ack was said in: a new one hears it again.
@@ -137,6 +143,9 @@ impl Link {
     /// Tells the sender that the outputs have taken `count` bytes (receiving side); also the
     /// receiver's heartbeat. Nothing while the connection is down.
     pub fn deliver(&self, count: u64) -> io::Result<bool> {
+        if let Some(several) = self.several.get() {
+            return self.deliver_several(several, count);
+        }
         let told = match self.lock().channel.as_mut() {
             Some(channel) => channel.deliver(count)?,
             None => false,
@@ -149,6 +158,9 @@ impl Link {
 
     /// Whether this side has sent nothing for a heartbeat.
     pub fn quiet(&self) -> bool {
+        if let Some(several) = self.several.get() {
+            return self.quiet_several(several);
+        }
         let session = self.lock();
         session.channel.as_ref().is_some_and(|channel| channel.quiet_for() >= self.resume.heartbeat)
     }

@@ -49,6 +49,9 @@ impl Link {
         if !self.secure {
             return self.socket().write(buf, stop).map_err(|e| closed_by_peer(e, "the receiver"));
         }
+        if let Some(several) = self.several.get() {
+            return self.write_several(several, buf, stop);
+        }
         let mut session = self.lock();
         loop {
             if let Some(error) = self.check_writing(&mut session) {
@@ -128,6 +131,9 @@ impl Link {
         if !self.secure {
             return Ok(());
         }
+        if let Some(several) = self.several.get() {
+            return self.end_several(several, stop);
+        }
         let mut session = self.lock();
         // Every byte was sent: what the frames took on the wire is final.
         let parts = &mut *session;
@@ -161,6 +167,9 @@ impl Link {
     /// [`ABORT_PATIENCE`](super::ABORT_PATIENCE) (the tending thread holds it for a round,
     /// which must not cost the peer its Abort).
     pub fn abort(&self, why: &str) {
+        if let Some(several) = self.several.get() {
+            return Link::abort_several(several, why);
+        }
         if let Some(mut session) = self.lock_within(super::ABORT_PATIENCE) {
             let parts = &mut *session;
             self.publish_wire(&parts.compressor, &mut parts.wire_published, true);

@@ -107,7 +107,7 @@ impl Link {
             let settle = |channel: &mut _, deadline| {
                 self.hear_where_to_go_on(channel, hello.offset, reached, stop, deadline)
             };
-            match dialer.again(hello, self.resume.try_patience(), stop, settle) {
+            match dialer.again(hello, None, self.resume.try_patience(), stop, settle) {
                 Ok((channel, at)) => return self.go_on_sending(channel, at, tries),
                 Err(Missed::Final(reason)) => {
                     self.give_up(&mut self.lock(), io::ErrorKind::ConnectionRefused, reason);
@@ -138,7 +138,7 @@ impl Link {
             let found = handshake::accept_sender(
                 &listening.listeners,
                 key,
-                Some(stream),
+                handshake::Terms { stream: Some(stream), window: 0 },
                 None,
                 &mut listening.dropped,
                 &self.log,

@@ -1,0 +1,245 @@
+//! The receiving side over several connections: each connection's thread opens its frames
+//! into the reorder map, wherever they belong; the input reads the map out in offset order;
+//! the confirmations go on every connection, and after the run the Ack, until the sender
+//! has closed them all.
+
+use std::io;
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Instant;
+
+use rustix::event::PollFlags;
+
+use super::{LOOK_AGAIN, Several};
+use crate::net::channel::Scattered;
+use crate::net::link::Link;
+use crate::net::wire::MAX_MESSAGE;
+use crate::stop::{Stop, wait_for};
+use crate::words::byte_count;
+
+impl Link {
+    /// The input's read over several connections: the next bytes in offset order, as many
+    /// as have come and fit `buf` (0 at the end of the stream), waited for until the run's
+    /// `stop`. Bytes that came are handed out before a failure is said.
+    pub(in crate::net::link) fn read_several(
+        &self,
+        several: &Several,
+        buf: &mut [u8],
+        stop: &Stop,
+    ) -> io::Result<usize> {
+        let mut state = several.lock();
+        loop {
+            let mut got = 0;
+            while got < buf.len() {
+                let next = state.next;
+                let Some(mut early) = state.early.first_entry() else { break };
+                if *early.key() != next {
+                    break;
+                }
+                let frame = early.get_mut();
+                let n = frame.len().min(buf.len() - got);
+                buf[got..got + n].copy_from_slice(&frame[..n]);
+                if n == frame.len() {
+                    early.remove();
+                } else {
+                    // The rest, at its own offset: the caller's buffer was the smaller.
+                    let mut rest = early.remove();
+                    rest.drain(..n);
+                    state.early.insert(next + n as u64, rest);
+                }
+                got += n;
+                state.next += n as u64;
+                state.held -= n as u64;
+            }
+            if got > 0 {
+                return Ok(got);
+            }
+            if state.end == Some(state.next) {
+                return Ok(0);
+            }
+            if let Some(error) = state.failure() {
+                return Err(error);
+            }
+            stop.check()?;
+            state = several.wait(state);
+        }
+    }
+
+    /// Tells the sender, on every connection, that the outputs have taken `count` bytes
+    /// (also the receiver's heartbeat): whether any connection took it at once.
+    pub(in crate::net::link) fn deliver_several(
+        &self,
+        several: &Several,
+        count: u64,
+    ) -> io::Result<bool> {
+        let mut told = false;
+        for index in 0..several.connections.len() {
+            // A connection that dropped says nothing until it is back.
+            told |= several.channel(index).deliver(count).unwrap_or(false);
+        }
+        Ok(told)
+    }
+
+    /// Whether some connection has said nothing for a heartbeat.
+    pub(in crate::net::link) fn quiet_several(&self, several: &Several) -> bool {
+        (0..several.connections.len())
+            .any(|index| several.channel(index).quiet_for() >= self.resume.heartbeat)
+    }
+
+    /// The receiver's last word over several connections, once its outputs took every
+    /// byte: the Ack on every connection, then the sender's close of each, which says it
+    /// has the Ack; until the run's `stop`.
+    pub(in crate::net::link) fn acknowledge_several(
+        &self,
+        several: &Several,
+        stop: &Stop,
+    ) -> io::Result<()> {
+        let mut state = several.lock();
+        let Some(total) = state.end.filter(|&total| total == state.next) else {
+            return Err(io::Error::other("the stream has not ended"));
+        };
+        state.ack_said = true;
+        drop(state);
+        for index in 0..several.connections.len() {
+            // A connection that dropped hears it once it is back (Link::back).
+            let _ = several.channel(index).acknowledge_at(total);
+        }
+        self.publish_streams(several, None, true);
+        // The sender closes its connections once it has an Ack on one: one close says it
+        // has it (a connection that passes nothing may never say so).
+        let mut state = several.lock();
+        while state.closed == 0 && state.gone < several.connections.len() {
+            if let Some(error) = state.failure() {
+                return Err(error);
+            }
+            stop.check()?;
+            state = several.wait(state);
+        }
+        state.over = true;
+        Ok(())
+    }
+
+    /// Connection `index`'s thread (receiving side): its frames into the reorder map, its
+    /// End, its heartbeats; a failure stops the stream.
+    pub(in crate::net::link) fn receive_on(&self, index: usize) {
+        let several = self.several.get().expect("established");
+        loop {
+            let generation = several.lock().generations[index];
+            let Err(error) = self.receiving_on(several, index) else { return };
+            let over = several.stop.requested() || several.lock().over;
+            if over || !self.await_rejoin(several, index, generation, &error) {
+                return;
+            }
+        }
+    }
+
+    fn receiving_on(&self, several: &Several, index: usize) -> io::Result<()> {
+        let mut buf = vec![0u8; MAX_MESSAGE];
+        let mut ended = false;
+        loop {
+            let (socket, silent_at) = {
+                let mut channel = several.channel(index);
+                while let Some(scattered) = channel.next_scattered(&mut buf)? {
+                    match scattered {
+                        Scattered::Data { at, len } => {
+                            self.take_frame(several, index, at, &buf[..len])?
+                        }
+                        Scattered::End(total) => {
+                            ended = true;
+                            self.take_end(several, total)?;
+                        }
+                        Scattered::Heartbeat => {
+                            if let Some(confirmer) = self.confirmer.get() {
+                                self.asked.store(true, Relaxed);
+                                confirmer.unpark();
+                            }
+                        }
+                        Scattered::Closed => {
+                            return self.closed_on(several, channel.socket().peer());
+                        }
+                    }
+                }
+                (Arc::clone(channel.socket()), channel.silent_at())
+            };
+            // After its End, a sender says nothing until the Ack, which waits for the
+            // outputs: its silence then is no drop.
+            let silent_at = silent_at.filter(|_| !ended);
+            let until = Instant::now() + LOOK_AGAIN;
+            match wait_for(socket.fd(), PollFlags::IN, &several.stop, Some(until)) {
+                Err(error) if error.kind() == io::ErrorKind::Interrupted => return Ok(()),
+                Err(error) if error.kind() == io::ErrorKind::TimedOut => {
+                    if silent_at.is_some_and(|at| at <= Instant::now()) {
+                        return Err(several.channel(index).silence_error("the sender"));
+                    }
+                }
+                waited => waited?,
+            }
+            if several.stop.requested() || several.lock().failed.is_some() {
+                return Ok(());
+            }
+        }
+    }
+
+    /// A frame of `bytes` at stream offset `at` came on connection `index`: into the reorder
+    /// map, unless it came before (a frame that comes twice is taken once).
+    fn take_frame(&self, several: &Several, index: usize, at: u64, bytes: &[u8]) -> io::Result<()> {
+        several.connections[index].bytes.fetch_add(bytes.len() as u64, Relaxed);
+        let mut state = several.lock();
+        let end = at + bytes.len() as u64;
+        if let Some(total) = state.end.filter(|&total| end > total) {
+            return Err(io::Error::other(format!(
+                "the sender ended the stream at {}, but a frame reaches {}",
+                byte_count(total),
+                byte_count(end)
+            )));
+        }
+        if end <= state.next || bytes.is_empty() {
+            return Ok(());
+        }
+        // Only the part not yet handed out.
+        let skip = state.next.saturating_sub(at);
+        let at = at + skip;
+        if state.early.contains_key(&at) {
+            return Ok(());
+        }
+        let bytes = &bytes[usize::try_from(skip).unwrap_or(usize::MAX)..];
+        state.held += bytes.len() as u64;
+        state.early.insert(at, bytes.to_vec());
+        several.changed.notify_all();
+        drop(state);
+        self.publish_streams(several, None, false);
+        Ok(())
+    }
+
+    /// The sender's End came: the stream is `total` bytes long (every connection says the
+    /// same).
+    fn take_end(&self, several: &Several, total: u64) -> io::Result<()> {
+        let mut state = several.lock();
+        let beyond = state.early.last_key_value().map_or(state.next, |(at, f)| at + f.len() as u64);
+        if state.end.is_some_and(|end| end != total) || beyond > total {
+            return Err(io::Error::other(format!(
+                "the sender ended the stream at {}, but {} arrived",
+                byte_count(total),
+                byte_count(beyond)
+            )));
+        }
+        state.end = Some(total);
+        several.changed.notify_all();
+        Ok(())
+    }
+
+    /// The sender closed a connection: after the Ack, its word that it has it; before, the
+    /// stream was cut.
+    fn closed_on(&self, several: &Several, peer: std::net::SocketAddr) -> io::Result<()> {
+        let mut state = several.lock();
+        if !state.ack_said {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!("the connection from {peer} ended before the sender's end-of-stream mark"),
+            ));
+        }
+        state.closed += 1;
+        several.changed.notify_all();
+        Ok(())
+    }
+}

@@ -1,0 +1,280 @@
+//! The sending side over several connections: the output's writes queued as units in the
+//! dispatcher, within the receiver's window; each connection's thread takes the next unit
+//! when it can send, hears the receiver's confirmations, says it is there, and at the end
+//! sends the End and waits for the Ack on its connection.
+
+use std::io;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rustix::event::PollFlags;
+
+use super::{Several, Unit};
+use crate::net::closed_by_peer;
+use crate::net::compress::Compressor;
+use crate::net::link::Link;
+use crate::net::wire::MAX_PAYLOAD;
+use crate::stop::{Stop, wait_for};
+
+/// How long a connection's thread waits on its socket, while the window is full, before it
+/// looks again: the count that opens the window may come on another connection first, and
+/// the thread that waits here is woken only by its own.
+const PRESSED: Duration = Duration::from_millis(2);
+
+/// How often, at most, a sender pressed by the window asks for the receiver's count.
+const ASK_EVERY: Duration = Duration::from_millis(5);
+
+impl Link {
+    /// An output's write over several connections: up to a frame's worth of `buf`, copied
+    /// into the dispatcher once the receiver's window has room for it, until the run's
+    /// `stop`. The copy is what lets any connection send it, and send it again.
+    pub(in crate::net::link) fn write_several(
+        &self,
+        several: &Several,
+        buf: &[u8],
+        stop: &Stop,
+    ) -> io::Result<usize> {
+        let mut state = several.lock();
+        let room = loop {
+            if let Some(error) = state.failure() {
+                return Err(error);
+            }
+            stop.check()?;
+            let flying = state.queued - state.confirmed;
+            if flying < several.window {
+                break several.window - flying;
+            }
+            state = several.wait(state);
+        };
+        let at = state.queued;
+        drop(state);
+        let len = buf.len().min(MAX_PAYLOAD).min(usize::try_from(room).unwrap_or(usize::MAX));
+        let unit = Unit { bytes: Arc::new(buf[..len].to_vec()), on: None, taken: None };
+        let mut state = several.lock();
+        state.units.insert(at, unit);
+        state.queue.push_back(at);
+        state.queued = at + len as u64;
+        several.changed.notify_all();
+        Ok(len)
+    }
+
+    /// An output's end over several connections, once it has written every byte: each
+    /// connection's thread sends the End once every unit was written, and waits for the
+    /// Ack; then every connection is closed, which the receiver waits for.
+    pub(in crate::net::link) fn end_several(
+        &self,
+        several: &Several,
+        stop: &Stop,
+    ) -> io::Result<()> {
+        let mut state = several.lock();
+        if state.total.is_none() {
+            state.total = Some(state.queued);
+            several.changed.notify_all();
+        }
+        // One Ack says it all: the receiver's outputs took every byte. A connection that
+        // passes nothing need not hold the end up.
+        while state.acked == 0 {
+            if let Some(error) = state.failure() {
+                return Err(error);
+            }
+            stop.check()?;
+            state = several.wait(state);
+            // The connections' threads wait for their Acks: the look for a frozen one is
+            // this thread's now.
+            drop(state);
+            self.unfreeze(several);
+            state = several.lock();
+        }
+        state.over = true;
+        drop(state);
+        several.shut_down();
+        self.publish_streams(several, None, true);
+        self.lock().over = true;
+        Ok(())
+    }
+
+    /// Connection `index`'s thread (sending side): its units, then its End; when it drops,
+    /// its units go to the others while it connects again ([`Link::rejoin`]); a failure
+    /// that is no drop stops the stream.
+    pub(in crate::net::link) fn send_on(&self, index: usize) {
+        let several = self.several.get().expect("established");
+        let setting = self.compress_setting.get().copied().unwrap_or_default();
+        let mut compressor = Compressor::new(setting, None);
+        loop {
+            let error = match self.sending_on(several, index, &mut compressor) {
+                Ok(()) => {
+                    return self.publish_streams(several, Some((index, compressor.wire())), true);
+                }
+                Err(error) => closed_by_peer(error, "the receiver"),
+            };
+            let over = several.stop.requested() || several.lock().over;
+            if over || !self.rejoin(several, index, &error) {
+                return;
+            }
+        }
+    }
+
+    fn sending_on(
+        &self,
+        several: &Several,
+        index: usize,
+        compressor: &mut Compressor,
+    ) -> io::Result<()> {
+        let stop = &several.stop;
+        // A connection's share of the window: a path that takes less (a flow capped, a
+        // longer queue) must not hold much of the window in its socket's buffer, where the
+        // receiver waits for it while the others could send.
+        let share = (several.window / several.connections.len() as u64).max(2 * MAX_PAYLOAD as u64);
+        loop {
+            let mut state = several.lock();
+            let unit = loop {
+                if state.failed.is_some() || stop.requested() {
+                    return Ok(());
+                }
+                let room = state.out[index] < share;
+                if let Some(at) = state.queue.front().copied().filter(|_| room) {
+                    state.queue.pop_front();
+                    // A unit confirmed meanwhile (sent again elsewhere) is gone.
+                    let Some(unit) = state.units.get_mut(&at) else { continue };
+                    unit.on = Some(index);
+                    unit.taken = Some(Instant::now());
+                    let bytes = Arc::clone(&unit.bytes);
+                    state.out[index] += bytes.len() as u64;
+                    state.writing += 1;
+                    break Some((at, bytes));
+                }
+                if state.queue.is_empty() && state.total.is_some() && state.writing == 0 {
+                    break None;
+                }
+                // Full: the window, or this connection's share of it, with units waiting.
+                let window_full = state.queued - state.confirmed >= several.window
+                    || !room && !state.queue.is_empty();
+                if window_full {
+                    // What frees the window comes on the socket: wait there.
+                    drop(state);
+                    let socket = several.socket(index);
+                    let until = Instant::now() + PRESSED;
+                    if let Err(error) = wait_for(socket.fd(), PollFlags::IN, stop, Some(until)) {
+                        if error.kind() == io::ErrorKind::Interrupted {
+                            return Ok(());
+                        }
+                    }
+                } else {
+                    state = several.wait(state);
+                    drop(state);
+                }
+                self.tend_stream(several, index, window_full)?;
+                state = several.lock();
+            };
+            drop(state);
+            let Some((at, bytes)) = unit else { return self.end_on(several, index) };
+            let sent = send_unit(several, index, at, &bytes, compressor);
+            // Written or not, it is no longer being written: a unit of a connection that
+            // dropped goes back to the queue (Link::rejoin).
+            several.lock().writing -= 1;
+            several.changed.notify_all();
+            let confirmed = sent?;
+            let connection = &several.connections[index];
+            connection.bytes.fetch_add(bytes.len() as u64, std::sync::atomic::Ordering::Relaxed);
+            self.confirm_several(several, confirmed, false);
+            self.publish_streams(several, Some((index, compressor.wire())), false);
+            if to_ask(several) {
+                several.channel(index).ask(stop)?;
+            }
+        }
+    }
+
+    /// Connection `index`'s round while it has nothing to send: the receiver's confirmations
+    /// taken in, its silence noticed, a heartbeat when this side said nothing for one, a
+    /// frozen connection cut ([`Link::unfreeze`]); and, when the window is full, the
+    /// receiver asked for its count.
+    fn tend_stream(&self, several: &Several, index: usize, window_full: bool) -> io::Result<()> {
+        self.unfreeze(several);
+        let mut channel = several.channel(index);
+        channel.take_confirmations_now()?;
+        if channel.silent_at().is_some_and(|at| at <= Instant::now()) {
+            return Err(channel.silence_error("the receiver"));
+        }
+        if window_full && to_ask(several) {
+            channel.ask(&several.stop)?;
+        } else if channel.quiet_for() >= self.resume.heartbeat {
+            channel.heartbeat()?;
+        }
+        let confirmed = channel.confirmed();
+        drop(channel);
+        self.confirm_several(several, confirmed, false);
+        Ok(())
+    }
+
+    /// Connection `index`'s end: the End frame with the stream's length, then the Ack.
+    fn end_on(&self, several: &Several, index: usize) -> io::Result<()> {
+        let total = several.lock().total.expect("ended");
+        {
+            let mut channel = several.channel(index);
+            channel.seek(total);
+            let mut heard =
+                |confirmed, awaiting| self.confirm_several(several, confirmed, awaiting);
+            channel.end_stream(&several.stop, &mut heard)?;
+        }
+        let mut state = several.lock();
+        state.acked += 1;
+        several.changed.notify_all();
+        Ok(())
+    }
+
+    /// The receiver confirmed `confirmed` bytes (as one connection heard): the units it
+    /// covers go, the window opens, and the count is published; `awaiting`, the Ack.
+    fn confirm_several(&self, several: &Several, confirmed: u64, awaiting: bool) {
+        let mut state = several.lock();
+        if confirmed > state.confirmed {
+            state.confirmed = confirmed;
+            state.confirmed_since = Some(Instant::now());
+            while let Some(unit) = state.units.first_entry() {
+                if *unit.key() + unit.get().bytes.len() as u64 > confirmed {
+                    break;
+                }
+                let unit = unit.remove();
+                if let Some(on) = unit.on {
+                    state.out[on] -= unit.bytes.len() as u64;
+                }
+            }
+            several.changed.notify_all();
+        }
+        let confirmed = state.confirmed;
+        drop(state);
+        self.heard(confirmed, awaiting);
+    }
+}
+
+/// Sends the unit of `bytes` at stream offset `at` on connection `index`, each frame as
+/// `compressor` packs it: what the receiver confirmed, as far as this connection heard.
+fn send_unit(
+    several: &Several,
+    index: usize,
+    at: u64,
+    bytes: &[u8],
+    compressor: &mut Compressor,
+) -> io::Result<u64> {
+    let mut channel = several.channel(index);
+    channel.seek(at);
+    let mut done = 0;
+    while done < bytes.len() {
+        done += channel.send(&bytes[done..], &several.stop, compressor)?;
+    }
+    Ok(channel.confirmed())
+}
+
+/// Whether to ask the receiver for its count now: while a quarter of the window or more
+/// is in flight, every [`ASK_EVERY`] (whichever connection finds it so first). The receiver
+/// confirms every millisecond for a while after each ask, instead of every 50 ms: one ask
+/// per count would have it confirm once, before the bytes in flight arrive, then wait 50 ms,
+/// which holds a fast stream to a window per 50 ms.
+fn to_ask(several: &Several) -> bool {
+    let mut state = several.lock();
+    let pressing = state.queued - state.confirmed >= several.window / 4;
+    if !pressing || state.asked_at.is_some_and(|at| at.elapsed() < ASK_EVERY) {
+        return false;
+    }
+    state.asked_at = Some(Instant::now());
+    true
+}
