@@ -143,6 +143,20 @@ fn a_frame_that_does_not_decompress_fails_cleanly(engine: &str) {
     assert_same(&written, &data[..written.len()], "what came before the damaged frame");
     assert_eq!(status.code(), Some(3), "sender: {said}");
     assert!(said.contains("delivered (confirmed by the receiver)"), "sender: {said}");
+    // The receiver's Abort may be read, or the connection found reset first; when it is
+    // read, the bytes it says were sent are the breakdown's: delivered and not confirmed.
+    if let Some(sent) = count_before(&said, " were sent") {
+        let delivered = count_before(&said, " delivered (confirmed").expect("delivered");
+        let unconfirmed = count_before(&said, " sent but not confirmed").expect("not confirmed");
+        assert_eq!(sent, delivered + unconfirmed, "sender: {said}");
+    }
+}
+
+/// The count in the `(N bytes)` just before `words` in `said`, if `words` are there.
+fn count_before(said: &str, words: &str) -> Option<u64> {
+    let before = &said[..said.find(words)?];
+    let count = before.strip_suffix(" bytes)")?.rsplit('(').next()?;
+    Some(count.parse().unwrap_or_else(|_| panic!("not a count before {words}: {said}")))
 }
 
 /// `auto` follows the link: across a link of 50 Mbit/s (two namespaces, tbf) the level rises
