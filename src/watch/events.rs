@@ -96,6 +96,7 @@ impl Watch {
             "input_reconnections": snapshot.input_outages.reconnections,
             "input_longest_outage_s": snapshot.input_outages.longest.as_secs_f64(),
             "input_outage_s": snapshot.input_outages.total.as_secs_f64(),
+            "input_wire": snapshot.input_wire.as_ref().map(wire_json),
             "outputs": outputs,
             "hashes": hashes,
             "exit": exit.code(),
@@ -107,7 +108,8 @@ impl Watch {
     }
 }
 
-/// A network output's frames on the wire (`--compress`): `null` for any other output.
+/// A network output's frames on the wire (`--compress`), or a network input's as they came
+/// off it: `null` for any other output or input.
 fn wire_json(wire: &Wire) -> serde_json::Value {
     let levels: Vec<serde_json::Value> = wire
         .levels
