@@ -35,6 +35,9 @@ pub struct Meter {
     input_outages: OutageMeter,
     /// The network input's connections, when its stream came over several.
     input_streams: Mutex<Vec<Stream>>,
+    /// A network input's frames as they came off the wire (`--from`): the receiving side's
+    /// [`Wire`], a lock as an output's is.
+    input_wire: Mutex<Option<Wire>>,
     /// Times the input thread slept in the kernel, told when it ends.
     input_sleeps: AtomicU64,
     readers: Box<[ReaderMeter]>,
@@ -117,7 +120,10 @@ pub struct Stream {
     pub resent: u64,
 }
 
-/// A network output's frames on the wire: what compression (`--compress`) made of them.
+/// A network output's frames on the wire: what compression (`--compress`) made of them; or
+/// a network input's, as they came off the wire (its receiving side knows no level: `level`
+/// is `None` and `levels` empty; `compressing` says a frame came compressed, and `stored`
+/// counts the frames that came as they were).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Wire {
     /// Compression was asked for (not `--compress none`).
@@ -138,6 +144,15 @@ pub struct Wire {
 }
 
 impl Wire {
+    /// Adds the counts of frames `more` (a receiver's, opened since it last said).
+    pub fn add(&mut self, more: &Wire) {
+        self.compressing |= more.compressing;
+        self.stream += more.stream;
+        self.bytes += more.bytes;
+        self.frames += more.frames;
+        self.stored += more.stored;
+    }
+
     /// Stream bytes per byte on the wire: above 1, what compression saved.
     pub fn ratio(&self) -> f64 {
         if self.bytes == 0 { 1.0 } else { self.stream as f64 / self.bytes as f64 }
@@ -302,6 +317,8 @@ pub struct Snapshot {
     pub input_streams: Vec<Stream>,
     /// A network input's dropped connections.
     pub input_outages: Outages,
+    /// A network input's frames as they came off the wire; `None` for any other input.
+    pub input_wire: Option<Wire>,
     /// The rate limits in force (the watcher fills them in; the meter does not know them).
     pub limits: RateLimits,
     /// Lines taken in, where they are counted (accel as `pv -l`; the watcher fills it in).
@@ -511,6 +528,7 @@ impl Meter {
             input_held: Wait::default(),
             input_outages: OutageMeter::default(),
             input_streams: Mutex::default(),
+            input_wire: Mutex::new(None),
             input_sleeps: AtomicU64::new(0),
             readers: (0..readers).map(|_| ReaderMeter::default()).collect(),
         }
@@ -593,6 +611,11 @@ impl Meter {
     /// Reader `reader`'s frames on the wire so far (a network output).
     pub fn wire(&self, reader: usize, wire: Wire) {
         *self.readers[reader].wire.lock().unwrap_or_else(PoisonError::into_inner) = Some(wire);
+    }
+
+    /// A network input's frames off the wire so far (`--from`).
+    pub fn input_wire(&self, wire: Wire) {
+        *self.input_wire.lock().unwrap_or_else(PoisonError::into_inner) = Some(wire);
     }
 
     /// Marks reader `reader` as gone before the end.
@@ -684,6 +707,7 @@ impl Meter {
             streams,
             input_streams,
             input_outages: self.input_outages.read(now),
+            input_wire: self.input_wire.lock().unwrap_or_else(PoisonError::into_inner).clone(),
             limits: RateLimits::default(),
             lines: None,
             input_sleeps: self.input_sleeps.load(Relaxed),

@@ -2,7 +2,8 @@
 //! zeros, prose and random in turn) crosses with each setting, byte for byte; what the frames
 //! took on the wire is read from the sender's `--json` summary (`outputs[0].wire`): fewer
 //! bytes than the stream for what compresses, about as many (never more than 0.5 % above)
-//! for what does not. Bad values are refused (status 2); a peer of the protocol before
+//! for what does not; and from the receiver's (`input_wire`): what it read off the socket,
+//! the same frames. Bad values are refused (status 2); a peer of the protocol before
 //! compression is refused with words that say so; a frame that does not decompress (the
 //! debug builds' `ACCEL_TEST_DAMAGE` hook) is a clean failure, never a wrong byte. Resuming
 //! with compression on is in `resume.rs`. Everything on loopback.
@@ -19,10 +20,13 @@ use crate::util::*;
 
 /// `data` from a sender with `--compress how` to a receiver on loopback, both with `engine`
 /// and the key in `dir`: both must end with 0 and the receiver write `data` byte for byte.
-/// Returns the sender's summary's `wire`.
-fn across(engine: &str, dir: &Scratch, how: &str, data: &[u8], context: &str) -> Value {
+/// Returns the sender's summary's `wire` and the receiver's `input_wire`.
+fn across(engine: &str, dir: &Scratch, how: &str, data: &[u8], context: &str) -> (Value, Value) {
     let key = dir.path("k").display().to_string();
-    let mut receiver = Receiver::start(engine, "127.0.0.1", &["--key-file", &key], None);
+    let received_json = dir.path("receiver.json");
+    let received_arg = format!("--json={}", received_json.display());
+    let mut receiver =
+        Receiver::start(engine, "127.0.0.1", &["--key-file", &key, &received_arg], None);
     let output = receiver.output();
     let to = format!("127.0.0.1:{}", receiver.port);
     let json = dir.path("sender.json");
@@ -38,11 +42,22 @@ fn across(engine: &str, dir: &Scratch, how: &str, data: &[u8], context: &str) ->
     let (status, said) = receiver.end();
     assert!(status.success(), "{context}: receiver: {status}: {said}");
     assert_same(&written, data, context);
-    let text = std::fs::read_to_string(&json).unwrap();
-    let summary: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
-    assert_eq!(summary["event"], "summary", "{context}");
-    summary["outputs"][0]["wire"].clone()
+    let sent = summary_in(&json, context);
+    let received = summary_in(&received_json, context);
+    (sent["outputs"][0]["wire"].clone(), received["input_wire"].clone())
 }
+
+/// The `--json` summary written to `path`.
+fn summary_in(path: &std::path::Path, context: &str) -> Value {
+    let text = std::fs::read_to_string(path).unwrap();
+    let summary: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    assert_eq!(summary["event"], "summary", "{context}: {text}");
+    summary
+}
+
+/// What a frame takes on the wire beside its payload: the payload's length (2 bytes), the
+/// cipher's tag (16), the trailer's length (2) and the trailer, sealed (9 + 16).
+const FRAMING: u64 = 2 + 16 + 2 + 9 + 16;
 
 /// Prose and random bytes in turn, `piece` bytes each, `len` in all.
 fn alternating(len: usize, piece: usize) -> Vec<u8> {
@@ -75,7 +90,7 @@ fn every_setting_carries_every_kind_of_data(engine: &str) {
     for (kind, data) in &kinds {
         for how in ["auto", "none", "zstd", "zstd:-5", "zstd:9"] {
             let context = format!("{kind}, --compress {how}, {engine}");
-            let wire = across(engine, &dir, how, data, &context);
+            let (wire, received) = across(engine, &dir, how, data, &context);
             let (bytes, stream) = (number(&wire, "bytes", &context), data.len() as u64);
             assert_eq!(number(&wire, "stream_bytes", &context), stream, "{context}: {wire}");
             assert_eq!(wire["compressing"], how != "none", "{context}: {wire}");
@@ -105,6 +120,27 @@ fn every_setting_carries_every_kind_of_data(engine: &str) {
             let ratio = wire["ratio"].as_f64().unwrap();
             let expected = stream as f64 / bytes as f64;
             assert!((ratio - expected).abs() < 1e-9, "{context}: ratio {ratio}: {wire}");
+            // The receiver counts what it read off the socket: on loopback no connection
+            // drops, so every frame the sender wrote, once.
+            let context = format!("{context}: received {received}, sent {wire}");
+            assert_eq!(number(&received, "stream_bytes", &context), stream, "{context}");
+            assert_eq!(number(&received, "bytes", &context), bytes, "{context}");
+            assert_eq!(number(&received, "frames", &context), frames, "{context}");
+            let came_raw = number(&received, "stored_frames", &context);
+            assert_eq!(came_raw, if how == "none" { frames } else { stored }, "{context}");
+            assert_eq!(received["compressing"], came_raw < frames, "{context}");
+            match *kind {
+                // Every frame as it was: the stream and the framing, to the byte.
+                "random" => assert_eq!(
+                    number(&received, "bytes", &context),
+                    stream + FRAMING * frames,
+                    "{context}"
+                ),
+                _ if came_raw < frames => {
+                    assert!(number(&received, "bytes", &context) < stream, "{context}")
+                }
+                _ => {}
+            }
         }
     }
 }
@@ -143,6 +179,20 @@ fn a_frame_that_does_not_decompress_fails_cleanly(engine: &str) {
     assert_same(&written, &data[..written.len()], "what came before the damaged frame");
     assert_eq!(status.code(), Some(3), "sender: {said}");
     assert!(said.contains("delivered (confirmed by the receiver)"), "sender: {said}");
+    // The receiver's Abort may be read, or the connection found reset first; when it is
+    // read, the bytes it says were sent are the breakdown's: delivered and not confirmed.
+    if let Some(sent) = count_before(&said, " were sent") {
+        let delivered = count_before(&said, " delivered (confirmed").expect("delivered");
+        let unconfirmed = count_before(&said, " sent but not confirmed").expect("not confirmed");
+        assert_eq!(sent, delivered + unconfirmed, "sender: {said}");
+    }
+}
+
+/// The count in the `(N bytes)` just before `words` in `said`, if `words` are there.
+fn count_before(said: &str, words: &str) -> Option<u64> {
+    let before = &said[..said.find(words)?];
+    let count = before.strip_suffix(" bytes)")?.rsplit('(').next()?;
+    Some(count.parse().unwrap_or_else(|_| panic!("not a count before {words}: {said}")))
 }
 
 /// `auto` follows the link: across a link of 50 Mbit/s (two namespaces, tbf) the level rises
@@ -193,7 +243,7 @@ fn auto_follows_the_link() {
     assert!(compressed > all / 2.0, "50 Mbit/s: mostly compressed: {wire}");
     assert!(wire["ratio"].as_f64().unwrap() > 2.0, "50 Mbit/s: {wire}");
     // Loopback: the link never refuses bytes for long.
-    let loopback = across("auto", &dir, "auto", &prose(256 << 20, 10), "loopback");
+    let (loopback, _) = across("auto", &dir, "auto", &prose(256 << 20, 10), "loopback");
     let levels = loopback["levels"].as_array().unwrap();
     let high: f64 = levels
         .iter()

@@ -86,6 +86,16 @@ pub const JSON_FIELDS: &[[&str; 3]] = &[
          taken that went again on the others)",
     ],
     [
+        "`input_wire`",
+        "summary",
+        "a `--from` input's frames as they came off the wire (`null` for others), with the \
+         fields of `outputs[].wire`: `compressing` says a frame came compressed, \
+         `stored_frames` counts the frames that came as they were, and `level` is `null` and \
+         `levels` empty (the receiver knows no level). Its `bytes` and `stream_bytes` are the \
+         sender's unless a connection dropped: frames lost with it count only at the sender, \
+         and frames of a batch cut short only here",
+    ],
+    [
         "`rate_limit_out`, `rate_limit_in`",
         "both",
         "the rate limits in force, bytes per second (0: none); they may change while accel runs \

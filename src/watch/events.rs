@@ -99,6 +99,7 @@ impl Watch {
             "input_longest_outage_s": snapshot.input_outages.longest.as_secs_f64(),
             "input_outage_s": snapshot.input_outages.total.as_secs_f64(),
             "input_streams": streams_json(&snapshot.input_streams),
+            "input_wire": snapshot.input_wire.as_ref().map(wire_json),
             "outputs": outputs,
             "hashes": hashes,
             "exit": exit.code(),
@@ -124,7 +125,8 @@ fn streams_json(streams: &[Stream]) -> Option<serde_json::Value> {
     (!streams.is_empty()).then(|| each.collect())
 }
 
-/// A network output's frames on the wire (`--compress`): `null` for any other output.
+/// A network output's frames on the wire (`--compress`), or a network input's as they came
+/// off it: `null` for any other output or input.
 fn wire_json(wire: &Wire) -> serde_json::Value {
     let levels: Vec<serde_json::Value> = wire
         .levels

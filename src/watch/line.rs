@@ -306,7 +306,16 @@ pub fn render(snapshot: &Snapshot, rates: &Rates, subject: &Subject, width: usiz
 
 /// Bytes on the wire of the outputs that compress.
 fn wire_bytes(snapshot: &Snapshot) -> u64 {
-    snapshot.wires.iter().flatten().filter(|wire| wire.compressing).map(|wire| wire.bytes).sum()
+    wires_shown(snapshot).map(|wire| wire.bytes).sum()
+}
+
+/// The wires the line shows: the outputs' that compress; where none does, the input's, once
+/// a frame came compressed (a receiver, `--from`).
+fn wires_shown(snapshot: &Snapshot) -> impl Iterator<Item = &crate::meter::Wire> {
+    let outputs = || snapshot.wires.iter().flatten().filter(|wire| wire.compressing);
+    let input = snapshot.input_wire.iter().filter(|wire| wire.compressing);
+    let input = input.filter(move |_| outputs().next().is_none());
+    outputs().chain(input)
 }
 
 /// Where a field sits on the line: fields of a group are separated by one space, groups by two.
@@ -415,9 +424,8 @@ fn fields(snapshot: &Snapshot, rates: &Rates, subject: &Subject) -> Vec<Field> {
     parts_shown
         .extend(limit(snapshot.limits.output).map(|text| (Group::Output, text, known, unknown)));
     // Compressing on the wire (`--compress`): what the link carries, and the ratio so far.
-    let compressing = snapshot.wires.iter().flatten().filter(|wire| wire.compressing);
     let (stream, on_wire) =
-        compressing.fold((0, 0), |(s, w), wire| (s + wire.stream, w + wire.bytes));
+        wires_shown(snapshot).fold((0, 0), |(s, w), wire| (s + wire.stream, w + wire.bytes));
     if parts.rates && on_wire > 0 {
         let ratio = stream as f64 / on_wire as f64;
         let text = format!("wire {} \u{d7}{ratio:.1}", rate(rates.wire()));
@@ -847,6 +855,26 @@ mod tests {
         snapshot.input_streams = vec![];
         let single = line(&snapshot, &rates, None, 200);
         assert!(!single.contains("streams"), "{single}");
+    }
+
+    /// Issue 35: a receiver (`--from`) of frames that come compressed shows the same.
+    #[test]
+    fn the_wire_rate_and_ratio_of_an_input_of_compressed_frames() {
+        let wire = |second| crate::meter::Wire {
+            compressing: true,
+            stream: 27 * MIB * second,
+            bytes: 10 * MIB * second,
+            ..Default::default()
+        };
+        let mut rates = Rates::new();
+        let mut snapshot = at(1.0, 27 * MIB, 27 * MIB);
+        for second in 1..10u64 {
+            snapshot = at(second as f64, 27 * MIB * second, 27 * MIB * second);
+            snapshot.input_wire = Some(wire(second));
+            rates.update(&snapshot);
+        }
+        let shown = line(&snapshot, &rates, None, 200);
+        assert!(shown.contains("wire 10 MiB/s \u{d7}2.7"), "{shown}");
     }
 
     /// Issue 20: a connection down is said, and outlasts the routine fields in a narrow line.

@@ -243,6 +243,9 @@ fn details(snapshot: &Snapshot, names: &Names) -> String {
         let text = per_stream(&snapshot.input_streams);
         lines.push((format!("streams from {}", names.input), text));
     }
+    if let Some(wire) = snapshot.input_wire.as_ref().filter(|wire| wire.compressing) {
+        lines.push((format!("wire {}", names.input), on_the_wire(wire)));
+    }
     let outages = snapshot.input_outages;
     if outages.reconnections > 0 {
         let text = format!(
@@ -283,7 +286,8 @@ fn per_stream(streams: &[Stream]) -> String {
 }
 
 /// What an output that compresses (`--compress`) sent: the bytes on the wire for the
-/// stream, the ratio, the frames stored as they were, and the time at each level.
+/// stream, the ratio, the frames stored as they were, and the time at each level; or what
+/// an input received of a sender that compresses (it knows no levels).
 fn on_the_wire(wire: &Wire) -> String {
     let levels: Vec<String> = wire
         .levels
@@ -293,15 +297,18 @@ fn on_the_wire(wire: &Wire) -> String {
             None => format!("stored {}", span(*time)),
         })
         .collect();
-    format!(
-        "{} for {} of the stream (x{:.2}); {} of {} frames stored as they were; {}",
+    let mut text = format!(
+        "{} for {} of the stream (x{:.2}); {} of {} frames stored as they were",
         Bytes(wire.bytes),
         Bytes(wire.stream),
         wire.ratio(),
         wire.stored,
         wire.frames,
-        levels.join(", ")
-    )
+    );
+    if !levels.is_empty() {
+        text = format!("{text}; {}", levels.join(", "));
+    }
+    text
 }
 
 /// `text` with each line longer than `width` columns broken between words, so that a terminal
@@ -699,6 +706,32 @@ mod tests {
         );
         snapshot.wires = vec![Some(Wire { compressing: false, ..Wire::default() })];
         assert!(!details(&snapshot, &stdout()).contains("wire"));
+    }
+
+    /// Issue 35: an input whose sender compresses says what came off the wire; it knows no
+    /// levels, and says none.
+    #[test]
+    fn an_input_of_compressed_frames_says_what_came_off_the_wire() {
+        let mut snapshot = run(50.0, 0.0, 0.2);
+        let names = Names { input: "from 10.0.0.2".into(), ..stdout() };
+        let wire = Wire {
+            stream: 300 << 20,
+            bytes: 100 << 20,
+            frames: 4800,
+            stored: 12,
+            ..Wire::default()
+        };
+        snapshot.input_wire = Some(wire.clone());
+        assert!(!details(&snapshot, &names).contains("wire"), "no frame came compressed");
+        snapshot.input_wire = Some(Wire { compressing: true, ..wire });
+        let text = details(&snapshot, &names);
+        let line = text.lines().find(|line| line.starts_with("wire from 10.0.0.2")).expect(&text);
+        assert!(
+            line.ends_with(
+                "100 MiB for 300 MiB of the stream (x3.00); 12 of 4800 frames stored as they were"
+            ),
+            "{line}"
+        );
     }
 
     /// Issue 11, item 5: a report asked for mid-run says it is the report so far.

@@ -398,7 +398,8 @@ impl Channel {
                 ),
             )
         })?;
-        self.unread.start += 4 + len + SEALED_TRAILER;
+        let framed = 4 + len + SEALED_TRAILER;
+        self.unread.start += framed;
         let Some((kind, offset)) = wire::read_trailer(&trailer[..trailer_len]) else {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
@@ -421,6 +422,7 @@ impl Channel {
                 if !into_buf {
                     self.pending = 0..payload;
                 }
+                self.came_off_the_wire(payload, framed, false);
                 Frame::Data(payload)
             }
             Kind::Zstd => {
@@ -429,6 +431,7 @@ impl Channel {
                 let compressed = if into_buf { Some(&buf[..payload]) } else { None };
                 let len = self.inflate(compressed, payload)?;
                 self.offset += len as u64;
+                self.came_off_the_wire(len, framed, true);
                 Frame::Data(len)
             }
             Kind::Start => Frame::Start,

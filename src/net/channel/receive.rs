@@ -6,6 +6,7 @@ use std::io;
 use std::time::Instant;
 
 use super::{Channel, Frame, unexpected};
+use crate::meter::Wire;
 use crate::net::wire::{Hello, Kind};
 use crate::stop::Stop;
 use crate::words::byte_count;
@@ -25,6 +26,9 @@ pub(super) struct Receiving {
     /// stream bytes in the same read: those bytes are the stream's and go out first, and
     /// the failure with the next read.
     failed: Option<io::Error>,
+    /// The Data frames opened since [`Channel::take_wire`]: what they took on the wire
+    /// (sealed and framed, as the sender counts them) and the stream bytes they carried.
+    wire: Wire,
 }
 
 impl Channel {
@@ -48,6 +52,22 @@ impl Channel {
     /// Stream bytes handed out so far (receiving side): what a resumed stream goes on from.
     pub fn handed_out(&self) -> u64 {
         self.offset - self.pending.len() as u64
+    }
+
+    /// The Data frames opened since the last call (receiving side): the stream bytes they
+    /// carried, the bytes they took on the wire, how many came compressed or as they were.
+    pub fn take_wire(&mut self) -> Wire {
+        std::mem::take(&mut self.receiving.wire)
+    }
+
+    /// A Data frame was opened: `stream` bytes of the stream, from `framed` bytes on the wire.
+    pub(super) fn came_off_the_wire(&mut self, stream: usize, framed: usize, compressed: bool) {
+        let wire = &mut self.receiving.wire;
+        wire.stream += stream as u64;
+        wire.bytes += framed as u64;
+        wire.frames += 1;
+        wire.stored += u64::from(!compressed);
+        wire.compressing |= compressed;
     }
 
     /// Whether the End frame came (receiving side).

@@ -41,6 +41,10 @@ pub(super) struct Sending {
     /// A confirmation was asked for ([`Channel::ask`]) and has not come: until it does, it
     /// is looked for between every two batches.
     awaits_count: bool,
+    /// The connection failed (the receiver's Abort, its close) while confirmations were
+    /// taken in after a batch was written whole: the batch counts as sent, and the failure
+    /// comes with the next call ([`Channel::earlier_failure`]).
+    failed: Option<io::Error>,
 }
 
 impl Sending {
@@ -52,6 +56,7 @@ impl Sending {
             peer_closed: false,
             acked: None,
             awaits_count: false,
+            failed: None,
         }
     }
 }
@@ -100,6 +105,7 @@ impl Channel {
     /// Asks the receiver to say what it has delivered (sending side): a heartbeat, sent
     /// as data is, waiting for space until the run's `stop`.
     pub fn ask(&mut self, stop: &Stop) -> io::Result<()> {
+        self.earlier_failure()?;
         self.sending.awaits_count = true;
         self.seal(Kind::Heartbeat, self.offset, &[]);
         self.write_out(stop, None, true)
@@ -128,7 +134,13 @@ impl Channel {
 
     /// Takes in the confirmations that have arrived, without waiting (sending side).
     pub fn take_confirmations_now(&mut self) -> io::Result<()> {
+        self.earlier_failure()?;
         self.take_confirmations()
+    }
+
+    /// The failure met after the last batch was written, once (sending side).
+    fn earlier_failure(&mut self) -> io::Result<()> {
+        self.sending.failed.take().map_or(Ok(()), Err)
     }
 
     /// Stream bytes the receiver has confirmed its outputs took, as far as has been heard
@@ -176,6 +188,7 @@ impl Channel {
         stop: &Stop,
         compressor: &mut Compressor,
     ) -> io::Result<usize> {
+        self.earlier_failure()?;
         let started = Instant::now();
         let mut taken = 0;
         // Full frames while the batch has room for one, and the last of the piece in any
@@ -210,9 +223,12 @@ impl Channel {
             && (self.sending.awaits_count || Instant::now() >= self.sending.next_look)
         {
             self.sending.next_look = Instant::now() + LOOK;
+            // The batch went whole: its bytes were sent, whatever the receiver said since
+            // (the output counts them, as the receiver's Abort does), and its failure comes
+            // with the next call.
             if let Err(error) = self.take_confirmations() {
                 self.broken = true;
-                return Err(closed_by_peer(error, "the receiver"));
+                self.sending.failed = Some(closed_by_peer(error, "the receiver"));
             }
         }
         Ok(taken)
@@ -228,6 +244,7 @@ impl Channel {
     /// before the Ack would let the receiver go while the Ack, lost to a drop, has still to
     /// be said again.
     pub fn end_stream(&mut self, stop: &Stop, heard: &mut dyn FnMut(u64, bool)) -> io::Result<()> {
+        self.earlier_failure()?;
         self.seal(Kind::End, self.offset, &[]);
         self.write_out(stop, None, true)?;
         heard(self.sending.confirmed, true);

@@ -51,7 +51,7 @@ use super::is_drop;
 use super::socket::Socket;
 use crate::backlog::Keep;
 use crate::log::Log;
-use crate::meter::{Delivery, Meter, Peer};
+use crate::meter::{Delivery, Meter, Peer, Wire};
 use crate::stop::Stop;
 use crate::words::{byte_count, describe, duration};
 
@@ -200,6 +200,9 @@ struct Session {
     /// and when its counts were last published.
     compressor: Option<Compressor>,
     wire_published: Option<Instant>,
+    /// Receiving side: the Data frames opened, over every session (published as the
+    /// sender's are, at most every [`WIRE_EVERY`](send::WIRE_EVERY)).
+    received_wire: Wire,
     /// The connection is down: since when, and why.
     down: Option<(Instant, String)>,
     /// Attempts to connect again in this outage.

@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 
 use rustix::event::PollFlags;
 
+use super::send::WIRE_EVERY;
 use super::{Link, Session};
+use crate::meter::{Peer, Wire};
 use crate::net::channel::Channel;
 use crate::stop::{Stop, wait_for};
 use crate::words::{byte_count, describe, span};
@@ -37,22 +39,40 @@ impl Link {
                 continue;
             };
             let received = channel.receive_until(buf, stop, Some(Instant::now()));
+            let (came, ended) = (channel.take_wire(), channel.ended());
             // The sender asks for a confirmation when its buffer fills with unconfirmed
             // bytes; often its last word before it waits.
             if let (true, Some(confirmer)) = (channel.take_asked(), self.confirmer.get()) {
                 self.asked.store(true, Relaxed);
                 confirmer.unpark();
             }
+            // The end of the stream, or a failure: the counts are final (as far as they go).
+            let last = match &received {
+                Ok(n) => *n == 0,
+                Err(error) => error.kind() != io::ErrorKind::TimedOut,
+            };
+            self.publish_received(&mut session, &came, last);
             match received {
                 Err(error) if error.kind() == io::ErrorKind::TimedOut => {
                     session = self.await_sender(session, stop)?;
                 }
                 Ok(n) => {
-                    session.ended |= channel.ended();
+                    session.ended |= ended;
                     return Ok(n);
                 }
                 Err(error) => self.dropped(&mut session, error)?,
             }
+        }
+    }
+
+    /// Adds the frames `came` off the wire to the run's, and publishes them at most every
+    /// [`WIRE_EVERY`] unless `now`.
+    fn publish_received(&self, session: &mut Session, came: &Wire, now: bool) {
+        session.received_wire.add(came);
+        let due = session.wire_published.is_none_or(|at| at.elapsed() >= WIRE_EVERY);
+        if let (true, Some((meter, Peer::Input))) = (now || due, self.meter.get()) {
+            meter.input_wire(session.received_wire.clone());
+            session.wire_published = Some(Instant::now());
         }
     }
 

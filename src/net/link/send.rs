@@ -22,7 +22,7 @@ use crate::words::{byte_count, describe, span};
 
 /// How often, at most, an output's counts on the wire are published: the watcher's tick is
 /// no faster.
-const WIRE_EVERY: Duration = Duration::from_millis(100);
+pub(super) const WIRE_EVERY: Duration = Duration::from_millis(100);
 
 impl Link {
     /// Keeps the output's bytes in the backlog until the receiver confirms them, so that a
