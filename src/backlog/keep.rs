@@ -66,14 +66,18 @@ impl Keep {
         self.shared.has_data.notify_all();
     }
 
-    /// The bytes before `to` are needed no more: the backlog may let them go.
+    /// The bytes before `to` are needed no more: the backlog may let them go, now or, for
+    /// those the reader has not passed yet, as it passes them. A confirmation often comes
+    /// while the reader still holds the piece it was of (written, not yet consumed): cut to
+    /// the reader's place, it was lost, and the buffer stayed full of confirmed bytes until
+    /// the next one (a heartbeat away, with a buffer one piece fills: `-m 1M` crawled).
     pub fn release(&self, to: u64) {
         let mut state = self.shared.lock();
-        let State { kept, cursors, .. } = &mut *state;
-        let (Some(kept), Some(cursor)) = (&mut kept[self.index], cursors[self.index]) else {
+        let State { kept, cursors, produced, .. } = &mut *state;
+        let (Some(kept), Some(_)) = (&mut kept[self.index], cursors[self.index]) else {
             return;
         };
-        let to = to.min(cursor.max(*kept));
+        let to = to.min(*produced);
         if to > *kept {
             *kept = to;
             self.shared.release(&mut state);
