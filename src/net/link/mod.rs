@@ -39,7 +39,7 @@ pub(super) use tend::{Listening, Reconnect};
 
 use std::fmt;
 use std::io;
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError, TryLockError};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
@@ -154,10 +154,10 @@ pub struct Link {
     /// The thread that tends it, and that thread's own stop.
     tending: Mutex<Option<(JoinHandle<()>, Arc<Stop>)>>,
     /// A receiver's thread that confirms deliveries ([`super::Confirming`]), woken when
-    /// the sender asks; and whether it asked (the receiving side's word: the sender's is
-    /// [`Session`]'s `awaits_count`).
+    /// the sender asks; and, if it asked, the stream offset its word must reach (the
+    /// receiving side's word: the sender's is [`Session`]'s `awaits_count`).
     confirmer: OnceLock<thread::Thread>,
-    asked: AtomicBool,
+    asked: Mutex<Option<u64>>,
     /// The last count a receiver told its sender, told again in each new session.
     told: AtomicU64,
 }
@@ -228,7 +228,7 @@ impl Link {
             keep: OnceLock::new(),
             tending: Mutex::new(None),
             confirmer: OnceLock::new(),
-            asked: AtomicBool::new(false),
+            asked: Mutex::new(None),
             told: AtomicU64::new(0),
         })
     }
