@@ -28,12 +28,17 @@ pub struct Keep {
 }
 
 impl Keep {
-    /// Whether the bytes kept fill a quarter of the buffer or more: time to ask for the
-    /// word that lets them go, before the buffer is full of them.
-    pub fn pressing(&self) -> bool {
+    /// Whether the bytes kept, with the `passing` more the reader is passing now (written,
+    /// not yet consumed), fill a quarter of the buffer or more: time to ask for the word
+    /// that lets them go, before the buffer is full of them. The piece being passed counts:
+    /// a buffer that one piece fills (`-m 1M`, the 1 MiB a reader is handed) otherwise
+    /// never looks pressed while it fills, and waits for the receiver's own round.
+    pub fn pressing(&self, passing: usize) -> bool {
         let state = self.shared.lock();
         match (state.kept[self.index], state.cursors[self.index]) {
-            (Some(kept), Some(cursor)) => cursor - kept >= (self.shared.capacity / 4) as u64,
+            (Some(kept), Some(cursor)) => {
+                (cursor + passing as u64).saturating_sub(kept) >= (self.shared.capacity / 4) as u64
+            }
             _ => false,
         }
     }
