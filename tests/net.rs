@@ -520,6 +520,46 @@ fn a_delayed_path(engine: &str) {
     assert_same(&output.join().unwrap(), &data, "through the delaying proxy");
 }
 
+/// A sender whose buffer is one piece of the backlog's (`-m 1M`) keeps the link busy: 1 GiB
+/// through it within a generous time, every byte there. Before, nothing asked the receiver
+/// for the word that lets the buffer go (the piece being sent did not count), so each MiB
+/// waited for the receiver's own round, 50 ms: 51 s per GiB at the very least; and a word that
+/// came before the output had passed its piece was lost, the buffer full until the next
+/// heartbeat, 5 s (23 to 118 s per GiB, measured on a release build).
+fn a_buffer_of_one_piece_keeps_the_link_busy(engine: &str) {
+    const GIB: usize = 1 << 30;
+    let (_keys, key, mut receiver) = keyed_receiver(engine, "one-piece", &[]);
+    let mut stdout = receiver.stdout();
+    let counting = thread::spawn(move || {
+        let (mut buf, mut total, mut zeros) = (vec![0u8; 1 << 20], 0, true);
+        loop {
+            let n = stdout.read(&mut buf).unwrap();
+            if n == 0 {
+                return (total, zeros);
+            }
+            zeros &= buf[..n].iter().all(|&b| b == 0);
+            total += n;
+        }
+    });
+    let to = format!("127.0.0.1:{}", receiver.port);
+    let began = Instant::now();
+    let mut sender = sender(engine, &to, &["--key-file", &key, "-m", "1M"], None);
+    let mut stdin = sender.stdin.take().unwrap();
+    let feeding = thread::spawn(move || {
+        let piece = vec![0u8; 1 << 20];
+        (0..GIB / piece.len()).try_for_each(|_| stdin.write_all(&piece))
+    });
+    let (status, said) = ended(sender);
+    let took = began.elapsed();
+    assert!(status.success(), "sender: {status}: {said}");
+    feeding.join().unwrap().unwrap();
+    let (status, said) = receiver.end();
+    assert!(status.success(), "receiver: {status}: {said}");
+    assert_eq!(counting.join().unwrap(), (GIB, true), "every byte, each a zero");
+    // Some 1.5 s on a quiet machine (a debug build); the bound is for a loaded one.
+    assert!(took < Duration::from_secs(30), "1 GiB through -m 1M took {took:?}");
+}
+
 /// A line crosses at once: the receiver writes it while the sender's input is still open
 /// and nothing follows it (no waiting for a frame to fill, or for the end).
 fn a_line_crosses_at_once(engine: &str) {
@@ -646,6 +686,7 @@ per_engine!(
     randomly_paced_pieces,
     a_line_crosses_at_once,
     small_pieces_gather_into_frames,
+    a_buffer_of_one_piece_keeps_the_link_busy,
     insecure_transfer,
     ipv6_loopback,
     a_name_resolves,

@@ -28,12 +28,17 @@ pub struct Keep {
 }
 
 impl Keep {
-    /// Whether the bytes kept fill a quarter of the buffer or more: time to ask for the
-    /// word that lets them go, before the buffer is full of them.
-    pub fn pressing(&self) -> bool {
+    /// Whether the bytes kept, with the `passing` more the reader is passing now (written,
+    /// not yet consumed), fill a quarter of the buffer or more: time to ask for the word
+    /// that lets them go, before the buffer is full of them. The piece being passed counts:
+    /// a buffer that one piece fills (`-m 1M`, the 1 MiB a reader is handed) otherwise
+    /// never looks pressed while it fills, and waits for the receiver's own round.
+    pub fn pressing(&self, passing: usize) -> bool {
         let state = self.shared.lock();
         match (state.kept[self.index], state.cursors[self.index]) {
-            (Some(kept), Some(cursor)) => cursor - kept >= (self.shared.capacity / 4) as u64,
+            (Some(kept), Some(cursor)) => {
+                (cursor + passing as u64).saturating_sub(kept) >= (self.shared.capacity / 4) as u64
+            }
             _ => false,
         }
     }
@@ -66,14 +71,18 @@ impl Keep {
         self.shared.has_data.notify_all();
     }
 
-    /// The bytes before `to` are needed no more: the backlog may let them go.
+    /// The bytes before `to` are needed no more: the backlog may let them go, now or, for
+    /// those the reader has not passed yet, as it passes them. A confirmation often comes
+    /// while the reader still holds the piece it was of (written, not yet consumed): cut to
+    /// the reader's place, it was lost, and the buffer stayed full of confirmed bytes until
+    /// the next one (a heartbeat away, with a buffer one piece fills: `-m 1M` crawled).
     pub fn release(&self, to: u64) {
         let mut state = self.shared.lock();
-        let State { kept, cursors, .. } = &mut *state;
-        let (Some(kept), Some(cursor)) = (&mut kept[self.index], cursors[self.index]) else {
+        let State { kept, cursors, produced, .. } = &mut *state;
+        let (Some(kept), Some(_)) = (&mut kept[self.index], cursors[self.index]) else {
             return;
         };
-        let to = to.min(cursor.max(*kept));
+        let to = to.min(*produced);
         if to > *kept {
             *kept = to;
             self.shared.release(&mut state);

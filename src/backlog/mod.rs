@@ -167,7 +167,9 @@ struct State {
     /// Each reader's stream offset; `None` once it has left.
     cursors: Vec<Option<u64>>,
     /// For a reader that keeps what it passed until told otherwise ([`Reader::keep`]), the
-    /// first byte it may still need: the backlog holds everything from there.
+    /// first byte it may still need: the backlog holds everything from there, or from the
+    /// reader's place if that is before (what was confirmed while the reader still held it
+    /// is let go as the reader passes it).
     kept: Vec<Option<u64>>,
     /// Each reader's furthest offset: bytes taken again after [`Keep::go_on_from`] are not
     /// counted out twice.

@@ -341,19 +341,26 @@ fn coalescing_sleeps_only_while_more_can_come() {
     assert!(start.elapsed() < Duration::from_secs(15));
 }
 
-/// Issue 20: a reader that keeps what it passed holds it against the buffer's size until its
-/// Keep releases it, and can be sent back to any of it, or on past bytes delivered another
-/// way; bytes taken again are not counted out twice; and it can be stopped while it waits.
-#[test]
-fn kept_bytes_are_held_until_released_and_can_be_taken_again() {
-    let capacity = 4 * page();
-    let (mut producer, mut reader) = one(capacity);
+/// A backlog of `capacity` bytes whose one reader keeps what it passes, filled: its
+/// producer, its reader and that reader's Keep, and the bytes put in.
+fn full_and_kept(capacity: usize) -> (Producer, Reader, Keep, Vec<u8>) {
+    let (mut producer, reader) = one(capacity);
     let keep = reader.keep();
     let data = pattern(capacity);
     let mut put_in = 0;
     while put_in < data.len() {
         put_in += put(&mut producer, &data[put_in..]);
     }
+    (producer, reader, keep, data)
+}
+
+/// Issue 20: a reader that keeps what it passed holds it against the buffer's size until its
+/// Keep releases it, and can be sent back to any of it, or on past bytes delivered another
+/// way; bytes taken again are not counted out twice; and it can be stopped while it waits.
+#[test]
+fn kept_bytes_are_held_until_released_and_can_be_taken_again() {
+    let capacity = 4 * page();
+    let (producer, mut reader, keep, data) = full_and_kept(capacity);
     let mut taken = Vec::new();
     while taken.len() < data.len() {
         taken.extend(take(&mut reader).unwrap());
@@ -390,6 +397,34 @@ fn kept_bytes_are_held_until_released_and_can_be_taken_again() {
     keep.stop_reader();
     assert!(waiting.join().unwrap().is_none());
     drop(producer);
+}
+
+/// A confirmation that comes while the reader still holds the piece it confirms (written,
+/// not yet consumed: the receiver answers within microseconds on loopback) lets that piece go
+/// once the reader passes it. It was cut to the reader's place and lost: a buffer one piece
+/// fills (`-m 1M`) stayed full of confirmed bytes, the input waiting, until the next
+/// confirmation, which nothing asked for (a heartbeat, 5 s, later).
+#[test]
+fn a_confirmation_of_a_piece_still_held_lets_it_go_once_passed() {
+    let capacity = 4 * page();
+    let (mut producer, mut reader, keep, _) = full_and_kept(capacity);
+    let meter = Arc::clone(&reader.shared.meter);
+    let held = || meter.snapshot().held_memory;
+    let mut passed = 0;
+    while passed < capacity {
+        let len = match reader.front().expect("bytes ahead") {
+            Front::Memory(filled) => filled.as_slice().len(),
+            Front::Pipe(..) | Front::Spill(..) => panic!("only memory was put in"),
+        };
+        // The piece went; its confirmation comes before the reader passes it.
+        keep.release((passed + len) as u64);
+        assert_eq!(held(), (capacity - passed) as u64, "nothing let go before it is passed");
+        reader.consume(len);
+        passed += len;
+        assert_eq!(held(), (capacity - passed) as u64, "let go once passed");
+    }
+    assert_eq!(held(), 0, "the buffer is free again for the input");
+    assert_eq!(put(&mut producer, b"more"), 4);
 }
 
 /// The input pauses only while every reader has bytes to take, and a reader that runs out

@@ -91,8 +91,8 @@ pub const CONNECT_FOR: Duration = Duration::from_secs(10);
 pub const DELIVERED_EVERY: Duration = Duration::from_millis(50);
 
 /// When the sender asks (its buffer fills with what is not confirmed), the receiver says
-/// what its outputs have taken this often instead, until they have taken all that came, for
-/// at most [`EAGER_ROUNDS`] rounds: on a fast link, 50 ms would leave the sender's buffer
+/// what its outputs have taken this often instead, until they have taken every byte the
+/// sender had sent when it asked, for at most [`EAGER_ROUNDS`] rounds: on a fast link, 50 ms would leave the sender's buffer
 /// full and its input waiting.
 pub const EAGER_EVERY: Duration = Duration::from_millis(1);
 
@@ -202,11 +202,11 @@ impl Confirming {
         }
         let (link, meter, over) = (Arc::clone(input), Arc::clone(meter), Arc::clone(&done));
         let thread = thread::Builder::new().name("accel-confirm".into()).spawn(move || {
-            let (mut told, mut eager) = (0, 0);
+            let (mut told, mut pace) = (0, Pace::default());
             loop {
-                thread::park_timeout(if eager > 0 { EAGER_EVERY } else { DELIVERED_EVERY });
-                if link.take_asked() {
-                    eager = EAGER_ROUNDS;
+                thread::park_timeout(pace.period());
+                if let Some(upto) = link.take_asked() {
+                    pace.asked(upto);
                 }
                 // Once more after the run: the last count, exact, whatever follows.
                 let last = over.load(Relaxed);
@@ -218,8 +218,7 @@ impl Confirming {
                 if (taken > told || link.quiet()) && matches!(link.deliver(taken), Ok(true)) {
                     told = taken;
                 }
-                // Asked: at the short period until the outputs have taken what has come.
-                eager = if taken >= snapshot.bytes_in { 0 } else { eager.saturating_sub(1) };
+                pace.after(taken);
                 if last {
                     return;
                 }
@@ -236,6 +235,38 @@ impl Confirming {
             thread.thread().unpark();
             let _ = thread.join();
         }
+    }
+}
+
+/// How often a receiver's [`Confirming`] says what its outputs have taken: every
+/// [`DELIVERED_EVERY`], or, once the sender asked, every [`EAGER_EVERY`] until the outputs have
+/// taken every byte the sender had sent when it asked (at most [`EAGER_ROUNDS`] rounds).
+#[derive(Debug, Default)]
+struct Pace {
+    /// Short rounds left.
+    eager: u32,
+    /// The furthest stream offset the sender asked about.
+    until: u64,
+}
+
+impl Pace {
+    /// The sender asked, having sent `upto` bytes.
+    fn asked(&mut self, upto: u64) {
+        (self.eager, self.until) = (EAGER_ROUNDS, self.until.max(upto));
+    }
+
+    /// A round is over, the outputs having taken `taken` bytes. Not what the input has
+    /// counted in: it may not have handed the backlog the bytes it read with the ask yet,
+    /// and the sender, its buffer full of them, would wait for the next long round (taken
+    /// as far as the input had counted, the short rounds ended there, and a `-m 1M` sender
+    /// got the word of each MiB 50 ms late).
+    fn after(&mut self, taken: u64) {
+        self.eager = if taken >= self.until { 0 } else { self.eager.saturating_sub(1) };
+    }
+
+    /// How long until the next round.
+    fn period(&self) -> Duration {
+        if self.eager > 0 { EAGER_EVERY } else { DELIVERED_EVERY }
     }
 }
 
@@ -655,6 +686,27 @@ fn seconds(duration: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Asked, a receiver keeps to the short period until its outputs have taken every byte
+    /// the sender had sent when it asked: not only what its input had counted in by then
+    /// (seen: the ask about 1 MiB opened, 851,747 bytes counted in and taken, the short
+    /// rounds ended, the rest said 50 ms later); and for so many rounds at most.
+    #[test]
+    fn asked_the_receiver_confirms_at_the_short_period_until_the_ask_is_answered() {
+        let mut pace = Pace::default();
+        assert_eq!(pace.period(), DELIVERED_EVERY);
+        pace.asked(1 << 20);
+        pace.after(851_747);
+        assert_eq!(pace.period(), EAGER_EVERY, "the bytes read with the ask are still to come");
+        pace.after(1 << 20);
+        assert_eq!(pace.period(), DELIVERED_EVERY, "the ask is answered");
+        pace.asked(2 << 20);
+        for _ in 0..EAGER_ROUNDS {
+            assert_eq!(pace.period(), EAGER_EVERY);
+            pace.after(1 << 20);
+        }
+        assert_eq!(pace.period(), DELIVERED_EVERY, "outputs this slow are the bottleneck");
+    }
 
     /// Issue 32, item 5: every error a reset or an abort surfaces as is a drop; a failure
     /// that a new connection does not mend is not.

@@ -20,8 +20,9 @@ pub(super) struct Receiving {
     /// The sender's Hello goes on with its stream (a reconnection), so the sender waits for
     /// a Resume frame.
     goes_on: bool,
-    /// The sender's heartbeat came, which also asks for a confirmation.
-    asked: bool,
+    /// The sender's heartbeat came, which also asks for a confirmation: of the stream bytes
+    /// that came before it (its offset), every one the sender sent before it asked.
+    asked: Option<u64>,
     /// A failure (a frame that did not decompress, the sender's Abort...) that came after
     /// stream bytes in the same read: those bytes are the stream's and go out first, and
     /// the failure with the next read.
@@ -32,9 +33,10 @@ pub(super) struct Receiving {
 }
 
 impl Channel {
-    /// Whether the sender asked for a confirmation since the last call (receiving side).
-    pub fn take_asked(&mut self) -> bool {
-        std::mem::take(&mut self.receiving.asked)
+    /// Whether the sender asked for a confirmation since the last call (receiving side):
+    /// the stream offset its word must reach, the bytes that came before its ask.
+    pub fn take_asked(&mut self) -> Option<u64> {
+        self.receiving.asked.take()
     }
 
     /// Takes the sender's Hello (receiving side): the stream, and whether it goes on.
@@ -184,7 +186,7 @@ impl Channel {
                 Some(Frame::Data(len)) if self.pending.is_empty() => *got += len,
                 Some(Frame::Data(_)) => *got += self.hand_out(&mut buf[*got..]),
                 Some(Frame::End(count)) => self.end_at(count)?,
-                Some(Frame::Heartbeat) => self.receiving.asked = true,
+                Some(Frame::Heartbeat) => self.receiving.asked = Some(self.offset),
                 Some(Frame::Abort(why)) => {
                     // The sender's words, on our terminal: no escape sequence gets through.
                     return Err(io::Error::other(format!(

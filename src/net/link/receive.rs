@@ -4,7 +4,7 @@
 
 use std::io;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::{Arc, MutexGuard};
+use std::sync::{Arc, MutexGuard, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -42,8 +42,9 @@ impl Link {
             let (came, ended) = (channel.take_wire(), channel.ended());
             // The sender asks for a confirmation when its buffer fills with unconfirmed
             // bytes; often its last word before it waits.
-            if let (true, Some(confirmer)) = (channel.take_asked(), self.confirmer.get()) {
-                self.asked.store(true, Relaxed);
+            if let (Some(upto), Some(confirmer)) = (channel.take_asked(), self.confirmer.get()) {
+                let mut asked = self.asked.lock().unwrap_or_else(PoisonError::into_inner);
+                *asked = Some(asked.map_or(upto, |before| before.max(upto)));
                 confirmer.unpark();
             }
             // The end of the stream, or a failure: the counts are final (as far as they go).
@@ -150,9 +151,11 @@ impl Link {
         Ok(session)
     }
 
-    /// Whether the sender asked for a confirmation since the last call (receiving side).
-    pub fn take_asked(&self) -> bool {
-        self.asked.swap(false, Relaxed)
+    /// Whether the sender asked for a confirmation since the last call (receiving side):
+    /// the stream offset its word must reach (every byte the sender had sent when it asked,
+    /// which the input may not have handed to the backlog yet).
+    pub fn take_asked(&self) -> Option<u64> {
+        self.asked.lock().unwrap_or_else(PoisonError::into_inner).take()
     }
 
     /// Wakes `confirmer` when the sender asks for a confirmation (receiving side).

@@ -77,7 +77,7 @@ impl Link {
                     if awaits_count.is_some_and(|since| confirmed > since) {
                         session.awaits_count = None;
                     }
-                    let pressing = self.keep.get().is_some_and(Keep::pressing);
+                    let pressing = self.keep.get().is_some_and(|keep| keep.pressing(n));
                     if session.awaits_count.is_none() && pressing {
                         session.awaits_count = Some(confirmed);
                         let asked = session.channel.as_mut().map_or(Ok(()), |c| c.ask(stop));
