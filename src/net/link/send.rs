@@ -64,7 +64,7 @@ impl Link {
                 continue;
             };
             let compressor = parts.compressor.get_or_insert_with(Compressor::none);
-            compressor.held(self.keep.get().is_some_and(Keep::pressing));
+            compressor.held(self.keep.get().is_some_and(|keep| keep.pressing(0)));
             let sent = channel.send(buf, stop, compressor);
             self.heard(channel.confirmed(), false);
             self.publish_wire(&parts.compressor, &mut parts.wire_published, false);

@@ -157,6 +157,14 @@ impl Several {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Receiving side: the stream offset past every byte that has come so far, held early
+    /// or handed out (the furthest an ask can be about).
+    fn received_upto(&self) -> u64 {
+        let state = self.lock();
+        let early = state.early.last_key_value().map(|(&at, bytes)| at + bytes.len() as u64);
+        early.unwrap_or(state.next).max(state.next)
+    }
+
     /// Waits for a change, at most [`LOOK_AGAIN`].
     fn wait<'a>(&self, state: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
         self.changed

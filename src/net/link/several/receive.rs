@@ -4,8 +4,8 @@
 //! has closed them all.
 
 use std::io;
-use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, PoisonError};
 use std::time::Instant;
 
 use rustix::event::PollFlags;
@@ -150,7 +150,12 @@ impl Link {
                         }
                         Scattered::Heartbeat => {
                             if let Some(confirmer) = self.confirmer.get() {
-                                self.asked.store(true, Relaxed);
+                                // The word must reach every byte that came before the ask,
+                                // on this connection or the others.
+                                let upto = several.received_upto();
+                                let mut asked =
+                                    self.asked.lock().unwrap_or_else(PoisonError::into_inner);
+                                *asked = Some(asked.map_or(upto, |before| before.max(upto)));
                                 confirmer.unpark();
                             }
                         }
