@@ -136,7 +136,8 @@ fn pull_through_ssh_is_byte_exact(engine: &str) {
 
 /// The direct path blocked (nftables in the receiver's namespace drops every new connection
 /// but ssh's): the stream goes through ssh, byte-exact, said once in one line with the
-/// reason; with `--via direct`, status 6 and nothing sent.
+/// reason; with `--streams 4`, over one stream, said; with `--via direct`, status 6 and
+/// nothing sent.
 #[test]
 fn a_blocked_direct_path_falls_back_through_ssh_said_once() {
     let Some(veth) = Veth::new("sshfb", 134) else { return };
@@ -153,6 +154,9 @@ fn a_blocked_direct_path_falls_back_through_ssh_said_once() {
     let lines: Vec<&str> = said.lines().filter(|line| line.contains("through ssh")).collect();
     assert_eq!(lines.len(), 1, "{said}");
     assert!(lines[0].contains("no answer in 3 s; sending through ssh instead (slower)"), "{said}");
+    // With --streams 4: one stream through the session, said in one line more.
+    let said = push(&sshd, "auto", &["--streams", "4"], Some(&veth.a.netns));
+    assert!(said.contains("accel: --streams 4: through ssh, one stream\n"), "{said}");
     let mut args = sshd.args();
     args.extend(
         ["--via", "direct", "--to", &sshd.url(), "--", "cat > /dev/null"].map(String::from),
@@ -164,7 +168,8 @@ fn a_blocked_direct_path_falls_back_through_ssh_said_once() {
 }
 
 /// Pull with the direct path refused (nftables in the local namespace resets every new
-/// connection to it): through ssh, byte-exact, said once with the reason.
+/// connection to it): through ssh, byte-exact, said once with the reason; with `--streams
+/// 4`, over one stream, said.
 #[test]
 fn a_refused_direct_path_falls_back_through_ssh_for_a_pull() {
     let Some(veth) = Veth::new("sshfr", 135) else { return };
@@ -177,6 +182,11 @@ fn a_refused_direct_path_falls_back_through_ssh_for_a_pull() {
     let lines: Vec<&str> = said.lines().filter(|line| line.contains("through ssh")).collect();
     assert_eq!(lines.len(), 1, "{said}");
     assert!(lines[0].contains("refused; sending through ssh instead (slower)"), "{said}");
+    // With --streams 4, which goes to the remote sender: one stream through the session,
+    // said in one line more.
+    let said = pull(&sshd, "auto", &["--streams", "4"], Some(&veth.a.netns));
+    assert!(said.contains("refused; sending through ssh instead (slower)"), "{said}");
+    assert!(said.contains("accel: --streams 4: through ssh, one stream\n"), "{said}");
 }
 
 /// The veth link between the two hosts down for 10 s mid-stream (`--heartbeat 250ms`, which
@@ -504,4 +514,44 @@ fn the_json_says_what_the_remote_command_took() {
     assert_eq!(remote["status"], 3, "{text}");
     assert_eq!(remote["stopped"], false, "{text}");
     assert!(remote["seconds"].as_f64().is_some_and(|s| s >= 0.0), "{text}");
+}
+
+/// `--streams 4` to a remote accel started through ssh: it takes the stream's four
+/// connections (its --debug says so), and the remote command's file is the input, byte for
+/// byte.
+#[test]
+fn a_push_over_four_streams_is_byte_exact() {
+    let Some(sshd) = Sshd::start() else { return };
+    let said = push(&sshd, "auto", &["--streams", "4", "--remote-args", "--debug"], None);
+    assert!(said.contains("4 connections, a window of"), "{said}");
+}
+
+/// Pulling, the remote accel sends: `--streams 4` given here goes to it, and this receiver
+/// takes four connections (its --debug says so), byte-exact.
+#[test]
+fn a_pull_over_four_streams_is_byte_exact() {
+    let Some(sshd) = Sshd::start() else { return };
+    let said = pull(&sshd, "auto", &["--streams", "4", "--debug"], None);
+    assert!(said.contains("4 connections, a window of"), "{said}");
+}
+
+/// `--via ssh` carries one connection: with `--streams 4`, refused in one line before ssh
+/// is started, status 2, for a push and a pull alike.
+#[test]
+fn several_streams_through_ssh_are_refused() {
+    let Some(sshd) = Sshd::start() else { return };
+    for (way, command) in [("--to", "cat > /dev/null"), ("--from", "echo x")] {
+        let mut args = sshd.args();
+        args.extend(
+            ["--streams", "4", "--via", "ssh", way, &sshd.url(), "--", command].map(String::from),
+        );
+        let (status, out, said) = run_fed(piped(&mut accel_with("auto", &args)), b"x");
+        assert_eq!(status.code(), Some(2), "{way}: {said}");
+        assert_eq!(
+            said.trim_end(),
+            "accel: --streams 4: only over a direct connection; --via ssh carries one stream",
+            "{way}"
+        );
+        assert!(out.is_empty(), "{way}");
+    }
 }

@@ -444,7 +444,8 @@ pub struct Cli {
     /// at the address ssh connects to: resumed after a drop, and not held to ssh's 2 MiB
     /// window or its one cipher thread. Through the session, the same frames go over ssh's
     /// stdin and stdout: it works wherever ssh does (a jump host, a closed port), at ssh's
-    /// speed, and a drop of the session ends the run.
+    /// speed, and a drop of the session ends the run, over one connection (--streams
+    /// above 1 is refused with --via ssh).
     #[arg(long, value_name = "auto|direct|ssh", help_heading = "Network")]
     pub via: Option<String>,
 
@@ -470,7 +471,12 @@ pub struct Cli {
     /// and puts the frames back in order, holding at most a quarter of its -m out of order:
     /// the sender never has more than that beyond what the receiver confirmed. Above 1, the
     /// receiver must be an accel that takes several streams; an older one refuses, saying so.
-    #[arg(long, value_name = "N", requires = "peer", help_heading = "Network")]
+    /// With ssh://, over the direct connection (with --from ssh://, the remote accel sends,
+    /// over N); --via ssh carries one and refuses N above 1; a fallback through ssh (--via
+    /// auto) carries one, said in a line.
+    // Not `requires = "peer"`: the remote end (`--serve-ssh`) takes it too, from the local
+    // --streams or --remote-args (see validate.rs).
+    #[arg(long, value_name = "N", help_heading = "Network")]
     pub streams: Option<String>,
 
     /// With --to: compress each frame with zstd before it is sealed: auto (the level follows

@@ -512,6 +512,9 @@ fn streams(cli: &Cli) -> Result<u8, ConfigError> {
         value: text.clone(),
         reason: reason.into(),
     };
+    if cli.to.is_empty() && cli.from.is_none() && !cli.serve_ssh {
+        return Err(fail("only with --to or --from"));
+    }
     let streams: u8 = text.trim().parse().map_err(|_| fail("a number of connections, 1 to 16"))?;
     if !(1..=net::wire::MOST_STREAMS).contains(&streams) {
         return Err(fail("a number of connections, 1 to 16"));
@@ -635,9 +638,13 @@ fn ssh_settings(cli: &Cli) -> Result<Option<Ssh>, ConfigError> {
         Some(text) if !text.trim().is_empty() => words("--remote-args", text)?,
         _ => Vec::new(),
     };
-    // Pulling, the remote accel is the sender: it compresses as asked here.
+    // Pulling, the remote accel is the sender: it compresses as asked here, and carries the
+    // stream over as many connections.
     if let (Some(how), "--from") = (&cli.compress, option) {
         remote_args.extend(["--compress".to_owned(), how.clone()]);
+    }
+    if let (Some(count), "--from") = (&cli.streams, option) {
+        remote_args.extend(["--streams".to_owned(), count.trim().to_owned()]);
     }
     let via = match cli.via.as_deref().map(str::trim) {
         None | Some("auto") => Via::Auto,
@@ -645,6 +652,18 @@ fn ssh_settings(cli: &Cli) -> Result<Option<Ssh>, ConfigError> {
         Some("ssh") => Via::Ssh,
         Some(other) => return Err(error("--via", other, "expected auto, direct or ssh")),
     };
+    // The session carries one byte stream to one loopback connection: several connections
+    // are for a direct path (a per-flow limit, one cipher thread), which `--via ssh` gave up.
+    // Refused rather than quietly made one: both were asked for, and a run that silently
+    // carries less than asked hides it (`--via auto` still may fall back).
+    if via == Via::Ssh && streams(cli)? > 1 {
+        let count = cli.streams.clone().unwrap_or_default();
+        return Err(error(
+            "--streams",
+            &count,
+            "only over a direct connection; --via ssh carries one stream",
+        ));
+    }
     let ports = match &cli.remote_ports {
         None => None,
         Some(text) => {

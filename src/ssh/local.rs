@@ -67,6 +67,12 @@ pub fn run(config: &Config, closed: stdio::Closed) -> Exit {
     if started.through {
         // The session's end is the stream's: nothing to connect to again.
         direct.net.resume.within = Duration::ZERO;
+        // The session carries one connection (`--via ssh` with several is refused up front;
+        // this is the fallback): the remote sender of a pull makes the same choice.
+        if config.net.streams > 1 {
+            log.warn(format_args!("--streams {}: through ssh, one stream", config.net.streams));
+            direct.net.streams = 1;
+        }
     }
     match started.peer.take() {
         Some(Peer::Receiver { address, dialed }) => {

@@ -223,6 +223,8 @@ impl Session {
                     let port = loopback.local_addr().map_err(|e| describe(&e))?.port();
                     let address = Address::parse(&format!("127.0.0.1:{port}"), false)?;
                     write_best_effort(&control_out, Answer::Through(why).line().as_bytes());
+                    // The session carries one connection: the local accel says so.
+                    config.net.streams = 1;
                     (address, Control::Through(loopback))
                 }
             };
