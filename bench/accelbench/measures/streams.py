@@ -4,9 +4,10 @@ an htb root of 200 Mbit/s with 256 classes of 50 Mbit/s, each TCP flow put into 
 hash on bits 1 to 8 of its source port (cls_flow and sch_fq are not in this kernel; Linux
 picks even ports for connect(), so bit 0 says nothing); (b) the delay line at 80 ms round
 trip, 1 Gbit/s, 0.5 % of the packets dropped at random in the line (each way, MTU 1500: the
-Mathis bound holds one CUBIC flow to a few Mbit/s), once with CUBIC in both namespaces (and
-accel `--congestion cubic`) and once with BBR (skipped, saying why, where the kernel does not
-offer it); (c) a plain veth pair, unlimited: the CPUs are the limit, CPU s per GiB of both ends.
+Mathis bound holds one CUBIC flow to a few Mbit/s), once with CUBIC for every connection
+(the route's `congctl` in both namespaces, and accel `--congestion cubic`) and once with BBR
+(skipped, saying why, where the kernel does not offer it); (c) a plain veth pair, unlimited:
+the CPUs are the limit, CPU s per GiB of both ends.
 Rows: accel `--streams` 1, 2, 4, 8 (encrypted); mbuffer's plain TCP; ssh (aes128-gcm, its
 fastest cipher here) into an sshd of the benchmark's own, started for each run (so that its
 session's CPU is counted). MiB/s over the whole run (connections' set-up included), median
