@@ -1,6 +1,7 @@
 """Statistics over rounds: the rotated order in which tools take turns (`rotated`,
 `interleaved`), one `Samples` per tool (wall, CPU, failures, dropped after a timeout),
-medians and spreads (`med`, `fmt_spread`), and the status cell a table shows for them.
+medians and spreads (`med`, `fmt_spread`), the status cell a table shows for them, and
+figures paired by round (`per_round`) with a goal's verdict on them (`verdict`).
 
 Every timed figure is a median over rounds in which the tools run in rotating order, so
 that a slow drift in the machine's background load hits all tools alike.
@@ -104,3 +105,20 @@ class Samples:
 def excluded_status(reason: str) -> str:
     """The status cell of a tool the sanity check excluded."""
     return f"EXCLUDED: 8 MiB sanity check failed: {reason}".replace("|", "\\|")
+
+
+def per_round(xs: dict[int, float], ys: dict[int, float], op) -> list[float]:
+    """op(x, y) for each round in which both rows have a figure, in round order."""
+    return [op(xs[r], ys[r]) for r in sorted(xs) if r in ys]
+
+
+def verdict(xs: list[float], holds) -> str:
+    """**met** or **NOT met** by the median of `xs` (holds(median) decides), saying so when
+    some round fell on the other side; "not measured" without figures."""
+    if not xs:
+        return "not measured"
+    met = holds(med(xs))
+    said = "**met**" if met else "**NOT met**"
+    if any(holds(x) != met for x in xs):
+        said += " (some rounds fall on the other side)"
+    return said

@@ -31,6 +31,7 @@ ORDER = (
     "compress",
     "resume",
     "ssh",
+    "streams",
     "asmbuffer",
 )
 

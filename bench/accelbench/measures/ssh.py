@@ -31,11 +31,11 @@ from dataclasses import dataclass, field
 from ..context import BENCH, MIB, WORK, Context, NotMeasured, note
 from ..markdown import code, md_table
 from ..netlab import (
-    WAN_ONE_WAY_MS, WAN_RATE, WAN_RECEIVER, BytesBeside, DelayLine, Netns, SshLab, Sshd,
+    LAB_TCP_WMEM, WAN_ONE_WAY_MS, WAN_RATE, WAN_RECEIVER, BytesBeside, DelayLine, Netns, SshLab, Sshd,
     have_openssh, lab_section, sh, veth,
 )
 from ..processes import RunResult, describe_exit, run_pipeline
-from ..stats import Samples, fmt_spread, interleaved, med
+from ..stats import Samples, fmt_spread, interleaved, med, per_round, verdict
 
 HEADING = "## Between hosts through ssh"
 READER = str(BENCH / "accelbench" / "reader.py")
@@ -54,14 +54,6 @@ ACCEL_ROWS = (DIRECT, THROUGH)
 # the remote accel named (the far namespace's PATH does not hold the build under test), the
 # path forced either way, and the ssh command replaced (the lab's client config).
 SSH_WORDS = ("ssh://", "--remote-accel", "--via", "--ssh-command")
-
-# The send buffer's ceiling in the lab's namespaces. The machine's default (tcp_wmem's max,
-# 4 MiB, which a new namespace copies) holds one TCP flow near 510 Mbit/s at 40 ms (measured
-# here with mbuffer alone, the delay line at 8 % of a CPU): the kernel, not the transport, would
-# be the bottleneck, and "≥ 0.9 of the line rate" unreachable for any one flow. 32 MiB (what
-# the machine's tcp_rmem already allows a receiver) let that flow reach ~860 Mbit/s. ssh's rows
-# are held by its 2 MiB channel window either way.
-LAB_TCP_WMEM = "4096 16384 33554432"
 
 # Issue 34's goals.
 DIRECT_OVER_SSH = 2.5  # on (a), × the faster plain ssh row
@@ -152,11 +144,6 @@ def read_stamps(text: str) -> tuple[float | None, ...]:
     return tuple(got.get(name) for name in STAMPS)
 
 
-def per_round(xs: dict[int, float], ys: dict[int, float], op) -> list[float]:
-    """op(x, y) for each round in which both rows have a figure, in round order."""
-    return [op(xs[r], ys[r]) for r in sorted(xs) if r in ys]
-
-
 def speedups(seconds: dict[int, float], base_seconds: dict[int, float]) -> list[float]:
     """A row's throughput over the base row's, round by round: the same bytes each, so the
     base's seconds over the row's."""
@@ -166,18 +153,6 @@ def speedups(seconds: dict[int, float], base_seconds: dict[int, float]) -> list[
 def lags(seconds: dict[int, float], base_seconds: dict[int, float]) -> list[float]:
     """Seconds by which a row's figure exceeds the base row's, round by round."""
     return per_round(seconds, base_seconds, lambda x, base: x - base)
-
-
-def verdict(xs: list[float], holds) -> str:
-    """**met** or **NOT met** by the median of `xs` (holds(median) decides), saying so when
-    some round fell on the other side; "not measured" without figures."""
-    if not xs:
-        return "not measured"
-    met = holds(med(xs))
-    said = "**met**" if met else "**NOT met**"
-    if any(holds(x) != met for x in xs):
-        said += " (some rounds fall on the other side)"
-    return said
 
 
 def goals(link: Link, runs: dict[str, Runs], nbytes: int) -> list[str]:
