@@ -469,7 +469,8 @@ pub struct Cli {
     /// per-flow limit, a long fat pipe one TCP window cannot fill) or a CPU that one cipher
     /// thread cannot keep up with carries more. The receiver takes as many as it allows (16)
     /// and puts the frames back in order, holding at most a quarter of its -m out of order:
-    /// the sender never has more than that beyond what the receiver confirmed. Above 1, the
+    /// the sender never has more than that beyond what the receiver's outputs took, so the
+    /// receiver's reorder window, a quarter of -m, is part of -m. Above 1, the
     /// receiver must be an accel that takes several streams; an older one refuses, saying so.
     /// With ssh://, over the direct connection (with --from ssh://, the remote accel sends,
     /// over N); --via ssh carries one and refuses N above 1; a fallback through ssh (--via

@@ -499,7 +499,9 @@ fn network_settings(cli: &Cli, size: u64) -> Result<net::Peering, ConfigError> {
         bound: Vec::new(),
         dialed: None,
         streams: streams(cli)?,
-        // A quarter of the buffer: what the reorder map may hold beside it.
+        // A quarter of the buffer, and part of it: the sender never has more beyond what
+        // the receiver's outputs took, so the reorder map and the backlog together hold at
+        // most this (a receiver over several connections holds a quarter of its -m).
         window: size / 4,
     })
 }

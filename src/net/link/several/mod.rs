@@ -15,7 +15,9 @@
 //! - The receiver ([`receive`]): each connection's thread opens frames wherever they belong
 //!   and puts them in a reorder map; the input reads them out in offset order. A frame that
 //!   comes twice is taken once. What the map holds is bounded by the window the receiver
-//!   announced (a quarter of its `-m`), since the sender never has more in flight.
+//!   announced (a quarter of its `-m`), since the sender never has more beyond what the
+//!   receiver's outputs took: the map and the backlog together, so the window is part of
+//!   `-m`, not beside it.
 //! - Confirmations (Delivered) go on every connection, and every sender thread hears them:
 //!   each connection stays alive, and its silence is noticed. The End goes on every
 //!   connection once every unit was written, the Ack back on every one; one Ack is the
