@@ -5,20 +5,26 @@ hash on bits 1 to 8 of its source port (cls_flow and sch_fq are not in this kern
 picks even ports for connect(), so bit 0 says nothing); (b) the delay line at 80 ms round
 trip, 1 Gbit/s, 0.5 % of the packets dropped at random in the line (each way, MTU 1500: the
 Mathis bound holds one CUBIC flow to a few Mbit/s), once with CUBIC for every connection
-(the route's `congctl` in both namespaces, and accel `--congestion cubic`) and once with BBR
-(skipped, saying why, where the kernel does not offer it); (c) a plain veth pair, unlimited:
-the CPUs are the limit, CPU s per GiB of both ends.
+(the route's `congctl` in both namespaces, and accel `--congestion cubic`), plus one row of
+accel as it comes (`--streams 1`, no `--congestion`: it asks for BBR itself, and its route
+lets it), and once with BBR (skipped, saying why, where the kernel does not offer it); (c) a
+plain veth pair, unlimited: the CPUs are the limit, CPU s per GiB of both ends.
 Rows: accel `--streams` 1, 2, 4, 8 (encrypted); mbuffer's plain TCP; ssh (aes128-gcm, its
 fastest cipher here) into an sshd of the benchmark's own, started for each run (so that its
 session's CPU is counted). MiB/s over the whole run (connections' set-up included), median
 [min–max] over interleaved rounds; "× N=1": the row's rate over accel N=1's in the same round.
-The goals of issue 36 follow each table. Sizes: a few seconds per run (--quick: less).
+In (b), the sender's TCP congestion control, as the kernel reads it back on each connection
+(accel --debug, one short run per row before the timed ones). The goals of issue 36 follow
+each table, and in (b) with CUBIC what accel's default gives against the same peers. Sizes:
+a few seconds per run, but about a minute for one CUBIC flow on the lossy line (--quick: less).
 """
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from ..context import GIB, MIB, Context, NotMeasured, note
@@ -28,14 +34,21 @@ from ..netlab import (
     sshd_argv, veth,
 )
 from ..stats import Samples, fmt_spread, interleaved, med, per_round, verdict
-from ..transfers import Pair, key_file, show_across, transfer
+from ..transfers import SENDER_ERR, Pair, key_file, show_across, transfer
 
 HEADING = "## Several streams"
 CAPPED_HERE, CAPPED_FAR = "10.213.36.1", "10.213.36.2"
 PLAIN_HERE, PLAIN_FAR = "10.213.37.1", "10.213.37.2"
 STREAMS = (1, 2, 4, 8)
 MBUFFER, SSH = "mbuffer", "ssh aes128-gcm"
+DEFAULT_ROW = "accel --streams 1, its default congestion control"
+ASKS_NOTHING = "accel --congestion system"  # a probe, not a row (probe_congestion)
 PORT = 9360  # accel N listens on PORT + N, mbuffer on PORT; sshd on 22
+# The default row's port: its connections, and only they, take a route without `congctl`.
+OWN_CHOICE_PORT = PORT + 10
+OWN_CHOICE_TABLE = 36
+# A probe's port: accel `--congestion system`, which asks for nothing, as mbuffer and ssh.
+ASKS_NOTHING_PORT = PORT + 20
 
 # The per-flow cap: 2 ** HASH_BITS classes of FLOW_CAP under a parent of PARENT_CAP. 256
 # classes leave few collisions among 8 flows (two flows in one class share its cap).
@@ -43,6 +56,14 @@ FLOW_CAP, PARENT_CAP, HASH_BITS = "50mbit", "200mbit", 8
 
 # The lossy line.
 LOSS, ONE_WAY_MS, LOSSY_MTU = 0.005, 40, 1500
+# While the CUBIC cell runs, both namespaces' default congestion control: what a socket gets
+# that neither asked for an algorithm nor has a route choosing one. Not the machine's (BBR
+# here): then the default row would show BBR even if accel had not asked for it. Reno: a
+# namespace other than the first may make its default only an algorithm that
+# tcp_allowed_congestion_control lists, and reno is always allowed (CUBIC is not, here).
+UNASKED = "reno"
+# The probe before each lossy cell's timed runs.
+PROBE_MIB = 1
 
 # Issue 36's goals.
 CAP_N4_OVER_N1 = 3.5
@@ -55,7 +76,9 @@ PLAIN_N2_OF_N1 = 0.95
 class Cell:
     """One link: its name, the far end's address, what it is, MiB per run (and --quick's), the
     congestion control asked of both namespaces and of accel (None: each keeps its default),
-    and, when it cannot run, why not."""
+    whether it has the row of accel as it comes (DEFAULT_ROW), and, when it cannot run, why
+    not. Filled by the run: each row's walls and CPU by round, and (where `congestion` is set)
+    the congestion control its sender's connections got, as the kernel read it back."""
     name: str
     host: str
     about: str
@@ -63,8 +86,10 @@ class Cell:
     quick_mib: int
     congestion: str | None = None
     skipped: str | None = None
+    accel_default: bool = False
     walls: dict[str, dict[int, float]] = field(default_factory=dict)
     cpus: dict[str, dict[int, float]] = field(default_factory=dict)
+    got: dict[str, str] = field(default_factory=dict)
 
 
 def cells(available: str) -> list[Cell]:
@@ -74,12 +99,16 @@ def cells(available: str) -> list[Cell]:
     lossy = f"the delay line, {2 * ONE_WAY_MS} ms round trip, 1 Gbit/s, {LOSS:.1%} loss, MTU " \
             f"{LOSSY_MTU}"
     # (b) with CUBIC: 4 MiB was mostly slow start and handshakes (N=1 between 0.4 and 2.4
-    # MiB/s, N=8's streams 0.5 MiB each); 8 MiB puts more of each run in the loss-bound
-    # regime the goal is about, at ~30 s for one flow (Mathis: ~0.3 MiB/s).
+    # MiB/s, N=8's streams 0.5 MiB each); at 8 MiB one early loss still decided a run (N=2
+    # 0.8 to 3.9 MiB/s over three rounds, accel's best against mbuffer 0.74 to 7.93 ×). 16
+    # MiB is ~11,600 packets, ~58 lost ones per run, ~55 s for one flow at the Mathis rate
+    # (~0.3 MiB/s: 1448 B / 80 ms × 1.22 / √0.005), so that one flow's three rows (accel
+    # N=1, mbuffer, ssh) take ~3 min a round, the cell ~3.5 min, and five rounds of the
+    # whole measure ~20 min.
     return [
         Cell("(a) per-flow cap", CAPPED_FAR,
              f"htb {PARENT_CAP} parent, a class of {FLOW_CAP} per flow", 32, 8),
-        Cell("(b) lossy, CUBIC", WAN_RECEIVER, lossy, 8, 1, "cubic"),
+        Cell("(b) lossy, CUBIC", WAN_RECEIVER, lossy, 16, 1, "cubic", accel_default=True),
         Cell("(b) lossy, BBR", WAN_RECEIVER, lossy, 16, 2, "bbr", no_bbr),
         Cell("(c) unlimited veth", PLAIN_FAR, "a plain veth pair, no cap", 512, 32),
     ]
@@ -103,7 +132,8 @@ def ratios(walls: dict[str, dict[int, float]], row: str, base: str) -> list[floa
 
 
 def best_accel(walls: dict[str, dict[int, float]]) -> str | None:
-    """The accel row with the lowest median wall, or None if none has figures."""
+    """The accel `--streams N` row with the lowest median wall, or None if none has figures.
+    Never DEFAULT_ROW: in the CUBIC cell it runs BBR, and the goal is CUBIC everywhere."""
     have = [accel_name(n) for n in STREAMS if walls.get(accel_name(n))]
     return min(have, key=lambda r: med(list(walls[r].values())), default=None)
 
@@ -127,12 +157,45 @@ def goals(cell: Cell) -> list[str]:
             xs = ratios(w, best, other) if best else []
             out.append(goal_line(f"accel's best ({best or 'none'}) ≥ {LOSSY_BEST_OVER_OTHERS} "
                                  f"× {other}", xs, lambda x: x >= LOSSY_BEST_OVER_OTHERS))
+        if cell.accel_default:
+            got = cell.got.get(DEFAULT_ROW, "its congestion control not read back")
+            out.append("\nNot issue 36's goal (that is CUBIC everywhere, above), but what a user "
+                       f"gets without tuning: {DEFAULT_ROW} ({got}) against the peers under "
+                       f"{cell.congestion}:\n")
+            for other in (MBUFFER, SSH):
+                out.append(goal_line(f"{DEFAULT_ROW} ≥ {LOSSY_BEST_OVER_OTHERS} × {other}",
+                                     ratios(w, DEFAULT_ROW, other),
+                                     lambda x: x >= LOSSY_BEST_OVER_OTHERS))
         return out
     if cell.name.startswith("(c)"):
         return [goal_line(f"N=2 not slower than N=1 by more than "
                           f"{1 - PLAIN_N2_OF_N1:.0%}", ratios(w, accel_name(2), one),
                           lambda x: x >= PLAIN_N2_OF_N1)]
     return ["- no goal of its own (BBR against CUBIC: compare the tables)"]
+
+
+def connections_got(sender_stderr: str) -> str:
+    """The congestion control(s) a sender's connections got, from its --debug lines (`...;
+    the connection's TCP congestion control: NAME`, as the kernel reads it back), sorted and
+    each once; "not said" where no line says."""
+    got = sorted(set(re.findall(r"the connection's TCP congestion control: (\S+)",
+                                sender_stderr)))
+    return ", ".join(got) if got else "not said"
+
+
+def own_choice_commands(dev: str, me: str, peer: str, sending: bool,
+                        port: int = OWN_CHOICE_PORT,
+                        table: int = OWN_CHOICE_TABLE) -> list[list[str]]:
+    """`ip` arguments that give the connections of `port` (and only them) a route to `peer`
+    without `congctl`, so that the algorithm accel asks for stands: a route's congctl
+    replaces a socket's own choice made before connect() (tcp_connect_init ->
+    tcp_ca_dst_init) and an accepted connection's (tcp_ca_openreq_child). A route in
+    `table`, and a rule sending to it the sender's packets to `port` (`sending`) or the
+    receiver's from it."""
+    rule = (["to", peer, "ipproto", "tcp", "dport", str(port)] if sending
+            else ["from", me, "ipproto", "tcp", "sport", str(port)])
+    return [["route", "replace", peer, "dev", dev, "src", me, "table", str(table)],
+            ["rule", "add", *rule, "lookup", str(table), "priority", "100"]]
 
 
 def htb_batch(dev: str, parent: str = PARENT_CAP, cap: str = FLOW_CAP,
@@ -169,18 +232,25 @@ def pairs(cell: Cell, accel: str, key: str, lab: SshLab) -> list[Pair]:
     cc = ["--congestion", cell.congestion] if cell.congestion else []
     out = []
     for n in STREAMS:
-        port = PORT + n
-        out.append(Pair(accel_name(n),
-                        [accel, "--from", f"{host}:{port}", "--key-file", key, "-q",
-                         "-o", "/dev/null"] + cc,
-                        [[accel, "--to", f"{host}:{port}", "--key-file", key, "-q",
-                          "--streams", str(n)] + cc], port))
+        out.append(accel_pair(accel_name(n), accel, key, host, PORT + n, n, cc))
+    if cell.accel_default:  # as it comes: no --congestion at either end
+        out.append(accel_pair(DEFAULT_ROW, accel, key, host, OWN_CHOICE_PORT, 1, []))
     out.append(Pair(MBUFFER, ["mbuffer", "-q", "-m", "32M", "-I", str(PORT), "-o", "/dev/null"],
                     [["mbuffer", "-q", "-m", "32M", "-O", f"{host}:{PORT}"]], PORT))
     out.append(Pair(SSH, sshd_argv(lab.sshd_config, 22),
                     [lab.ssh + ["-c", "aes128-gcm@openssh.com", host, "cat > /dev/null"]],
                     22, daemon=True))
     return out
+
+
+def accel_pair(name: str, accel: str, key: str, host: str, port: int, n: int,
+               cc: list[str]) -> Pair:
+    """accel --to host:port --streams n into accel --from, both with the options `cc`."""
+    return Pair(name,
+                [accel, "--from", f"{host}:{port}", "--key-file", key, "-q", "-o", "/dev/null"]
+                + cc,
+                [[accel, "--to", f"{host}:{port}", "--key-file", key, "-q", "--streams", str(n)]
+                 + cc], port)
 
 
 # --------------------------------------------------------------------------------------------
@@ -223,10 +293,14 @@ def body(ctx: Context) -> str:
                     # per 1500-byte packet is what a real path loses.
                     a.ip("link", "set", line.dev_a, "mtu", str(LOSSY_MTU))
                     b.ip("link", "set", line.dev_b, "mtu", str(LOSSY_MTU))
-                    for ns, dev, me, peer in ((a, line.dev_a, WAN_SENDER, WAN_RECEIVER),
-                                              (b, line.dev_b, WAN_RECEIVER, WAN_SENDER)):
+                    sides = ((a, line.dev_a, WAN_SENDER, WAN_RECEIVER, True),
+                             (b, line.dev_b, WAN_RECEIVER, WAN_SENDER, False))
+                    for ns, dev, me, peer, _ in sides:
                         congestion_route(ns, dev, me, peer, cell.congestion)
-                    text += measure_cell(ctx, cell, pairs(cell, accel, key, lab), a, b)
+                    with own_choice(sides, cell.accel_default):
+                        cell_pairs = pairs(cell, accel, key, lab)
+                        probe_congestion(ctx, cell, cell_pairs, a, b)
+                        text += measure_cell(ctx, cell, cell_pairs, a, b)
             else:
                 text += measure_cell(ctx, cell, pairs(cell, accel, key, lab), a, b)
     return (f"`head -c SIZE /dev/zero | X` in one namespace into the other (to /dev/null). "
@@ -240,9 +314,23 @@ def body(ctx: Context) -> str:
             f"way, {LOSS:.1%} of the packets dropped at random (each way), MTU {LOSSY_MTU}, "
             f"the cell's congestion control for every connection, set on the route to the "
             f"far end in both namespaces (`ip route … congctl`: a namespace may not make "
-            f"CUBIC its default here) and given to accel as `--congestion` (the line is a "
-            f"Python process: with BBR it, not the line rate, may be the limit); (c) a plain "
-            f"veth pair, unlimited. "
+            f"CUBIC its default here; a route's congctl also replaces what a program asked "
+            f"for before it connected, so mbuffer, ssh and accel alike get it) and given to "
+            f"accel as `--congestion` (the line is a Python process: with BBR it, not the "
+            f"line rate, may be the limit); with CUBIC, one row more, `{DEFAULT_ROW}`: accel "
+            f"as it comes, no `--congestion` at either end, asking for BBR itself as it does "
+            f"wherever the kernel lets a program choose it (root, or BBR in "
+            f"net.ipv4.tcp_allowed_congestion_control; a user on a stock CUBIC system, whose "
+            f"list is `reno cubic`, keeps CUBIC); its connections alone (port "
+            f"{OWN_CHOICE_PORT}, by an `ip rule` on the port) take a route without congctl, "
+            f"and while the cell runs both namespaces' default is {UNASKED}, so that only "
+            f"accel's own asking can give it BBR. \"sender's congestion control\": what the "
+            f"kernel read back on each connection of the sender (accel `--debug`, one "
+            f"{PROBE_MIB} MiB run per row before the timed rounds); mbuffer and ssh ask for "
+            f"none and get what accel `--congestion system`, asking for none either, got. "
+            f"\"accel's best\" in the goals is the `--streams N` row under the cell's "
+            f"algorithm with the best median, never the default row, which follows on its "
+            f"own; (c) a plain veth pair, unlimited. "
             f"Outside (b), each keeps its own congestion control: accel's default (BBR where "
             f"offered), the others the machine's default, `{default}`. "
             f"{ctx.rounds} interleaved rounds. MiB/s: SIZE over the whole run (set-up "
@@ -260,6 +348,61 @@ def congestion_route(ns: Netns, dev: str, me: str, peer: str, algorithm: str) ->
     make an algorithm of tcp_allowed_congestion_control its default (EPERM otherwise), and
     widening that list is the machine's setting, not the lab's."""
     ns.ip("route", "replace", peer, "dev", dev, "src", me, "congctl", algorithm)
+
+
+@contextmanager
+def own_choice(sides, wanted: bool):
+    """While inside, where `wanted`: the default row's connections take a route without
+    `congctl` (own_choice_commands), and every namespace's default congestion control is
+    UNASKED; afterwards the rules go and each namespace's default is its own again (the
+    routes go with the line). `sides`: (namespace, device, own address, peer, sending)."""
+    if not wanted:
+        yield
+        return
+    key = "net.ipv4.tcp_congestion_control"
+    before = {}
+    added: list[tuple[Netns, list[str]]] = []
+    try:
+        for ns, dev, me, peer, sending in sides:
+            before[ns.name] = subprocess.run(ns.argv(["sysctl", "-n", key]), check=True,
+                                             capture_output=True, text=True).stdout.strip()
+            sh(ns.argv(["sysctl", "-q", "-w", f"{key}={UNASKED}"]))
+            for args in own_choice_commands(dev, me, peer, sending):
+                ns.ip(*args)
+                added.append((ns, args))
+        yield
+    finally:
+        for ns, args in reversed(added):
+            if args[0] == "rule":
+                ns.ip("rule", "del", *args[2:])
+        for ns, _, _, _, _ in sides:
+            if ns.name in before:
+                sh(ns.argv(["sysctl", "-q", "-w", f"{key}={before[ns.name]}"]))
+
+
+def probe_congestion(ctx: Context, cell: Cell, cell_pairs: list[Pair], a: Netns,
+                     b: Netns) -> None:
+    """Where the cell sets a congestion control: PROBE_MIB through each accel row with the
+    sender's --debug instead of -q, and through accel `--congestion system` (a socket that
+    asks for nothing, as mbuffer's and ssh's); `cell.got` takes what each sender's
+    connections got, as the kernel read it back (mbuffer and ssh: the latter's)."""
+    if not cell.congestion:
+        return
+    nothing = accel_pair(ASKS_NOTHING, ctx.accel, key_file(ctx.accel), cell.host,
+                         ASKS_NOTHING_PORT, 1, ["--congestion", "system"])
+    producer = ["head", "-c", str(PROBE_MIB * MIB), "/dev/zero"]
+    for p in [q for q in cell_pairs if q.name.startswith("accel")] + [nothing]:
+        sender = ["--debug" if w == "-q" else w for w in p.sender[-1]]
+        _, _, error = transfer(Pair(p.name, p.receiver, [producer, sender], p.port), b, a,
+                               ctx.timeout)
+        cell.got[p.name] = (f"not read back: {error[:120]}" if error
+                            else connections_got(SENDER_ERR.read_text(errors="replace")))
+        a.kill_all()
+        b.kill_all()
+        note(f"streams {cell.name}: {p.name}: the sender's connections got "
+             f"{cell.got[p.name]}")
+    for peer in (MBUFFER, SSH):
+        cell.got[peer] = f"{cell.got[ASKS_NOTHING]} (asks for none)"
 
 
 def measure_cell(ctx: Context, cell: Cell, cell_pairs: list[Pair], a: Netns, b: Netns) -> str:
@@ -285,12 +428,14 @@ def measure_cell(ctx: Context, cell: Cell, cell_pairs: list[Pair], a: Netns, b: 
         w = cell.walls[p.name]
         sender = (f"ssh -F lab -c aes128-gcm@openssh.com {cell.host} 'cat > /dev/null'"
                   if p.name == SSH else show_across(p.sender[-1], ctx.accel))
-        rows.append([p.name, code(sender),
+        got = [cell.got.get(p.name, "—")] if cell.congestion else []
+        rows.append([p.name, code(sender), *got,
                      fmt_spread([mib / x for x in w.values()], 1),
                      fmt_spread(ratios(cell.walls, p.name, one)),
                      fmt_spread([c / (mib * MIB / GIB) for c in cell.cpus[p.name].values()]),
                      samples[p.name].status()])
+    got_head = ["sender's congestion control (read back)"] if cell.congestion else []
     return (f"### {cell.name}: {cell.about}; {mib} MiB per run\n\n"
-            + md_table(["X", "sender", "MiB/s median [min–max]", "× N=1", "CPU s/GiB",
-                        "status"], rows)
+            + md_table(["X", "sender", *got_head, "MiB/s median [min–max]", "× N=1",
+                        "CPU s/GiB", "status"], rows)
             + "\n\nGoals (issue 36):\n\n" + "\n".join(goals(cell)) + "\n\n")
