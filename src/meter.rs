@@ -30,6 +30,9 @@ pub struct Meter {
     held_disk: AtomicU64,
     peak_memory: AtomicU64,
     peak_disk: AtomicU64,
+    /// A network input over several connections: the most its reorder map held at once,
+    /// beside the buffer (frames that came before their turn).
+    peak_reorder: AtomicU64,
     input_held: Wait,
     /// A network input's dropped connections (`--from`).
     input_outages: OutageMeter,
@@ -306,6 +309,8 @@ pub struct Snapshot {
     pub held_disk: u64,
     /// The most held in the spill file at once.
     pub peak_disk: u64,
+    /// The most a network input over several connections held in its reorder map at once.
+    pub peak_reorder: u64,
     /// Each reader, in the run's order.
     pub readers: Vec<ReaderSnapshot>,
     /// Each reader's frames on the wire, in the same order: a network output's.
@@ -525,6 +530,7 @@ impl Meter {
             held_disk: AtomicU64::new(0),
             peak_memory: AtomicU64::new(0),
             peak_disk: AtomicU64::new(0),
+            peak_reorder: AtomicU64::new(0),
             input_held: Wait::default(),
             input_outages: OutageMeter::default(),
             input_streams: Mutex::default(),
@@ -570,6 +576,11 @@ impl Meter {
         self.held_disk.store(disk, Relaxed);
         self.peak_memory.fetch_max(memory, Relaxed);
         self.peak_disk.fetch_max(disk, Relaxed);
+    }
+
+    /// Says how much a network input over several connections holds in its reorder map now.
+    pub fn reordered(&self, held: u64) {
+        self.peak_reorder.fetch_max(held, Relaxed);
     }
 
     /// Counts `n` bytes taken by reader `reader`.
@@ -702,6 +713,7 @@ impl Meter {
             peak_memory: self.peak_memory.load(Relaxed),
             held_disk: self.held_disk.load(Relaxed),
             peak_disk: self.peak_disk.load(Relaxed),
+            peak_reorder: self.peak_reorder.load(Relaxed),
             readers,
             wires,
             streams,

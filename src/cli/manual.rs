@@ -114,6 +114,12 @@ pub const JSON_FIELDS: &[[&str; 3]] = &[
         "bytes held now in memory (and pool pipes), and in the spill file",
     ],
     ["`peak_memory_bytes`, `peak_disk_bytes`", "summary", "the most held at once in each"],
+    [
+        "`peak_reorder_bytes`",
+        "summary",
+        "`--from` over several connections: the most its reorder map held at once (frames \
+         that came before their turn), beside `peak_memory_bytes`; the two stay within `-m`",
+    ],
     ["`expected_bytes`", "summary", "the `--expect` size or stdin's size, when known"],
     [
         "`lines`, `expected_lines`",

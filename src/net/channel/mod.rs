@@ -437,7 +437,15 @@ impl Channel {
             Kind::Start => Frame::Start,
             Kind::End => Frame::End(offset),
             Kind::Ack => Frame::Ack(offset),
-            Kind::Delivered => Frame::Delivered(offset),
+            Kind::Delivered => {
+                // One of several connections: the receiver's credit, its payload.
+                if let Some(credit) = wire::Credit::decode(plaintext) {
+                    self.sending.credit =
+                        Some(self.sending.credit.map_or(credit, |before| before.max(credit)));
+                    self.sending.awaits_count = false;
+                }
+                Frame::Delivered(offset)
+            }
             Kind::Heartbeat => Frame::Heartbeat,
             Kind::Resume => Frame::Resume(offset),
             Kind::Abort => Frame::Abort(String::from_utf8_lossy(plaintext).into_owned()),

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use super::{BATCH, Channel, Frame, unexpected};
 use crate::net::closed_by_peer;
 use crate::net::compress::{Compressor, Packed};
-use crate::net::wire::{Kind, MAX_FRAME, MAX_PAYLOAD};
+use crate::net::wire::{Credit, Kind, MAX_FRAME, MAX_PAYLOAD};
 use crate::stop::Stop;
 use crate::words::byte_count;
 
@@ -40,11 +40,13 @@ pub(super) struct Sending {
     acked: Option<u64>,
     /// A confirmation was asked for ([`Channel::ask`]) and has not come: until it does, it
     /// is looked for between every two batches.
-    awaits_count: bool,
+    pub(super) awaits_count: bool,
     /// The connection failed (the receiver's Abort, its close) while confirmations were
     /// taken in after a batch was written whole: the batch counts as sent, and the failure
     /// comes with the next call ([`Channel::earlier_failure`]).
     failed: Option<io::Error>,
+    /// One of several connections: the furthest credit its Delivered frames carried.
+    pub(super) credit: Option<Credit>,
 }
 
 impl Sending {
@@ -56,6 +58,7 @@ impl Sending {
             peer_closed: false,
             acked: None,
             awaits_count: false,
+            credit: None,
             failed: None,
         }
     }
@@ -147,6 +150,12 @@ impl Channel {
     /// (sending side).
     pub fn confirmed(&self) -> u64 {
         self.sending.confirmed
+    }
+
+    /// One of several connections: the furthest credit the receiver gave on it (sending
+    /// side), if it gave any.
+    pub fn credit(&self) -> Option<Credit> {
+        self.sending.credit
     }
 
     /// Takes in the confirmations that have arrived, without waiting (sending side). The

@@ -66,7 +66,7 @@ impl Link {
             pauses.trying();
             tries += 1;
             let hello =
-                Hello { stream: several.stream, offset: several.lock().confirmed, resuming: true };
+                Hello { stream: several.stream, offset: several.lock().received, resuming: true };
             let join = Join { index: index as u8, streams: n as u8, window: 0 };
             let patience = self.resume.try_patience();
             match dialer.again(hello, Some(join), patience, &several.stop, |_, _| Ok(())) {
@@ -189,7 +189,8 @@ impl Link {
         if self.role == Role::Sender {
             channel.socket().widen_send_buffer();
         } else {
-            let _ = channel.deliver(self.told.load(Relaxed));
+            let told = self.told.load(Relaxed);
+            let _ = channel.deliver_granting(told, several.credit(told));
             if let Some(total) = ack {
                 let _ = channel.acknowledge_at(total);
             }
@@ -220,7 +221,7 @@ impl Link {
     pub(in crate::net::link) fn unfreeze(&self, several: &Several) {
         let mut state = several.lock();
         let now = Instant::now();
-        let counted = *state.confirmed_since.get_or_insert(now);
+        let counted = *state.received_since.get_or_insert(now);
         let Some((&head, unit)) = state.units.first_key_value() else { return };
         let (Some(index), Some(taken)) = (unit.on, unit.taken) else { return };
         // Since the count last moved, or the unit went (again) on its connection.

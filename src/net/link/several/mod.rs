@@ -53,6 +53,7 @@ use super::{Link, Reconnect, Role};
 use crate::meter::{Stream, Wire};
 use crate::net::channel::Channel;
 use crate::net::socket::Socket;
+use crate::net::wire::Credit;
 use crate::stop::Stop;
 
 /// How long a waiting side sleeps at most before it looks again (the run's stop, a peer's
@@ -66,8 +67,12 @@ pub(super) struct Several {
     /// Signalled when the state changes: a unit queued, taken or confirmed, a frame in, an
     /// end, a failure.
     changed: Condvar,
-    /// The receiver's window: the most bytes beyond what it confirmed.
+    /// The receiver's window: the most bytes the sender may have beyond what the receiver's
+    /// input took in, in order, which its reorder map holds at most.
     window: u64,
+    /// Receiving side: the most bytes beyond what its outputs took that its buffer and its
+    /// reorder map hold together (its `-m`, at least a window).
+    hold: u64,
     /// The threads' own stop, and the threads.
     stop: Arc<Stop>,
     threads: Mutex<Vec<JoinHandle<()>>>,
@@ -122,10 +127,14 @@ struct State {
     writing: usize,
     total: Option<u64>,
     acked: usize,
-    /// What the receiver confirmed, and since when; when the sender last asked for its
-    /// count; the unit whose connection was last found frozen.
+    /// What the receiver confirmed its outputs took; its credit: what its input took in,
+    /// in order (units below need no sending again), since when, and how far the sender
+    /// may queue; when the sender last asked for its count; the unit whose connection was
+    /// last found frozen.
     confirmed: u64,
-    confirmed_since: Option<Instant>,
+    received: u64,
+    received_since: Option<Instant>,
+    limit: u64,
     asked_at: Option<Instant>,
     unfrozen: Option<u64>,
     /// Receiving: frames that came before their turn, by offset; the bytes they hold; the
@@ -133,6 +142,8 @@ struct State {
     /// the Ack; the Ack said.
     early: BTreeMap<u64, Vec<u8>>,
     held: u64,
+    /// Receiving side: the credit last told the sender.
+    granted: Option<Credit>,
     next: u64,
     end: Option<u64>,
     closed: usize,
@@ -165,6 +176,21 @@ impl Several {
         let state = self.lock();
         let early = state.early.last_key_value().map(|(&at, bytes)| at + bytes.len() as u64);
         early.unwrap_or(state.next).max(state.next)
+    }
+
+    /// Receiving side: the stream bytes the input took in, in order.
+    pub(super) fn taken_in(&self) -> u64 {
+        self.lock().next
+    }
+
+    /// Receiving side: the credit to give the sender, the outputs having taken `taken`
+    /// bytes: what the input took in, in order; and a window beyond it (what the reorder
+    /// map may hold, however the connections race), but never more than `hold` beyond
+    /// `taken`, so that the buffer and the map together stay within `-m`.
+    fn credit(&self, taken: u64) -> Credit {
+        let received = self.taken_in();
+        let limit = (received + self.window).min(taken + self.hold);
+        Credit { received, limit }
     }
 
     /// Waits for a change, at most [`LOOK_AGAIN`].
@@ -209,11 +235,13 @@ impl Several {
 
 impl Link {
     /// Establishes the link over several connections, `channels` (each proved), and starts
-    /// their threads; the receiver's `window`.
+    /// their threads; the receiver's `window`, and (receiving side) its `hold`, the most it
+    /// keeps beyond what its outputs took (its `-m`).
     pub(in crate::net) fn establish_several(
         self: &Arc<Link>,
         channels: Vec<Channel>,
         window: u64,
+        hold: u64,
         reconnect: Option<Reconnect>,
     ) -> io::Result<()> {
         let first = Arc::clone(channels[0].socket());
@@ -238,11 +266,14 @@ impl Link {
             connections,
             state: Mutex::new(State {
                 out: vec![0; generations.len()],
+                // Until the receiver's first credit, a window from the start.
+                limit: window,
                 generations,
                 ..State::default()
             }),
             changed: Condvar::new(),
             window,
+            hold: hold.max(window),
             stop: Arc::new(Stop::default()),
             threads: Mutex::new(Vec::new()),
             reconnect,

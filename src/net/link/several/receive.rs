@@ -66,18 +66,31 @@ impl Link {
     }
 
     /// Tells the sender, on every connection, that the outputs have taken `count` bytes
-    /// (also the receiver's heartbeat): whether any connection took it at once.
+    /// (also the receiver's heartbeat), with the credit that follows: whether any
+    /// connection took it at once.
     pub(in crate::net::link) fn deliver_several(
         &self,
         several: &Several,
         count: u64,
     ) -> io::Result<bool> {
+        let credit = several.credit(count);
         let mut told = false;
         for index in 0..several.connections.len() {
             // A connection that dropped says nothing until it is back.
-            told |= several.channel(index).deliver(count).unwrap_or(false);
+            told |= several.channel(index).deliver_granting(count, credit).unwrap_or(false);
+        }
+        if told {
+            self.told.store(count, Relaxed);
+            several.lock().granted = Some(credit);
         }
         Ok(told)
+    }
+
+    /// Whether the credit, the outputs having taken `count` bytes, has grown since it was
+    /// last told: the input took more in, or the outputs more out.
+    pub(in crate::net::link) fn more_credit_several(&self, several: &Several, count: u64) -> bool {
+        let credit = several.credit(count);
+        several.lock().granted != Some(credit)
     }
 
     /// Whether some connection has said nothing for a heartbeat.
@@ -209,6 +222,9 @@ impl Link {
         }
         let bytes = &bytes[usize::try_from(skip).unwrap_or(usize::MAX)..];
         state.held += bytes.len() as u64;
+        if let Some((meter, _)) = self.meter.get() {
+            meter.reordered(state.held);
+        }
         state.early.insert(at, bytes.to_vec());
         several.changed.notify_all();
         drop(state);

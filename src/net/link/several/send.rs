@@ -13,6 +13,7 @@ use super::{Several, Unit};
 use crate::net::closed_by_peer;
 use crate::net::compress::Compressor;
 use crate::net::link::Link;
+use crate::net::wire::Credit;
 use crate::net::wire::MAX_PAYLOAD;
 use crate::stop::{Stop, wait_for};
 
@@ -40,9 +41,10 @@ impl Link {
                 return Err(error);
             }
             stop.check()?;
-            let flying = state.queued - state.confirmed;
-            if flying < several.window {
-                break several.window - flying;
+            // The receiver's credit: a window beyond what its input took in, and its -m
+            // beyond what its outputs took.
+            if state.queued < state.limit {
+                break state.limit - state.queued;
             }
             state = several.wait(state);
         };
@@ -147,8 +149,7 @@ impl Link {
                     break None;
                 }
                 // Full: the window, or this connection's share of it, with units waiting.
-                let window_full = state.queued - state.confirmed >= several.window
-                    || !room && !state.queue.is_empty();
+                let window_full = state.queued >= state.limit || !room && !state.queue.is_empty();
                 if window_full {
                     // What frees the window comes on the socket: wait there.
                     drop(state);
@@ -173,10 +174,10 @@ impl Link {
             // dropped goes back to the queue (Link::rejoin).
             several.lock().writing -= 1;
             several.changed.notify_all();
-            let confirmed = sent?;
+            let (confirmed, credit) = sent?;
             let connection = &several.connections[index];
             connection.bytes.fetch_add(bytes.len() as u64, std::sync::atomic::Ordering::Relaxed);
-            self.confirm_several(several, confirmed, false);
+            self.confirm_several(several, confirmed, credit, false);
             self.publish_streams(several, Some((index, compressor.wire())), false);
             if to_ask(several) {
                 several.channel(index).ask(stop)?;
@@ -200,9 +201,9 @@ impl Link {
         } else if channel.quiet_for() >= self.resume.heartbeat {
             channel.heartbeat()?;
         }
-        let confirmed = channel.confirmed();
+        let (confirmed, credit) = (channel.confirmed(), channel.credit());
         drop(channel);
-        self.confirm_several(several, confirmed, false);
+        self.confirm_several(several, confirmed, credit, false);
         Ok(())
     }
 
@@ -212,8 +213,9 @@ impl Link {
         {
             let mut channel = several.channel(index);
             channel.seek(total);
+            // The End's wait hears Delivered counts only: the credit no longer matters.
             let mut heard =
-                |confirmed, awaiting| self.confirm_several(several, confirmed, awaiting);
+                |confirmed, awaiting| self.confirm_several(several, confirmed, None, awaiting);
             channel.end_stream(&several.stop, &mut heard)?;
         }
         let mut state = several.lock();
@@ -222,15 +224,28 @@ impl Link {
         Ok(())
     }
 
-    /// The receiver confirmed `confirmed` bytes (as one connection heard): the units it
-    /// covers go, the window opens, and the count is published; `awaiting`, the Ack.
-    fn confirm_several(&self, several: &Several, confirmed: u64, awaiting: bool) {
+    /// The receiver confirmed its outputs took `confirmed` bytes, and gave `credit` (as one
+    /// connection heard): the units its input took in go (a dropped connection's need not
+    /// go again: the receiver has them), the window opens, and the count is published (the
+    /// backlog keeps every byte until the outputs took it); `awaiting`, the Ack. A receiver
+    /// that gives no credit opens the window from what its outputs took.
+    fn confirm_several(
+        &self,
+        several: &Several,
+        confirmed: u64,
+        credit: Option<Credit>,
+        awaiting: bool,
+    ) {
         let mut state = several.lock();
-        if confirmed > state.confirmed {
-            state.confirmed = confirmed;
-            state.confirmed_since = Some(Instant::now());
+        let credit = credit.unwrap_or_default();
+        let received = confirmed.max(credit.received);
+        state.confirmed = state.confirmed.max(confirmed);
+        state.limit = state.limit.max(credit.limit).max(confirmed + several.window);
+        if received > state.received {
+            state.received = received;
+            state.received_since = Some(Instant::now());
             while let Some(unit) = state.units.first_entry() {
-                if *unit.key() + unit.get().bytes.len() as u64 > confirmed {
+                if *unit.key() + unit.get().bytes.len() as u64 > received {
                     break;
                 }
                 let unit = unit.remove();
@@ -238,8 +253,8 @@ impl Link {
                     state.out[on] -= unit.bytes.len() as u64;
                 }
             }
-            several.changed.notify_all();
         }
+        several.changed.notify_all();
         let confirmed = state.confirmed;
         drop(state);
         self.heard(confirmed, awaiting);
@@ -247,31 +262,33 @@ impl Link {
 }
 
 /// Sends the unit of `bytes` at stream offset `at` on connection `index`, each frame as
-/// `compressor` packs it: what the receiver confirmed, as far as this connection heard.
+/// `compressor` packs it: what the receiver confirmed, and its credit, as far as this
+/// connection heard.
 fn send_unit(
     several: &Several,
     index: usize,
     at: u64,
     bytes: &[u8],
     compressor: &mut Compressor,
-) -> io::Result<u64> {
+) -> io::Result<(u64, Option<Credit>)> {
     let mut channel = several.channel(index);
     channel.seek(at);
     let mut done = 0;
     while done < bytes.len() {
         done += channel.send(&bytes[done..], &several.stop, compressor)?;
     }
-    Ok(channel.confirmed())
+    Ok((channel.confirmed(), channel.credit()))
 }
 
-/// Whether to ask the receiver for its count now: while a quarter of the window or more
-/// is in flight, every [`ASK_EVERY`] (whichever connection finds it so first). The receiver
+/// Whether to ask the receiver for its count now: while less than three quarters of the
+/// window is left of its credit, every [`ASK_EVERY`] (whichever connection finds it so
+/// first). The receiver
 /// confirms every millisecond for a while after each ask, instead of every 50 ms: one ask
 /// per count would have it confirm once, before the bytes in flight arrive, then wait 50 ms,
 /// which holds a fast stream to a window per 50 ms.
 fn to_ask(several: &Several) -> bool {
     let mut state = several.lock();
-    let pressing = state.queued - state.confirmed >= several.window / 4;
+    let pressing = state.limit.saturating_sub(state.queued) <= several.window / 4 * 3;
     if !pressing || state.asked_at.is_some_and(|at| at.elapsed() < ASK_EVERY) {
         return false;
     }
