@@ -10,7 +10,7 @@
 //! the run gave them; what each is called is the watcher's business.
 
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -30,8 +30,9 @@ pub struct Meter {
     held_disk: AtomicU64,
     peak_memory: AtomicU64,
     peak_disk: AtomicU64,
-    /// A network input over several connections: the most its reorder map held at once,
-    /// beside the buffer (frames that came before their turn).
+    /// A network input over several connections: what its reorder map holds now (frames
+    /// that came before their turn), memory beside the buffer's; the most at once.
+    held_reorder: AtomicU64,
     peak_reorder: AtomicU64,
     input_held: Wait,
     /// A network input's dropped connections (`--from`).
@@ -301,9 +302,10 @@ pub struct Snapshot {
     pub consumer_starved: Duration,
     /// Bytes by the way they went.
     pub tiers: Tiers,
-    /// Bytes held now in memory (and pool pipes); the most at once.
+    /// Bytes held now in memory (and pool pipes, and a network input's reorder map); the
+    /// most at once.
     pub held_memory: u64,
-    /// The most held in memory at once.
+    /// The most held in memory at once (the buffer and a reorder map together).
     pub peak_memory: u64,
     /// Bytes held now in the spill file (`--spill`).
     pub held_disk: u64,
@@ -530,6 +532,7 @@ impl Meter {
             held_disk: AtomicU64::new(0),
             peak_memory: AtomicU64::new(0),
             peak_disk: AtomicU64::new(0),
+            held_reorder: AtomicU64::new(0),
             peak_reorder: AtomicU64::new(0),
             input_held: Wait::default(),
             input_outages: OutageMeter::default(),
@@ -572,14 +575,20 @@ impl Meter {
 
     /// Says how much the buffer holds now, in memory and in the spill file.
     pub fn held(&self, memory: u64, disk: u64) {
-        self.held_memory.store(memory, Relaxed);
+        // Stored, then the other's loaded, in one order for both (SeqCst): of two threads
+        // that change the buffer and the reorder map at once, one sees both, and the peak
+        // is of what was held together.
+        self.held_memory.store(memory, SeqCst);
         self.held_disk.store(disk, Relaxed);
-        self.peak_memory.fetch_max(memory, Relaxed);
+        self.peak_memory.fetch_max(memory + self.held_reorder.load(SeqCst), Relaxed);
         self.peak_disk.fetch_max(disk, Relaxed);
     }
 
-    /// Says how much a network input over several connections holds in its reorder map now.
+    /// Says how much a network input over several connections holds in its reorder map
+    /// now: memory too, counted with the buffer's.
     pub fn reordered(&self, held: u64) {
+        self.held_reorder.store(held, SeqCst);
+        self.peak_memory.fetch_max(held + self.held_memory.load(SeqCst), Relaxed);
         self.peak_reorder.fetch_max(held, Relaxed);
     }
 
@@ -709,7 +718,7 @@ impl Meter {
             producer_blocked: self.input_held.read(now),
             consumer_starved: Duration::ZERO,
             tiers: Tiers { through, pipes, memory, disk },
-            held_memory: self.held_memory.load(Relaxed),
+            held_memory: self.held_memory.load(Relaxed) + self.held_reorder.load(Relaxed),
             peak_memory: self.peak_memory.load(Relaxed),
             held_disk: self.held_disk.load(Relaxed),
             peak_disk: self.peak_disk.load(Relaxed),

@@ -118,7 +118,8 @@ pub const JSON_FIELDS: &[[&str; 3]] = &[
         "`peak_reorder_bytes`",
         "summary",
         "`--from` over several connections: the most its reorder map held at once (frames \
-         that came before their turn), beside `peak_memory_bytes`; the two stay within `-m`",
+         that came before their turn); `memory_bytes` and `peak_memory_bytes` count it with \
+         the buffer, and the two together stay within `-m`",
     ],
     ["`expected_bytes`", "summary", "the `--expect` size or stdin's size, when known"],
     [

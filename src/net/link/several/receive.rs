@@ -51,6 +51,9 @@ impl Link {
                 state.next += n as u64;
                 state.held -= n as u64;
             }
+            if let (true, Some((meter, _))) = (got > 0, self.meter.get()) {
+                meter.reordered(state.held);
+            }
             if got > 0 {
                 return Ok(got);
             }
