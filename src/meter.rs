@@ -122,6 +122,9 @@ pub struct Stream {
     pub reconnections: u64,
     /// Stream bytes it had taken that went again on the others after it dropped.
     pub resent: u64,
+    /// Sending, compressing (`--compress`): the level its frames are compressed at now
+    /// (each connection adapts on its own); `None`: as they are, or not known (a receiver).
+    pub level: Option<i32>,
 }
 
 /// A network output's frames on the wire: what compression (`--compress`) made of them; or
@@ -155,6 +158,37 @@ impl Wire {
         self.bytes += more.bytes;
         self.frames += more.frames;
         self.stored += more.stored;
+    }
+
+    /// The frames of one stream over several connections (`--streams`), `each`
+    /// connection's: the counts add up; the level now is the one most connections are at
+    /// (the lowest of a tie), and each level's time is averaged over the connections, so
+    /// that the times still add up to the run's. `None` when no connection said.
+    pub fn over_connections<'a>(each: impl IntoIterator<Item = &'a Wire>) -> Option<Wire> {
+        let each: Vec<&Wire> = each.into_iter().collect();
+        let mut sum = Wire::default();
+        let mut levels: Vec<(Option<i32>, Duration)> = Vec::new();
+        let mut now: Vec<(Option<i32>, usize)> = Vec::new();
+        for wire in &each {
+            sum.add(wire);
+            for &(level, time) in &wire.levels {
+                match levels.iter_mut().find(|(known, _)| *known == level) {
+                    Some((_, total)) => *total += time,
+                    None => levels.push((level, time)),
+                }
+            }
+            match now.iter_mut().find(|(known, _)| *known == wire.level) {
+                Some((_, count)) => *count += 1,
+                None => now.push((wire.level, 1)),
+            }
+        }
+        let connections = u32::try_from(each.len()).ok().filter(|&n| n > 0)?;
+        levels.sort();
+        sum.levels = levels.into_iter().map(|(level, time)| (level, time / connections)).collect();
+        now.sort();
+        let most = now.iter().map(|(_, count)| *count).max().unwrap_or(0);
+        sum.level = now.iter().find(|(_, count)| *count == most).and_then(|(level, _)| *level);
+        Some(sum)
     }
 
     /// Stream bytes per byte on the wire: above 1, what compression saved.
@@ -930,5 +964,36 @@ mod tests {
         starved.mark(10_000, true);
         starved.mark(12_000, true);
         assert_eq!(starved.read(15_000), Duration::from_nanos(5_000));
+    }
+
+    /// Issue 36: the frames of four connections, each compressing at its own level: the
+    /// counts add up, the level now is the one most are at, and the times per level are
+    /// the connections' average (they add up to the run's 10 s, not 40).
+    #[test]
+    fn a_stream_over_several_connections_says_the_level_most_are_at() {
+        let second = Duration::from_secs(1);
+        let wire = |level, levels: &[(Option<i32>, u32)]| Wire {
+            compressing: true,
+            stream: 100,
+            bytes: 50,
+            frames: 2,
+            stored: 1,
+            level,
+            levels: levels.iter().map(|&(level, s)| (level, second * s)).collect(),
+        };
+        let each = [
+            wire(Some(3), &[(Some(3), 10)]),
+            wire(Some(1), &[(Some(1), 6), (Some(3), 4)]),
+            wire(Some(3), &[(Some(3), 10)]),
+            wire(None, &[(None, 2), (Some(3), 8)]),
+        ];
+        let sum = Wire::over_connections(&each).unwrap();
+        assert_eq!((sum.stream, sum.bytes, sum.frames, sum.stored), (400, 200, 8, 4));
+        assert_eq!(sum.level, Some(3), "two of four are at 3");
+        let levels = [(None, second / 2), (Some(1), second * 3 / 2), (Some(3), second * 8)];
+        assert_eq!(sum.levels, levels);
+        let tie = [wire(Some(3), &[]), wire(Some(1), &[])];
+        assert_eq!(Wire::over_connections(&tie).unwrap().level, Some(1), "the lowest of a tie");
+        assert_eq!(Wire::over_connections(&[]), None);
     }
 }

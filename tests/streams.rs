@@ -48,13 +48,14 @@ fn carried(
 }
 
 /// A stream of `data` sent with `--streams N` and `args` to a receiver with `-m 16M`
-/// (a window of 4 MiB, less than the stream): byte-exact, both ends' sha256 agree, and with
-/// N above 1 the receiver took N connections.
-fn over(engine: &str, streams: usize, args: &[&str], data: &[u8]) {
+/// (a window of 4 MiB, less than the stream) and `--json`: byte-exact, both ends' sha256
+/// agree, and with N above 1 the receiver took N connections. What each said.
+fn over(engine: &str, streams: usize, args: &[&str], data: &[u8]) -> (String, String) {
     let dir = Scratch::new(&format!("streams-{streams}-{engine}"));
     let key = make_key(&dir, "k");
     let common = ["--key-file", key.as_str(), "--hash", "sha256"];
-    let receiving: Vec<&str> = common.iter().copied().chain(["-m", "16M", "--debug"]).collect();
+    let receiving = ["-m", "16M", "--debug", "--json"];
+    let receiving: Vec<&str> = common.iter().copied().chain(receiving).collect();
     let n = streams.to_string();
     let mut sending: Vec<&str> = common.to_vec();
     sending.extend_from_slice(&["--streams", &n]);
@@ -64,6 +65,13 @@ fn over(engine: &str, streams: usize, args: &[&str], data: &[u8]) {
     assert_eq!(sha256(&sender_said), sha256(&receiver_said), "{both}");
     let several = format!("{streams} connections, a window of 4 MiB");
     assert_eq!(receiver_said.contains(&several), streams > 1, "{both}");
+    (sender_said, receiver_said)
+}
+
+/// The summary event in what a run said.
+fn summary(said: &str) -> serde_json::Value {
+    let line = said.lines().rev().find(|line| line.contains(r#""event":"summary""#));
+    serde_json::from_str(line.unwrap_or_else(|| panic!("no summary in: {said}"))).unwrap()
 }
 
 /// Issue 36: 1, 2, 4 and 8 connections carry a stream larger than the receiver's window
@@ -80,7 +88,19 @@ fn several_streams_carry_the_stream_whole(engine: &str) {
 fn compressed_frames_over_several_streams(engine: &str) {
     let data: Vec<u8> =
         (0..12 << 20).map(|i: u32| b"several streams, one order\n"[i as usize % 27]).collect();
-    over(engine, 4, &["--compress", "zstd"], &data);
+    let (sender_said, receiver_said) = over(engine, 4, &["--compress", "zstd", "--json"], &data);
+    // What came off the wire, over every connection, as one connection's receiver says it;
+    // and each connection's level, its own, at the sender.
+    let came = &summary(&receiver_said)["input_wire"];
+    assert_eq!(came["compressing"], true, "{receiver_said}");
+    assert_eq!(came["stream_bytes"].as_u64(), Some(data.len() as u64), "{receiver_said}");
+    let sent = summary(&sender_said);
+    let streams = sent["outputs"][0]["streams"].as_array().expect(&sender_said).clone();
+    assert_eq!(streams.len(), 4, "{sender_said}");
+    for stream in &streams {
+        assert!(stream["level"].as_i64().is_some(), "each compresses at a level: {sender_said}");
+    }
+    assert_eq!(sent["outputs"][0]["wire"]["stream_bytes"], came["stream_bytes"], "{sender_said}");
 }
 
 per_engine!(several_streams_carry_the_stream_whole, compressed_frames_over_several_streams);

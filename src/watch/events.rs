@@ -121,6 +121,7 @@ fn streams_json(streams: &[Stream]) -> Option<serde_json::Value> {
             "bytes": stream.bytes,
             "reconnections": stream.reconnections,
             "resent_bytes": stream.resent,
+            "level": stream.level,
         })
     });
     (!streams.is_empty()).then(|| each.collect())

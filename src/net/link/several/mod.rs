@@ -50,7 +50,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::{Link, Reconnect, Role};
-use crate::meter::{Stream, Wire};
+use crate::meter::{Peer, Stream, Wire};
 use crate::net::channel::Channel;
 use crate::net::socket::Socket;
 use crate::net::wire::Credit;
@@ -80,8 +80,8 @@ pub(super) struct Several {
     /// the stream's name, which a connection that comes back says.
     reconnect: Option<Reconnect>,
     stream: [u8; 16],
-    /// Each connection's frames on the wire (sending side, its compressor's), and when the
-    /// counts were last published.
+    /// Each connection's frames on the wire (sending side, its compressor's; receiving
+    /// side, as they came off it), and when the counts were last published.
     wires: Mutex<Vec<Option<Wire>>>,
     published: Mutex<Option<Instant>>,
 }
@@ -309,41 +309,37 @@ impl Link {
         Ok(())
     }
 
-    /// Publishes each connection's counts, and (sending side) what their frames took on the
-    /// wire, with connection `index`'s `wire` as it is now: at most every
-    /// [`PUBLISH_EVERY`], unless `now`.
+    /// Publishes each connection's counts, and what their frames took on the wire, with
+    /// connection `index`'s `wire` as it is now (sending side), or with `wire` more off
+    /// it (receiving side): at most every [`PUBLISH_EVERY`], unless `now`.
     fn publish_streams(&self, several: &Several, wire: Option<(usize, Wire)>, now: bool) {
         let mut wires = several.wires.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some((index, wire)) = wire {
             wires.resize(several.connections.len(), None);
-            wires[index] = Some(wire);
+            match (&mut wires[index], self.role) {
+                (Some(came), Role::Receiver) => came.add(&wire),
+                (slot, _) => *slot = Some(wire),
+            }
         }
         let mut published = several.published.lock().unwrap_or_else(PoisonError::into_inner);
         if !now && published.is_some_and(|at| at.elapsed() < PUBLISH_EVERY) {
             return;
         }
         *published = Some(Instant::now());
-        let counts = |c: &Connection| Stream {
+        let counts = |(index, c): (usize, &Connection)| Stream {
             bytes: c.bytes.load(Relaxed),
             reconnections: c.reconnections.load(Relaxed),
             resent: c.resent.load(Relaxed),
+            // Each connection compresses at its own level: said for each.
+            level: wires.get(index).and_then(|wire| wire.as_ref()?.level),
         };
-        let streams: Vec<Stream> = several.connections.iter().map(counts).collect();
+        let streams: Vec<Stream> = several.connections.iter().enumerate().map(counts).collect();
         self.publish(|meter, peer| meter.streams(peer, streams.clone()));
-        // The stream's frames over every connection: the counts add up; the level is the
-        // first connection's (each adapts on its own).
-        let mut each = wires.iter().flatten();
-        let Some(first) = each.next() else { return };
-        let mut sum = first.clone();
-        for wire in each {
-            sum.compressing |= wire.compressing;
-            sum.stream += wire.stream;
-            sum.bytes += wire.bytes;
-            sum.frames += wire.frames;
-            sum.stored += wire.stored;
-        }
-        if let Some((meter, crate::meter::Peer::Output(index))) = self.meter.get() {
-            meter.wire(*index, sum);
+        let Some(sum) = Wire::over_connections(wires.iter().flatten()) else { return };
+        match self.meter.get() {
+            Some((meter, Peer::Output(index))) => meter.wire(*index, sum),
+            Some((meter, Peer::Input)) => meter.input_wire(sum),
+            None => {}
         }
     }
 

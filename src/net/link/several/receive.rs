@@ -180,6 +180,10 @@ impl Link {
                         }
                     }
                 }
+                let came = channel.take_wire();
+                if came.frames > 0 {
+                    self.publish_streams(several, Some((index, came)), false);
+                }
                 (Arc::clone(channel.socket()), channel.silent_at())
             };
             // After its End, a sender says nothing until the Ack, which waits for the
