@@ -53,7 +53,7 @@ use super::{Link, Reconnect, Role};
 use crate::meter::{Peer, Stream, Wire};
 use crate::net::channel::Channel;
 use crate::net::socket::Socket;
-use crate::net::wire::Credit;
+use crate::net::wire::{Credit, MAX_MESSAGE, MAX_PAYLOAD};
 use crate::stop::Stop;
 
 /// How long a waiting side sleeps at most before it looks again (the run's stop, a peer's
@@ -112,6 +112,36 @@ struct Unit {
     taken: Option<Instant>,
 }
 
+/// A frame the receiver holds before its turn: `bytes[from..]` (the input may take a
+/// frame's start only, and the rest waits there, not moved).
+struct Piece {
+    bytes: Vec<u8>,
+    from: usize,
+}
+
+impl Piece {
+    fn len(&self) -> usize {
+        self.bytes.len() - self.from
+    }
+}
+
+/// A buffer of a whole frame, from the spares (`spare`) or new.
+fn frame_buffer(spare: &mut Vec<Vec<u8>>) -> Vec<u8> {
+    let mut buffer = spare.pop().unwrap_or_default();
+    // What was handed out or sent is garbage now: no need to zero it; only a buffer new, or
+    // cut shorter, is zeroed (up to a frame's size) once.
+    buffer.resize(MAX_MESSAGE, 0);
+    buffer
+}
+
+/// Keeps `buffer`, a whole frame's, among the spares, unless there are enough (one a
+/// connection) or it is not a whole frame's.
+fn keep_spare(spare: &mut Vec<Vec<u8>>, buffer: Vec<u8>, connections: usize) {
+    if buffer.capacity() >= MAX_PAYLOAD && spare.len() < connections {
+        spare.push(buffer);
+    }
+}
+
 /// What the connections' threads share, under one lock.
 #[derive(Default)]
 struct State {
@@ -140,8 +170,12 @@ struct State {
     /// Receiving: frames that came before their turn, by offset; the bytes they hold; the
     /// offset of the next byte the input takes; the End's count; connections closed after
     /// the Ack; the Ack said.
-    early: BTreeMap<u64, Vec<u8>>,
+    early: BTreeMap<u64, Piece>,
     held: u64,
+    /// Both sides: buffers of a whole frame let go (a frame handed out, a unit confirmed),
+    /// for the next frame opened or the next unit queued, at most one a connection: no
+    /// allocation, nor a page faulted in, per frame.
+    spare: Vec<Vec<u8>>,
     /// Receiving side: the credit last told the sender.
     granted: Option<Credit>,
     next: u64,
@@ -174,7 +208,7 @@ impl Several {
     /// or handed out (the furthest an ask can be about).
     fn received_upto(&self) -> u64 {
         let state = self.lock();
-        let early = state.early.last_key_value().map(|(&at, bytes)| at + bytes.len() as u64);
+        let early = state.early.last_key_value().map(|(&at, piece)| at + piece.len() as u64);
         early.unwrap_or(state.next).max(state.next)
     }
 

@@ -10,10 +10,10 @@ use std::time::Instant;
 
 use rustix::event::PollFlags;
 
-use super::{LOOK_AGAIN, Several};
+use super::{LOOK_AGAIN, Piece, Several, frame_buffer, keep_spare};
 use crate::net::channel::Scattered;
 use crate::net::link::Link;
-use crate::net::wire::MAX_MESSAGE;
+use crate::net::wire::MAX_PAYLOAD;
 use crate::stop::{Stop, wait_for};
 use crate::words::byte_count;
 
@@ -32,20 +32,20 @@ impl Link {
             let mut got = 0;
             while got < buf.len() {
                 let next = state.next;
-                let Some(mut early) = state.early.first_entry() else { break };
+                let Some(early) = state.early.first_entry() else { break };
                 if *early.key() != next {
                     break;
                 }
-                let frame = early.get_mut();
-                let n = frame.len().min(buf.len() - got);
-                buf[got..got + n].copy_from_slice(&frame[..n]);
-                if n == frame.len() {
-                    early.remove();
+                let piece = early.get();
+                let n = piece.len().min(buf.len() - got);
+                buf[got..got + n].copy_from_slice(&piece.bytes[piece.from..piece.from + n]);
+                let mut piece = early.remove();
+                if n == piece.len() {
+                    keep_spare(&mut state.spare, piece.bytes, several.connections.len());
                 } else {
                     // The rest, at its own offset: the caller's buffer was the smaller.
-                    let mut rest = early.remove();
-                    rest.drain(..n);
-                    state.early.insert(next + n as u64, rest);
+                    piece.from += n;
+                    state.early.insert(next + n as u64, piece);
                 }
                 got += n;
                 state.next += n as u64;
@@ -150,7 +150,7 @@ impl Link {
     }
 
     fn receiving_on(&self, several: &Several, index: usize) -> io::Result<()> {
-        let mut buf = vec![0u8; MAX_MESSAGE];
+        let mut buf = frame_buffer(&mut several.lock().spare);
         let mut ended = false;
         loop {
             let (socket, silent_at) = {
@@ -158,7 +158,7 @@ impl Link {
                 while let Some(scattered) = channel.next_scattered(&mut buf)? {
                     match scattered {
                         Scattered::Data { at, len } => {
-                            self.take_frame(several, index, at, &buf[..len])?
+                            self.take_frame(several, index, at, &mut buf, len)?
                         }
                         Scattered::End(total) => {
                             ended = true;
@@ -205,9 +205,20 @@ impl Link {
         }
     }
 
-    /// A frame of `bytes` at stream offset `at` came on connection `index`: into the reorder
-    /// map, unless it came before (a frame that comes twice is taken once).
-    fn take_frame(&self, several: &Several, index: usize, at: u64, bytes: &[u8]) -> io::Result<()> {
+    /// A frame of `len` bytes at stream offset `at` came on connection `index`, at the start
+    /// of `frame` (a whole frame's buffer): into the reorder map, unless it came before (a
+    /// frame that comes twice is taken once). A frame of half a buffer or more goes in as
+    /// it is, `frame` a spare buffer in its place; a smaller one, or the part of one not
+    /// yet handed out, is copied, so that the map holds no more memory than twice its bytes.
+    fn take_frame(
+        &self,
+        several: &Several,
+        index: usize,
+        at: u64,
+        frame: &mut Vec<u8>,
+        len: usize,
+    ) -> io::Result<()> {
+        let bytes = &frame[..len];
         several.connections[index].bytes.fetch_add(bytes.len() as u64, Relaxed);
         let mut state = several.lock();
         let end = at + bytes.len() as u64;
@@ -232,7 +243,15 @@ impl Link {
         if let Some((meter, _)) = self.meter.get() {
             meter.reordered(state.held);
         }
-        state.early.insert(at, bytes.to_vec());
+        let piece = if skip == 0 && 2 * len >= MAX_PAYLOAD {
+            let spare = frame_buffer(&mut state.spare);
+            let mut whole = std::mem::replace(frame, spare);
+            whole.truncate(len);
+            Piece { bytes: whole, from: 0 }
+        } else {
+            Piece { bytes: bytes.to_vec(), from: 0 }
+        };
+        state.early.insert(at, piece);
         several.changed.notify_all();
         drop(state);
         self.publish_streams(several, None, false);
@@ -243,7 +262,8 @@ impl Link {
     /// same).
     fn take_end(&self, several: &Several, total: u64) -> io::Result<()> {
         let mut state = several.lock();
-        let beyond = state.early.last_key_value().map_or(state.next, |(at, f)| at + f.len() as u64);
+        let beyond =
+            state.early.last_key_value().map_or(state.next, |(at, piece)| at + piece.len() as u64);
         if state.end.is_some_and(|end| end != total) || beyond > total {
             return Err(io::Error::other(format!(
                 "the sender ended the stream at {}, but {} arrived",

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use rustix::event::PollFlags;
 
-use super::{Several, Unit};
+use super::{Several, Unit, keep_spare};
 use crate::net::closed_by_peer;
 use crate::net::compress::Compressor;
 use crate::net::link::Link;
@@ -49,9 +49,18 @@ impl Link {
             state = several.wait(state);
         };
         let at = state.queued;
-        drop(state);
         let len = buf.len().min(MAX_PAYLOAD).min(usize::try_from(room).unwrap_or(usize::MAX));
-        let unit = Unit { bytes: Arc::new(buf[..len].to_vec()), on: None, taken: None };
+        // A unit of half a frame or more in a spare buffer (no allocation, nor a page
+        // faulted in, per unit); a smaller one in one of its size, so that the dispatcher
+        // holds no more memory than twice its bytes.
+        let mut bytes = match 2 * len >= MAX_PAYLOAD {
+            true => state.spare.pop().unwrap_or_default(),
+            false => Vec::new(),
+        };
+        drop(state);
+        bytes.clear();
+        bytes.extend_from_slice(&buf[..len]);
+        let unit = Unit { bytes: Arc::new(bytes), on: None, taken: None };
         let mut state = several.lock();
         state.units.insert(at, unit);
         state.queue.push_back(at);
@@ -251,6 +260,10 @@ impl Link {
                 let unit = unit.remove();
                 if let Some(on) = unit.on {
                     state.out[on] -= unit.bytes.len() as u64;
+                }
+                // Its buffer for another, unless a connection's thread still sends it.
+                if let Ok(bytes) = Arc::try_unwrap(unit.bytes) {
+                    keep_spare(&mut state.spare, bytes, several.connections.len());
                 }
             }
         }
