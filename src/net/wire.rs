@@ -269,9 +269,10 @@ pub struct Join {
     pub index: u8,
     /// How many the sender proposes (in the Hello), or the receiver takes (in the Welcome).
     pub streams: u8,
-    /// The most stream bytes the sender may have beyond what the receiver confirmed: the
-    /// receiver's reorder hold (0 in the Hello; the receiver's, from its `-m`, in the
-    /// Welcome).
+    /// The most stream bytes the sender may have beyond what the receiver took in, in
+    /// order: the receiver's reorder hold (0 in the Hello; the receiver's, a quarter of its
+    /// `-m`, in the Welcome). The sender's first credit, until a Delivered frame gives one
+    /// ([`Credit`]).
     pub window: u64,
 }
 

@@ -23,7 +23,7 @@ use crate::words::{byte_count, describe, duration};
 const LISTEN_AGAIN: Duration = Duration::from_secs(1);
 
 impl Link {
-    /// Connection `index` dropped for `error` (sending side): its units not confirmed go
+    /// Connection `index` dropped for `error` (sending side): its units not taken in go
     /// back to the front of the queue, for the other connections, and it connects again
     /// until `--reconnect-for` is over. `true` once it is back; `false` when it is given up
     /// (or the stream failed, or the run is over).
@@ -212,7 +212,7 @@ impl Link {
         ));
     }
 
-    /// While units are out and the receiver's count has not moved for
+    /// While units are out and what the receiver took in, in order, has not moved for
     /// [`Link::frozen_after`], the unit the receiver waits for went on a connection that
     /// passes nothing (a proxy or a NAT that holds it, which TCP alone notices only after
     /// minutes): that connection is cut, as a drop, so that its units go on the others
@@ -267,7 +267,7 @@ impl Link {
     }
 }
 
-/// The units connection `index` had taken and the receiver has not confirmed: back to the
+/// The units connection `index` had taken and the receiver has not taken in: back to the
 /// front of the queue, in order, for any connection to send again. Their bytes.
 fn requeue(several: &Several, index: usize) -> u64 {
     let mut state = several.lock();

@@ -9,33 +9,36 @@
 //! - The sender ([`send`]): the output's writes are cut into units of at most a frame, each
 //!   at its stream offset, copied into a dispatcher shared by the connections' threads; each
 //!   thread takes the next unit when its connection can send (work stealing: a slower path
-//!   takes fewer). The dispatcher never holds more than the receiver's window beyond what the
-//!   receiver confirmed: the output's write waits for room. A unit stays until the receiver
-//!   confirms it.
+//!   takes fewer). The dispatcher queues no further than the receiver's credit: the output's
+//!   write waits for room. A unit stays until the receiver has taken it in, in order; the
+//!   output's backlog keeps its bytes until the receiver's outputs took them.
 //! - The receiver ([`receive`]): each connection's thread opens frames wherever they belong
 //!   and puts them in a reorder map; the input reads them out in offset order. A frame that
-//!   comes twice is taken once. What the map holds is bounded by the window the receiver
-//!   announced (a quarter of its `-m`), since the sender never has more beyond what the
-//!   receiver's outputs took: the map and the backlog together, so the window is part of
-//!   `-m`, not beside it.
+//!   comes twice is taken once. The credit it gives ([`Credit`], with every Delivered
+//!   count) is a window (a quarter of its `-m`) beyond what its input took in, in order,
+//!   which bounds the map however the connections race, and never more than its `-m`
+//!   beyond what its outputs took, which bounds the map and the backlog together: the
+//!   window is part of `-m`, not beside it, and a stalled consumer is absorbed up to `-m`,
+//!   as over one connection (counted from what the outputs took, the window alone bounded
+//!   the map and the backlog: a quarter of `-m`).
 //! - Confirmations (Delivered) go on every connection, and every sender thread hears them:
 //!   each connection stays alive, and its silence is noticed. The End goes on every
 //!   connection once every unit was written, the Ack back on every one; one Ack is the
 //!   receiver's word that its outputs took every byte, so the sender closes them all once
 //!   it has one, and the receiver leaves at the first close (a connection that passes
 //!   nothing holds up neither).
-//! - A frozen connection ([`again`]): while units are out and the receiver's count stands
-//!   still for half a heartbeat, the connection that carries the unit the receiver waits
-//!   for is cut, which makes it a drop.
+//! - A frozen connection ([`again`]): while units are out and what the receiver took in, in
+//!   order, stands still for half a heartbeat, the connection that carries the unit the
+//!   receiver waits for is cut, which makes it a drop.
 //!
 //! - A dropped connection ([`again`]): the units it had taken and the receiver has not
-//!   confirmed go back to the front of the queue, for the other connections to send, and
+//!   taken in go back to the front of the queue, for the other connections to send, and
 //!   it connects again in the background (the sender dials, with the pauses of a single
 //!   connection; the receiver listens, and takes back a connection that proves the key and
 //!   names the stream and its place). Frames that arrive twice are taken once. When every
 //!   connection drops at once, the units wait in the dispatcher and the frames in the
 //!   receiver's map until the first comes back: the stream goes on from what the receiver
-//!   confirmed, byte-exact. A connection not back within `--reconnect-for` is given up; the
+//!   took in, byte-exact. A connection not back within `--reconnect-for` is given up; the
 //!   stream fails when none is left.
 
 mod again;
@@ -104,8 +107,8 @@ struct Connection {
     resent: AtomicU64,
 }
 
-/// A unit of the stream, as the sender's dispatcher holds it until it is confirmed: its
-/// bytes, and the connection that took it, if one did, and when.
+/// A unit of the stream, as the sender's dispatcher holds it until the receiver took it
+/// in: its bytes, and the connection that took it, if one did, and when.
 struct Unit {
     bytes: Arc<Vec<u8>>,
     on: Option<usize>,
@@ -145,12 +148,12 @@ fn keep_spare(spare: &mut Vec<Vec<u8>>, buffer: Vec<u8>, connections: usize) {
 /// What the connections' threads share, under one lock.
 #[derive(Default)]
 struct State {
-    /// Sending: the offsets of units not yet taken, in order; every unit not yet confirmed
-    /// (by its offset); the offset after the last byte queued; units taken and being
+    /// Sending: the offsets of units not yet taken, in order; every unit the receiver has
+    /// not taken in (by its offset); the offset after the last byte queued; units taken and being
     /// written; the stream's length once the output ended it; connections that have the Ack.
     queue: VecDeque<u64>,
     units: BTreeMap<u64, Unit>,
-    /// Each connection's units taken and not confirmed, in bytes: at most its share of the
+    /// Each connection's units taken and not taken in by the receiver, in bytes: at most its share of the
     /// window.
     out: Vec<u64>,
     queued: u64,
@@ -172,7 +175,7 @@ struct State {
     /// the Ack; the Ack said.
     early: BTreeMap<u64, Piece>,
     held: u64,
-    /// Both sides: buffers of a whole frame let go (a frame handed out, a unit confirmed),
+    /// Both sides: buffers of a whole frame let go (a frame handed out, a unit the receiver has),
     /// for the next frame opened or the next unit queued, at most one a connection: no
     /// allocation, nor a page faulted in, per frame.
     spare: Vec<Vec<u8>>,

@@ -145,7 +145,7 @@ impl Link {
                 let room = state.out[index] < share;
                 if let Some(at) = state.queue.front().copied().filter(|_| room) {
                     state.queue.pop_front();
-                    // A unit confirmed meanwhile (sent again elsewhere) is gone.
+                    // A unit taken in meanwhile (sent again elsewhere) is gone.
                     let Some(unit) = state.units.get_mut(&at) else { continue };
                     unit.on = Some(index);
                     unit.taken = Some(Instant::now());
