@@ -27,6 +27,7 @@ mod send;
 
 use receive::Receiving;
 pub use scattered::Scattered;
+pub use send::MOST_UNITS;
 use send::Sending;
 
 use std::io;

@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 
 use rustix::event::PollFlags;
 
-use super::{Several, Unit, keep_spare};
+use super::{Several, State, Unit, keep_spare};
+use crate::net::channel::MOST_UNITS;
 use crate::net::closed_by_peer;
 use crate::net::compress::Compressor;
 use crate::net::link::Link;
@@ -138,21 +139,14 @@ impl Link {
         let share = (several.window / several.connections.len() as u64).max(2 * MAX_PAYLOAD as u64);
         loop {
             let mut state = several.lock();
-            let unit = loop {
+            let units = loop {
                 if state.failed.is_some() || stop.requested() {
                     return Ok(());
                 }
                 let room = state.out[index] < share;
-                if let Some(at) = state.queue.front().copied().filter(|_| room) {
-                    state.queue.pop_front();
-                    // A unit taken in meanwhile (sent again elsewhere) is gone.
-                    let Some(unit) = state.units.get_mut(&at) else { continue };
-                    unit.on = Some(index);
-                    unit.taken = Some(Instant::now());
-                    let bytes = Arc::clone(&unit.bytes);
-                    state.out[index] += bytes.len() as u64;
-                    state.writing += 1;
-                    break Some((at, bytes));
+                let units = take_units(&mut state, index, share);
+                if !units.is_empty() {
+                    break Some(units);
                 }
                 if state.queue.is_empty() && state.total.is_some() && state.writing == 0 {
                     break None;
@@ -177,15 +171,16 @@ impl Link {
                 state = several.lock();
             };
             drop(state);
-            let Some((at, bytes)) = unit else { return self.end_on(several, index) };
-            let sent = send_unit(several, index, at, &bytes, compressor);
-            // Written or not, it is no longer being written: a unit of a connection that
-            // dropped goes back to the queue (Link::rejoin).
-            several.lock().writing -= 1;
+            let Some(units) = units else { return self.end_on(several, index) };
+            let sent = send_units(several, index, &units, compressor);
+            // Written or not, they are no longer being written: the units of a connection
+            // that dropped go back to the queue (Link::rejoin).
+            several.lock().writing -= units.len();
             several.changed.notify_all();
             let (confirmed, credit) = sent?;
+            let bytes: usize = units.iter().map(|(_, bytes)| bytes.len()).sum();
             let connection = &several.connections[index];
-            connection.bytes.fetch_add(bytes.len() as u64, std::sync::atomic::Ordering::Relaxed);
+            connection.bytes.fetch_add(bytes as u64, std::sync::atomic::Ordering::Relaxed);
             self.confirm_several(several, confirmed, credit, false);
             self.publish_streams(several, Some((index, compressor.wire())), false);
             if to_ask(several) {
@@ -248,8 +243,10 @@ impl Link {
         let mut state = several.lock();
         let credit = credit.unwrap_or_default();
         let received = confirmed.max(credit.received);
+        let limit = state.limit.max(credit.limit).max(confirmed + several.window);
+        let opened = limit > state.limit || received > state.received;
         state.confirmed = state.confirmed.max(confirmed);
-        state.limit = state.limit.max(credit.limit).max(confirmed + several.window);
+        state.limit = limit;
         if received > state.received {
             state.received = received;
             state.received_since = Some(Instant::now());
@@ -267,29 +264,46 @@ impl Link {
                 }
             }
         }
-        several.changed.notify_all();
+        if opened {
+            several.changed.notify_all();
+        }
         let confirmed = state.confirmed;
         drop(state);
         self.heard(confirmed, awaiting);
     }
 }
 
-/// Sends the unit of `bytes` at stream offset `at` on connection `index`, each frame as
-/// `compressor` packs it: what the receiver confirmed, and its credit, as far as this
-/// connection heard.
-fn send_unit(
+/// The units connection `index` takes from the front of the queue, in one batch: as many
+/// as its share of the window has room for (`out` below `share` before each), at most
+/// [`MOST_UNITS`]; each marked as its, and counted as being written.
+fn take_units(state: &mut State, index: usize, share: u64) -> Vec<(u64, Arc<Vec<u8>>)> {
+    let mut units = Vec::new();
+    while units.len() < MOST_UNITS && state.out[index] < share {
+        let Some(at) = state.queue.pop_front() else { break };
+        // A unit taken in meanwhile (sent again elsewhere) is gone.
+        let Some(unit) = state.units.get_mut(&at) else { continue };
+        unit.on = Some(index);
+        unit.taken = Some(Instant::now());
+        let bytes = Arc::clone(&unit.bytes);
+        state.out[index] += bytes.len() as u64;
+        state.writing += 1;
+        units.push((at, bytes));
+    }
+    units
+}
+
+/// Sends `units` (each its stream offset and bytes) on connection `index`, in one batch,
+/// each frame as `compressor` packs it: what the receiver confirmed, and its credit, as
+/// far as this connection heard.
+fn send_units(
     several: &Several,
     index: usize,
-    at: u64,
-    bytes: &[u8],
+    units: &[(u64, Arc<Vec<u8>>)],
     compressor: &mut Compressor,
 ) -> io::Result<(u64, Option<Credit>)> {
+    let units: Vec<(u64, &[u8])> = units.iter().map(|(at, bytes)| (*at, &bytes[..])).collect();
     let mut channel = several.channel(index);
-    channel.seek(at);
-    let mut done = 0;
-    while done < bytes.len() {
-        done += channel.send(&bytes[done..], &several.stop, compressor)?;
-    }
+    channel.send_units(&units, &several.stop, compressor)?;
     Ok((channel.confirmed(), channel.credit()))
 }
 
