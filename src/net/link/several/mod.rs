@@ -128,19 +128,29 @@ impl Piece {
     }
 }
 
+/// The most frame buffers kept for reuse (2 MiB): as many as the input takes out of the
+/// reorder map in one read (a MiB), or the sender lets go at one confirmation, with room
+/// to spare. Fewer, and most frames found none: a buffer allocated, zeroed and faulted in
+/// per frame (measured: a tenth of a receiver's CPU, as much of a sender's).
+const SPARE_FRAMES: usize = 32;
+
 /// A buffer of a whole frame, from the spares (`spare`) or new.
 fn frame_buffer(spare: &mut Vec<Vec<u8>>) -> Vec<u8> {
-    let mut buffer = spare.pop().unwrap_or_default();
-    // What was handed out or sent is garbage now: no need to zero it; only a buffer new, or
-    // cut shorter, is zeroed (up to a frame's size) once.
-    buffer.resize(MAX_MESSAGE, 0);
-    buffer
+    match spare.pop() {
+        // What was handed out or sent is garbage now: only its tail, past a shorter
+        // frame, is zeroed again.
+        Some(mut buffer) => {
+            buffer.resize(MAX_MESSAGE, 0);
+            buffer
+        }
+        // Zeroed pages from the system, not zeroed again.
+        None => vec![0u8; MAX_MESSAGE],
+    }
 }
 
-/// Keeps `buffer`, a whole frame's, among the spares, unless there are enough (one a
-/// connection) or it is not a whole frame's.
-fn keep_spare(spare: &mut Vec<Vec<u8>>, buffer: Vec<u8>, connections: usize) {
-    if buffer.capacity() >= MAX_PAYLOAD && spare.len() < connections {
+/// Keeps `buffer` among the spares, when it is a whole frame's and there are not enough.
+fn keep_spare(spare: &mut Vec<Vec<u8>>, buffer: Vec<u8>) {
+    if buffer.capacity() >= MAX_PAYLOAD && spare.len() < SPARE_FRAMES {
         spare.push(buffer);
     }
 }
@@ -175,9 +185,9 @@ struct State {
     /// the Ack; the Ack said.
     early: BTreeMap<u64, Piece>,
     held: u64,
-    /// Both sides: buffers of a whole frame let go (a frame handed out, a unit the receiver has),
-    /// for the next frame opened or the next unit queued, at most one a connection: no
-    /// allocation, nor a page faulted in, per frame.
+    /// Both sides: buffers of a whole frame let go (a frame handed out, a unit the receiver
+    /// has), for the next frame opened or the next unit queued ([`SPARE_FRAMES`] at most):
+    /// no allocation, nor a page faulted in, per frame.
     spare: Vec<Vec<u8>>,
     /// Receiving side: the credit last told the sender.
     granted: Option<Credit>,

@@ -11,6 +11,7 @@ use std::time::Instant;
 use rustix::event::PollFlags;
 
 use super::{LOOK_AGAIN, Piece, Several, frame_buffer, keep_spare};
+use crate::net::channel::MOST_UNITS;
 use crate::net::channel::Scattered;
 use crate::net::link::Link;
 use crate::net::wire::MAX_PAYLOAD;
@@ -41,7 +42,7 @@ impl Link {
                 buf[got..got + n].copy_from_slice(&piece.bytes[piece.from..piece.from + n]);
                 let mut piece = early.remove();
                 if n == piece.len() {
-                    keep_spare(&mut state.spare, piece.bytes, several.connections.len());
+                    keep_spare(&mut state.spare, piece.bytes);
                 } else {
                     // The rest, at its own offset: the caller's buffer was the smaller.
                     piece.from += n;
@@ -152,13 +153,22 @@ impl Link {
     fn receiving_on(&self, several: &Several, index: usize) -> io::Result<()> {
         let mut buf = frame_buffer(&mut several.lock().spare);
         let mut ended = false;
+        // The frames opened since one the input waits for came, not yet told: the input is
+        // woken once for a batch of frames, not for each (a wakeup a frame cost a receiver
+        // a fifth of its CPU), and within MOST_UNITS frames of the one it waits for.
+        let mut untold: Option<usize> = None;
         loop {
             let (socket, silent_at) = {
                 let mut channel = several.channel(index);
                 while let Some(scattered) = channel.next_scattered(&mut buf)? {
                     match scattered {
                         Scattered::Data { at, len } => {
-                            self.take_frame(several, index, at, &mut buf, len)?
+                            let waited_for = self.take_frame(several, index, at, &mut buf, len)?;
+                            untold = untold.map(|n| n + 1).or(waited_for.then_some(0));
+                            if untold.is_some_and(|n| n >= MOST_UNITS) {
+                                several.changed.notify_all();
+                                untold = None;
+                            }
                         }
                         Scattered::End(total) => {
                             ended = true;
@@ -179,6 +189,9 @@ impl Link {
                             return self.closed_on(several, channel.socket().peer());
                         }
                     }
+                }
+                if untold.take().is_some() {
+                    several.changed.notify_all();
                 }
                 let came = channel.take_wire();
                 if came.frames > 0 {
@@ -210,6 +223,8 @@ impl Link {
     /// frame that comes twice is taken once). A frame of half a buffer or more goes in as
     /// it is, `frame` a spare buffer in its place; a smaller one, or the part of one not
     /// yet handed out, is copied, so that the map holds no more memory than twice its bytes.
+    /// Whether it is the one the input waits for (the thread that took it wakes the input:
+    /// a frame further on lets the input on only once that one came).
     fn take_frame(
         &self,
         several: &Several,
@@ -217,7 +232,7 @@ impl Link {
         at: u64,
         frame: &mut Vec<u8>,
         len: usize,
-    ) -> io::Result<()> {
+    ) -> io::Result<bool> {
         let bytes = &frame[..len];
         several.connections[index].bytes.fetch_add(bytes.len() as u64, Relaxed);
         let mut state = several.lock();
@@ -230,13 +245,13 @@ impl Link {
             )));
         }
         if end <= state.next || bytes.is_empty() {
-            return Ok(());
+            return Ok(false);
         }
         // Only the part not yet handed out.
         let skip = state.next.saturating_sub(at);
         let at = at + skip;
         if state.early.contains_key(&at) {
-            return Ok(());
+            return Ok(false);
         }
         let bytes = &bytes[usize::try_from(skip).unwrap_or(usize::MAX)..];
         state.held += bytes.len() as u64;
@@ -252,10 +267,10 @@ impl Link {
             Piece { bytes: bytes.to_vec(), from: 0 }
         };
         state.early.insert(at, piece);
-        several.changed.notify_all();
+        let waited_for = at == state.next;
         drop(state);
         self.publish_streams(several, None, false);
-        Ok(())
+        Ok(waited_for)
     }
 
     /// The sender's End came: the stream is `total` bytes long (every connection says the

@@ -260,7 +260,7 @@ impl Link {
                 }
                 // Its buffer for another, unless a connection's thread still sends it.
                 if let Ok(bytes) = Arc::try_unwrap(unit.bytes) {
-                    keep_spare(&mut state.spare, bytes, several.connections.len());
+                    keep_spare(&mut state.spare, bytes);
                 }
             }
         }
