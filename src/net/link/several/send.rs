@@ -144,7 +144,7 @@ impl Link {
                     return Ok(());
                 }
                 let room = state.out[index] < share;
-                let units = take_units(&mut state, index, share);
+                let units = take_units(&mut state, index, several.connections.len(), share);
                 if !units.is_empty() {
                     break Some(units);
                 }
@@ -273,12 +273,21 @@ impl Link {
     }
 }
 
-/// The units connection `index` takes from the front of the queue, in one batch: as many
-/// as its share of the window has room for (`out` below `share` before each), at most
-/// [`MOST_UNITS`]; each marked as its, and counted as being written.
-fn take_units(state: &mut State, index: usize, share: u64) -> Vec<(u64, Arc<Vec<u8>>)> {
+/// The units connection `index` of `connections` takes from the front of the queue, in one
+/// batch: as many as its share of the window has room for (`out` below `share` before
+/// each), at most [`MOST_UNITS`], and no more than its part of the queue, so that the last
+/// units of a stream do not wait on one slow path (a MiB at a time on a flow capped at
+/// 50 Mbit/s cost 4 connections a twentieth of their rate); each marked as its, and
+/// counted as being written.
+fn take_units(
+    state: &mut State,
+    index: usize,
+    connections: usize,
+    share: u64,
+) -> Vec<(u64, Arc<Vec<u8>>)> {
+    let most = MOST_UNITS.min(state.queue.len() / connections).max(1);
     let mut units = Vec::new();
-    while units.len() < MOST_UNITS && state.out[index] < share {
+    while units.len() < most && state.out[index] < share {
         let Some(at) = state.queue.pop_front() else { break };
         // A unit taken in meanwhile (sent again elsewhere) is gone.
         let Some(unit) = state.units.get_mut(&at) else { continue };
