@@ -10,7 +10,7 @@
 //! the run gave them; what each is called is the watcher's business.
 
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -30,6 +30,10 @@ pub struct Meter {
     held_disk: AtomicU64,
     peak_memory: AtomicU64,
     peak_disk: AtomicU64,
+    /// A network input over several connections: what its reorder map holds now (frames
+    /// that came before their turn), memory beside the buffer's; the most at once.
+    held_reorder: AtomicU64,
+    peak_reorder: AtomicU64,
     input_held: Wait,
     /// A network input's dropped connections (`--from`).
     input_outages: OutageMeter,
@@ -118,6 +122,9 @@ pub struct Stream {
     pub reconnections: u64,
     /// Stream bytes it had taken that went again on the others after it dropped.
     pub resent: u64,
+    /// Sending, compressing (`--compress`): the level its frames are compressed at now
+    /// (each connection adapts on its own); `None`: as they are, or not known (a receiver).
+    pub level: Option<i32>,
 }
 
 /// A network output's frames on the wire: what compression (`--compress`) made of them; or
@@ -151,6 +158,37 @@ impl Wire {
         self.bytes += more.bytes;
         self.frames += more.frames;
         self.stored += more.stored;
+    }
+
+    /// The frames of one stream over several connections (`--streams`), `each`
+    /// connection's: the counts add up; the level now is the one most connections are at
+    /// (the lowest of a tie), and each level's time is averaged over the connections, so
+    /// that the times still add up to the run's. `None` when no connection said.
+    pub fn over_connections<'a>(each: impl IntoIterator<Item = &'a Wire>) -> Option<Wire> {
+        let each: Vec<&Wire> = each.into_iter().collect();
+        let mut sum = Wire::default();
+        let mut levels: Vec<(Option<i32>, Duration)> = Vec::new();
+        let mut now: Vec<(Option<i32>, usize)> = Vec::new();
+        for wire in &each {
+            sum.add(wire);
+            for &(level, time) in &wire.levels {
+                match levels.iter_mut().find(|(known, _)| *known == level) {
+                    Some((_, total)) => *total += time,
+                    None => levels.push((level, time)),
+                }
+            }
+            match now.iter_mut().find(|(known, _)| *known == wire.level) {
+                Some((_, count)) => *count += 1,
+                None => now.push((wire.level, 1)),
+            }
+        }
+        let connections = u32::try_from(each.len()).ok().filter(|&n| n > 0)?;
+        levels.sort();
+        sum.levels = levels.into_iter().map(|(level, time)| (level, time / connections)).collect();
+        now.sort();
+        let most = now.iter().map(|(_, count)| *count).max().unwrap_or(0);
+        sum.level = now.iter().find(|(_, count)| *count == most).and_then(|(level, _)| *level);
+        Some(sum)
     }
 
     /// Stream bytes per byte on the wire: above 1, what compression saved.
@@ -298,14 +336,17 @@ pub struct Snapshot {
     pub consumer_starved: Duration,
     /// Bytes by the way they went.
     pub tiers: Tiers,
-    /// Bytes held now in memory (and pool pipes); the most at once.
+    /// Bytes held now in memory (and pool pipes, and a network input's reorder map); the
+    /// most at once.
     pub held_memory: u64,
-    /// The most held in memory at once.
+    /// The most held in memory at once (the buffer and a reorder map together).
     pub peak_memory: u64,
     /// Bytes held now in the spill file (`--spill`).
     pub held_disk: u64,
     /// The most held in the spill file at once.
     pub peak_disk: u64,
+    /// The most a network input over several connections held in its reorder map at once.
+    pub peak_reorder: u64,
     /// Each reader, in the run's order.
     pub readers: Vec<ReaderSnapshot>,
     /// Each reader's frames on the wire, in the same order: a network output's.
@@ -525,6 +566,8 @@ impl Meter {
             held_disk: AtomicU64::new(0),
             peak_memory: AtomicU64::new(0),
             peak_disk: AtomicU64::new(0),
+            held_reorder: AtomicU64::new(0),
+            peak_reorder: AtomicU64::new(0),
             input_held: Wait::default(),
             input_outages: OutageMeter::default(),
             input_streams: Mutex::default(),
@@ -566,10 +609,21 @@ impl Meter {
 
     /// Says how much the buffer holds now, in memory and in the spill file.
     pub fn held(&self, memory: u64, disk: u64) {
-        self.held_memory.store(memory, Relaxed);
+        // Stored, then the other's loaded, in one order for both (SeqCst): of two threads
+        // that change the buffer and the reorder map at once, one sees both, and the peak
+        // is of what was held together.
+        self.held_memory.store(memory, SeqCst);
         self.held_disk.store(disk, Relaxed);
-        self.peak_memory.fetch_max(memory, Relaxed);
+        self.peak_memory.fetch_max(memory + self.held_reorder.load(SeqCst), Relaxed);
         self.peak_disk.fetch_max(disk, Relaxed);
+    }
+
+    /// Says how much a network input over several connections holds in its reorder map
+    /// now: memory too, counted with the buffer's.
+    pub fn reordered(&self, held: u64) {
+        self.held_reorder.store(held, SeqCst);
+        self.peak_memory.fetch_max(held + self.held_memory.load(SeqCst), Relaxed);
+        self.peak_reorder.fetch_max(held, Relaxed);
     }
 
     /// Counts `n` bytes taken by reader `reader`.
@@ -698,10 +752,11 @@ impl Meter {
             producer_blocked: self.input_held.read(now),
             consumer_starved: Duration::ZERO,
             tiers: Tiers { through, pipes, memory, disk },
-            held_memory: self.held_memory.load(Relaxed),
+            held_memory: self.held_memory.load(Relaxed) + self.held_reorder.load(Relaxed),
             peak_memory: self.peak_memory.load(Relaxed),
             held_disk: self.held_disk.load(Relaxed),
             peak_disk: self.peak_disk.load(Relaxed),
+            peak_reorder: self.peak_reorder.load(Relaxed),
             readers,
             wires,
             streams,
@@ -909,5 +964,36 @@ mod tests {
         starved.mark(10_000, true);
         starved.mark(12_000, true);
         assert_eq!(starved.read(15_000), Duration::from_nanos(5_000));
+    }
+
+    /// Issue 36: the frames of four connections, each compressing at its own level: the
+    /// counts add up, the level now is the one most are at, and the times per level are
+    /// the connections' average (they add up to the run's 10 s, not 40).
+    #[test]
+    fn a_stream_over_several_connections_says_the_level_most_are_at() {
+        let second = Duration::from_secs(1);
+        let wire = |level, levels: &[(Option<i32>, u32)]| Wire {
+            compressing: true,
+            stream: 100,
+            bytes: 50,
+            frames: 2,
+            stored: 1,
+            level,
+            levels: levels.iter().map(|&(level, s)| (level, second * s)).collect(),
+        };
+        let each = [
+            wire(Some(3), &[(Some(3), 10)]),
+            wire(Some(1), &[(Some(1), 6), (Some(3), 4)]),
+            wire(Some(3), &[(Some(3), 10)]),
+            wire(None, &[(None, 2), (Some(3), 8)]),
+        ];
+        let sum = Wire::over_connections(&each).unwrap();
+        assert_eq!((sum.stream, sum.bytes, sum.frames, sum.stored), (400, 200, 8, 4));
+        assert_eq!(sum.level, Some(3), "two of four are at 3");
+        let levels = [(None, second / 2), (Some(1), second * 3 / 2), (Some(3), second * 8)];
+        assert_eq!(sum.levels, levels);
+        let tie = [wire(Some(3), &[]), wire(Some(1), &[])];
+        assert_eq!(Wire::over_connections(&tie).unwrap().level, Some(1), "the lowest of a tie");
+        assert_eq!(Wire::over_connections(&[]), None);
     }
 }

@@ -48,13 +48,14 @@ fn carried(
 }
 
 /// A stream of `data` sent with `--streams N` and `args` to a receiver with `-m 16M`
-/// (a window of 4 MiB, less than the stream): byte-exact, both ends' sha256 agree, and with
-/// N above 1 the receiver took N connections.
-fn over(engine: &str, streams: usize, args: &[&str], data: &[u8]) {
+/// (a window of 4 MiB, less than the stream) and `--json`: byte-exact, both ends' sha256
+/// agree, and with N above 1 the receiver took N connections. What each said.
+fn over(engine: &str, streams: usize, args: &[&str], data: &[u8]) -> (String, String) {
     let dir = Scratch::new(&format!("streams-{streams}-{engine}"));
     let key = make_key(&dir, "k");
     let common = ["--key-file", key.as_str(), "--hash", "sha256"];
-    let receiving: Vec<&str> = common.iter().copied().chain(["-m", "16M", "--debug"]).collect();
+    let receiving = ["-m", "16M", "--debug", "--json"];
+    let receiving: Vec<&str> = common.iter().copied().chain(receiving).collect();
     let n = streams.to_string();
     let mut sending: Vec<&str> = common.to_vec();
     sending.extend_from_slice(&["--streams", &n]);
@@ -64,6 +65,13 @@ fn over(engine: &str, streams: usize, args: &[&str], data: &[u8]) {
     assert_eq!(sha256(&sender_said), sha256(&receiver_said), "{both}");
     let several = format!("{streams} connections, a window of 4 MiB");
     assert_eq!(receiver_said.contains(&several), streams > 1, "{both}");
+    (sender_said, receiver_said)
+}
+
+/// The summary event in what a run said.
+fn summary(said: &str) -> serde_json::Value {
+    let line = said.lines().rev().find(|line| line.contains(r#""event":"summary""#));
+    serde_json::from_str(line.unwrap_or_else(|| panic!("no summary in: {said}"))).unwrap()
 }
 
 /// Issue 36: 1, 2, 4 and 8 connections carry a stream larger than the receiver's window
@@ -80,7 +88,19 @@ fn several_streams_carry_the_stream_whole(engine: &str) {
 fn compressed_frames_over_several_streams(engine: &str) {
     let data: Vec<u8> =
         (0..12 << 20).map(|i: u32| b"several streams, one order\n"[i as usize % 27]).collect();
-    over(engine, 4, &["--compress", "zstd"], &data);
+    let (sender_said, receiver_said) = over(engine, 4, &["--compress", "zstd", "--json"], &data);
+    // What came off the wire, over every connection, as one connection's receiver says it;
+    // and each connection's level, its own, at the sender.
+    let came = &summary(&receiver_said)["input_wire"];
+    assert_eq!(came["compressing"], true, "{receiver_said}");
+    assert_eq!(came["stream_bytes"].as_u64(), Some(data.len() as u64), "{receiver_said}");
+    let sent = summary(&sender_said);
+    let streams = sent["outputs"][0]["streams"].as_array().expect(&sender_said).clone();
+    assert_eq!(streams.len(), 4, "{sender_said}");
+    for stream in &streams {
+        assert!(stream["level"].as_i64().is_some(), "each compresses at a level: {sender_said}");
+    }
+    assert_eq!(sent["outputs"][0]["wire"]["stream_bytes"], came["stream_bytes"], "{sender_said}");
 }
 
 per_engine!(several_streams_carry_the_stream_whole, compressed_frames_over_several_streams);
@@ -329,4 +349,86 @@ per_engine!(
     every_connection_cut_at_once,
     a_frozen_connection_is_cut_and_its_frames_go_on_the_others,
     a_connection_frozen_near_the_end_holds_up_nothing
+);
+
+// ----- the receiver's memory (stage 3) -----
+
+/// A stream of 24 MiB over 4 connections to a receiver with `-m 16M` (a window of 4 MiB)
+/// whose consumer takes nothing until the receiver's input has taken 12 MiB, by its own
+/// count (its JSON progress): with one connection its buffer absorbs a stalled consumer
+/// up to `-m`, and over several it must too, not only the window. With `freeze`, the proxy
+/// freezes one connection after 12 MiB, while the buffer is nearly full: the reorder map
+/// fills behind it. Then the consumer takes everything, byte for byte; the receiver's
+/// memory at its peak, its buffer and its reorder map together (summary
+/// `peak_memory_bytes`), stays within its `-m` and a MiB. What the sender said.
+fn stalled_consumer(engine: &str, freeze: Option<&'static [usize]>) -> String {
+    let dir = Scratch::new(&format!("streams-stalled-{}-{engine}", freeze.is_some()));
+    let key = make_key(&dir, "k");
+    let heartbeat = if freeze.is_some() { "15s" } else { "1s" };
+    let receiving = ["--key-file", &key, "-m", "16M", "--heartbeat", heartbeat, "--json"];
+    let receiving = [&receiving[..], &["--interval", "0.1s"]].concat();
+    let mut receiver = Receiver::start(engine, "127.0.0.1", &receiving, None);
+    let stdout = receiver.stdout();
+    let upstream: SocketAddr = format!("127.0.0.1:{}", receiver.port).parse().unwrap();
+    let port = match freeze {
+        Some(frozen) => cutting_proxy(upstream, 12 << 20, frozen, Fault::Freeze),
+        None => upstream.port(),
+    };
+    let to = format!("127.0.0.1:{port}");
+    let sending = ["--key-file", &key, "--streams", "4", "--heartbeat", heartbeat, "--json"];
+    let mut child = sender(engine, &to, &[&sending[..], &["-v"]].concat(), None);
+    let stdin = child.stdin.take().unwrap();
+    let data = pattern(24 << 20, 3637);
+    let fed = data.clone();
+    let producer = thread::spawn(move || feed(stdin, &fed, 100_003));
+    let sender_said = Said::collect(&mut child);
+    // The receiver's input took 12 MiB in (three windows) while its consumer took none:
+    // the window counted from what the outputs took would hold it near 4 MiB.
+    let took_in = |line: &str| {
+        let event: Option<serde_json::Value> = serde_json::from_str(line).ok();
+        event.and_then(|event| event["bytes_in"].as_u64()).unwrap_or(0)
+    };
+    let absorbed = || receiver.said.text().lines().map(took_in).max().unwrap_or(0);
+    let until = std::time::Instant::now() + GENEROUS;
+    while absorbed() < 12 << 20 && std::time::Instant::now() < until {
+        thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let absorbed = absorbed();
+    let output = thread::spawn(move || drain(stdout));
+    let (sent, sender_said) = sender_said.ended(&mut child);
+    producer.join().unwrap().unwrap();
+    let received = output.join().unwrap();
+    let (status, receiver_said) = receiver.end();
+    let both = format!("sender: {sender_said}\nreceiver: {receiver_said}");
+    assert!(absorbed >= 12 << 20, "the receiver took in {absorbed} bytes only: {both}");
+    assert!(sent.success() && status.success(), "{sent}, {status}: {both}");
+    assert_same(&received, &data, "a stalled consumer");
+    let summary = receiver_said.lines().rev().find(|line| line.contains(r#""event":"summary""#));
+    let summary: serde_json::Value = serde_json::from_str(summary.expect(&both)).unwrap();
+    let peak = summary["peak_memory_bytes"].as_u64().expect(&both);
+    assert!(peak <= 17 << 20, "{peak} bytes held at once, above -m 16M and a MiB: {both}");
+    let reordered = summary["peak_reorder_bytes"].as_u64().expect(&both);
+    eprintln!("took in {absorbed} with the consumer stalled; peak {peak}, reorder {reordered}");
+    sender_said
+}
+
+/// Issue 36: a consumer that takes nothing for a while is absorbed by the receiver's
+/// buffer up to its `-m`, as with one connection (it stopped at the window, a quarter of
+/// it), and the buffer with the reorder map stays within `-m`.
+fn a_stalled_consumer_fills_the_receivers_buffer_past_the_window(engine: &str) {
+    stalled_consumer(engine, None);
+}
+
+/// Issue 36: the same with one of four connections frozen once the receiver's buffer is
+/// nearly full: the reorder map fills behind the frozen connection, and the map and the
+/// buffer together stay within `-m` and a MiB; the frozen connection is cut (the stream
+/// may end before it is back), and the stream is byte for byte.
+fn a_frozen_connection_and_a_stalled_consumer_stay_within_the_receivers_m(engine: &str) {
+    let sender_said = stalled_consumer(engine, Some(&[2]));
+    assert!(sender_said.contains("connection 3 of 4 passed nothing for "), "{sender_said}");
+}
+
+per_engine!(
+    a_stalled_consumer_fills_the_receivers_buffer_past_the_window,
+    a_frozen_connection_and_a_stalled_consumer_stay_within_the_receivers_m
 );

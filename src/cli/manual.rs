@@ -71,7 +71,9 @@ pub const JSON_FIELDS: &[[&str; 3]] = &[
          `frames`, `stored_frames` (sent as they were while compressing: they would not shrink, \
          or were not tried), `compressing` (`--compress` is not `none`), `level` (zstd's level \
          now; `null`: frames as they are) and `levels` (each level used, `null` for storing, \
-         with its `seconds`)",
+         with its `seconds`). Over several connections (`--streams`), each compresses at its \
+         own level: the counts add up, `level` is the one most connections are at now, and \
+         each level's `seconds` are the connections' average",
     ],
     [
         "`input_reconnections`, `input_longest_outage_s`, `input_outage_s`",
@@ -82,8 +84,9 @@ pub const JSON_FIELDS: &[[&str; 3]] = &[
         "`outputs[].streams`, `input_streams`",
         "summary",
         "a stream over several connections (`--streams`; `null` otherwise): each connection's \
-         stream `bytes` carried, `reconnections` after a drop, and `resent_bytes` (what it had \
-         taken that went again on the others)",
+         stream `bytes` carried, `reconnections` after a drop, `resent_bytes` (what it had \
+         taken that went again on the others), and `level` (a `--to` that compresses: the \
+         level its frames are compressed at now; `null` otherwise)",
     ],
     [
         "`input_wire`",
@@ -114,6 +117,13 @@ pub const JSON_FIELDS: &[[&str; 3]] = &[
         "bytes held now in memory (and pool pipes), and in the spill file",
     ],
     ["`peak_memory_bytes`, `peak_disk_bytes`", "summary", "the most held at once in each"],
+    [
+        "`peak_reorder_bytes`",
+        "summary",
+        "`--from` over several connections: the most its reorder map held at once (frames \
+         that came before their turn); `memory_bytes` and `peak_memory_bytes` count it with \
+         the buffer, and the two together stay within `-m`",
+    ],
     ["`expected_bytes`", "summary", "the `--expect` size or stdin's size, when known"],
     [
         "`lines`, `expected_lines`",

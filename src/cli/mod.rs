@@ -468,9 +468,11 @@ pub struct Cli {
     /// takes the next frame when it can send, so a path that caps each connection (a
     /// per-flow limit, a long fat pipe one TCP window cannot fill) or a CPU that one cipher
     /// thread cannot keep up with carries more. The receiver takes as many as it allows (16)
-    /// and puts the frames back in order, holding at most a quarter of its -m out of order:
-    /// the sender never has more than that beyond what the receiver's outputs took, so the
-    /// receiver's reorder window, a quarter of -m, is part of -m. Above 1, the
+    /// and puts the frames back in order, holding at most a quarter of its -m out of order
+    /// (the sender never has more than that beyond what the receiver's buffer took in), and
+    /// its buffer and those frames together within its -m (the sender never has more than
+    /// that beyond what the receiver's outputs took): the reorder window is part of -m, and a
+    /// stalled consumer is absorbed up to -m, as over one connection. Above 1, the
     /// receiver must be an accel that takes several streams; an older one refuses, saying so.
     /// With ssh://, over the direct connection (with --from ssh://, the remote accel sends,
     /// over N); --via ssh carries one and refuses N above 1; a fallback through ssh (--via

@@ -499,10 +499,11 @@ fn network_settings(cli: &Cli, size: u64) -> Result<net::Peering, ConfigError> {
         bound: Vec::new(),
         dialed: None,
         streams: streams(cli)?,
-        // A quarter of the buffer, and part of it: the sender never has more beyond what
-        // the receiver's outputs took, so the reorder map and the backlog together hold at
-        // most this (a receiver over several connections holds a quarter of its -m).
+        // A quarter of the buffer, and part of it: the sender has at most this beyond what
+        // the receiver's input took in (the reorder map's bound), and at most the whole
+        // buffer beyond what its outputs took (the map and the backlog together).
         window: size / 4,
+        hold: size,
     })
 }
 

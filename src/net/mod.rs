@@ -138,8 +138,12 @@ pub struct Peering {
     /// [`wire::MOST_STREAMS`]); 1 is wire version 4, as before.
     pub streams: u8,
     /// A receiver's window over several connections: the most bytes a sender may have
-    /// beyond what was confirmed, which its reorder map may hold (a quarter of `-m`).
+    /// beyond what the receiver's input took in, in order, which its reorder map may hold
+    /// (a quarter of `-m`).
     pub window: u64,
+    /// A receiver's most bytes over several connections beyond what its outputs took, in
+    /// its buffer and its reorder map together: its `-m` (at least the window).
+    pub hold: u64,
 }
 
 impl Default for Peering {
@@ -159,6 +163,7 @@ impl Default for Peering {
             compress: Compress::default(),
             streams: 1,
             window: LEAST_WINDOW,
+            hold: LEAST_WINDOW,
         }
     }
 }
@@ -214,11 +219,14 @@ impl Confirming {
                 let live = snapshot.readers[..outputs].iter().filter(|reader| !reader.gone);
                 let Some(taken) = live.map(|reader| reader.delivered()).min() else { return };
                 // A count that could not be written (the connection dropped) is said again
-                // on the next one.
-                if (taken > told || link.quiet()) && matches!(link.deliver(taken), Ok(true)) {
+                // on the next one. Over several connections, also when the input took more
+                // in: that opens the sender's window.
+                let news = taken > told || link.quiet() || link.more_credit(taken);
+                if news && matches!(link.deliver(taken), Ok(true)) {
                     told = taken;
                 }
-                pace.after(taken);
+                // Over several connections, what the input took in answers an ask too.
+                pace.after(taken.max(link.received_in_order()));
                 if last {
                     return;
                 }
@@ -323,6 +331,7 @@ pub struct Network {
     /// `--streams`, each output's; the receiver's window over several connections.
     streams: u8,
     window: u64,
+    hold: u64,
 }
 
 /// The `--from` input, before its sender came: where it listens.
@@ -412,6 +421,7 @@ impl Network {
             congestion,
             streams: peering.streams,
             window: peering.window.max(LEAST_WINDOW),
+            hold: peering.hold,
         })
     }
 
@@ -474,7 +484,8 @@ impl Network {
                 ));
                 channels.insert(0, channel.expect("joined"));
                 let reconnect = output.link.resumes().then_some(Reconnect::Dial(dialer));
-                let established = output.link.establish_several(channels, terms.window, reconnect);
+                let established =
+                    output.link.establish_several(channels, terms.window, 0, reconnect);
                 established.map_err(|e| unreached(&output.address, e))?;
                 continue;
             }
@@ -520,8 +531,12 @@ impl Network {
                             })),
                             false => None,
                         };
-                        let established =
-                            input.link.establish_several(channels, self.window, reconnect);
+                        let established = input.link.establish_several(
+                            channels,
+                            self.window,
+                            self.hold,
+                            reconnect,
+                        );
                         established.map_err(|e| unreached(&input.address, e))?;
                         self.received = Some(input.link);
                         return Ok(());

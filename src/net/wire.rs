@@ -46,8 +46,9 @@
 //! receiver's terms (its window, the connections it takes, at most [`MOST_STREAMS`]). The
 //! first connection (index 0) starts the stream; a further one must name it, else it is
 //! dropped as any stranger. Data frames then come on any connection, each at its own offset,
-//! and the receiver puts them back in order; Delivered goes on every connection, the End and
-//! the Ack on every one. A receiver of version 4 answers the version 5 preamble with its
+//! and the receiver puts them back in order; Delivered goes on every connection, with a
+//! [`Credit`] as its payload (how far the receiver took the stream in, in order, and how far
+//! the sender may go), the End and the Ack on every one. A receiver of version 4 answers the version 5 preamble with its
 //! own and an empty message, which the sender reads as "does not take several streams".
 //!
 //! Every message after the preamble is a Noise message (at most 65535 bytes) behind its length
@@ -268,9 +269,10 @@ pub struct Join {
     pub index: u8,
     /// How many the sender proposes (in the Hello), or the receiver takes (in the Welcome).
     pub streams: u8,
-    /// The most stream bytes the sender may have beyond what the receiver confirmed: the
-    /// receiver's reorder hold (0 in the Hello; the receiver's, from its `-m`, in the
-    /// Welcome).
+    /// The most stream bytes the sender may have beyond what the receiver took in, in
+    /// order: the receiver's reorder hold (0 in the Hello; the receiver's, a quarter of its
+    /// `-m`, in the Welcome). The sender's first credit, until a Delivered frame gives one
+    /// ([`Credit`]).
     pub window: u64,
 }
 
@@ -310,6 +312,51 @@ impl Join {
         let status = u64::from_be_bytes(bytes[..8].try_into().ok()?);
         let window = u64::from_be_bytes(bytes[8..16].try_into().ok()?);
         Some((status, Join { index, streams: bytes[16], window }))
+    }
+}
+
+/// What a receiver over several connections (version 5) adds to each Delivered frame, as
+/// its payload: how far it has taken the stream in, in order, and how far the sender may
+/// go. The Delivered count itself stays what the outputs took, which the sender's backlog
+/// keeps until (a resume goes on from it, and it is the sender's "delivered"); the credit is
+/// only the window's: a stalled consumer fills the receiver's buffer up to its `-m`, as with
+/// one connection, instead of a quarter of it. A version 4 Delivered frame has no payload,
+/// and a sender that knows no credit ignores it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Credit {
+    /// The stream bytes the receiver's input has taken into its buffer, in order: the
+    /// sender's units below need not be sent again, whatever connection drops.
+    pub received: u64,
+    /// The stream offset the sender may queue up to: at most a window beyond `received`
+    /// (the reorder map's bound), and at most the receiver's `-m` beyond what its outputs
+    /// took (its buffer and the map together).
+    pub limit: u64,
+}
+
+impl Credit {
+    /// The bytes of a Delivered frame's payload.
+    pub const LEN: usize = 16;
+
+    /// Its encoding, as a Delivered frame's payload.
+    pub fn encode(&self) -> [u8; Credit::LEN] {
+        let mut bytes = [0u8; Credit::LEN];
+        bytes[..8].copy_from_slice(&self.received.to_be_bytes());
+        bytes[8..].copy_from_slice(&self.limit.to_be_bytes());
+        bytes
+    }
+
+    /// The credit in a Delivered frame's payload, if it has one.
+    pub fn decode(bytes: &[u8]) -> Option<Credit> {
+        let bytes: &[u8; Credit::LEN] = bytes.try_into().ok()?;
+        let received = u64::from_be_bytes(bytes[..8].try_into().ok()?);
+        let limit = u64::from_be_bytes(bytes[8..].try_into().ok()?);
+        Some(Credit { received, limit })
+    }
+
+    /// The furthest of both, each count on its own (they come on several connections, in
+    /// any order).
+    pub fn max(self, other: Credit) -> Credit {
+        Credit { received: self.received.max(other.received), limit: self.limit.max(other.limit) }
     }
 }
 

@@ -236,7 +236,11 @@ impl Default for Config {
             interval: None,
             progress_fd: None,
             // The window over several connections: a quarter of the buffer (cli/validate.rs).
-            net: net::Peering { window: DEFAULT_SIZE / 4, ..net::Peering::default() },
+            net: net::Peering {
+                window: DEFAULT_SIZE / 4,
+                hold: DEFAULT_SIZE,
+                ..net::Peering::default()
+            },
             ssh: None,
             producer: None,
         }

@@ -92,6 +92,7 @@ impl Watch {
             },
             "peak_memory_bytes": snapshot.peak_memory,
             "peak_disk_bytes": snapshot.peak_disk,
+            "peak_reorder_bytes": snapshot.peak_reorder,
             "rate_limit_out": snapshot.limits.output,
             "rate_limit_in": snapshot.limits.input,
             "input": self.names.input,
@@ -120,6 +121,7 @@ fn streams_json(streams: &[Stream]) -> Option<serde_json::Value> {
             "bytes": stream.bytes,
             "reconnections": stream.reconnections,
             "resent_bytes": stream.resent,
+            "level": stream.level,
         })
     });
     (!streams.is_empty()).then(|| each.collect())

@@ -27,6 +27,7 @@ mod send;
 
 use receive::Receiving;
 pub use scattered::Scattered;
+pub use send::MOST_UNITS;
 use send::Sending;
 
 use std::io;
@@ -437,7 +438,15 @@ impl Channel {
             Kind::Start => Frame::Start,
             Kind::End => Frame::End(offset),
             Kind::Ack => Frame::Ack(offset),
-            Kind::Delivered => Frame::Delivered(offset),
+            Kind::Delivered => {
+                // One of several connections: the receiver's credit, its payload.
+                if let Some(credit) = wire::Credit::decode(plaintext) {
+                    self.sending.credit =
+                        Some(self.sending.credit.map_or(credit, |before| before.max(credit)));
+                    self.sending.awaits_count = false;
+                }
+                Frame::Delivered(offset)
+            }
             Kind::Heartbeat => Frame::Heartbeat,
             Kind::Resume => Frame::Resume(offset),
             Kind::Abort => Frame::Abort(String::from_utf8_lossy(plaintext).into_owned()),

@@ -3,13 +3,15 @@
 //! put them, each at the offset its trailer says. The sending side seals a frame at any
 //! offset ([`Channel::seek`]); the receiving side opens frames one at a time and says where
 //! each goes ([`Channel::next_scattered`]), for the link to put them in order. The End, the
-//! confirmations and the Ack are the same frames as on a single connection.
+//! confirmations and the Ack are the same frames as on a single connection; the Delivered
+//! frames carry the receiver's [`Credit`] ([`Channel::deliver_granting`],
+//! [`Channel::credit`]).
 
 use std::io;
 use std::time::Instant;
 
 use super::{Channel, Frame, unexpected};
-use crate::net::wire::{Join, Kind};
+use crate::net::wire::{Credit, Join, Kind};
 
 /// What came on one of several connections, in the order it came.
 #[derive(Debug, PartialEq, Eq)]
@@ -74,6 +76,17 @@ impl Channel {
                 None => return Ok(None),
             }
         }
+    }
+
+    /// Tells the sender that the outputs have taken `count` bytes, and gives it `credit`
+    /// (receiving side, one of several connections), when that can be written at once
+    /// (`true`): a later count says as much.
+    pub fn deliver_granting(&mut self, count: u64, credit: Credit) -> io::Result<bool> {
+        if self.broken || !self.socket.writable_now() {
+            return Ok(false);
+        }
+        self.seal(Kind::Delivered, count, &credit.encode());
+        self.flush_regardless().map(|()| true)
     }
 
     /// Confirms the end of a stream of `total` bytes with the Ack (receiving side, one of

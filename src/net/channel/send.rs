@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use super::{BATCH, Channel, Frame, unexpected};
 use crate::net::closed_by_peer;
 use crate::net::compress::{Compressor, Packed};
-use crate::net::wire::{Kind, MAX_FRAME, MAX_PAYLOAD};
+use crate::net::wire::{Credit, Kind, MAX_FRAME, MAX_PAYLOAD};
 use crate::stop::Stop;
 use crate::words::byte_count;
 
@@ -21,7 +21,12 @@ const LOOK: Duration = Duration::from_millis(10);
 /// 14 KiB) per round trip, so a first frame of 64 KiB would reach the receiver's output two
 /// round trips after one that fits the first window with the handshake's Start (80 ms at
 /// 40 ms). Every later frame is full size: by then the window has grown.
-const FIRST_PAYLOAD: usize = 8 << 10;
+pub(super) const FIRST_PAYLOAD: usize = 8 << 10;
+
+/// The most units of several connections one batch takes ([`Channel::send_units`]): a
+/// frame each, one more for the stream's first (short), and a heartbeat still queued fit
+/// the outgoing buffer (a batch and a frame).
+pub const MOST_UNITS: usize = BATCH / MAX_FRAME - 1;
 
 /// What a session's sending side keeps, beside the offset of the next byte to send.
 #[derive(Debug)]
@@ -40,11 +45,13 @@ pub(super) struct Sending {
     acked: Option<u64>,
     /// A confirmation was asked for ([`Channel::ask`]) and has not come: until it does, it
     /// is looked for between every two batches.
-    awaits_count: bool,
+    pub(super) awaits_count: bool,
     /// The connection failed (the receiver's Abort, its close) while confirmations were
     /// taken in after a batch was written whole: the batch counts as sent, and the failure
     /// comes with the next call ([`Channel::earlier_failure`]).
     failed: Option<io::Error>,
+    /// One of several connections: the furthest credit its Delivered frames carried.
+    pub(super) credit: Option<Credit>,
 }
 
 impl Sending {
@@ -56,6 +63,7 @@ impl Sending {
             peer_closed: false,
             acked: None,
             awaits_count: false,
+            credit: None,
             failed: None,
         }
     }
@@ -149,6 +157,12 @@ impl Channel {
         self.sending.confirmed
     }
 
+    /// One of several connections: the furthest credit the receiver gave on it (sending
+    /// side), if it gave any.
+    pub fn credit(&self) -> Option<Credit> {
+        self.sending.credit
+    }
+
     /// Takes in the confirmations that have arrived, without waiting (sending side). The
     /// receiver never closes its side before the stream has ended: if it did, it is gone.
     pub(super) fn take_confirmations(&mut self) -> io::Result<()> {
@@ -201,24 +215,71 @@ impl Channel {
                 _ => MAX_PAYLOAD,
             };
             let piece = &data[taken..data.len().min(taken + longest)];
-            let at = self.offset + taken as u64;
-            match compressor.pack(piece) {
-                Packed::Raw => {
-                    self.seal(Kind::Data, at, piece);
-                    compressor.framed(piece.len(), piece.len(), true);
-                }
-                Packed::Zstd(len) => {
-                    self.seal(Kind::Zstd, at, compressor.packed(len));
-                    compressor.framed(piece.len(), len, false);
-                }
-            }
+            self.seal_piece(self.offset + taken as u64, piece, compressor);
             taken += piece.len();
         }
         self.sending.reached = self.offset + taken as u64;
+        self.write_batch(started, self.offset + taken as u64, stop, compressor)?;
+        Ok(taken)
+    }
+
+    /// Sends `units`, each of at most a frame's payload at a stream offset of its own (one
+    /// of several connections: [`Channel::seek`] for each), in one batch, one write for them
+    /// all (a unit a write cost a system call and a wakeup a frame): at most
+    /// [`MOST_UNITS`] of them. Each frame's payload as `compressor` packs it; the stream's
+    /// first frame short, as [`Channel::send`] makes it.
+    pub fn send_units(
+        &mut self,
+        units: &[(u64, &[u8])],
+        stop: &Stop,
+        compressor: &mut Compressor,
+    ) -> io::Result<()> {
+        debug_assert!(units.len() <= MOST_UNITS && units.iter().all(|u| u.1.len() <= MAX_PAYLOAD));
+        self.earlier_failure()?;
+        let started = Instant::now();
+        for &(at, bytes) in units {
+            // The stream's first frame short (FIRST_PAYLOAD): one frame more, which the
+            // batch's spare frame takes.
+            let first = if at == 0 { bytes.len().min(FIRST_PAYLOAD) } else { bytes.len() };
+            let (head, rest) = bytes.split_at(first);
+            self.seal_piece(at, head, compressor);
+            if !rest.is_empty() {
+                self.seal_piece(at + first as u64, rest, compressor);
+            }
+            self.sending.reached = self.sending.reached.max(at + bytes.len() as u64);
+        }
+        let to = units.last().map_or(self.offset, |&(at, bytes)| at + bytes.len() as u64);
+        self.write_batch(started, to, stop, compressor)
+    }
+
+    /// Seals `piece`, the stream bytes at `at`, as a frame, as `compressor` packs it.
+    fn seal_piece(&mut self, at: u64, piece: &[u8], compressor: &mut Compressor) {
+        match compressor.pack(piece) {
+            Packed::Raw => {
+                self.seal(Kind::Data, at, piece);
+                compressor.framed(piece.len(), piece.len(), true);
+            }
+            Packed::Zstd(len) => {
+                self.seal(Kind::Zstd, at, compressor.packed(len));
+                compressor.framed(piece.len(), len, false);
+            }
+        }
+    }
+
+    /// Writes the batch sealed since `started`, which sends the stream up to offset `to`,
+    /// tells `compressor` where the time went, and takes in the confirmations when it is
+    /// time to look.
+    fn write_batch(
+        &mut self,
+        started: Instant,
+        to: u64,
+        stop: &Stop,
+        compressor: &mut Compressor,
+    ) -> io::Result<()> {
         let (sealed, wire) = (Instant::now(), self.queued);
         self.write_out(stop, None, true)?;
         compressor.sent(started, sealed - started, sealed.elapsed(), wire);
-        self.offset += taken as u64;
+        self.offset = to;
         if !self.sending.peer_closed
             && (self.sending.awaits_count || Instant::now() >= self.sending.next_look)
         {
@@ -231,7 +292,7 @@ impl Channel {
                 self.sending.failed = Some(closed_by_peer(error, "the receiver"));
             }
         }
-        Ok(taken)
+        Ok(())
     }
 
     /// Ends the stream: an End frame with the byte count, then waits for the receiver's Ack

@@ -340,3 +340,51 @@ fn altered_bytes_are_caught() {
     assert_eq!(error.kind(), io::ErrorKind::InvalidData);
     assert!(error.to_string().contains("failed authentication"), "{error}");
 }
+
+/// Issue 36: units of several connections go in one batch, each at its own offset, in
+/// whatever order the dispatcher gave them; the receiver opens each where it belongs, and
+/// the stream's first unit comes as two frames, the first short (FIRST_PAYLOAD). The
+/// Delivered frame's credit reaches the sender, and a credit older than one heard does
+/// not take it back.
+#[test]
+fn units_in_one_batch_land_where_each_belongs() {
+    let (near, far) = socket::pair();
+    let (mut sender, mut receiver) = session(Cipher::AesGcm, near, far);
+    receiver.join(wire::Join { index: 0, streams: 2, window: 0 });
+    let data: Vec<u8> = (0..3 * MAX_PAYLOAD).map(|i| (i * 7 + i / 251) as u8).collect();
+    let unit = |n: usize| (n as u64 * MAX_PAYLOAD as u64, &data[n * MAX_PAYLOAD..][..MAX_PAYLOAD]);
+    let units = [unit(2), unit(0), unit(1)];
+    sender.send_units(&units, &Stop::default(), &mut Compressor::none()).unwrap();
+    let mut got = vec![0u8; data.len()];
+    let mut frames = Vec::new();
+    let mut buf = vec![0u8; MAX_MESSAGE];
+    let until = Some(std::time::Instant::now() + std::time::Duration::from_secs(30));
+    while frames.iter().map(|(_, len)| len).sum::<usize>() < data.len() {
+        match receiver.next_scattered(&mut buf).unwrap() {
+            Some(Scattered::Data { at, len }) => {
+                got[at as usize..][..len].copy_from_slice(&buf[..len]);
+                frames.push((at, len));
+            }
+            Some(other) => panic!("data, not {other:?}"),
+            None => {
+                let socket = Arc::clone(receiver.socket());
+                crate::stop::wait_for(socket.fd(), PollFlags::IN, &Stop::default(), until)
+                    .expect("the batch, within 30 s");
+            }
+        }
+    }
+    let first = send::FIRST_PAYLOAD as u64;
+    let at: Vec<u64> = frames.iter().map(|&(at, _)| at).collect();
+    assert_eq!(at, [2 * MAX_PAYLOAD as u64, 0, first, MAX_PAYLOAD as u64], "as sent");
+    assert!(got == data, "each unit where it belongs");
+    let credit = wire::Credit { received: 100, limit: 200 };
+    receiver.deliver_granting(50, credit).unwrap();
+    receiver.deliver_granting(60, wire::Credit { received: 90, limit: 300 }).unwrap();
+    let socket = Arc::clone(sender.socket());
+    while sender.confirmed() < 60 {
+        crate::stop::wait_for(socket.fd(), PollFlags::IN, &Stop::default(), until)
+            .expect("the counts, within 30 s");
+        sender.take_confirmations_now().unwrap();
+    }
+    assert_eq!(sender.credit(), Some(wire::Credit { received: 100, limit: 300 }));
+}

@@ -179,6 +179,18 @@ impl Link {
         Ok(told)
     }
 
+    /// Over several connections: whether the credit the sender was last given has grown,
+    /// the outputs having taken `taken` bytes (receiving side). Never over one.
+    pub fn more_credit(&self, taken: u64) -> bool {
+        self.several.get().is_some_and(|several| self.more_credit_several(several, taken))
+    }
+
+    /// Over several connections: the stream bytes the input took in, in order (receiving
+    /// side); 0 over one, where the count is what the outputs took.
+    pub fn received_in_order(&self) -> u64 {
+        self.several.get().map_or(0, |several| several.taken_in())
+    }
+
     /// Whether this side has sent nothing for a heartbeat.
     pub fn quiet(&self) -> bool {
         if let Some(several) = self.several.get() {

@@ -23,7 +23,7 @@ use crate::words::{byte_count, describe, duration};
 const LISTEN_AGAIN: Duration = Duration::from_secs(1);
 
 impl Link {
-    /// Connection `index` dropped for `error` (sending side): its units not confirmed go
+    /// Connection `index` dropped for `error` (sending side): its units not taken in go
     /// back to the front of the queue, for the other connections, and it connects again
     /// until `--reconnect-for` is over. `true` once it is back; `false` when it is given up
     /// (or the stream failed, or the run is over).
@@ -66,7 +66,7 @@ impl Link {
             pauses.trying();
             tries += 1;
             let hello =
-                Hello { stream: several.stream, offset: several.lock().confirmed, resuming: true };
+                Hello { stream: several.stream, offset: several.lock().received, resuming: true };
             let join = Join { index: index as u8, streams: n as u8, window: 0 };
             let patience = self.resume.try_patience();
             match dialer.again(hello, Some(join), patience, &several.stop, |_, _| Ok(())) {
@@ -189,7 +189,8 @@ impl Link {
         if self.role == Role::Sender {
             channel.socket().widen_send_buffer();
         } else {
-            let _ = channel.deliver(self.told.load(Relaxed));
+            let told = self.told.load(Relaxed);
+            let _ = channel.deliver_granting(told, several.credit(told));
             if let Some(total) = ack {
                 let _ = channel.acknowledge_at(total);
             }
@@ -211,7 +212,7 @@ impl Link {
         ));
     }
 
-    /// While units are out and the receiver's count has not moved for
+    /// While units are out and what the receiver took in, in order, has not moved for
     /// [`Link::frozen_after`], the unit the receiver waits for went on a connection that
     /// passes nothing (a proxy or a NAT that holds it, which TCP alone notices only after
     /// minutes): that connection is cut, as a drop, so that its units go on the others
@@ -220,7 +221,7 @@ impl Link {
     pub(in crate::net::link) fn unfreeze(&self, several: &Several) {
         let mut state = several.lock();
         let now = Instant::now();
-        let counted = *state.confirmed_since.get_or_insert(now);
+        let counted = *state.received_since.get_or_insert(now);
         let Some((&head, unit)) = state.units.first_key_value() else { return };
         let (Some(index), Some(taken)) = (unit.on, unit.taken) else { return };
         // Since the count last moved, or the unit went (again) on its connection.
@@ -266,7 +267,7 @@ impl Link {
     }
 }
 
-/// The units connection `index` had taken and the receiver has not confirmed: back to the
+/// The units connection `index` had taken and the receiver has not taken in: back to the
 /// front of the queue, in order, for any connection to send again. Their bytes.
 fn requeue(several: &Several, index: usize) -> u64 {
     let mut state = several.lock();

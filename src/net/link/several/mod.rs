@@ -9,33 +9,36 @@
 //! - The sender ([`send`]): the output's writes are cut into units of at most a frame, each
 //!   at its stream offset, copied into a dispatcher shared by the connections' threads; each
 //!   thread takes the next unit when its connection can send (work stealing: a slower path
-//!   takes fewer). The dispatcher never holds more than the receiver's window beyond what the
-//!   receiver confirmed: the output's write waits for room. A unit stays until the receiver
-//!   confirms it.
+//!   takes fewer). The dispatcher queues no further than the receiver's credit: the output's
+//!   write waits for room. A unit stays until the receiver has taken it in, in order; the
+//!   output's backlog keeps its bytes until the receiver's outputs took them.
 //! - The receiver ([`receive`]): each connection's thread opens frames wherever they belong
 //!   and puts them in a reorder map; the input reads them out in offset order. A frame that
-//!   comes twice is taken once. What the map holds is bounded by the window the receiver
-//!   announced (a quarter of its `-m`), since the sender never has more beyond what the
-//!   receiver's outputs took: the map and the backlog together, so the window is part of
-//!   `-m`, not beside it.
+//!   comes twice is taken once. The credit it gives ([`Credit`], with every Delivered
+//!   count) is a window (a quarter of its `-m`) beyond what its input took in, in order,
+//!   which bounds the map however the connections race, and never more than its `-m`
+//!   beyond what its outputs took, which bounds the map and the backlog together: the
+//!   window is part of `-m`, not beside it, and a stalled consumer is absorbed up to `-m`,
+//!   as over one connection (counted from what the outputs took, the window alone bounded
+//!   the map and the backlog: a quarter of `-m`).
 //! - Confirmations (Delivered) go on every connection, and every sender thread hears them:
 //!   each connection stays alive, and its silence is noticed. The End goes on every
 //!   connection once every unit was written, the Ack back on every one; one Ack is the
 //!   receiver's word that its outputs took every byte, so the sender closes them all once
 //!   it has one, and the receiver leaves at the first close (a connection that passes
 //!   nothing holds up neither).
-//! - A frozen connection ([`again`]): while units are out and the receiver's count stands
-//!   still for half a heartbeat, the connection that carries the unit the receiver waits
-//!   for is cut, which makes it a drop.
+//! - A frozen connection ([`again`]): while units are out and what the receiver took in, in
+//!   order, stands still for half a heartbeat, the connection that carries the unit the
+//!   receiver waits for is cut, which makes it a drop.
 //!
 //! - A dropped connection ([`again`]): the units it had taken and the receiver has not
-//!   confirmed go back to the front of the queue, for the other connections to send, and
+//!   taken in go back to the front of the queue, for the other connections to send, and
 //!   it connects again in the background (the sender dials, with the pauses of a single
 //!   connection; the receiver listens, and takes back a connection that proves the key and
 //!   names the stream and its place). Frames that arrive twice are taken once. When every
 //!   connection drops at once, the units wait in the dispatcher and the frames in the
 //!   receiver's map until the first comes back: the stream goes on from what the receiver
-//!   confirmed, byte-exact. A connection not back within `--reconnect-for` is given up; the
+//!   took in, byte-exact. A connection not back within `--reconnect-for` is given up; the
 //!   stream fails when none is left.
 
 mod again;
@@ -50,9 +53,10 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::{Link, Reconnect, Role};
-use crate::meter::{Stream, Wire};
+use crate::meter::{Peer, Stream, Wire};
 use crate::net::channel::Channel;
 use crate::net::socket::Socket;
+use crate::net::wire::{Credit, MAX_MESSAGE, MAX_PAYLOAD};
 use crate::stop::Stop;
 
 /// How long a waiting side sleeps at most before it looks again (the run's stop, a peer's
@@ -66,8 +70,12 @@ pub(super) struct Several {
     /// Signalled when the state changes: a unit queued, taken or confirmed, a frame in, an
     /// end, a failure.
     changed: Condvar,
-    /// The receiver's window: the most bytes beyond what it confirmed.
+    /// The receiver's window: the most bytes the sender may have beyond what the receiver's
+    /// input took in, in order, which its reorder map holds at most.
     window: u64,
+    /// Receiving side: the most bytes beyond what its outputs took that its buffer and its
+    /// reorder map hold together (its `-m`, at least a window).
+    hold: u64,
     /// The threads' own stop, and the threads.
     stop: Arc<Stop>,
     threads: Mutex<Vec<JoinHandle<()>>>,
@@ -75,8 +83,8 @@ pub(super) struct Several {
     /// the stream's name, which a connection that comes back says.
     reconnect: Option<Reconnect>,
     stream: [u8; 16],
-    /// Each connection's frames on the wire (sending side, its compressor's), and when the
-    /// counts were last published.
+    /// Each connection's frames on the wire (sending side, its compressor's; receiving
+    /// side, as they came off it), and when the counts were last published.
     wires: Mutex<Vec<Option<Wire>>>,
     published: Mutex<Option<Instant>>,
 }
@@ -99,40 +107,90 @@ struct Connection {
     resent: AtomicU64,
 }
 
-/// A unit of the stream, as the sender's dispatcher holds it until it is confirmed: its
-/// bytes, and the connection that took it, if one did, and when.
+/// A unit of the stream, as the sender's dispatcher holds it until the receiver took it
+/// in: its bytes, and the connection that took it, if one did, and when.
 struct Unit {
     bytes: Arc<Vec<u8>>,
     on: Option<usize>,
     taken: Option<Instant>,
 }
 
+/// A frame the receiver holds before its turn: `bytes[from..]` (the input may take a
+/// frame's start only, and the rest waits there, not moved).
+struct Piece {
+    bytes: Vec<u8>,
+    from: usize,
+}
+
+impl Piece {
+    fn len(&self) -> usize {
+        self.bytes.len() - self.from
+    }
+}
+
+/// The most frame buffers kept for reuse (2 MiB): as many as the input takes out of the
+/// reorder map in one read (a MiB), or the sender lets go at one confirmation, with room
+/// to spare. Fewer, and most frames found none: a buffer allocated, zeroed and faulted in
+/// per frame (measured: a tenth of a receiver's CPU, as much of a sender's).
+const SPARE_FRAMES: usize = 32;
+
+/// A buffer of a whole frame, from the spares (`spare`) or new.
+fn frame_buffer(spare: &mut Vec<Vec<u8>>) -> Vec<u8> {
+    match spare.pop() {
+        // What was handed out or sent is garbage now: only its tail, past a shorter
+        // frame, is zeroed again.
+        Some(mut buffer) => {
+            buffer.resize(MAX_MESSAGE, 0);
+            buffer
+        }
+        // Zeroed pages from the system, not zeroed again.
+        None => vec![0u8; MAX_MESSAGE],
+    }
+}
+
+/// Keeps `buffer` among the spares, when it is a whole frame's and there are not enough.
+fn keep_spare(spare: &mut Vec<Vec<u8>>, buffer: Vec<u8>) {
+    if buffer.capacity() >= MAX_PAYLOAD && spare.len() < SPARE_FRAMES {
+        spare.push(buffer);
+    }
+}
+
 /// What the connections' threads share, under one lock.
 #[derive(Default)]
 struct State {
-    /// Sending: the offsets of units not yet taken, in order; every unit not yet confirmed
-    /// (by its offset); the offset after the last byte queued; units taken and being
+    /// Sending: the offsets of units not yet taken, in order; every unit the receiver has
+    /// not taken in (by its offset); the offset after the last byte queued; units taken and being
     /// written; the stream's length once the output ended it; connections that have the Ack.
     queue: VecDeque<u64>,
     units: BTreeMap<u64, Unit>,
-    /// Each connection's units taken and not confirmed, in bytes: at most its share of the
+    /// Each connection's units taken and not taken in by the receiver, in bytes: at most its share of the
     /// window.
     out: Vec<u64>,
     queued: u64,
     writing: usize,
     total: Option<u64>,
     acked: usize,
-    /// What the receiver confirmed, and since when; when the sender last asked for its
-    /// count; the unit whose connection was last found frozen.
+    /// What the receiver confirmed its outputs took; its credit: what its input took in,
+    /// in order (units below need no sending again), since when, and how far the sender
+    /// may queue; when the sender last asked for its count; the unit whose connection was
+    /// last found frozen.
     confirmed: u64,
-    confirmed_since: Option<Instant>,
+    received: u64,
+    received_since: Option<Instant>,
+    limit: u64,
     asked_at: Option<Instant>,
     unfrozen: Option<u64>,
     /// Receiving: frames that came before their turn, by offset; the bytes they hold; the
     /// offset of the next byte the input takes; the End's count; connections closed after
     /// the Ack; the Ack said.
-    early: BTreeMap<u64, Vec<u8>>,
+    early: BTreeMap<u64, Piece>,
     held: u64,
+    /// Both sides: buffers of a whole frame let go (a frame handed out, a unit the receiver
+    /// has), for the next frame opened or the next unit queued ([`SPARE_FRAMES`] at most):
+    /// no allocation, nor a page faulted in, per frame.
+    spare: Vec<Vec<u8>>,
+    /// Receiving side: the credit last told the sender.
+    granted: Option<Credit>,
     next: u64,
     end: Option<u64>,
     closed: usize,
@@ -163,8 +221,23 @@ impl Several {
     /// or handed out (the furthest an ask can be about).
     fn received_upto(&self) -> u64 {
         let state = self.lock();
-        let early = state.early.last_key_value().map(|(&at, bytes)| at + bytes.len() as u64);
+        let early = state.early.last_key_value().map(|(&at, piece)| at + piece.len() as u64);
         early.unwrap_or(state.next).max(state.next)
+    }
+
+    /// Receiving side: the stream bytes the input took in, in order.
+    pub(super) fn taken_in(&self) -> u64 {
+        self.lock().next
+    }
+
+    /// Receiving side: the credit to give the sender, the outputs having taken `taken`
+    /// bytes: what the input took in, in order; and a window beyond it (what the reorder
+    /// map may hold, however the connections race), but never more than `hold` beyond
+    /// `taken`, so that the buffer and the map together stay within `-m`.
+    fn credit(&self, taken: u64) -> Credit {
+        let received = self.taken_in();
+        let limit = (received + self.window).min(taken + self.hold);
+        Credit { received, limit }
     }
 
     /// Waits for a change, at most [`LOOK_AGAIN`].
@@ -209,11 +282,13 @@ impl Several {
 
 impl Link {
     /// Establishes the link over several connections, `channels` (each proved), and starts
-    /// their threads; the receiver's `window`.
+    /// their threads; the receiver's `window`, and (receiving side) its `hold`, the most it
+    /// keeps beyond what its outputs took (its `-m`).
     pub(in crate::net) fn establish_several(
         self: &Arc<Link>,
         channels: Vec<Channel>,
         window: u64,
+        hold: u64,
         reconnect: Option<Reconnect>,
     ) -> io::Result<()> {
         let first = Arc::clone(channels[0].socket());
@@ -238,11 +313,14 @@ impl Link {
             connections,
             state: Mutex::new(State {
                 out: vec![0; generations.len()],
+                // Until the receiver's first credit, a window from the start.
+                limit: window,
                 generations,
                 ..State::default()
             }),
             changed: Condvar::new(),
             window,
+            hold: hold.max(window),
             stop: Arc::new(Stop::default()),
             threads: Mutex::new(Vec::new()),
             reconnect,
@@ -278,41 +356,37 @@ impl Link {
         Ok(())
     }
 
-    /// Publishes each connection's counts, and (sending side) what their frames took on the
-    /// wire, with connection `index`'s `wire` as it is now: at most every
-    /// [`PUBLISH_EVERY`], unless `now`.
+    /// Publishes each connection's counts, and what their frames took on the wire, with
+    /// connection `index`'s `wire` as it is now (sending side), or with `wire` more off
+    /// it (receiving side): at most every [`PUBLISH_EVERY`], unless `now`.
     fn publish_streams(&self, several: &Several, wire: Option<(usize, Wire)>, now: bool) {
         let mut wires = several.wires.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some((index, wire)) = wire {
             wires.resize(several.connections.len(), None);
-            wires[index] = Some(wire);
+            match (&mut wires[index], self.role) {
+                (Some(came), Role::Receiver) => came.add(&wire),
+                (slot, _) => *slot = Some(wire),
+            }
         }
         let mut published = several.published.lock().unwrap_or_else(PoisonError::into_inner);
         if !now && published.is_some_and(|at| at.elapsed() < PUBLISH_EVERY) {
             return;
         }
         *published = Some(Instant::now());
-        let counts = |c: &Connection| Stream {
+        let counts = |(index, c): (usize, &Connection)| Stream {
             bytes: c.bytes.load(Relaxed),
             reconnections: c.reconnections.load(Relaxed),
             resent: c.resent.load(Relaxed),
+            // Each connection compresses at its own level: said for each.
+            level: wires.get(index).and_then(|wire| wire.as_ref()?.level),
         };
-        let streams: Vec<Stream> = several.connections.iter().map(counts).collect();
+        let streams: Vec<Stream> = several.connections.iter().enumerate().map(counts).collect();
         self.publish(|meter, peer| meter.streams(peer, streams.clone()));
-        // The stream's frames over every connection: the counts add up; the level is the
-        // first connection's (each adapts on its own).
-        let mut each = wires.iter().flatten();
-        let Some(first) = each.next() else { return };
-        let mut sum = first.clone();
-        for wire in each {
-            sum.compressing |= wire.compressing;
-            sum.stream += wire.stream;
-            sum.bytes += wire.bytes;
-            sum.frames += wire.frames;
-            sum.stored += wire.stored;
-        }
-        if let Some((meter, crate::meter::Peer::Output(index))) = self.meter.get() {
-            meter.wire(*index, sum);
+        let Some(sum) = Wire::over_connections(wires.iter().flatten()) else { return };
+        match self.meter.get() {
+            Some((meter, Peer::Output(index))) => meter.wire(*index, sum),
+            Some((meter, Peer::Input)) => meter.input_wire(sum),
+            None => {}
         }
     }
 

@@ -10,10 +10,11 @@ use std::time::Instant;
 
 use rustix::event::PollFlags;
 
-use super::{LOOK_AGAIN, Several};
+use super::{LOOK_AGAIN, Piece, Several, frame_buffer, keep_spare};
+use crate::net::channel::MOST_UNITS;
 use crate::net::channel::Scattered;
 use crate::net::link::Link;
-use crate::net::wire::MAX_MESSAGE;
+use crate::net::wire::MAX_PAYLOAD;
 use crate::stop::{Stop, wait_for};
 use crate::words::byte_count;
 
@@ -32,24 +33,27 @@ impl Link {
             let mut got = 0;
             while got < buf.len() {
                 let next = state.next;
-                let Some(mut early) = state.early.first_entry() else { break };
+                let Some(early) = state.early.first_entry() else { break };
                 if *early.key() != next {
                     break;
                 }
-                let frame = early.get_mut();
-                let n = frame.len().min(buf.len() - got);
-                buf[got..got + n].copy_from_slice(&frame[..n]);
-                if n == frame.len() {
-                    early.remove();
+                let piece = early.get();
+                let n = piece.len().min(buf.len() - got);
+                buf[got..got + n].copy_from_slice(&piece.bytes[piece.from..piece.from + n]);
+                let mut piece = early.remove();
+                if n == piece.len() {
+                    keep_spare(&mut state.spare, piece.bytes);
                 } else {
                     // The rest, at its own offset: the caller's buffer was the smaller.
-                    let mut rest = early.remove();
-                    rest.drain(..n);
-                    state.early.insert(next + n as u64, rest);
+                    piece.from += n;
+                    state.early.insert(next + n as u64, piece);
                 }
                 got += n;
                 state.next += n as u64;
                 state.held -= n as u64;
+            }
+            if let (true, Some((meter, _))) = (got > 0, self.meter.get()) {
+                meter.reordered(state.held);
             }
             if got > 0 {
                 return Ok(got);
@@ -66,18 +70,31 @@ impl Link {
     }
 
     /// Tells the sender, on every connection, that the outputs have taken `count` bytes
-    /// (also the receiver's heartbeat): whether any connection took it at once.
+    /// (also the receiver's heartbeat), with the credit that follows: whether any
+    /// connection took it at once.
     pub(in crate::net::link) fn deliver_several(
         &self,
         several: &Several,
         count: u64,
     ) -> io::Result<bool> {
+        let credit = several.credit(count);
         let mut told = false;
         for index in 0..several.connections.len() {
             // A connection that dropped says nothing until it is back.
-            told |= several.channel(index).deliver(count).unwrap_or(false);
+            told |= several.channel(index).deliver_granting(count, credit).unwrap_or(false);
+        }
+        if told {
+            self.told.store(count, Relaxed);
+            several.lock().granted = Some(credit);
         }
         Ok(told)
+    }
+
+    /// Whether the credit, the outputs having taken `count` bytes, has grown since it was
+    /// last told: the input took more in, or the outputs more out.
+    pub(in crate::net::link) fn more_credit_several(&self, several: &Several, count: u64) -> bool {
+        let credit = several.credit(count);
+        several.lock().granted != Some(credit)
     }
 
     /// Whether some connection has said nothing for a heartbeat.
@@ -134,15 +151,24 @@ impl Link {
     }
 
     fn receiving_on(&self, several: &Several, index: usize) -> io::Result<()> {
-        let mut buf = vec![0u8; MAX_MESSAGE];
+        let mut buf = frame_buffer(&mut several.lock().spare);
         let mut ended = false;
+        // The frames opened since one the input waits for came, not yet told: the input is
+        // woken once for a batch of frames, not for each (a wakeup a frame cost a receiver
+        // a fifth of its CPU), and within MOST_UNITS frames of the one it waits for.
+        let mut untold: Option<usize> = None;
         loop {
             let (socket, silent_at) = {
                 let mut channel = several.channel(index);
                 while let Some(scattered) = channel.next_scattered(&mut buf)? {
                     match scattered {
                         Scattered::Data { at, len } => {
-                            self.take_frame(several, index, at, &buf[..len])?
+                            let waited_for = self.take_frame(several, index, at, &mut buf, len)?;
+                            untold = untold.map(|n| n + 1).or(waited_for.then_some(0));
+                            if untold.is_some_and(|n| n >= MOST_UNITS) {
+                                several.changed.notify_all();
+                                untold = None;
+                            }
                         }
                         Scattered::End(total) => {
                             ended = true;
@@ -163,6 +189,13 @@ impl Link {
                             return self.closed_on(several, channel.socket().peer());
                         }
                     }
+                }
+                if untold.take().is_some() {
+                    several.changed.notify_all();
+                }
+                let came = channel.take_wire();
+                if came.frames > 0 {
+                    self.publish_streams(several, Some((index, came)), false);
                 }
                 (Arc::clone(channel.socket()), channel.silent_at())
             };
@@ -185,9 +218,22 @@ impl Link {
         }
     }
 
-    /// A frame of `bytes` at stream offset `at` came on connection `index`: into the reorder
-    /// map, unless it came before (a frame that comes twice is taken once).
-    fn take_frame(&self, several: &Several, index: usize, at: u64, bytes: &[u8]) -> io::Result<()> {
+    /// A frame of `len` bytes at stream offset `at` came on connection `index`, at the start
+    /// of `frame` (a whole frame's buffer): into the reorder map, unless it came before (a
+    /// frame that comes twice is taken once). A frame of half a buffer or more goes in as
+    /// it is, `frame` a spare buffer in its place; a smaller one, or the part of one not
+    /// yet handed out, is copied, so that the map holds no more memory than twice its bytes.
+    /// Whether it is the one the input waits for (the thread that took it wakes the input:
+    /// a frame further on lets the input on only once that one came).
+    fn take_frame(
+        &self,
+        several: &Several,
+        index: usize,
+        at: u64,
+        frame: &mut Vec<u8>,
+        len: usize,
+    ) -> io::Result<bool> {
+        let bytes = &frame[..len];
         several.connections[index].bytes.fetch_add(bytes.len() as u64, Relaxed);
         let mut state = several.lock();
         let end = at + bytes.len() as u64;
@@ -199,28 +245,40 @@ impl Link {
             )));
         }
         if end <= state.next || bytes.is_empty() {
-            return Ok(());
+            return Ok(false);
         }
         // Only the part not yet handed out.
         let skip = state.next.saturating_sub(at);
         let at = at + skip;
         if state.early.contains_key(&at) {
-            return Ok(());
+            return Ok(false);
         }
         let bytes = &bytes[usize::try_from(skip).unwrap_or(usize::MAX)..];
         state.held += bytes.len() as u64;
-        state.early.insert(at, bytes.to_vec());
-        several.changed.notify_all();
+        if let Some((meter, _)) = self.meter.get() {
+            meter.reordered(state.held);
+        }
+        let piece = if skip == 0 && 2 * len >= MAX_PAYLOAD {
+            let spare = frame_buffer(&mut state.spare);
+            let mut whole = std::mem::replace(frame, spare);
+            whole.truncate(len);
+            Piece { bytes: whole, from: 0 }
+        } else {
+            Piece { bytes: bytes.to_vec(), from: 0 }
+        };
+        state.early.insert(at, piece);
+        let waited_for = at == state.next;
         drop(state);
         self.publish_streams(several, None, false);
-        Ok(())
+        Ok(waited_for)
     }
 
     /// The sender's End came: the stream is `total` bytes long (every connection says the
     /// same).
     fn take_end(&self, several: &Several, total: u64) -> io::Result<()> {
         let mut state = several.lock();
-        let beyond = state.early.last_key_value().map_or(state.next, |(at, f)| at + f.len() as u64);
+        let beyond =
+            state.early.last_key_value().map_or(state.next, |(at, piece)| at + piece.len() as u64);
         if state.end.is_some_and(|end| end != total) || beyond > total {
             return Err(io::Error::other(format!(
                 "the sender ended the stream at {}, but {} arrived",
