@@ -498,6 +498,7 @@ fn network_settings(cli: &Cli, size: u64) -> Result<net::Peering, ConfigError> {
         key: None,
         bound: Vec::new(),
         dialed: None,
+        carried: None,
         streams: streams(cli)?,
         // A quarter of the buffer, and part of it: the sender never has more beyond what
         // the receiver's outputs took, so the reorder map and the backlog together hold at
