@@ -326,6 +326,26 @@ fn an_accel_without_the_protocol_is_one_line_and_status_6() {
     assert!(said.contains("does not speak this protocol"), "{said}");
 }
 
+/// A remote accel of the protocol's version 1 (frames sealed inside ssh too) refuses this
+/// version's request with its own line: one line here naming the host and what it said,
+/// status 6, nothing sent.
+#[test]
+fn an_accel_of_the_first_version_is_one_line_and_status_6() {
+    let Some(sshd) = Sshd::start() else { return };
+    let old = sshd.dir.path("accel-ssh-1");
+    let script = "#!/bin/sh\nread greeting\n\
+                  echo \"accel-ssh 1 refused this accel (0.1.0) speaks accel-ssh 1, not \\\"$greeting\\\"\"\n\
+                  exit 6\n";
+    std::fs::write(&old, script).unwrap();
+    std::fs::set_permissions(&old, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let args = pushing_through(&sshd, &old.display().to_string());
+    let (status, _, said) = run_fed(piped(&mut accel_with("auto", &args)), b"");
+    assert_eq!(status.code(), Some(6), "{said}");
+    assert_eq!(said.lines().count(), 1, "{said}");
+    assert!(said.contains("does not speak this protocol"), "{said}");
+    assert!(said.contains("speaks accel-ssh 1, not \\\"accel-ssh 2\\\""), "{said}");
+}
+
 /// Ctrl-C here stops the remote command and the remote accel: neither is left (checked by
 /// pid), and the command never saw the end of its input as if the stream were whole.
 #[test]
