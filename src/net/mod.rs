@@ -712,6 +712,12 @@ fn seconds(duration: Duration) -> String {
     format!("{} s", duration.as_secs_f64())
 }
 
+/// [`Peering::carried`]'s connection, taken over once.
+fn carried(fd: i32, peer: SocketAddr) -> io::Result<socket::Socket> {
+    // SAFETY: the socketpair end was made for this run and handed over once.
+    socket::carried(unsafe { OwnedFd::from_raw_fd(fd) }, peer)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -762,10 +768,4 @@ mod tests {
         assert!(!is_drop(&io::Error::other("the receiver stopped after 0 bytes were sent")));
         assert!(!is_drop(&io::Error::from_raw_os_error(libc::ENOSPC)));
     }
-}
-
-/// [`Peering::carried`]'s connection, taken over once.
-fn carried(fd: i32, peer: SocketAddr) -> io::Result<socket::Socket> {
-    // SAFETY: the socketpair end was made for this run and handed over once.
-    socket::carried(unsafe { OwnedFd::from_raw_fd(fd) }, peer)
 }
