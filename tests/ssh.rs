@@ -316,14 +316,34 @@ fn no_remote_accel_is_one_line_and_status_6() {
 #[test]
 fn an_accel_without_the_protocol_is_one_line_and_status_6() {
     let Some(sshd) = Sshd::start() else { return };
+    refused_by(&sshd, "#!/bin/sh\necho \"accel: $1: unknown option\" >&2\nexit 2\n");
+}
+
+/// What this accel says when the remote accel is `script`, which refuses: one line, status
+/// 6, that it does not speak this protocol.
+fn refused_by(sshd: &Sshd, script: &str) -> String {
     let old = sshd.dir.path("old-accel");
-    std::fs::write(&old, "#!/bin/sh\necho \"accel: $1: unknown option\" >&2\nexit 2\n").unwrap();
+    std::fs::write(&old, script).unwrap();
     std::fs::set_permissions(&old, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let args = pushing_through(&sshd, &old.display().to_string());
+    let args = pushing_through(sshd, &old.display().to_string());
     let (status, _, said) = run_fed(piped(&mut accel_with("auto", &args)), b"");
     assert_eq!(status.code(), Some(6), "{said}");
     assert_eq!(said.lines().count(), 1, "{said}");
     assert!(said.contains("does not speak this protocol"), "{said}");
+    said
+}
+
+/// A remote accel of the protocol's version 1 (frames sealed inside ssh too) refuses this
+/// version's request with its own line: one line here naming the host and what it said,
+/// status 6, nothing sent.
+#[test]
+fn an_accel_of_the_first_version_is_one_line_and_status_6() {
+    let Some(sshd) = Sshd::start() else { return };
+    let script = "#!/bin/sh\nread greeting\n\
+                  echo \"accel-ssh 1 refused this accel (0.1.0) speaks accel-ssh 1, not \\\"$greeting\\\"\"\n\
+                  exit 6\n";
+    let said = refused_by(&sshd, script);
+    assert!(said.contains("speaks accel-ssh 1, not \\\"accel-ssh 2\\\""), "{said}");
 }
 
 /// Ctrl-C here stops the remote command and the remote accel: neither is left (checked by

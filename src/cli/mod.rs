@@ -443,9 +443,10 @@ pub struct Cli {
     /// Directly is accel's own encrypted connection to the port the remote accel listens on,
     /// at the address ssh connects to: resumed after a drop, and not held to ssh's 2 MiB
     /// window or its one cipher thread. Through the session, the same frames go over ssh's
-    /// stdin and stdout: it works wherever ssh does (a jump host, a closed port), at ssh's
-    /// speed, and a drop of the session ends the run, over one connection (--streams
-    /// above 1 is refused with --via ssh).
+    /// stdin and stdout, their payloads not encrypted a second time inside ssh's cipher: it
+    /// works wherever ssh does (a jump host, a closed port), at ssh's speed, and a drop of
+    /// the session ends the run, over one connection (--streams above 1 is refused with
+    /// --via ssh).
     #[arg(long, value_name = "auto|direct|ssh", help_heading = "Network")]
     pub via: Option<String>,
 

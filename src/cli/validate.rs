@@ -498,6 +498,7 @@ fn network_settings(cli: &Cli, size: u64) -> Result<net::Peering, ConfigError> {
         key: None,
         bound: Vec::new(),
         dialed: None,
+        carried: None,
         streams: streams(cli)?,
         // A quarter of the buffer, and part of it: the sender has at most this beyond what
         // the receiver's input took in (the reorder map's bound), and at most the whole
@@ -655,7 +656,7 @@ fn ssh_settings(cli: &Cli) -> Result<Option<Ssh>, ConfigError> {
         Some("ssh") => Via::Ssh,
         Some(other) => return Err(error("--via", other, "expected auto, direct or ssh")),
     };
-    // The session carries one byte stream to one loopback connection: several connections
+    // The session carries one byte stream, one connection's: several connections
     // are for a direct path (a per-flow limit, one cipher thread), which `--via ssh` gave up.
     // Refused rather than quietly made one: both were asked for, and a run that silently
     // carries less than asked hides it (`--via auto` still may fall back).

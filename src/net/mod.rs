@@ -134,6 +134,12 @@ pub struct Peering {
     /// the first try takes instead of connecting: accel started through ssh tries the direct
     /// path with the stream's own connection, so the stream pays no second round trip.
     pub dialed: Option<i32>,
+    /// A connection carried by the ssh session (an end of a socketpair of accel's own, see
+    /// [`socket::carried`]), and the ssh host's address to name it by: the run's one
+    /// connection, the first `--to`'s (instead of connecting) or the sender's (instead of
+    /// listening). Frames' payloads go unsealed on it (ssh's cipher protects them); it does
+    /// not resume (the session's end is the stream's).
+    pub carried: Option<(i32, SocketAddr)>,
     /// `--streams`: the connections each `--to` proposes for its stream (1 to
     /// [`wire::MOST_STREAMS`]); 1 is wire version 4, as before.
     pub streams: u8,
@@ -160,6 +166,7 @@ impl Default for Peering {
             key: None,
             bound: Vec::new(),
             dialed: None,
+            carried: None,
             compress: Compress::default(),
             streams: 1,
             window: LEAST_WINDOW,
@@ -339,6 +346,8 @@ pub struct Network {
 struct Input {
     address: Address,
     listeners: Vec<OwnedFd>,
+    /// [`Peering::carried`]: the sender's connection, made before the run.
+    carried: Option<socket::Socket>,
     link: Arc<Link>,
     accept_timeout: Option<Duration>,
 }
@@ -372,18 +381,27 @@ impl Network {
         let secure = !peering.insecure;
         let mut outputs = Vec::new();
         for &address in to {
-            let resolved = address.resolve().map_err(|e| {
+            let resolved = match (outputs.is_empty(), peering.carried) {
+                // Nothing to resolve (the name may be the ssh jump host's to know): the
+                // connection is there, carried by ssh.
+                (true, Some((_, peer))) => Ok(vec![peer]),
+                _ => address.resolve(),
+            };
+            let resolved = resolved.map_err(|e| {
                 SetupError::Unreached(format!("{address}: {}; nothing was sent", describe(&e)))
             })?;
             let name = address.to_string();
             let link = Link::new(Role::Sender, secure, name, peering.resume, Arc::clone(log));
             link.compress(peering.compress);
-            let dialed = match (outputs.is_empty(), peering.dialed) {
+            let first = outputs.is_empty();
+            let dialed = match (first, peering.dialed, peering.carried) {
+                (true, _, Some((fd, peer))) => Some(carried(fd, peer)),
                 // SAFETY: the connection was made for this run and handed over once.
-                (true, Some(fd)) => Some(unsafe { OwnedFd::from_raw_fd(fd) }),
+                (true, Some(fd), None) => {
+                    Some(socket::adopt(unsafe { OwnedFd::from_raw_fd(fd) }, congestion.as_deref()))
+                }
                 _ => None,
             };
-            let dialed = dialed.map(|fd| socket::adopt(fd, congestion.as_deref()));
             let dialed = dialed.transpose().map_err(|e| {
                 SetupError::Unreached(format!("{address}: {}; nothing was sent", describe(&e)))
             })?;
@@ -392,7 +410,15 @@ impl Network {
         let input = match &peering.from {
             None => None,
             Some(address) => Some(Input {
+                carried: match (to.is_empty(), peering.carried) {
+                    (true, Some((fd, peer))) => Some(carried(fd, peer).map_err(|e| {
+                        SetupError::Unreached(format!("{address}: {}", describe(&e)))
+                    })?),
+                    _ => None,
+                },
                 listeners: match peering.bound.as_slice() {
+                    // Nothing to listen for: the sender's connection is carried by ssh.
+                    _ if to.is_empty() && peering.carried.is_some() => Vec::new(),
                     [] => bind(address, congestion.as_deref(), log)?,
                     // SAFETY: the sockets were bound for this run and handed over once.
                     fds => fds
@@ -495,7 +521,7 @@ impl Network {
                 tending.map_err(|e| unreached(&output.address, e))?;
             }
         }
-        if let Some(input) = self.input.take() {
+        if let Some(mut input) = self.input.take() {
             let deadline = input.accept_timeout.map(|timeout| Instant::now() + timeout);
             let mut dropped = 0;
             let terms = handshake::Terms { stream: None, window: self.window };
@@ -511,6 +537,9 @@ impl Network {
                         log,
                         stop,
                     );
+                    if let Some(socket) = input.carried.take() {
+                        lobby.take(socket);
+                    }
                     let first = lobby.next_sender(deadline).map_err(|why| {
                         SetupError::Unreached(format!(
                             "{}: {why}; nothing was written",
@@ -696,6 +725,12 @@ fn bind(
 /// `30 s`.
 fn seconds(duration: Duration) -> String {
     format!("{} s", duration.as_secs_f64())
+}
+
+/// [`Peering::carried`]'s connection, taken over once.
+fn carried(fd: i32, peer: SocketAddr) -> io::Result<socket::Socket> {
+    // SAFETY: the socketpair end was made for this run and handed over once.
+    socket::carried(unsafe { OwnedFd::from_raw_fd(fd) }, peer)
 }
 
 #[cfg(test)]

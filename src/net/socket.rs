@@ -16,6 +16,12 @@
 //! congestion control the run settled on ([`Congestion`](super::congestion::Congestion)) is
 //! asked for before [`connect`] connects and before [`listen`] listens: a connection then has
 //! it from its first packet, and one accepted has its listener's.
+//!
+//! One other kind: a connection **carried by an ssh session** ([`carried`]), an end of a Unix
+//! socketpair of accel's own whose other end is ssh's stdin and stdout (or a relay thread's,
+//! bridged to them). It has no TCP options and no address of its own (its `peer` is the ssh
+//! host's, for messages), and only it ever carries frames whose payloads are not sealed
+//! ([`Socket::is_carried`]): ssh's cipher protects them there. No TCP socket can be one.
 
 use std::io;
 use std::net::SocketAddr;
@@ -42,11 +48,13 @@ const KEEPALIVE_PROBES: u32 = 6;
 /// `TCP_USER_TIMEOUT`; keepalive does not probe while data waits for an acknowledgement).
 const UNACKNOWLEDGED: Duration = Duration::from_secs(90);
 
-/// One connected TCP socket of accel's own.
+/// One connected socket of accel's own: TCP, or a socketpair end carried by ssh.
 #[derive(Debug)]
 pub struct Socket {
     fd: OwnedFd,
     peer: SocketAddr,
+    /// An end of a socketpair of accel's own, carried by an ssh session ([`carried`]).
+    carried: bool,
 }
 
 impl Socket {
@@ -55,9 +63,15 @@ impl Socket {
         self.fd.as_fd()
     }
 
-    /// The address of the other end.
+    /// The address of the other end (the ssh host's, for a connection [`carried`] by ssh).
     pub fn peer(&self) -> SocketAddr {
         self.peer
+    }
+
+    /// Whether this is a connection carried by an ssh session ([`carried`]): never a TCP
+    /// socket, whatever a peer says.
+    pub fn is_carried(&self) -> bool {
+        self.carried
     }
 
     /// Reads what has arrived, up to `buf.len()` (at least a byte; 0 at the end of the
@@ -203,7 +217,7 @@ pub fn connect(
         Err(e) => return Err(e.into()),
     }
     tune(&fd);
-    Ok(Socket { fd, peer: address })
+    Ok(Socket { fd, peer: address, carried: false })
 }
 
 /// A TCP connection made before the run, and handed over (non-blocking): given the
@@ -213,7 +227,27 @@ pub fn adopt(fd: OwnedFd, congestion: Option<&str>) -> io::Result<Socket> {
     let peer = SocketAddr::try_from(peer).map_err(|_| io::Error::other("not an IP socket"))?;
     ask_congestion(fd.as_fd(), congestion);
     tune(&fd);
-    Ok(Socket { fd, peer })
+    Ok(Socket { fd, peer, carried: false })
+}
+
+/// A Unix socketpair of accel's own (stream, close-on-exec, blocking until [`carried`] takes
+/// one end): one end for ssh's stdin and stdout, or for a relay thread bridged to them.
+pub fn socketpair() -> io::Result<(OwnedFd, OwnedFd)> {
+    let flags = SocketFlags::CLOEXEC;
+    Ok(rustix::net::socketpair(AddressFamily::UNIX, SocketType::STREAM, flags, None)?)
+}
+
+/// A connection carried by an ssh session: `fd`, an end of a [`socketpair`] of this accel's
+/// own, made non-blocking here (it is nobody else's: the other end is ssh's, or a relay's);
+/// `peer` names the ssh host in messages. Refused for anything but a Unix stream socket, so
+/// that a TCP connection can never become one.
+pub fn carried(fd: OwnedFd, peer: SocketAddr) -> io::Result<Socket> {
+    let family = rustix::net::getsockname(&fd)?.address_family();
+    if family != AddressFamily::UNIX || sockopt::socket_type(&fd)? != SocketType::STREAM {
+        return Err(io::Error::other("not a Unix stream socket: not carried by ssh"));
+    }
+    rustix::io::ioctl_fionbio(&fd, true)?;
+    Ok(Socket { fd, peer, carried: true })
 }
 
 /// A listening socket on exactly `address`, whose connections get the congestion control
@@ -252,7 +286,7 @@ pub fn accept(listener: &OwnedFd) -> io::Result<Option<Socket>> {
                 let peer = peer.and_then(|p| SocketAddr::try_from(p).ok());
                 let peer = peer.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
                 tune(&fd);
-                return Ok(Some(Socket { fd, peer }));
+                return Ok(Some(Socket { fd, peer, carried: false }));
             }
             Err(Errno::AGAIN) => return Ok(None),
             // Gone before it was accepted: nothing to do.
@@ -282,7 +316,15 @@ pub fn pair() -> (Socket, Socket) {
     let socket = |stream: std::net::TcpStream| {
         stream.set_nonblocking(true).unwrap();
         let peer = stream.peer_addr().unwrap();
-        Socket { fd: stream.into(), peer }
+        Socket { fd: stream.into(), peer, carried: false }
     };
     (socket(near), socket(far))
+}
+
+/// A connected pair of accel's sockets carried by ssh ([`carried`]), for tests.
+#[cfg(test)]
+pub fn carried_pair() -> (Socket, Socket) {
+    let (near, far) = socketpair().unwrap();
+    let peer = SocketAddr::from(([192, 0, 2, 1], 22));
+    (carried(near, peer).unwrap(), carried(far, peer).unwrap())
 }

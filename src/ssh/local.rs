@@ -4,16 +4,19 @@
 //! process group of its own, so that the terminal's Ctrl-C reaches this accel, which then
 //! stops the remote command, and not ssh, which would cut the session first), sends the
 //! request with a fresh key, reads the answer, and runs as an ordinary `--to` sender to the
-//! port the remote accel listens on. ssh's stderr (the remote accel's, and its command's) is
+//! port the remote accel listens on (or, through the session, to ssh's stdin and stdout
+//! themselves: one end of a socketpair of this accel's own, whose other end is the run's
+//! connection, with no thread or copy between). ssh's stderr (the remote accel's, and its command's) is
 //! shown here, each line marked with the host; what ssh says before the answer is held, so
 //! that a failure to start is one line. The remote command's status decides this one's when
 //! it failed on its own.
 
 use std::io::{self, BufRead, BufReader, Write};
-use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{IntoRawFd, OwnedFd};
+use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
-use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex, mpsc};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
@@ -81,10 +84,13 @@ pub fn run(config: &Config, closed: stdio::Closed) -> Exit {
         }
         Some(Peer::Sender { address, listener }) => {
             direct.net.from = Some(address);
-            direct.net.bound = vec![listener.into_raw_fd()];
+            direct.net.bound = listener.into_iter().map(IntoRawFd::into_raw_fd).collect();
             direct.net.accept_timeout.get_or_insert(ACCEPT_PATIENCE);
         }
         None => unreachable!("a peer"),
+    }
+    if let Some((session, peer)) = started.carried.take() {
+        direct.net.carried = Some((OwnedFd::from(session).into_raw_fd(), peer));
     }
     let stop_word = started.stop_word();
     run::signals::before_dying(Box::new(stop_word));
@@ -96,11 +102,15 @@ pub fn run(config: &Config, closed: stdio::Closed) -> Exit {
 /// ssh started, the remote accel listening.
 struct Started {
     child: Child,
-    /// ssh's stdin: the control lines to the remote accel.
-    control: Arc<Mutex<Option<ChildStdin>>>,
-    /// ssh's stdout, held open while the stream goes directly (ssh would end at a write
-    /// into a closed pipe).
-    answers: Option<ChildStdout>,
+    /// This accel's end of the session (ssh's stdin and stdout are the other): the control
+    /// lines to the remote accel.
+    control: Arc<Mutex<Option<UnixStream>>>,
+    /// The same end, held open while the stream goes directly (ssh would end at a write
+    /// into a closed socket).
+    answers: Option<UnixStream>,
+    /// Through ssh: the same end, the run's connection, and the ssh host's address to name
+    /// it by.
+    carried: Option<(UnixStream, SocketAddr)>,
     /// The one-time key.
     key: Arc<Key>,
     /// The remote accel, as this run's peer.
@@ -119,8 +129,8 @@ enum Peer {
     /// when the direct path was tried (none through ssh).
     Receiver { address: Address, dialed: Option<OwnedFd> },
     /// Pull: a sender, which connects to this accel's `listener` (named `address` in the
-    /// messages).
-    Sender { address: Address, listener: OwnedFd },
+    /// messages); none through ssh.
+    Sender { address: Address, listener: Option<OwnedFd> },
 }
 
 /// What ssh's stderr said: held (before the answer) or shown.
@@ -149,19 +159,22 @@ impl Started {
             command.arg("-p").arg(port.to_string());
         }
         command.arg(&ssh.destination).arg("--").arg(remote);
-        let mut child = command
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
+        // ssh's stdin and stdout: one end of a socketpair (ssh makes them non-blocking, which
+        // harms no one else: that end is its alone); this accel's, the other.
+        let cannot = |e: io::Error| network(format!("cannot start ssh: {}", describe(&e)));
+        let (session, for_ssh) = socket::socketpair().map_err(cannot)?;
+        let for_ssh_out = for_ssh.try_clone().map_err(cannot)?;
+        let spawned = command
+            .stdin(for_ssh)
+            .stdout(for_ssh_out)
             .stderr(Stdio::piped())
             .process_group(0)
-            .spawn()
-            .map_err(|e| {
-                network(format!(
-                    "cannot run {}: {}; nothing was sent",
-                    ssh.program[0],
-                    describe(&e)
-                ))
-            })?;
+            .spawn();
+        // ssh's end closed here, so that ssh's exit is the end of the session for this one.
+        drop(command);
+        let mut child = spawned.map_err(|e| {
+            network(format!("cannot run {}: {}; nothing was sent", ssh.program[0], describe(&e)))
+        })?;
         log.debug(format_args!("{host}: ssh started"));
         // Made once ssh runs: the first use of the crypto library sets it up (20 ms here), which
         // is better spent while ssh connects. The key waits in this process until then.
@@ -185,8 +198,7 @@ impl Started {
         // Disconnected when the relay has read ssh's stderr to its end.
         let (stderr_end, stderr_read) = mpsc::channel::<()>();
         let relay = relay(stderr.into(), host.to_owned(), Arc::clone(&said), stderr_end, log);
-        let mut stdin = child.stdin.take().expect("piped");
-        let answers = child.stdout.take().expect("piped");
+        let mut session = UnixStream::from(session);
         // Pull: the remote sender connects back to a port of this accel's, on every
         // interface (only the key's holder is taken), at the address ssh came from.
         let listener = match ssh.push {
@@ -215,13 +227,13 @@ impl Started {
         };
         // The key only ever goes through this pipe, in a buffer zeroed when dropped.
         let key_line = key.to_line();
-        let sent = stdin
+        let sent = session
             .write_all(format!("{GREETING}\n").as_bytes())
-            .and_then(|()| stdin.write_all(key_line.as_bytes()))
-            .and_then(|()| stdin.write_all(format!("{}\n", request.to_json()).as_bytes()));
+            .and_then(|()| session.write_all(key_line.as_bytes()))
+            .and_then(|()| session.write_all(format!("{}\n", request.to_json()).as_bytes()));
         log.debug(format_args!("{host}: the request is written"));
         let answer = match sent {
-            Ok(()) => read_text_line(&answers).ok().flatten(),
+            Ok(()) => read_text_line(&session).ok().flatten(),
             Err(_) => None,
         };
         log.debug(format_args!("{host}: the remote answered {:?}", answer.as_deref()));
@@ -233,6 +245,7 @@ impl Started {
             let said = said.lock().unwrap_or_else(|e| e.into_inner());
             Err(why_not_started(status, &said, answer))
         };
+        let answered = answer.clone();
         let answer = answer.as_deref().and_then(Answer::parse);
         // The remote's probe port (push) is not used: the direct path is tried with the
         // stream's own connection (see `push_path`).
@@ -249,7 +262,8 @@ impl Started {
                 )));
             }
             (answer, _) => {
-                let line = answer.map(|answer| answer.line());
+                // What it said as it said it: another version's refusal says which it speaks.
+                let line = answer.map(|answer| answer.line()).or(answered);
                 return failed(&mut child, &said, line.as_deref().map(str::trim_end));
             }
         };
@@ -264,40 +278,34 @@ impl Started {
         let (peer, through) = match listener {
             None => match push_path(ssh, &resolved, &address, log)? {
                 Ok(connection) => {
-                    let _ = stdin.write_all(b"direct\n");
+                    let _ = session.write_all(b"direct\n");
                     (Peer::Receiver { address, dialed: Some(connection.into()) }, None)
                 }
                 Err(why) => {
-                    let _ = stdin.write_all(b"through-ssh\n");
-                    let (relay, local) = loopback_relay(None).map_err(network)?;
-                    let local = Address::parse(&local.to_string(), false).map_err(network)?;
-                    (Peer::Receiver { address: local, dialed: None }, Some((why, relay)))
+                    let _ = session.write_all(b"through-ssh\n");
+                    (Peer::Receiver { address, dialed: None }, Some(why))
                 }
             },
-            Some((listener, port)) => {
-                let relay = match through {
-                    None => None,
-                    Some(why) => {
-                        let local = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
-                        Some((why, loopback_relay(Some(local)).map_err(network)?.0))
-                    }
-                };
-                (Peer::Sender { address, listener }, relay)
+            Some((listener, _)) if through.is_some() => {
+                // Nothing comes to the listener: the sender's connection is the session.
+                drop(listener);
+                (Peer::Sender { address, listener: None }, through)
             }
+            Some((listener, _)) => (Peer::Sender { address, listener: Some(listener) }, None),
         };
-        let (control, answers, through) = match through {
-            None => (Some(stdin), Some(answers), None),
-            Some((why, relay)) => {
+        let (control, answers, carried) = match through {
+            None => (Some(session.try_clone().map_err(cannot)?), Some(session), None),
+            Some(why) => {
                 if !why.is_empty() {
                     log.warn(format_args!("{why}; sending through ssh instead (slower)"));
                 }
-                relay.start(stdin.into(), answers.into()).map_err(network)?;
-                (None, None, Some(()))
+                (None, None, Some((session, resolved.ssh_peer(ssh))))
             }
         };
         let control = Arc::new(Mutex::new(control));
-        let through = through.is_some();
-        Ok(Started { child, control, answers, key, peer: Some(peer), relay, said, through })
+        let through = carried.is_some();
+        let peer = Some(peer);
+        Ok(Started { child, control, answers, carried, key, peer, relay, said, through })
     }
 
     /// What a terminating signal says before accel dies: `stop`, so that the remote command
@@ -446,47 +454,6 @@ fn push_path(
     }
 }
 
-/// A relay through the ssh session, ready to start: a loopback listener for the local run's
-/// `--to` (push), or the local run's own listener to connect to (pull).
-struct LoopbackRelay {
-    listener: Option<TcpListener>,
-    connect_to: Option<SocketAddr>,
-}
-
-/// Push (`None`): a loopback port for the run's `--to`, and the relay that takes its one
-/// connection. Pull (`Some(address)`): the relay that connects to the run's listener there.
-fn loopback_relay(connect_to: Option<SocketAddr>) -> Result<(LoopbackRelay, SocketAddr), String> {
-    let failed = |e: io::Error| format!("cannot relay through ssh: {}", describe(&e));
-    match connect_to {
-        Some(address) => Ok((LoopbackRelay { listener: None, connect_to: Some(address) }, address)),
-        None => {
-            let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).map_err(failed)?;
-            let address = listener.local_addr().map_err(failed)?;
-            Ok((LoopbackRelay { listener: Some(listener), connect_to: None }, address))
-        }
-    }
-}
-
-impl LoopbackRelay {
-    /// Starts relaying between the session (ssh's stdin and stdout) and the run's loopback
-    /// connection, once it is there.
-    fn start(self, to_session: OwnedFd, from_session: OwnedFd) -> Result<(), String> {
-        let spawned = thread::Builder::new().name("accel-ssh-relay".into()).spawn(move || {
-            let tcp = match (self.listener, self.connect_to) {
-                (Some(listener), _) => listener.accept().map(|(tcp, _)| tcp),
-                (None, Some(address)) => TcpStream::connect(address),
-                (None, None) => return,
-            };
-            if let Ok(tcp) = tcp {
-                if let Ok(relay) = super::relay::bridge(tcp, from_session, to_session) {
-                    let _ = relay.join();
-                }
-            }
-        });
-        spawned.map(drop).map_err(|e| format!("cannot relay through ssh: {}", describe(&e)))
-    }
-}
-
 /// Pull: a listening socket on every interface, on a port the system chooses, for the remote
 /// sender to connect to; and that port.
 fn listen_for_sender() -> Result<(OwnedFd, u16), String> {
@@ -579,8 +546,21 @@ fn release(said: &Mutex<Said>, host: &str, log: &Log) {
 struct Resolved {
     /// `hostname`.
     hostname: Option<String>,
+    /// `port`.
+    port: Option<u16>,
     /// `proxyjump` or `proxycommand`: the direct path is not ssh's.
     proxied: Option<String>,
+}
+
+impl Resolved {
+    /// The ssh server's address, to name the session's connection by in messages: its
+    /// hostname when that is an address (nothing is looked up: through a jump host, the name
+    /// may be the jump host's to know), and ssh's port.
+    fn ssh_peer(&self, ssh: &Ssh) -> SocketAddr {
+        let ip = self.hostname.as_deref().and_then(|name| name.parse::<IpAddr>().ok());
+        let port = ssh.port.or(self.port).unwrap_or(22);
+        SocketAddr::new(ip.unwrap_or(IpAddr::V6(Ipv6Addr::UNSPECIFIED)), port)
+    }
 }
 
 /// Asks `ssh -G` for the hostname (and whether a jump host or proxy command is in the way);
@@ -601,6 +581,7 @@ fn resolve(ssh: &Ssh) -> Resolved {
         let (name, value) = line.split_once(' ').unwrap_or((line, ""));
         match name {
             "hostname" => resolved.hostname = Some(value.to_owned()),
+            "port" => resolved.port = value.parse().ok(),
             "proxyjump" | "proxycommand" if value != "none" => {
                 resolved.proxied = Some(format!("{name} {value}"));
             }

@@ -19,8 +19,14 @@
 //!   (an EOF would pass a cut stream off as whole to `cat > file`).
 //! - local → remote, push: `direct` once it connected, or `through-ssh` when the direct path
 //!   is closed (or `--via ssh`): from then on the session carries the stream ([`relay`]).
-//!   Pull: the remote connects back, and its answer says which path (`dialing`,
-//!   `through-ssh WHY`).
+//!   The remote reads it before its run starts. Pull: the remote connects back, and its
+//!   answer says which path (`dialing`, `through-ssh WHY`).
+//!
+//! Through the session, each side's connection is an end of a socketpair of its own
+//! (`net::socket::carried`): locally ssh's stdin and stdout are the other end; remotely a
+//! relay splices sshd's pipes to it. On it, frames' payloads are not sealed (ssh's cipher
+//! protects them; see `net::channel`); each side knows its path from what it did itself (the
+//! local chose it, the remote made the socketpair), never from a peer's word.
 //! - remote → local at the end, on ssh's stderr (its stdout may carry the stream): how the
 //!   command ended ([`Finished`]), which decides the local status when the command failed on
 //!   its own, as ssh returns its command's status.
@@ -45,7 +51,11 @@ use crate::net::Resume;
 use crate::run::config::Via;
 
 /// The first line of a request, and the start of every answer: the protocol and its version.
-pub const GREETING: &str = "accel-ssh 1";
+/// Version 2: through the session, frames' payloads go unsealed (ssh's cipher protects
+/// them), and the remote learns the path from the local's `direct` or `through-ssh` before
+/// its run starts. A version 1 remote refuses a version 2 request (and the other way round)
+/// with its own line, before anything is sent.
+pub const GREETING: &str = "accel-ssh 2";
 
 /// How long the direct path's connection may take before the stream goes through ssh
 /// instead (`--via auto`): a path that is open answers in a round trip; a firewall that drops
@@ -356,7 +366,7 @@ mod tests {
             let line = answer.line();
             assert_eq!(Answer::parse(line.trim_end()), Some(answer));
         }
-        assert_eq!(Answer::parse("accel-ssh 2 port 9"), None);
+        assert_eq!(Answer::parse("accel-ssh 1 port 9 probe 10"), None);
         let finished = Finished { status: Some(3), signal: None, stopped: false, seconds: 1.5 };
         assert_eq!(Finished::parse(finished.line().trim_end()), Some(finished.clone()));
         assert!(finished.failed_on_its_own());

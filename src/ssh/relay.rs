@@ -1,92 +1,82 @@
-//! The stream through the ssh session (`--via ssh`, or the fallback when the direct path is
-//! closed): on each side, a loopback TCP connection of accel's own, bridged to the session's
-//! stdin and stdout by two threads.
+//! The stream through the ssh session on the remote side (`--via ssh`, or the fallback when
+//! the direct path is closed): two threads between the session's stdin and stdout, which
+//! sshd gave this accel as pipes, and one end of a socketpair of accel's own, whose other end
+//! is the run's connection (`net::socket::carried`).
 //!
-//! So the link (net/) sees a TCP connection as on the direct path, and its frames, the
-//! handshake and the Ack are the same bytes; only the path differs. A loopback copy costs
-//! nothing next to ssh's own cipher and 2 MiB window, which bound this path anyway, and net/
-//! needs no second kind of socket. A drop of the session is the end of the stream (the
-//! loopback listener takes one connection), so such runs do not resume.
+//! Why a relay at all: the run's socket must be non-blocking, and the session's pipes are
+//! inherited, never to be made so (someone else's open file description). Locally there is
+//! none: ssh's stdin and stdout are the other end of the local accel's own socketpair. Each
+//! direction is read and written through a buffer: `splice(2)` between the pipes and the
+//! socketpair was tried, and now and then left the sender's first handshake message
+//! undelivered (1 run in 3 with six at once on this 2-vCPU machine, kernel 6.18), where
+//! read and write never did. A drop of the session is the end of the stream (the connection
+//! is the session's alone), so such runs do not resume.
 
-use std::io::{self, Read, Write};
-use std::net::{Shutdown, TcpStream};
+use std::io;
+use std::net::Shutdown;
 use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::net::UnixStream;
 use std::thread::{self, JoinHandle};
 
 use rustix::event::{PollFd, PollFlags};
+use rustix::io::Errno;
 
-/// Bridges `tcp` with the session: what `from_session` gives goes into `tcp`, what `tcp` gives
-/// goes to `to_session`. Each direction ends at its end of stream, passing it on (a TCP
-/// half-close, or the pipe closed); the handle ends when both have.
+/// The most one read moves: a default pipe's capacity.
+const PIECE: usize = 64 << 10;
+
+/// Bridges `end` (a socketpair end, blocking) with the session: what `from_session` gives
+/// goes into `end`, what `end` gives goes to `to_session`. Each direction ends at its end of
+/// stream, passing it on (the socket shut down for writing, or the pipe closed); the handle
+/// ends when both have.
 pub fn bridge(
-    tcp: TcpStream,
+    end: OwnedFd,
     from_session: OwnedFd,
     to_session: OwnedFd,
 ) -> io::Result<JoinHandle<()>> {
-    let inward = tcp.try_clone()?;
+    let end = UnixStream::from(end);
+    let outward_end = end.try_clone()?;
     thread::Builder::new().name("accel-ssh-relay".into()).spawn(move || {
         let outward = thread::Builder::new().name("accel-ssh-relay".into()).spawn(move || {
-            let mut tcp = tcp;
-            let _ = copy(&mut tcp, &to_session);
+            let _ = pass(&outward_end, &to_session);
             drop(to_session);
         });
-        let mut from = std::fs::File::from(from_session);
-        let mut buffer = vec![0u8; 64 << 10];
-        let mut inward = inward;
-        loop {
-            match read_blocking(&mut from, &mut buffer) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    if inward.write_all(&buffer[..n]).is_err() {
-                        break;
-                    }
-                }
-            }
-        }
-        let _ = inward.shutdown(Shutdown::Write);
+        let _ = pass(&from_session, &end);
+        let _ = end.shutdown(Shutdown::Write);
         if let Ok(outward) = outward {
             let _ = outward.join();
         }
     })
 }
 
-/// Copies `tcp` into `to` until the end of `tcp`'s stream, or a failure either side.
-fn copy(tcp: &mut TcpStream, to: &OwnedFd) -> io::Result<()> {
-    let mut buffer = vec![0u8; 64 << 10];
+/// Moves what `from` gives into `to` through a buffer of this thread's, until `from`'s end
+/// of stream, or a failure either side.
+fn pass(from: &impl AsFd, to: &impl AsFd) -> io::Result<()> {
+    let mut buffer = vec![0u8; PIECE];
     loop {
-        let n = match tcp.read(&mut buffer) {
+        let n = match rustix::io::read(from, &mut buffer) {
             Ok(0) => return Ok(()),
             Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
+            Err(Errno::INTR) => continue,
+            Err(Errno::AGAIN) => {
+                wait(from, PollFlags::IN);
+                continue;
+            }
+            Err(e) => return Err(e.into()),
         };
         let mut left = &buffer[..n];
         while !left.is_empty() {
             match rustix::io::write(to, left) {
                 Ok(written) => left = &left[written..],
-                Err(rustix::io::Errno::INTR) => {}
-                // A descriptor someone else made non-blocking: wait until it takes more.
-                Err(rustix::io::Errno::AGAIN) => wait(to, PollFlags::OUT),
+                Err(Errno::INTR) => {}
+                Err(Errno::AGAIN) => wait(to, PollFlags::OUT),
                 Err(e) => return Err(e.into()),
             }
         }
     }
 }
 
-/// One read from an inherited descriptor, as if it were blocking (it may not be: never set
-/// here, but someone else may have).
-fn read_blocking(from: &mut std::fs::File, buffer: &mut [u8]) -> io::Result<usize> {
-    loop {
-        match from.read(buffer) {
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => wait(&*from, PollFlags::IN),
-            result => return result,
-        }
-    }
-}
-
 /// Waits until `fd` is ready for `flags` (or has failed, which the next call says).
-fn wait(fd: impl AsFd, flags: PollFlags) {
-    let mut fds = [PollFd::new(&fd, flags)];
+fn wait(fd: &impl AsFd, flags: PollFlags) {
+    let mut fds = [PollFd::new(fd, flags)];
     let _ = rustix::event::poll(&mut fds, None);
 }

@@ -9,7 +9,7 @@
 //! command never writes into a pipe that is gone. At the end it says how the command ended.
 
 use std::io::{self, Read, Write};
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsFd, BorrowedFd, IntoRawFd, OwnedFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, Stdio};
@@ -149,16 +149,13 @@ struct Shared {
     ending: AtomicBool,
 }
 
-/// How the control lines after the answer are followed.
+/// How the session goes on after the answer.
 enum Control {
-    /// Push: `direct`, or `through-ssh` (then the session carries the stream to the
-    /// listener at this address), then `stop` at any time.
-    Push(SocketAddr),
-    /// Pull, directly: only `stop`.
+    /// The stream goes directly: the control lines, only `stop` from now on.
     Stop,
-    /// Pull, through ssh: the session carries the stream from this loopback listener's one
-    /// connection.
-    Through(TcpListener),
+    /// The stream goes through the session: relayed to this end of a socketpair, whose
+    /// other end is the run's connection.
+    Through(OwnedFd),
 }
 
 impl Session {
@@ -194,6 +191,9 @@ impl Session {
             let answer = Answer::Port(bound.port(), probe_port);
             write_best_effort(&control_out, answer.line().as_bytes());
             log.debug(format_args!("--serve-ssh: answered {}", answer.line().trim_end()));
+            let address =
+                Address::parse(&bound.to_string(), true).map_err(|why| why.to_string())?;
+            config.net.from = Some(address);
             // What a receiving command prints goes where its stderr goes: this accel's stdout
             // is the stream's.
             command.stdin(Stdio::piped()).stdout(stderr_copy()?);
@@ -202,13 +202,30 @@ impl Session {
             let stdin: OwnedFd = child.stdin.take().expect("piped").into();
             let held = dup(stdin.as_fd())?;
             crate::sys::replace(stdin.as_fd(), io::stdout().as_fd()).map_err(|e| describe(&e))?;
-            let address =
-                Address::parse(&bound.to_string(), true).map_err(|why| why.to_string())?;
-            config.net.from = Some(address);
-            config.net.bound = vec![listener.into_raw_fd()];
             config.net.accept_timeout.get_or_insert(ACCEPT_PATIENCE);
             config.outputs = vec![Target::Stdout];
-            (child, Some(held), Control::Push(bound))
+            // The local accel says which path it took once it tried the direct one: this
+            // side's own knowledge of the path, before the run starts (its connection, if
+            // direct, waits in the listener's queue meanwhile).
+            let path = read_text_line(&control_in).ok().flatten();
+            log.debug(format_args!("--serve-ssh: the local accel said {path:?}"));
+            let control = match path.as_deref().map(str::trim) {
+                Some("direct") => {
+                    config.net.bound = vec![listener.into_raw_fd()];
+                    Control::Stop
+                }
+                Some("through-ssh") => {
+                    // Nothing comes to the listener: the stream is the session's.
+                    drop(listener);
+                    carry(config)?
+                }
+                said => {
+                    crate::sys::stop_group(child.id(), TERM_GRACE);
+                    let _ = child.wait();
+                    return Err(format!("the local accel went before saying the path ({said:?})"));
+                }
+            };
+            (child, Some(held), control)
         } else {
             let (address, control) = match pull_path(&request)? {
                 Ok((address, connection)) => {
@@ -218,14 +235,11 @@ impl Session {
                     (address, Control::Stop)
                 }
                 Err(why) => {
-                    let loopback = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-                        .map_err(|e| format!("cannot listen on loopback: {}", describe(&e)))?;
-                    let port = loopback.local_addr().map_err(|e| describe(&e))?.port();
-                    let address = Address::parse(&format!("127.0.0.1:{port}"), false)?;
+                    let address = Address::parse(&ssh_client().to_string(), true)?;
                     write_best_effort(&control_out, Answer::Through(why).line().as_bytes());
                     // The session carries one connection: the local accel says so.
                     config.net.streams = 1;
-                    (address, Control::Through(loopback))
+                    (address, carry(config)?)
                 }
             };
             command.stdin(Stdio::null()).stdout(Stdio::piped());
@@ -245,7 +259,7 @@ impl Session {
         // Both ends resume alike: the local accel's --reconnect-for and --heartbeat; through
         // ssh, nothing resumes (the session's end is the stream's).
         config.net.resume = request.resume;
-        if request.via == Via::Ssh {
+        if config.net.carried.is_some() {
             config.net.resume.within = Duration::ZERO;
         }
         // The local accel says what the link does (connected, resumed); the remote's own
@@ -300,6 +314,26 @@ impl Session {
             (exit, _) => i32::from(exit.code()),
         }
     }
+}
+
+/// Through the session: a socketpair whose one end is the run's connection (`config`'s),
+/// and the other the relay's, bridged to the session once the control thread takes it.
+fn carry(config: &mut Config) -> Result<Control, String> {
+    let (run_end, relay_end) =
+        socket::socketpair().map_err(|e| format!("cannot relay through ssh: {}", describe(&e)))?;
+    config.net.carried = Some((run_end.into_raw_fd(), ssh_client()));
+    config.net.bound = Vec::new();
+    Ok(Control::Through(relay_end))
+}
+
+/// The ssh client's address (`SSH_CONNECTION`'s first two fields), to name the session's
+/// connection by in messages.
+fn ssh_client() -> SocketAddr {
+    let connection = std::env::var("SSH_CONNECTION").unwrap_or_default();
+    let mut fields = connection.split_whitespace();
+    let ip = fields.next().and_then(|ip| ip.parse::<IpAddr>().ok());
+    let port = fields.next().and_then(|port| port.parse::<u16>().ok());
+    SocketAddr::new(ip.unwrap_or(IpAddr::V6(Ipv6Addr::UNSPECIFIED)), port.unwrap_or(0))
 }
 
 /// A listening socket on the address the ssh connection came to (`SSH_CONNECTION`'s third
@@ -410,21 +444,18 @@ fn follow(
         std::process::exit(128 + libc::SIGTERM);
     };
     let _ = thread::Builder::new().name("accel-control".into()).spawn(move || {
-        let through = match control {
-            Control::Through(loopback) => Some(loopback.accept().map(|(tcp, _)| tcp)),
-            Control::Stop | Control::Push(_) => loop {
+        match control {
+            Control::Through(end) => {
+                if let Ok(relay) = super::relay::bridge(end, control_in, control_out) {
+                    let _ = relay.join();
+                }
+            }
+            Control::Stop => loop {
                 let Ok(Some(line)) = read_text_line(&control_in) else { return };
-                match (line.trim(), &control) {
-                    ("stop", _) => stop(&shared),
-                    ("through-ssh", Control::Push(bound)) => break Some(connect_to_self(*bound)),
-                    _ => {}
+                if line.trim() == "stop" {
+                    stop(&shared);
                 }
             },
-        };
-        if let Some(Ok(tcp)) = through {
-            if let Ok(relay) = super::relay::bridge(tcp, control_in, control_out) {
-                let _ = relay.join();
-            }
         }
         // Through ssh, the session's end is the stream's: the local accel closes it once it
         // has the Ack, and the run here then ends at once (its connection's end follows);
@@ -436,15 +467,4 @@ fn follow(
         }
         stop(&shared);
     });
-}
-
-/// A connection to this accel's own listener, bound at `bound` (its loopback address when
-/// bound to every interface).
-fn connect_to_self(bound: SocketAddr) -> io::Result<TcpStream> {
-    let ip = match bound.ip() {
-        IpAddr::V6(ip) if ip.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),
-        IpAddr::V4(ip) if ip.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
-        ip => ip,
-    };
-    TcpStream::connect(SocketAddr::new(ip, bound.port()))
 }

@@ -388,3 +388,80 @@ fn units_in_one_batch_land_where_each_belongs() {
     }
     assert_eq!(sender.credit(), Some(wire::Credit { received: 100, limit: 300 }));
 }
+
+/// A stream whose every frame holds this line many times over: on the wire in the clear, it
+/// is there to be found.
+const PLAIN: &[u8] = b"the plaintext a direct connection must never show\n";
+
+/// What the sender of a session over `sender` writes for 300 KB of [`PLAIN`], as read raw
+/// at `far`, the other end of its socket; and the session's receiving end, over `receiver`.
+fn on_the_wire(sender: Socket, far: Socket, receiver: Socket) -> (Vec<u8>, Channel) {
+    let (mut sender, receiver) = session(Cipher::AesGcm, sender, receiver);
+    // Read as it is written: a socket's buffer may hold less than the stream.
+    let reading = thread::spawn(move || {
+        let (mut wire, mut buf) = (Vec::new(), vec![0u8; 1 << 16]);
+        loop {
+            match far.read(&mut buf, &Stop::default(), None).unwrap() {
+                0 => return wire,
+                n => wire.extend_from_slice(&buf[..n]),
+            }
+        }
+    });
+    let data = PLAIN.repeat(300_000 / PLAIN.len());
+    let mut piece = &data[..];
+    while !piece.is_empty() {
+        let n = sender.send(piece, &Stop::default(), &mut Compressor::none()).unwrap();
+        piece = &piece[n..];
+    }
+    drop(sender);
+    (reading.join().unwrap(), receiver)
+}
+
+fn shows(wire: &[u8], plain: &[u8]) -> bool {
+    wire.windows(plain.len()).any(|window| window == plain)
+}
+
+#[test]
+fn payloads_go_in_the_clear_only_on_a_socket_carried_by_ssh() {
+    // A TCP connection: sealed, whatever the session is.
+    let (near, far) = socket::pair();
+    let (wire, _) = on_the_wire(near, far, socket::pair().0);
+    assert!(wire.len() > 300_000 - 300_000 % PLAIN.len(), "{} bytes", wire.len());
+    assert!(!shows(&wire, PLAIN), "a TCP connection carried the stream in the clear");
+    // Carried by ssh: the same frames, payloads as they are (so the check above can fail).
+    let (near, far) = socket::carried_pair();
+    let (wire, _) = on_the_wire(near, far, socket::carried_pair().0);
+    assert!(shows(&wire, PLAIN), "through ssh, the payloads are not sealed again");
+}
+
+#[test]
+fn clear_frames_on_a_tcp_connection_are_refused_not_read() {
+    // What a sender carried by ssh writes, arriving at the same session's receiver on a TCP
+    // connection (a peer that sends payloads unsealed there, or a bug): the receiver fails
+    // (authentication), it never hands the bytes out.
+    let (near, far) = socket::carried_pair();
+    let (writer, reader) = socket::pair();
+    let (clear, mut receiver) = on_the_wire(near, far, reader);
+    let writing = thread::spawn(move || {
+        let _ = writer.write_all(&clear, &Stop::default(), None);
+        writer.shut_down();
+    });
+    let got = receive_all(&mut receiver, 1 << 20);
+    writing.join().unwrap();
+    let error = got.expect_err("clear frames read on a TCP connection");
+    assert_eq!(error.kind(), io::ErrorKind::InvalidData, "{error}");
+}
+#[test]
+fn a_stream_carried_by_ssh_arrives_whole_and_confirmed() {
+    for size in [1 << 20, 1000, 7] {
+        let (near, far) = socket::carried_pair();
+        let (sender, mut receiver) = session(Cipher::AesGcm, near, far);
+        let sent = mixed(1_000_003);
+        let expected = sent.clone();
+        let sending = thread::spawn(move || send_all(sender, sent, 100_000));
+        let got = receive_all(&mut receiver, size).unwrap();
+        assert!(got == expected, "reading {size} at a time: the bytes differ");
+        receiver.acknowledge_end().unwrap();
+        sending.join().unwrap().expect("the receiver confirmed the end");
+    }
+}

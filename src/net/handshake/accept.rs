@@ -363,6 +363,19 @@ impl<'a> Lobby<'a> {
         Lobby { listeners, pending: Vec::new(), key, terms, dropped, log, stop }
     }
 
+    /// Takes a connection made before the run (one carried by the ssh session, see
+    /// `socket::carried`) as if it had been accepted: it must prove the key as any other.
+    pub fn take(&mut self, socket: Socket) {
+        let source = socket.peer().ip().to_canonical();
+        let socket = Arc::new(socket);
+        self.pending.push(Pending {
+            socket,
+            source,
+            since: Instant::now(),
+            stage: Stage::Hello(Vec::new()),
+        });
+    }
+
     /// The next connection that proves the key and meets the terms, and its socket; the
     /// others are dropped, said so. Connections still in their handshake stay in the lobby
     /// for the next call (the further connections of a stream over several come together).
