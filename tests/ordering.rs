@@ -123,8 +123,25 @@ per_engine!(
 /// its two timed pipelines, and that the stages overlap through accel: the script says so
 /// only when the second run took at most 0.85 of the first (through accel they take some 0.6;
 /// through `cat`, which is a 64 KiB pipe more, the same as without, and the test fails).
+/// The script times both pipelines by the clock, and on a loaded machine its consumer's
+/// hundred forks may be held up in one run as much as accel saves: up to three runs, one of
+/// which must show the overlap (through `cat`, none ever does).
 #[test]
 fn the_readmes_first_command_runs() {
+    let mut runs = Vec::new();
+    for _ in 0..3 {
+        let (stdout, overlap) = turns();
+        runs.push(stdout);
+        if overlap {
+            return;
+        }
+    }
+    panic!("no run of the three showed the overlap:\n{}", runs.join("\n"));
+}
+
+/// One run of `examples/turns.sh`: what it printed, checked for its shape, and whether it
+/// said that the stages overlapped through accel.
+fn turns() -> (String, bool) {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/turns.sh");
     let out = std::process::Command::new("bash")
         .arg(script)
@@ -132,12 +149,14 @@ fn the_readmes_first_command_runs() {
         .stdin(std::process::Stdio::null())
         .output()
         .expect("run bash");
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stdout}{stderr}");
     let lines: Vec<&str> = stdout.lines().collect();
     assert_eq!(lines.len(), 4, "{stdout}");
     assert!(lines[2].starts_with("producer | consumer ") && lines[2].ends_with(" they take turns"));
-    assert!(lines[3].starts_with("producer | accel | consumer ") && lines[3].ends_with(" overlap"));
+    assert!(lines[3].starts_with("producer | accel | consumer "), "{stdout}");
     assert_eq!(stderr, "", "accel says nothing when stderr is not a terminal");
+    let overlap = lines[3].ends_with(" they overlap");
+    (stdout, overlap)
 }
