@@ -323,6 +323,9 @@ pub struct Network {
     /// `--streams`, each output's; the receiver's window over several connections.
     streams: u8,
     window: u64,
+    /// Each output compresses its frames (`--compress` other than none): its connections
+    /// speak wire version 6 (or 7).
+    history: bool,
 }
 
 /// The `--from` input, before its sender came: where it listens.
@@ -412,6 +415,7 @@ impl Network {
             congestion,
             streams: peering.streams,
             window: peering.window.max(LEAST_WINDOW),
+            history: peering.compress != Compress::None,
         })
     }
 
@@ -448,6 +452,7 @@ impl Network {
                 congestion: self.congestion.clone(),
                 dialed: Mutex::new(output.dialed.take()),
                 streams: self.streams,
+                history: self.history,
             };
             let first =
                 dialer.first(&output.resolved, stream, self.connect_for, patience, log, stop);

@@ -35,6 +35,9 @@ pub(super) struct Sending {
     next_look: Instant,
     /// The receiver closed its side; nothing more will come from it.
     pub(super) peer_closed: bool,
+    /// This session's last Data frame was compressed: the next may go on with its zstd
+    /// frame (the receiver's context is this session's).
+    compressed: bool,
     /// The receiver's Ack, heard before this session's End was sent: in a session that took
     /// over from one dropped after the End, the receiver says it first.
     acked: Option<u64>,
@@ -54,6 +57,7 @@ impl Sending {
             reached: 0,
             next_look: Instant::now(),
             peer_closed: false,
+            compressed: false,
             acked: None,
             awaits_count: false,
             failed: None,
@@ -202,14 +206,17 @@ impl Channel {
             };
             let piece = &data[taken..data.len().min(taken + longest)];
             let at = self.offset + taken as u64;
-            match compressor.pack(piece) {
+            match compressor.pack(piece, self.sending.compressed) {
                 Packed::Raw => {
                     self.seal(Kind::Data, at, piece);
                     compressor.framed(piece.len(), piece.len(), true);
+                    self.sending.compressed = false;
                 }
-                Packed::Zstd(len) => {
-                    self.seal(Kind::Zstd, at, compressor.packed(len));
+                Packed::Zstd { len, fresh } => {
+                    let kind = if fresh { Kind::Zstd } else { Kind::ZstdMore };
+                    self.seal(kind, at, compressor.packed(len));
                     compressor.framed(piece.len(), len, false);
+                    self.sending.compressed = true;
                 }
             }
             taken += piece.len();
