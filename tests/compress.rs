@@ -55,6 +55,14 @@ fn summary_in(path: &std::path::Path, context: &str) -> Value {
     summary
 }
 
+/// Frames that did not shrink and still go compressed (zstd's blocks stored, a few bytes
+/// more than the frame), so that the session's history goes on: the first 7 in a row
+/// (`compress::RUN` less one); then they are stored as they are.
+const TRIED_AS_ZSTD: u64 = 7;
+
+/// What zstd adds to a frame it stores: a block header, and a zstd frame's at the first.
+const ZSTD_STORED: u64 = 3 + 18;
+
 /// What a frame takes on the wire beside its payload: the payload's length (2 bytes), the
 /// cipher's tag (16), the trailer's length (2) and the trailer, sealed (9 + 16).
 const FRAMING: u64 = 2 + 16 + 2 + 9 + 16;
@@ -76,7 +84,7 @@ fn number(value: &Value, field: &str, context: &str) -> u64 {
 
 /// Each setting, each kind of data: byte for byte; the wire fewer bytes than the stream for
 /// what compresses, and for random data, no more than 0.5 % above it, each frame stored as
-/// it was.
+/// it was but the first few ([`TRIED_AS_ZSTD`]), which go as zstd stored them.
 fn every_setting_carries_every_kind_of_data(engine: &str) {
     let dir = Scratch::new(&format!("compress-all-{engine}"));
     make_key(&dir, "k");
@@ -108,7 +116,7 @@ fn every_setting_carries_every_kind_of_data(engine: &str) {
                 }
                 ("random", _) => {
                     assert!(bytes <= stream + stream / 200, "{context}: {wire}");
-                    assert_eq!(stored, frames, "{context}: {wire}");
+                    assert_eq!(stored, frames - TRIED_AS_ZSTD, "{context}: {wire}");
                 }
                 ("alternating", _) => {
                     // Half is random: a little over half goes.
@@ -130,12 +138,14 @@ fn every_setting_carries_every_kind_of_data(engine: &str) {
             assert_eq!(came_raw, if how == "none" { frames } else { stored }, "{context}");
             assert_eq!(received["compressing"], came_raw < frames, "{context}");
             match *kind {
-                // Every frame as it was: the stream and the framing, to the byte.
-                "random" => assert_eq!(
-                    number(&received, "bytes", &context),
-                    stream + FRAMING * frames,
-                    "{context}"
-                ),
+                // Every frame as it was: the stream and the framing, to the byte; and
+                // zstd's headers on the first few, if compressing.
+                "random" => {
+                    let framed = stream + FRAMING * frames;
+                    let most = framed + if how == "none" { 0 } else { ZSTD_STORED * 8 };
+                    let got = number(&received, "bytes", &context);
+                    assert!(got >= framed && got <= most, "{context}");
+                }
                 _ if came_raw < frames => {
                     assert!(number(&received, "bytes", &context) < stream, "{context}")
                 }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use super::{BATCH, Channel, Frame, unexpected};
 use crate::net::closed_by_peer;
 use crate::net::compress::{Compressor, Packed};
-use crate::net::wire::{Kind, MAX_FRAME, MAX_PAYLOAD};
+use crate::net::wire::{Kind, MAX_FRAME};
 use crate::stop::Stop;
 use crate::words::byte_count;
 
@@ -195,14 +195,15 @@ impl Channel {
         self.earlier_failure()?;
         let started = Instant::now();
         let mut taken = 0;
+        // A frame that may be compressed leaves zstd room for its headers.
+        let most = compressor.most_per_frame();
         // Full frames while the batch has room for one, and the last of the piece in any
         // case (the outgoing buffer has room for it): see `BATCH`.
-        while taken < data.len()
-            && (self.queued + MAX_FRAME <= BATCH || data.len() - taken <= MAX_PAYLOAD)
+        while taken < data.len() && (self.queued + MAX_FRAME <= BATCH || data.len() - taken <= most)
         {
             let longest = match self.offset + taken as u64 {
                 0 => FIRST_PAYLOAD,
-                _ => MAX_PAYLOAD,
+                _ => most,
             };
             let piece = &data[taken..data.len().min(taken + longest)];
             let at = self.offset + taken as u64;
