@@ -11,7 +11,9 @@
 //! took in the last period it refused bytes). It starts at level 1 ([`START`]): the first
 //! megabytes fill the socket's buffer at memory speed, and on a slow link what fills it is
 //! seconds of the link, better compressed; the periods of that filling ([`WARM`]) teach
-//! only the ratio. Then, in order:
+//! only the ratio, as do the periods where the link took much more than in the one before
+//! ([`OPENING`]): TCP's window still opening, whose refusals are not the link's. Then, in
+//! order:
 //!
 //! - a level that gets nothing from this data (under 3 % saved) goes down to the lowest
 //!   level, whose rare trials ([`super::TRY_ONE_IN`]) cost almost nothing and notice when
@@ -111,6 +113,11 @@ const LINK_BOUND: f64 = 0.20;
 /// The output waited for the input this share of the period: the input is the bottleneck,
 /// and what moved says nothing of the level.
 const INPUT_BOUND: f64 = 0.30;
+
+/// The link took this much more than the period before: TCP's window is still opening
+/// (slow start doubles it each round trip), and a socket that refuses bytes then says
+/// nothing of the link's capacity (at 1 Gbit/s and 40 ms, half a second of it).
+const OPENING: f64 = 1.25;
 
 /// Compressing took this share of the period: storing may move more.
 const CPU_BUSY: f64 = 0.5;
@@ -234,6 +241,8 @@ pub struct Adapt {
     warm: bool,
     /// The period of the last move.
     moved: Option<u64>,
+    /// The wire bytes per second of the last period.
+    wire: Option<f64>,
 }
 
 impl Adapt {
@@ -248,6 +257,7 @@ impl Adapt {
             leaning: None,
             warm: false,
             moved: None,
+            wire: None,
         }
     }
 
@@ -285,6 +295,16 @@ impl Adapt {
             self.ratios[self.rung] = Some(Seen { value: ratio, period: self.periods });
         }
         let refused = seen.share(seen.writing) >= LINK_BOUND;
+        let wire = seen.packed as f64 / seen.span.as_secs_f64().max(1e-9);
+        let opening = refused && self.wire.is_some_and(|before| wire > before * OPENING);
+        self.wire = Some(wire);
+        if opening {
+            // TCP's window still opening: the socket refused bytes that the link will
+            // take once it is open (a level raised now would make the CPU the bottleneck
+            // then). Only the ratio is learnt.
+            self.leaning = None;
+            return None;
+        }
         if !self.warm {
             // The socket's buffer fills at memory speed first, megabytes of it: what moved
             // then says nothing of the link, nor does the room the socket had. Until the
@@ -298,7 +318,6 @@ impl Adapt {
         if !input_bound && settled {
             self.rates[self.rung] = Some(Seen { value: rate, period: self.periods });
             if refused {
-                let wire = seen.packed as f64 / seen.span.as_secs_f64().max(1e-9);
                 self.link = Some(Seen { value: wire, period: self.periods });
             }
         }
@@ -423,8 +442,11 @@ impl Adapt {
             let Some(up) = above else {
                 // The CPU busy compressing, and storing not tried lately: tried, for the link
                 // (or the receiver) may take raw bytes faster than they are compressed.
+                // Not where the link, when it last refused bytes, took fewer raw bytes
+                // than the stream moves now: storing cannot move more than that.
                 let busy = seen.share(seen.packing);
-                if self.rung > 0 && busy >= CPU_BUSY && self.rate_at(0).is_none() {
+                let room = self.fresh(self.link).is_none_or(|wire| wire >= rate);
+                if self.rung > 0 && busy >= CPU_BUSY && room && self.rate_at(0).is_none() {
                     let why = format!(
                         "compressing took {:.0} % of the time at {:.0} MiB/s of the stream, \
                          storing not tried lately",
@@ -573,6 +595,28 @@ mod tests {
         assert_eq!(adapt.rung(), Rung::Stored, "visited {visited:?}");
         let share = settled(&mut adapt, 800, &world);
         assert!(share > 0.95, "{share}");
+    }
+
+    #[test]
+    fn a_window_still_opening_does_not_raise_the_level() {
+        // 1 Gbit/s at 40 ms: level 1 is the best once TCP's window is open, but while it
+        // opens (slow start: twice the bytes each round trip) the socket refuses bytes at
+        // every level, and a level raised then makes the CPU the bottleneck after.
+        let world = World { speed: SPEED, ratio: PROSE, link: 117.0 };
+        assert_eq!(world.best(), Rung::Level(1));
+        let mut adapt = Adapt::new(START);
+        let mut visited = vec![adapt.rung()];
+        for step in 0..10 {
+            // The link takes 1.5 times more each period, from a fortieth of its capacity.
+            let link = (world.link / 40.0 * 1.5f64.powi(step)).min(world.link);
+            let opening = World { speed: SPEED, ratio: PROSE, link };
+            if let Some(change) = adapt.decide(&opening.period(adapt.rung())) {
+                visited.push(change.to);
+            }
+        }
+        assert_eq!(visited, vec![START], "climbed while the window opened");
+        let visited = run(&mut adapt, 40, |rung| world.period(rung));
+        assert_eq!(adapt.rung(), Rung::Level(1), "visited {visited:?}");
     }
 
     #[test]
