@@ -225,7 +225,8 @@ impl Channel {
         self.sending.reached = self.offset + taken as u64;
         let (sealed, wire) = (Instant::now(), self.queued);
         self.write_out(stop, None, true)?;
-        compressor.sent(started, sealed - started, sealed.elapsed(), wire);
+        let buffer = || self.socket.send_buffer();
+        compressor.sent(started, sealed - started, sealed.elapsed(), wire, buffer);
         self.offset += taken as u64;
         if !self.sending.peer_closed
             && (self.sending.awaits_count || Instant::now() >= self.sending.next_look)

@@ -157,6 +157,8 @@ pub struct Observation {
     pub stream: u64,
     /// See `stream`.
     pub packed: u64,
+    /// The bytes the socket's send buffer held at most at the period's end (0: unknown).
+    pub buffer: u64,
 }
 
 impl Observation {
@@ -308,9 +310,15 @@ impl Adapt {
         if !self.warm {
             // The socket's buffer fills at memory speed first, megabytes of it: what moved
             // then says nothing of the link, nor does the room the socket had. Until the
-            // period it first refused bytes (or a few periods), only the ratio is learnt.
-            self.warm = refused || self.periods >= WARM;
-            return None;
+            // period it first refused bytes (or a few periods), only the ratio is learnt;
+            // or until a period in which the socket took twice what its buffer holds
+            // without refusing any: the link took the rest as fast as it came (an
+            // unlimited link, where a level held too long costs most).
+            let drained = seen.buffer > 0 && seen.packed > 2 * seen.buffer;
+            self.warm = refused || drained || self.periods >= WARM;
+            if !drained {
+                return None;
+            }
         }
         // The period after a move still sends what the socket's buffer took at the level
         // before (megabytes): what moved then is not this level's.
@@ -524,6 +532,7 @@ mod tests {
                 idle: Duration::ZERO,
                 stream: stream as u64,
                 packed: (stream / ratio) as u64,
+                buffer: 0,
             }
         }
 
@@ -617,6 +626,20 @@ mod tests {
         assert_eq!(visited, vec![START], "climbed while the window opened");
         let visited = run(&mut adapt, 40, |rung| world.period(rung));
         assert_eq!(adapt.rung(), Rung::Level(1), "visited {visited:?}");
+    }
+
+    #[test]
+    fn an_unlimited_link_is_known_from_the_first_period() {
+        // The socket took twice its buffer in a period without refusing bytes: the link
+        // drains it as fast as it comes, and the warm-up periods are not waited out.
+        let world = World { speed: SPEED, ratio: PROSE, link: 5000.0 };
+        let buffer = 4 << 20;
+        let mut adapt = Adapt::new(START);
+        let moved = (1..=WARM + u64::from(HOLD)).find(|_| {
+            adapt.decide(&Observation { buffer, ..world.period(adapt.rung()) }).is_some()
+        });
+        assert_eq!(moved, Some(u64::from(HOLD)), "{:?}", adapt.rung());
+        assert_eq!(adapt.rung(), Rung::Stored);
     }
 
     #[test]

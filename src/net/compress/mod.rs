@@ -337,8 +337,15 @@ impl Compressor {
 
     /// A batch was written: `wire` bytes on the socket, after `packing` spent compressing
     /// and sealing and `writing` in the write (the socket refused bytes part of it). Every
-    /// [`PERIOD`], `auto` reconsiders the level.
-    pub fn sent(&mut self, started: Instant, packing: Duration, writing: Duration, wire: usize) {
+    /// [`PERIOD`], `auto` reconsiders the level, knowing the socket's send `buffer` then.
+    pub fn sent(
+        &mut self,
+        started: Instant,
+        packing: Duration,
+        writing: Duration,
+        wire: usize,
+        buffer: impl FnOnce() -> usize,
+    ) {
         let now = Instant::now();
         self.totals.bytes += wire as u64;
         if let Some(last) = self.last_return {
@@ -362,6 +369,7 @@ impl Compressor {
             idle: self.period.idle,
             stream: self.period.stream,
             packed: self.period.packed,
+            buffer: buffer() as u64,
         };
         self.period = Period::new(now);
         let Some(adapt) = &mut self.adapt else { return };
