@@ -3,8 +3,9 @@
 //! took on the wire is read from the sender's `--json` summary (`outputs[0].wire`): fewer
 //! bytes than the stream for what compresses, about as many (never more than 0.5 % above)
 //! for what does not; and from the receiver's (`input_wire`): what it read off the socket,
-//! the same frames. Bad values are refused (status 2); a peer of the protocol before
-//! compression is refused with words that say so; a frame that does not decompress (the
+//! the same frames. A frame refers to the stream before it (the session's history). Bad
+//! values are refused (status 2); a peer of the protocol before compression, or before its
+//! history, is refused with words that say so; a frame that does not decompress (the
 //! debug builds' `ACCEL_TEST_DAMAGE` hook) is a clean failure, never a wrong byte. Resuming
 //! with compression on is in `resume.rs`. Everything on loopback.
 
