@@ -36,15 +36,14 @@ use std::time::{Duration, Instant};
 
 use rustix::event::PollFlags;
 use snow::TransportState;
+use zstd::zstd_safe::{self, DCtx, DParameter, InBuffer, OutBuffer, ResetDirective};
 
 use super::closed_by_peer;
+use super::compress::WINDOW_LOG;
 use super::socket::Socket;
 use super::wire::{self, Kind, MAX_FRAME, MAX_MESSAGE, MAX_PAYLOAD, REKEY_EVERY, SEALED_TRAILER};
 use crate::stop::Stop;
 use crate::stop::wait_for;
-use zstd::zstd_safe::{self, DCtx, DParameter, InBuffer, OutBuffer, ResetDirective};
-
-use super::compress::WINDOW_LOG;
 
 /// Bytes of sealed frames written at once, and read at once: 16 full frames. Fewer, larger
 /// system calls; a larger batch only delays the first bytes of a fast stream. A batch also
