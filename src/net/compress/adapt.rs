@@ -450,11 +450,8 @@ impl Adapt {
             let Some(up) = above else {
                 // The CPU busy compressing, and storing not tried lately: tried, for the link
                 // (or the receiver) may take raw bytes faster than they are compressed.
-                // Not where the link, when it last refused bytes, took fewer raw bytes
-                // than the stream moves now: storing cannot move more than that.
                 let busy = seen.share(seen.packing);
-                let room = self.fresh(self.link).is_none_or(|wire| wire >= rate);
-                if self.rung > 0 && busy >= CPU_BUSY && room && self.rate_at(0).is_none() {
+                if self.rung > 0 && busy >= CPU_BUSY && self.rate_at(0).is_none() {
                     let why = format!(
                         "compressing took {:.0} % of the time at {:.0} MiB/s of the stream, \
                          storing not tried lately",
