@@ -486,9 +486,10 @@ pub struct Cli {
     /// With --to: compress each frame with zstd before it is sealed: auto (the level follows
     /// the bottleneck), none, zstd (level 3) or zstd:LEVEL (-7 to 22). [default: none]
     ///
-    /// Each frame (64 KiB) is compressed on its own, or sent as it is when it would not
-    /// shrink by 3 %; after a run of frames that did not shrink, only one in 16 is tried, so
-    /// random or already compressed data costs almost nothing. With auto, it starts at level
+    /// Each frame (64 KiB) is compressed with what came before it on the connection (a 4 MiB
+    /// window, as zstd over the whole stream), or sent as it is after a run of frames that
+    /// did not shrink by 3 %; then trials thin out to one in 16, so random or already
+    /// compressed data costs almost nothing. With auto, it starts at level
     /// 1; every quarter of a second the sender looks at what held it: its writes waiting for
     /// the socket or the receiver's confirmations (the link is the bottleneck: a higher level,
     /// if its ratio on this data moves more of the stream), or compressing while the socket

@@ -48,6 +48,9 @@ pub(super) struct Dialer {
     /// The connections its stream asks for (`--streams`): above 1, each connection is one
     /// of several (wire version 5).
     pub(super) streams: u8,
+    /// Its frames are compressed (`--compress` other than none): each connection speaks
+    /// wire version 6 (or 7), whose compressed frames keep the session's history.
+    pub(super) history: bool,
 }
 
 /// Why a try to connect failed: worth another while the tries last, or not.
@@ -155,7 +158,8 @@ impl Dialer {
             let hello = Hello { stream, offset: 0, resuming: false };
             let join =
                 (self.streams > 1).then_some(Join { index, streams: self.streams, window: 0 });
-            let opening = self.key.as_ref().map(|key| Opening::joining(key, hello, join));
+            let opening =
+                self.key.as_ref().map(|key| Opening::joining(key, hello, join, self.history));
             // A connection made before the run (to the first address) is this try's.
             let dialed = self.dialed.lock().unwrap_or_else(PoisonError::into_inner).take();
             let connected = match dialed {
@@ -230,7 +234,7 @@ impl Dialer {
             let deadline = Instant::now() + patience;
             // Whether it connects, handshakes or settles, the same words.
             let no_answer = || format!("{address}: no answer within {}", seconds(patience));
-            let opening = Opening::joining(key, hello, join);
+            let opening = Opening::joining(key, hello, join, self.history);
             let socket = match socket::connect(address, self.congestion.as_deref(), stop, deadline)
             {
                 Ok(socket) => socket,

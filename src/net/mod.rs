@@ -339,6 +339,9 @@ pub struct Network {
     streams: u8,
     window: u64,
     hold: u64,
+    /// Each output compresses its frames (`--compress` other than none): its connections
+    /// speak wire version 6 (or 7).
+    history: bool,
 }
 
 /// The `--from` input, before its sender came: where it listens.
@@ -448,6 +451,7 @@ impl Network {
             streams: peering.streams,
             window: peering.window.max(LEAST_WINDOW),
             hold: peering.hold,
+            history: peering.compress != Compress::None,
         })
     }
 
@@ -484,6 +488,7 @@ impl Network {
                 congestion: self.congestion.clone(),
                 dialed: Mutex::new(output.dialed.take()),
                 streams: self.streams,
+                history: self.history,
             };
             let first =
                 dialer.first(&output.resolved, stream, self.connect_for, patience, log, stop);

@@ -161,6 +161,12 @@ impl Socket {
             && fds[0].revents().contains(PollFlags::OUT)
     }
 
+    /// The bytes its send buffer holds at most now (`SO_SNDBUF`, as autotuning has grown it
+    /// so far); 0 if the kernel does not say.
+    pub fn send_buffer(&self) -> usize {
+        rustix::net::sockopt::socket_send_buffer_size(&self.fd).unwrap_or(0)
+    }
+
     /// Makes its send buffer as large as may be set, where that beats autotuning's ceiling
     /// (`sys::widen_send_buffer`): for the side that sends the stream, whichever side
     /// connected.

@@ -38,6 +38,13 @@
 //! version 2 had no heartbeats and could not resume; version 3 had no Zstd frames. A peer of
 //! another version is refused at the preamble, before the handshake, with words that say so.
 //!
+//! Version 6 (`accelN6`, and `accelN7` for version 5's several connections) is version 4
+//! whose compressed frames keep the session's history: a Zstd frame starts a zstd frame
+//! (and the receiver's context afresh), and the ZstdMore frames after it go on with it, each
+//! flushed so that it decompresses on arrival (see `compress`). Only a sender that
+//! compresses speaks it; an older receiver refuses it at the preamble, and the sender says
+//! so.
+//!
 //! Version 5 (`accelN5`) is version 4 with one stream over several connections
 //! (`--streams N`, N above 1), and only such a sender speaks it: with one connection the
 //! wire is version 4's, byte for byte. Each connection has its own handshake, bound to the
@@ -86,6 +93,37 @@ const MAGIC: &[u8; 7] = b"accelN4";
 /// the wire is version 4's, byte for byte; a receiver of version 4 refuses this one at the
 /// preamble, and the sender says that it takes one connection only.
 const SEVERAL: &[u8; 7] = b"accelN5";
+
+/// The preamble's fixed part of version 6: version 4 whose compressed frames keep the
+/// session's history ([`Kind::ZstdMore`]). Only a sender that compresses says it (and
+/// version 7 for several connections): without `--compress`, the wire is version 4's (or
+/// 5's), byte for byte. A receiver of version 4 or 5 refuses it at the preamble (it answers
+/// with its own), and the sender says that the receiver is too old for `--compress`.
+const HISTORY: &[u8; 7] = b"accelN6";
+
+/// Version 5's several connections, each with version 6's compressed history.
+const SEVERAL_HISTORY: &[u8; 7] = b"accelN7";
+
+/// What a preamble says of the protocol beyond its cipher: which versions' frames the
+/// session carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Version {
+    /// One of a stream's several connections (version 5, or 7).
+    pub several: bool,
+    /// Compressed frames go on from the one before, within a session (version 6, or 7).
+    pub history: bool,
+}
+
+impl Version {
+    fn magic(self) -> &'static [u8; 7] {
+        match (self.several, self.history) {
+            (false, false) => MAGIC,
+            (true, false) => SEVERAL,
+            (false, true) => HISTORY,
+            (true, true) => SEVERAL_HISTORY,
+        }
+    }
+}
 
 /// The most connections one stream takes (`--streams`), at either end.
 pub const MOST_STREAMS: u8 = 16;
@@ -152,16 +190,15 @@ impl Cipher {
     }
 }
 
-/// The preamble a side sends first, naming the cipher.
+/// The preamble a side sends first, naming the cipher (version 4).
 pub fn preamble(cipher: Cipher) -> [u8; PREAMBLE_LEN] {
-    preamble_of(cipher, false)
+    preamble_of(cipher, Version::default())
 }
 
-/// The preamble of a session that is one of `several` connections of a stream (version 5),
-/// or not (version 4).
-pub fn preamble_of(cipher: Cipher, several: bool) -> [u8; PREAMBLE_LEN] {
+/// The preamble of a session of `version`.
+pub fn preamble_of(cipher: Cipher, version: Version) -> [u8; PREAMBLE_LEN] {
     let mut bytes = [0u8; PREAMBLE_LEN];
-    bytes[..MAGIC.len()].copy_from_slice(if several { SEVERAL } else { MAGIC });
+    bytes[..MAGIC.len()].copy_from_slice(version.magic());
     bytes[MAGIC.len()] = cipher.letter();
     bytes
 }
@@ -169,11 +206,8 @@ pub fn preamble_of(cipher: Cipher, several: bool) -> [u8; PREAMBLE_LEN] {
 /// What a received preamble says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Preamble {
-    /// This protocol, with this cipher.
-    Accel(Cipher),
-    /// This protocol, with this cipher, for one of several connections of a stream
-    /// (version 5).
-    Several(Cipher),
+    /// This protocol, of this version, with this cipher.
+    Accel(Cipher, Version),
     /// accel, but another version of the protocol (or a cipher this one does not know).
     OtherVersion,
     /// Not accel at all.
@@ -189,35 +223,36 @@ pub fn read_preamble(bytes: &[u8]) -> Preamble {
     if bytes.len() < PREAMBLE_LEN {
         return Preamble::OtherVersion;
     }
-    let several = match &bytes[..MAGIC.len()] {
-        magic if magic == MAGIC => false,
-        magic if magic == SEVERAL => true,
-        _ => return Preamble::OtherVersion,
+    let versions = [(false, false), (true, false), (false, true), (true, true)]
+        .map(|(several, history)| Version { several, history });
+    let magic = &bytes[..MAGIC.len()];
+    let Some(version) = versions.into_iter().find(|version| magic == version.magic()) else {
+        return Preamble::OtherVersion;
     };
     let cipher = match bytes[MAGIC.len()] {
         b'A' => Cipher::AesGcm,
         b'C' => Cipher::ChaChaPoly,
         _ => return Preamble::OtherVersion,
     };
-    if several { Preamble::Several(cipher) } else { Preamble::Accel(cipher) }
+    Preamble::Accel(cipher, version)
 }
 
 /// The Noise handshake for `cipher` with `key`, bound to the preamble: the sender's side
 /// (`initiator`) or the receiver's.
 pub fn handshake(cipher: Cipher, key: &Key, initiator: bool) -> snow::HandshakeState {
-    handshake_of(cipher, key, initiator, false)
+    handshake_of(cipher, key, initiator, Version::default())
 }
 
-/// [`handshake`], bound to the preamble of one of `several` connections or not.
+/// [`handshake`], bound to the preamble of `version`.
 pub fn handshake_of(
     cipher: Cipher,
     key: &Key,
     initiator: bool,
-    several: bool,
+    version: Version,
 ) -> snow::HandshakeState {
     let name = format!("Noise_NNpsk0_25519_{}_SHA256", cipher.noise_name());
     let params: NoiseParams = name.parse().expect("a valid Noise protocol name");
-    let prologue = preamble_of(cipher, several);
+    let prologue = preamble_of(cipher, version);
     let builder = snow::Builder::with_resolver(params, super::cipher::resolver())
         .psk(0, key.bytes())
         .and_then(|b| b.prologue(&prologue))
@@ -380,8 +415,13 @@ pub enum Kind {
     Heartbeat = 6,
     /// On a reconnection: the receiver has the first `offset` bytes; the sender goes on there.
     Resume = 7,
-    /// Stream bytes at `offset`, the payload one zstd frame (`--compress`).
+    /// Stream bytes at `offset`, the payload the start of a zstd frame (`--compress`): the
+    /// receiver's zstd context starts afresh. In version 4 the whole frame; in version 6,
+    /// continued by the [`ZstdMore`](Kind::ZstdMore) frames that follow it.
     Zstd = 8,
+    /// Stream bytes at `offset`, the payload the next part of the zstd frame that the
+    /// session's last Zstd frame started (version 6): it may refer to any stream byte since.
+    ZstdMore = 9,
 }
 
 impl Kind {
@@ -396,6 +436,7 @@ impl Kind {
             6 => Kind::Heartbeat,
             7 => Kind::Resume,
             8 => Kind::Zstd,
+            9 => Kind::ZstdMore,
             _ => return None,
         })
     }
@@ -422,12 +463,26 @@ mod tests {
     #[test]
     fn preambles_say_who_is_speaking() {
         for cipher in [Cipher::AesGcm, Cipher::ChaChaPoly] {
-            assert_eq!(read_preamble(&preamble(cipher)), Preamble::Accel(cipher));
+            assert_eq!(
+                read_preamble(&preamble(cipher)),
+                Preamble::Accel(cipher, Version::default())
+            );
+            for several in [false, true] {
+                for history in [false, true] {
+                    let version = Version { several, history };
+                    let read = read_preamble(&preamble_of(cipher, version));
+                    assert_eq!(read, Preamble::Accel(cipher, version));
+                }
+            }
         }
         assert_eq!(read_preamble(b"SSH-2.0-"), Preamble::Foreign);
         assert_eq!(read_preamble(b"GET / HT"), Preamble::Foreign);
-        assert_eq!(read_preamble(b"accelN5A"), Preamble::Several(Cipher::AesGcm));
-        assert_eq!(read_preamble(b"accelN6A"), Preamble::OtherVersion);
+        let several = Version { several: true, history: false };
+        assert_eq!(read_preamble(b"accelN5A"), Preamble::Accel(Cipher::AesGcm, several));
+        let history = Version { several: false, history: true };
+        assert_eq!(read_preamble(b"accelN6C"), Preamble::Accel(Cipher::ChaChaPoly, history));
+        assert_eq!(read_preamble(b"accelN8A"), Preamble::OtherVersion);
+        assert_eq!(read_preamble(b"accelN7X"), Preamble::OtherVersion);
         assert_eq!(read_preamble(b"accelN5X"), Preamble::OtherVersion);
         assert_eq!(read_preamble(b"accelN3A"), Preamble::OtherVersion);
         assert_eq!(read_preamble(b"accelN2A"), Preamble::OtherVersion);
@@ -446,6 +501,7 @@ mod tests {
         assert_eq!(read_trailer(&trailer(Kind::Heartbeat, 8)), Some((Kind::Heartbeat, 8)));
         assert_eq!(read_trailer(&trailer(Kind::Resume, 9)), Some((Kind::Resume, 9)));
         assert_eq!(read_trailer(&trailer(Kind::Zstd, 10)), Some((Kind::Zstd, 10)));
+        assert_eq!(read_trailer(&trailer(Kind::ZstdMore, 11)), Some((Kind::ZstdMore, 11)));
         assert_eq!(read_trailer(b"short"), None);
         let mut unknown = trailer(Kind::Ack, 1);
         unknown[0] = 99;

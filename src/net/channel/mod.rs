@@ -46,13 +46,14 @@ use std::time::{Duration, Instant};
 
 use rustix::event::PollFlags;
 use snow::TransportState;
+use zstd::zstd_safe::{self, DCtx, DParameter, InBuffer, OutBuffer, ResetDirective};
 
 use super::closed_by_peer;
+use super::compress::WINDOW_LOG;
 use super::socket::Socket;
 use super::wire::{self, Kind, MAX_FRAME, MAX_MESSAGE, MAX_PAYLOAD, REKEY_EVERY, SEALED_TRAILER};
 use crate::stop::Stop;
 use crate::stop::wait_for;
-use crate::words::describe;
 
 /// Bytes of sealed frames written at once, and read at once: 16 full frames. Fewer, larger
 /// system calls; a larger batch only delays the first bytes of a fast stream. A batch also
@@ -104,9 +105,12 @@ pub struct Channel {
     /// `scratch[pending]`: stream bytes opened and not yet handed out.
     pending: Range<usize>,
     /// A compressed frame's stream bytes, before they become the scratch buffer; and the
-    /// zstd context that decompresses them (made at the first compressed frame).
+    /// zstd context that decompresses them (made at the first compressed frame: the
+    /// session's, since its zstd frames refer to the session's earlier ones).
     inflated: Vec<u8>,
-    inflater: Option<zstd::bulk::Decompressor<'static>>,
+    inflater: Option<DCtx<'static>>,
+    /// The session's last Data frame was compressed: a ZstdMore frame may go on with it.
+    inflating: bool,
     /// `outgoing[..queued]`: sealed frames to write. Allocated once, at its full size, so
     /// that sealing never zero-fills it first.
     outgoing: Vec<u8>,
@@ -159,6 +163,7 @@ impl Channel {
             pending: 0..0,
             inflated: Vec::new(),
             inflater: None,
+            inflating: false,
             outgoing: vec![0u8; BATCH + MAX_FRAME],
             queued: 0,
             sent_messages: 0,
@@ -434,10 +439,11 @@ impl Channel {
             ));
         };
         let plaintext = if into_buf { &buf[..payload] } else { &self.scratch[..payload] };
-        if matches!(kind, Kind::Data | Kind::Zstd) && self.join.is_some() {
+        let data = matches!(kind, Kind::Data | Kind::Zstd | Kind::ZstdMore);
+        if data && self.join.is_some() {
             // One of several connections: its frames are where the dispatcher put them.
             self.offset = offset;
-        } else if matches!(kind, Kind::Data | Kind::Zstd) && offset != self.offset {
+        } else if data && offset != self.offset {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 format!("a frame at offset {offset} where {} was next", self.offset),
@@ -445,6 +451,7 @@ impl Channel {
         }
         Ok(Some(match kind {
             Kind::Data => {
+                self.inflating = false;
                 self.offset += payload as u64;
                 if !into_buf {
                     self.pending = 0..payload;
@@ -452,11 +459,11 @@ impl Channel {
                 self.came_off_the_wire(payload, framed, false);
                 Frame::Data(payload)
             }
-            Kind::Zstd => {
+            Kind::Zstd | Kind::ZstdMore => {
                 // The stream bytes land in the pending plaintext, whichever buffer the
                 // compressed ones were opened into.
                 let compressed = if into_buf { Some(&buf[..payload]) } else { None };
-                let len = self.inflate(compressed, payload)?;
+                let len = self.inflate(compressed, payload, kind == Kind::Zstd)?;
                 self.offset += len as u64;
                 self.came_off_the_wire(len, framed, true);
                 Frame::Data(len)
@@ -481,33 +488,60 @@ impl Channel {
 }
 
 impl Channel {
-    /// Decompresses a Zstd frame's payload (`compressed`, or the scratch buffer's first
-    /// `len` bytes) into the pending plaintext; the stream bytes it holds. At most a frame's
-    /// worth: the sender compresses one frame's payload at a time, so anything larger is
-    /// not a frame of accel's (a decompression bomb is refused at that size).
-    fn inflate(&mut self, compressed: Option<&[u8]>, len: usize) -> io::Result<usize> {
-        let failed = |why: String| {
+    /// Decompresses a Zstd or ZstdMore frame's payload (`compressed`, or the scratch
+    /// buffer's first `len` bytes) into the pending plaintext; the stream bytes it holds.
+    /// `fresh` (Zstd): a zstd frame starts here, else it goes on with the session's last.
+    /// At most a frame's worth: the sender compresses one frame's payload at a time, so
+    /// anything larger is not a frame of accel's (a decompression bomb is refused at that
+    /// size, and a window larger than [`WINDOW_LOG`] at the frame's header).
+    fn inflate(&mut self, compressed: Option<&[u8]>, len: usize, fresh: bool) -> io::Result<usize> {
+        let peer = self.socket.peer();
+        let failed = |why: &str| {
             io::Error::new(
                 io::ErrorKind::InvalidData,
-                format!("a compressed frame from {} did not decompress: {why}", self.socket.peer()),
+                format!("a compressed frame from {peer} did not decompress: {why}"),
             )
         };
+        if !fresh && !self.inflating {
+            return Err(failed("it goes on with a zstd frame that did not start"));
+        }
+        self.inflating = false;
         let inflater = match &mut self.inflater {
             Some(inflater) => inflater,
-            none => none.insert(zstd::bulk::Decompressor::new().map_err(|e| failed(describe(&e)))?),
+            none => {
+                let mut inflater = DCtx::try_create().ok_or_else(|| failed("out of memory"))?;
+                let bounded = inflater.set_parameter(DParameter::WindowLogMax(WINDOW_LOG));
+                bounded.map_err(|code| failed(zstd_safe::get_error_name(code)))?;
+                none.insert(inflater)
+            }
         };
-        self.inflated.resize(MAX_PAYLOAD, 0);
+        if fresh {
+            let reset = inflater.reset(ResetDirective::SessionOnly);
+            reset.map_err(|code| failed(zstd_safe::get_error_name(code)))?;
+        }
+        // One byte more than a frame holds, to tell a frame that holds too much.
+        self.inflated.resize(MAX_PAYLOAD + 1, 0);
         let compressed = match compressed {
             Some(compressed) => compressed,
             None => &self.scratch[..len],
         };
         let damaged = super::compress::test_damage(self.offset, compressed);
         let compressed = damaged.as_deref().unwrap_or(compressed);
-        let inflated = inflater
-            .decompress_to_buffer(compressed, &mut self.inflated[..])
-            .map_err(|e| failed(describe(&e)))?;
+        let mut out = OutBuffer::around(&mut self.inflated[..]);
+        let mut input = InBuffer::around(compressed);
+        // The sender flushed every block of the frame: once zstd has taken all of it and
+        // has room left, it has written all of it out.
+        while input.pos() < compressed.len() || out.pos() == out.capacity() {
+            if out.pos() == out.capacity() {
+                return Err(failed("it holds more than a frame"));
+            }
+            let decoded = inflater.decompress_stream(&mut out, &mut input);
+            decoded.map_err(|code| failed(zstd_safe::get_error_name(code)))?;
+        }
+        let inflated = out.pos();
         std::mem::swap(&mut self.scratch, &mut self.inflated);
         self.pending = 0..inflated;
+        self.inflating = true;
         Ok(inflated)
     }
 }

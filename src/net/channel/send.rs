@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use super::{BATCH, Channel, Frame, unexpected};
 use crate::net::closed_by_peer;
-use crate::net::compress::{Compressor, Packed};
-use crate::net::wire::{Credit, Kind, MAX_FRAME, MAX_PAYLOAD};
+use crate::net::compress::{Compressor, MOST_PACKED, Packed};
+use crate::net::wire::{Credit, Kind, MAX_FRAME};
 use crate::stop::Stop;
 use crate::words::byte_count;
 
@@ -40,6 +40,9 @@ pub(super) struct Sending {
     next_look: Instant,
     /// The receiver closed its side; nothing more will come from it.
     pub(super) peer_closed: bool,
+    /// This session's last Data frame was compressed: the next may go on with its zstd
+    /// frame (the receiver's context is this session's).
+    compressed: bool,
     /// The receiver's Ack, heard before this session's End was sent: in a session that took
     /// over from one dropped after the End, the receiver says it first.
     acked: Option<u64>,
@@ -61,6 +64,7 @@ impl Sending {
             reached: 0,
             next_look: Instant::now(),
             peer_closed: false,
+            compressed: false,
             acked: None,
             awaits_count: false,
             credit: None,
@@ -205,14 +209,15 @@ impl Channel {
         self.earlier_failure()?;
         let started = Instant::now();
         let mut taken = 0;
+        // A frame that may be compressed leaves zstd room for its headers.
+        let most = compressor.most_per_frame();
         // Full frames while the batch has room for one, and the last of the piece in any
         // case (the outgoing buffer has room for it): see `BATCH`.
-        while taken < data.len()
-            && (self.queued + MAX_FRAME <= BATCH || data.len() - taken <= MAX_PAYLOAD)
+        while taken < data.len() && (self.queued + MAX_FRAME <= BATCH || data.len() - taken <= most)
         {
             let longest = match self.offset + taken as u64 {
                 0 => FIRST_PAYLOAD,
-                _ => MAX_PAYLOAD,
+                _ => most,
             };
             let piece = &data[taken..data.len().min(taken + longest)];
             self.seal_piece(self.offset + taken as u64, piece, compressor);
@@ -223,18 +228,19 @@ impl Channel {
         Ok(taken)
     }
 
-    /// Sends `units`, each of at most a frame's payload at a stream offset of its own (one
-    /// of several connections: [`Channel::seek`] for each), in one batch, one write for them
-    /// all (a unit a write cost a system call and a wakeup a frame): at most
-    /// [`MOST_UNITS`] of them. Each frame's payload as `compressor` packs it; the stream's
-    /// first frame short, as [`Channel::send`] makes it.
+    /// Sends `units`, each of at most [`MOST_PACKED`] stream bytes (a frame's payload, with
+    /// zstd's room when it is compressed) at a stream offset of its own (one of several
+    /// connections: [`Channel::seek`] for each), in one batch, one write for them all (a unit
+    /// a write cost a system call and a wakeup a frame): at most [`MOST_UNITS`] of them. Each
+    /// frame's payload as `compressor` packs it; the stream's first frame short, as
+    /// [`Channel::send`] makes it.
     pub fn send_units(
         &mut self,
         units: &[(u64, &[u8])],
         stop: &Stop,
         compressor: &mut Compressor,
     ) -> io::Result<()> {
-        debug_assert!(units.len() <= MOST_UNITS && units.iter().all(|u| u.1.len() <= MAX_PAYLOAD));
+        debug_assert!(units.len() <= MOST_UNITS && units.iter().all(|u| u.1.len() <= MOST_PACKED));
         self.earlier_failure()?;
         let started = Instant::now();
         for &(at, bytes) in units {
@@ -252,16 +258,21 @@ impl Channel {
         self.write_batch(started, to, stop, compressor)
     }
 
-    /// Seals `piece`, the stream bytes at `at`, as a frame, as `compressor` packs it.
+    /// Seals `piece`, the stream bytes at `at`, as a frame, as `compressor` packs it: a
+    /// compressed frame goes on with this session's zstd frame when the one before was
+    /// compressed too.
     fn seal_piece(&mut self, at: u64, piece: &[u8], compressor: &mut Compressor) {
-        match compressor.pack(piece) {
+        match compressor.pack(piece, self.sending.compressed) {
             Packed::Raw => {
                 self.seal(Kind::Data, at, piece);
                 compressor.framed(piece.len(), piece.len(), true);
+                self.sending.compressed = false;
             }
-            Packed::Zstd(len) => {
-                self.seal(Kind::Zstd, at, compressor.packed(len));
+            Packed::Zstd { len, fresh } => {
+                let kind = if fresh { Kind::Zstd } else { Kind::ZstdMore };
+                self.seal(kind, at, compressor.packed(len));
                 compressor.framed(piece.len(), len, false);
+                self.sending.compressed = true;
             }
         }
     }
@@ -278,7 +289,8 @@ impl Channel {
     ) -> io::Result<()> {
         let (sealed, wire) = (Instant::now(), self.queued);
         self.write_out(stop, None, true)?;
-        compressor.sent(started, sealed - started, sealed.elapsed(), wire);
+        let buffer = || self.socket.send_buffer();
+        compressor.sent(started, sealed - started, sealed.elapsed(), wire, buffer);
         self.offset = to;
         if !self.sending.peer_closed
             && (self.sending.awaits_count || Instant::now() >= self.sending.next_look)

@@ -113,6 +113,37 @@ fn compressed_frames_arrive_as_the_stream_they_were() {
     }
 }
 
+#[test]
+fn a_version_4_senders_frames_each_a_whole_zstd_frame_are_read() {
+    // A sender of version 4 compressed each frame on its own, a whole zstd frame in a Zstd
+    // frame: each starts the receiver's context afresh, and is read as before. A ZstdMore
+    // frame with no Zstd frame before it in the session is refused.
+    let (near, far) = socket::pair();
+    let (mut sender, mut receiver) = session(Cipher::AesGcm, near, far);
+    let (stop, sent) = (Stop::default(), mixed(200_000));
+    let mut at = 0;
+    for piece in sent.chunks(50_000) {
+        let whole = zstd::bulk::compress(piece, 3).unwrap();
+        sender.seal(Kind::Zstd, at, &whole);
+        at += piece.len() as u64;
+    }
+    sender.flush(&stop, None).unwrap();
+    let mut got = Vec::new();
+    let mut buf = vec![0u8; 70_000];
+    while got.len() < sent.len() {
+        let n = receiver.receive(&mut buf, &stop).unwrap();
+        got.extend_from_slice(&buf[..n]);
+    }
+    assert!(got == sent, "the bytes differ");
+    let (near, far) = socket::pair();
+    let (mut sender, mut receiver) = session(Cipher::AesGcm, near, far);
+    let whole = zstd::bulk::compress(&sent[..1000], 3).unwrap();
+    sender.seal(Kind::ZstdMore, 0, &whole);
+    sender.flush(&stop, None).unwrap();
+    let refused = receiver.receive(&mut buf, &stop).unwrap_err();
+    assert!(refused.to_string().contains("a zstd frame that did not start"), "{refused}");
+}
+
 fn data(len: usize) -> Vec<u8> {
     (0..len).map(|i| (i * 7 + i / 251) as u8).collect()
 }

@@ -570,8 +570,7 @@ fn answer_hello(
     terms: Terms,
     stop: &Stop,
 ) -> Result<Option<Box<Channel>>, Stranger> {
-    let mut several = false;
-    let cipher = match wire::read_preamble(&got[..got.len().min(PREAMBLE_LEN)]) {
+    let (cipher, version) = match wire::read_preamble(&got[..got.len().min(PREAMBLE_LEN)]) {
         Preamble::Foreign => return Err(Stranger::NotAccel),
         _ if got.len() < PREAMBLE_LEN + 2 => return Ok(None),
         Preamble::OtherVersion => {
@@ -584,12 +583,9 @@ fn answer_hello(
             let _ = socket.write_all(&refusal, stop, Some(Instant::now() + Duration::from_secs(1)));
             return Err(Stranger::OtherVersion);
         }
-        Preamble::Accel(cipher) => cipher,
-        Preamble::Several(cipher) => {
-            several = true;
-            cipher
-        }
+        Preamble::Accel(cipher, version) => (cipher, version),
     };
+    let several = version.several;
     let len = usize::from(u16::from_be_bytes([got[PREAMBLE_LEN], got[PREAMBLE_LEN + 1]]));
     if len > LONGEST_HELLO {
         return Err(Stranger::TooLong);
@@ -597,11 +593,11 @@ fn answer_hello(
     let Some(message) = got.get(PREAMBLE_LEN + 2..PREAMBLE_LEN + 2 + len) else {
         return Ok(None);
     };
-    let mut noise = wire::handshake_of(cipher, key, false, several);
+    let mut noise = wire::handshake_of(cipher, key, false, version);
     let mut payload = [0u8; LONGEST_HELLO];
     let Ok(n) = noise.read_message(message, &mut payload) else {
         // Say so, so that the sender can tell the user; then drop it.
-        let mut refusal = wire::preamble_of(cipher, several).to_vec();
+        let mut refusal = wire::preamble_of(cipher, version).to_vec();
         refusal.extend_from_slice(&[0, 0]);
         let _ = socket.write_all(&refusal, stop, Some(Instant::now() + Duration::from_secs(1)));
         return Err(Stranger::WrongKey);
@@ -643,7 +639,7 @@ fn answer_hello(
         None => noise.write_message(&welcome.to_be_bytes(), &mut message),
     };
     let len2 = written.expect("a short message");
-    let mut answer = wire::preamble_of(cipher, several).to_vec();
+    let mut answer = wire::preamble_of(cipher, version).to_vec();
     answer.extend_from_slice(&(len2 as u16).to_be_bytes());
     answer.extend_from_slice(&message[..len2]);
     let deadline = Instant::now() + HANDSHAKE_PATIENCE;

@@ -12,7 +12,7 @@ use crate::log::Log;
 use crate::net::channel::Channel;
 use crate::net::key::Key;
 use crate::net::socket::Socket;
-use crate::net::wire::{self, Cipher, Hello, Join, Kind, PREAMBLE_LEN, Preamble};
+use crate::net::wire::{self, Cipher, Hello, Join, Kind, PREAMBLE_LEN, Preamble, Version};
 use crate::stop::Stop;
 
 /// Why the connecting side's handshake failed (today always the sender's); its words
@@ -35,6 +35,9 @@ pub enum Failure {
     /// The receiver speaks version 4, which takes one connection per stream: it is older
     /// than `--streams`.
     Single,
+    /// The receiver speaks version 4 or 5, whose compressed frames do not keep the
+    /// session's history: it is older than this `--compress`.
+    NoHistory,
     /// Not an accel receiver.
     NotAccel,
     /// The receiver refused the first message: the keys differ.
@@ -52,7 +55,14 @@ pub enum Failure {
 impl Failure {
     /// Whether trying again cannot help: the same receiver would refuse the same way.
     pub fn is_final(&self) -> bool {
-        matches!(self, Failure::WrongKey | Failure::Busy | Failure::UnknownStream | Failure::Single)
+        matches!(
+            self,
+            Failure::WrongKey
+                | Failure::Busy
+                | Failure::UnknownStream
+                | Failure::Single
+                | Failure::NoHistory
+        )
     }
 }
 
@@ -74,6 +84,11 @@ impl std::fmt::Display for Failure {
             Failure::Single => f.write_str(
                 "the receiver does not take several streams: it speaks version 4 of accel's \
                  protocol, one connection per stream (an older accel); --streams 1 talks to it",
+            ),
+            Failure::NoHistory => f.write_str(
+                "the receiver does not take this --compress: it speaks an older version of \
+                 accel's protocol, whose compressed frames keep no history (an older accel); \
+                 --compress none talks to it",
             ),
             Failure::NotAccel => f.write_str("not an accel receiver (it answered something else)"),
             Failure::WrongKey => f.write_str(WRONG_KEY),
@@ -105,29 +120,32 @@ pub struct Opening {
     first: Vec<u8>,
     stream: [u8; 16],
     join: Option<Join>,
+    version: Version,
 }
 
 impl Opening {
     /// A fresh handshake with `key`, saying `hello` (a new stream, or one to go on with).
     pub fn new(key: &Key, hello: Hello) -> Opening {
-        Opening::joining(key, hello, None)
+        Opening::joining(key, hello, None, false)
     }
 
     /// [`Opening::new`], for one of several connections of the stream when `join` says
-    /// which (wire version 5).
-    pub fn joining(key: &Key, hello: Hello, join: Option<Join>) -> Opening {
+    /// which (wire version 5), and with compressed frames that keep the session's history
+    /// when `history` (a sender that compresses; version 6, or 7).
+    pub fn joining(key: &Key, hello: Hello, join: Option<Join>, history: bool) -> Opening {
         let cipher = Cipher::fastest_here();
-        let mut noise = wire::handshake_of(cipher, key, true, join.is_some());
+        let version = Version { several: join.is_some(), history };
+        let mut noise = wire::handshake_of(cipher, key, true, version);
         let mut message = vec![0u8; wire::MAX_MESSAGE];
         let said = match join {
             Some(join) => noise.write_message(&join.encode_hello(&hello), &mut message),
             None => noise.write_message(&hello.encode(), &mut message),
         };
         let len = said.expect("a short message");
-        let mut first = wire::preamble_of(cipher, join.is_some()).to_vec();
+        let mut first = wire::preamble_of(cipher, version).to_vec();
         first.extend_from_slice(&(len as u16).to_be_bytes());
         first.extend_from_slice(&message[..len]);
-        Opening { cipher, noise, first, stream: hello.stream, join }
+        Opening { cipher, noise, first, stream: hello.stream, join, version }
     }
 }
 
@@ -152,7 +170,7 @@ pub fn initiate(
         io::ErrorKind::UnexpectedEof => Failure::ClosedEarly,
         _ => Failure::Broken(crate::words::describe(&error)),
     };
-    let Opening { cipher, mut noise, first, stream, join } = opening;
+    let Opening { cipher, mut noise, first, stream, join, version } = opening;
     socket.write_all(&first, stop, Some(deadline)).map_err(io_error)?;
 
     let mut head = [0u8; PREAMBLE_LEN + 2];
@@ -166,15 +184,18 @@ pub fn initiate(
         }
     }
     read_exact(&socket, &mut head, stop, deadline).map_err(io_error)?;
-    match (wire::read_preamble(&head[..PREAMBLE_LEN]), join) {
-        (Preamble::Accel(answered), None) | (Preamble::Several(answered), Some(_))
-            if answered == cipher => {}
-        // A receiver of version 4 answers a version 5 preamble with its own.
-        (Preamble::Accel(_), Some(_)) => return Err(Failure::Single),
-        (Preamble::Accel(_) | Preamble::Several(_) | Preamble::OtherVersion, _) => {
-            return Err(Failure::OtherVersion);
+    match wire::read_preamble(&head[..PREAMBLE_LEN]) {
+        Preamble::Accel(answered, spoken) if answered == cipher && spoken == version => {}
+        // A receiver of an older version answers with its own preamble: version 4 to any
+        // later one, version 5 to version 7.
+        Preamble::Accel(_, spoken) if version.history && !spoken.history => {
+            return Err(Failure::NoHistory);
         }
-        (Preamble::Foreign, _) => return Err(Failure::NotAccel),
+        Preamble::Accel(_, spoken) if version.several && !spoken.several => {
+            return Err(Failure::Single);
+        }
+        Preamble::Accel(..) | Preamble::OtherVersion => return Err(Failure::OtherVersion),
+        Preamble::Foreign => return Err(Failure::NotAccel),
     }
     let len = usize::from(u16::from_be_bytes([head[PREAMBLE_LEN], head[PREAMBLE_LEN + 1]]));
     if len == 0 {

@@ -17,7 +17,7 @@ use crate::stop::Stop;
 /// Connects to `to` and handshakes as connection `index` of 4 of `stream`, with `key`.
 fn join(to: SocketAddr, key: &Key, stream: [u8; 16], index: u8) -> Result<(), Failure> {
     let hello = Hello { stream, offset: 0, resuming: false };
-    let opening = Opening::joining(key, hello, Some(Join { index, streams: 4, window: 0 }));
+    let opening = Opening::joining(key, hello, Some(Join { index, streams: 4, window: 0 }), false);
     let stop = Stop::default();
     let deadline = Instant::now() + Duration::from_secs(30);
     let socket = socket::connect(to, None, &stop, deadline).expect("loopback");

@@ -12,7 +12,7 @@ use rustix::event::PollFlags;
 use super::{Several, State, Unit, keep_spare};
 use crate::net::channel::MOST_UNITS;
 use crate::net::closed_by_peer;
-use crate::net::compress::Compressor;
+use crate::net::compress::{Compressor, MOST_PACKED};
 use crate::net::link::Link;
 use crate::net::wire::Credit;
 use crate::net::wire::MAX_PAYLOAD;
@@ -50,12 +50,15 @@ impl Link {
             state = several.wait(state);
         };
         let at = state.queued;
-        let len = buf.len().min(MAX_PAYLOAD).min(usize::try_from(room).unwrap_or(usize::MAX));
+        // A unit is one frame whether or not its connection compresses it (zstd's room left:
+        // MOST_PACKED), so that a batch of units fits the outgoing buffer.
+        let len = buf.len().min(MOST_PACKED).min(usize::try_from(room).unwrap_or(usize::MAX));
         // A unit of half a frame or more in a spare buffer (no allocation, nor a page
         // faulted in, per unit); a smaller one in one of its size, so that the dispatcher
         // holds no more memory than twice its bytes.
         let mut bytes = match 2 * len >= MAX_PAYLOAD {
-            true => state.spare.pop().unwrap_or_default(),
+            // A new one at a whole frame's capacity, so that it is kept as a spare after.
+            true => state.spare.pop().unwrap_or_else(|| Vec::with_capacity(MAX_PAYLOAD)),
             false => Vec::new(),
         };
         drop(state);
