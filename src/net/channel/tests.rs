@@ -6,7 +6,7 @@ use std::os::fd::{AsRawFd, FromRawFd};
 use std::thread;
 
 use super::*;
-use crate::net::compress::{Compress, Compressor};
+use crate::net::compress::{Compress, Compressor, MOST_PACKED};
 use crate::net::key::Key;
 use crate::net::socket;
 use crate::net::wire::Cipher;
@@ -382,8 +382,8 @@ fn units_in_one_batch_land_where_each_belongs() {
     let (near, far) = socket::pair();
     let (mut sender, mut receiver) = session(Cipher::AesGcm, near, far);
     receiver.join(wire::Join { index: 0, streams: 2, window: 0 });
-    let data: Vec<u8> = (0..3 * MAX_PAYLOAD).map(|i| (i * 7 + i / 251) as u8).collect();
-    let unit = |n: usize| (n as u64 * MAX_PAYLOAD as u64, &data[n * MAX_PAYLOAD..][..MAX_PAYLOAD]);
+    let data: Vec<u8> = (0..3 * MOST_PACKED).map(|i| (i * 7 + i / 251) as u8).collect();
+    let unit = |n: usize| (n as u64 * MOST_PACKED as u64, &data[n * MOST_PACKED..][..MOST_PACKED]);
     let units = [unit(2), unit(0), unit(1)];
     sender.send_units(&units, &Stop::default(), &mut Compressor::none()).unwrap();
     let mut got = vec![0u8; data.len()];
@@ -406,7 +406,7 @@ fn units_in_one_batch_land_where_each_belongs() {
     }
     let first = send::FIRST_PAYLOAD as u64;
     let at: Vec<u64> = frames.iter().map(|&(at, _)| at).collect();
-    assert_eq!(at, [2 * MAX_PAYLOAD as u64, 0, first, MAX_PAYLOAD as u64], "as sent");
+    assert_eq!(at, [2 * MOST_PACKED as u64, 0, first, MOST_PACKED as u64], "as sent");
     assert!(got == data, "each unit where it belongs");
     let credit = wire::Credit { received: 100, limit: 200 };
     receiver.deliver_granting(50, credit).unwrap();
