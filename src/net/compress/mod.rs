@@ -24,6 +24,16 @@
 //! confirmations and a resumed stream all count stream bytes, uncompressed, and the
 //! receiver decompresses whatever each frame says, with nothing to set there.
 //!
+//! The memory, per connection: the receiver's context is the window and a block, 4.2 MiB.
+//! The sender's is the window and zstd's match finder, whose tables zstd would size for a
+//! large file, a stream's length not being known (15 MiB at level 9, 45 at 12, 645 at 22);
+//! they are held to 2^20 entries ([`TABLE_LOG`]), so that it takes 4.8 MiB at level 1, 5.5
+//! at 3, 7.2 at 6, 9.8 from 7 to 12 (`auto` goes no higher) and 13.5 above, whatever the
+//! level, for 0.4 % of the ratio at level 9 (64 MiB of the bench's source tar, 2.835 ×
+//! against 2.845 ×) and none below. The sender's peak RSS sending 64 MiB of sources with
+//! `-m 1M` over loopback: 12.6 MiB at zstd:1, 17.6 at zstd:9 (22.7 with zstd's own sizes),
+//! 8.0 uncompressed; with `--streams 4`, 33.8, 54.4 (74.0) and 15.9.
+//!
 //! What this side knows of its bottleneck comes from the sending thread itself: the time it
 //! spends compressing, the time its writes wait for the socket (the link refuses bytes), and
 //! the time between two writes (the output waits for the input, or, when the buffer is held
@@ -42,6 +52,7 @@ use std::time::{Duration, Instant};
 use adapt::{Adapt, Observation, RUNGS, Rung};
 
 use zstd::zstd_safe::zstd_sys::ZSTD_EndDirective::ZSTD_e_flush;
+use zstd::zstd_safe::zstd_sys::ZSTD_getCParams;
 use zstd::zstd_safe::{CCtx, CParameter, InBuffer, OutBuffer, ResetDirective};
 
 use crate::log::Log;
@@ -86,9 +97,18 @@ pub const TRY_ONE_IN: u32 = 16;
 
 /// The history both ends keep, as zstd's windowLog: 2^22, 4 MiB. The receiver's zstd
 /// context holds that window and a block, about 4.2 MiB per connection whatever the sender
-/// asks (a frame that needs a larger window is refused, `windowLogMax`); the sender's, at
-/// zstd -9, about twice that. zstd -9 over a whole stream uses the same 4 MiB.
+/// asks (a frame that needs a larger window is refused, `windowLogMax`); the sender's, that
+/// and its tables ([`TABLE_LOG`]). zstd -9 over a whole stream uses the same 4 MiB.
 pub const WINDOW_LOG: u32 = 22;
+
+/// The most entries of zstd's match finder, as its hashLog and chainLog: 2^20, a quarter of
+/// the window's positions. The sender's context is then, per connection, the window and its
+/// tables: 4.8 MiB at level 1 and below, 5.5 at 3, 7.2 at 6, 9.8 from 7 to 12 (`auto`'s
+/// highest), 13.5 above. Left to zstd, the tables of a stream of unknown length are those of
+/// a large file: 15 MiB at level 9, 45 at 12, 645 at 22. Levels up to 8 are not changed; on
+/// 64 MiB of the bench's source tar, level 9 gives 2.835 × (2.845 × left to zstd) at 69
+/// MiB/s (63), 12 2.844 × (2.863) at 45 MiB/s (25): `ratio_per_level`.
+pub const TABLE_LOG: u32 = WINDOW_LOG - 2;
 
 /// The levels `zstd:LEVEL` takes: zstd's negative (fast) ones to -7, its highest, 22.
 pub const LEVELS: std::ops::RangeInclusive<i32> = -7..=22;
@@ -386,7 +406,7 @@ impl Compressor {
             if let (Some(level), Some(zstd)) = (change.to.level(), &mut self.zstd) {
                 // zstd takes a new level at the start of a frame: the next one starts one.
                 // Cannot fail for a level in zstd's range; if it did, the old level stays.
-                let _ = zstd.set_parameter(CParameter::CompressionLevel(level));
+                let _ = set_level(zstd, level);
                 self.open = false;
             }
         }
@@ -427,8 +447,22 @@ fn context<'a>(
     }
     let mut context = CCtx::try_create()?;
     context.set_parameter(CParameter::WindowLog(WINDOW_LOG)).ok()?;
-    context.set_parameter(CParameter::CompressionLevel(level)).ok()?;
+    set_level(&mut context, level).ok()?;
     Some(zstd.insert(context))
+}
+
+/// Sets `context`'s level, its match finder's tables held to [`TABLE_LOG`]. zstd sizes them
+/// for the level and the stream's length; a stream's length is not known, so it takes the
+/// sizes meant for a large file (level 9: a hash of 2^21 entries; 12: 2^23, and a chain of
+/// 2^22; 22: 2^25 and 2^27) whatever the window. Sizes set here outlast a change of level:
+/// each change comes here.
+fn set_level(context: &mut CCtx<'static>, level: i32) -> zstd::zstd_safe::SafeResult {
+    // SAFETY: a pure function of its arguments, zstd's table of parameters per level; 0: the
+    // stream's length is not known.
+    let asked = unsafe { ZSTD_getCParams(level, 0, 0) };
+    context.set_parameter(CParameter::CompressionLevel(level))?;
+    context.set_parameter(CParameter::HashLog(asked.hashLog.min(TABLE_LOG)))?;
+    context.set_parameter(CParameter::ChainLog(asked.chainLog.min(TABLE_LOG)))
 }
 
 /// The debug builds' test hook, `ACCEL_TEST_DAMAGE=zstd:N`: the receiver damages the first
@@ -628,12 +662,33 @@ mod tests {
             Packed::Zstd { fresh: false, .. }
         ));
         // As `sent` does when `adapt` moves the level.
-        let _ = compressor.zstd.as_mut().unwrap().set_parameter(CParameter::CompressionLevel(9));
+        set_level(compressor.zstd.as_mut().unwrap(), 9).unwrap();
         compressor.open = false;
         assert!(matches!(
             round_trip(&mut compressor, &mut inflater, &piece, true),
             Packed::Zstd { fresh: true, .. }
         ));
+        // With level 9's tables, not level 1's: the sizes set for a level are not left over.
+        let mut nine = Compressor::new(Compress::Zstd(9), None);
+        nine.pack(&piece, false);
+        let size = |compressor: &Compressor| compressor.zstd.as_ref().map(CCtx::sizeof);
+        assert_eq!(size(&compressor), size(&nine));
+    }
+
+    #[test]
+    fn the_senders_context_is_small_at_every_level() {
+        // The window and its block buffers, 4.8 MiB, and tables of at most 2^20 entries (a
+        // hash and a chain or a binary tree, 4 bytes each), with room for zstd's own: left to
+        // zstd, a stream of unknown length takes 15 MiB at level 9, 45 at 12, 645 at 22.
+        const MOST: usize = 14 << 20;
+        let piece = text(MOST_PACKED);
+        for level in LEVELS.filter(|&level| level != 0) {
+            let mut compressor = Compressor::new(Compress::Zstd(level), None);
+            compressor.pack(&piece, false);
+            let size = compressor.zstd.as_ref().map_or(0, CCtx::sizeof);
+            assert!(size > 4 << 20, "level {level}: {size} bytes, without the window?");
+            assert!(size <= MOST, "level {level}: the context takes {} KiB", size >> 10);
+        }
     }
 
     /// The ratio per level on a real stream (`ACCEL_CORPUS=FILE`, e.g. the bench's source
@@ -656,7 +711,11 @@ mod tests {
                 }
                 let ratio = corpus.len() as f64 / wire as f64;
                 let rate = corpus.len() as f64 / started.elapsed().as_secs_f64() / 1048576.0;
-                println!("zstd {level:>2}, history {history:>5}: x{ratio:.2}, {rate:.0} MiB/s");
+                let context = compressor.zstd.as_ref().map_or(0, CCtx::sizeof) >> 10;
+                println!(
+                    "zstd {level:>2}, history {history:>5}: x{ratio:.3}, {rate:.0} MiB/s, \
+                     context {context} KiB"
+                );
             }
         }
     }
