@@ -261,8 +261,11 @@ fn through_faults(
     let dir = Scratch::new(&format!("streams-cut-{}-{engine}", cut.len()));
     let key = make_key(&dir, "k");
     // A frozen connection is found by the sender's count standing still, well before four
-    // heartbeats of silence (60 s) would find it.
-    let heartbeat = if fault == Fault::Freeze { "15s" } else { "1s" };
+    // heartbeats of silence (60 s) would find it. A cut one is noticed at once (its socket
+    // ends); a heartbeat of 4 s gives the count two seconds to move before a connection
+    // counts as frozen, as the default's does (with 1 s, half a second: on a loaded machine
+    // the count stood still that long and a connection that was not frozen was cut).
+    let heartbeat = if fault == Fault::Freeze { "15s" } else { "4s" };
     let receiving = ["--key-file", key.as_str(), "-m", "16M", "--heartbeat", heartbeat];
     // At 8 MiB/s, 3 s a stream: a connection cut after 8 MiB is back well before the end,
     // which no longer waits for it (one Ack is enough).
