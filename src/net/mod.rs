@@ -637,7 +637,10 @@ impl Network {
 
     /// The further connections of a stream over several, after its `first`, from `lobby`:
     /// each proves the key and names the stream and a place of its own among `streams`; any
-    /// other is dropped, said so. Within [`JOIN_PATIENCE`].
+    /// other is dropped, said so. Within [`JOIN_PATIENCE`]. Each in its place, the sender's
+    /// numbering, whatever order their handshakes end in (a path may pass one connection's
+    /// Start frame after the next one's): a connection that comes back names its place, and
+    /// takes the place of the one there.
     fn join_more(
         &self,
         input: &Input,
@@ -651,27 +654,34 @@ impl Network {
         };
         lobby.expect(handshake::Terms { stream: Some(first.stream()), window: self.window });
         let deadline = Instant::now() + JOIN_PATIENCE;
-        let mut channels = vec![first];
-        while channels.len() < usize::from(streams) {
-            let (_, more) = lobby
-                .next_sender(Some(deadline))
-                .map_err(|why| unreached(format!("connection {}: {why}", channels.len() + 1)))?;
-            let place = more.joined().map(|join| (join.index, join.streams));
-            let taken = channels.iter().any(|c| c.joined().map(|j| j.index) == place.map(|p| p.0));
+        let mut places: Vec<Option<Channel>> = (0..streams).map(|_| None).collect();
+        let mut more = first;
+        loop {
+            // The place it names among as many as the first said, if no other has it.
+            let place = more.joined().filter(|join| join.streams == streams);
+            let place = place.and_then(|join| places.get_mut(usize::from(join.index)));
             match place {
-                Some((_, of)) if of == streams && !taken => channels.push(*more),
+                Some(place @ None) => *place = Some(more),
                 _ => log.warn(format_args!(
                     "{}: a connection of the stream came again or out of place; dropped it",
                     more.socket().peer()
                 )),
             }
+            let joined = places.iter().flatten().count();
+            if joined == places.len() {
+                break;
+            }
+            let (_, next) = lobby
+                .next_sender(Some(deadline))
+                .map_err(|why| unreached(format!("connection {}: {why}", joined + 1)))?;
+            more = *next;
         }
         log.debug(format_args!(
             "{}: {streams} connections, a window of {}",
             input.address,
             crate::words::byte_count(self.window)
         ));
-        Ok(channels)
+        Ok(places.into_iter().flatten().collect())
     }
 
     /// The run is over: every link's tending thread ends.
