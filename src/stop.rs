@@ -159,7 +159,22 @@ pub fn wait_for(
     stop: &Stop,
     deadline: Option<Instant>,
 ) -> io::Result<()> {
-    let mut fds = [PollFd::new(&fd, events)];
+    poll_until(&mut [PollFd::new(&fd, events)], stop, deadline)
+}
+
+/// As [`wait_for`], until either of two descriptors is ready for its own `events`: a
+/// connection that reads one pipe and writes another.
+pub fn wait_for_either(
+    (one, its): (BorrowedFd<'_>, PollFlags),
+    (other, others): (BorrowedFd<'_>, PollFlags),
+    stop: &Stop,
+    deadline: Option<Instant>,
+) -> io::Result<()> {
+    poll_until(&mut [PollFd::new(&one, its), PollFd::new(&other, others)], stop, deadline)
+}
+
+/// Polls `fds` until one is ready, as [`wait_for`] says.
+fn poll_until(fds: &mut [PollFd<'_>], stop: &Stop, deadline: Option<Instant>) -> io::Result<()> {
     loop {
         let left = match deadline {
             None => None,
@@ -169,7 +184,7 @@ pub fn wait_for(
             },
         };
         let timeout = left.map(|left| rustix::event::Timespec::try_from(left).unwrap_or_default());
-        match rustix::event::poll(&mut fds, timeout.as_ref()) {
+        match rustix::event::poll(fds, timeout.as_ref()) {
             Ok(0) => continue,
             Ok(_) => return Ok(()),
             Err(Errno::INTR) => stop.check()?,

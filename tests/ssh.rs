@@ -441,6 +441,78 @@ fn killing_the_ssh_session_leaves_the_direct_stream_going() {
     assert!(said.contains("ended is not known: the ssh session ended first"), "{said}");
 }
 
+/// Through ssh, the remote accel reads and writes the session's pipes itself, each through a
+/// description of its own (non-blocking), and never makes the descriptions it shares with
+/// sshd non-blocking: while the stream goes, its stdin (push) and its stdout (pull), as sshd
+/// gave them, are blocking still, and another description of the same pipe is not.
+#[test]
+fn through_ssh_the_remote_never_makes_the_session_pipes_non_blocking() {
+    let Some(sshd) = Sshd::start() else { return };
+    let (pidfile, fifo) = (sshd.dir.path("pid"), sshd.dir.path("fifo"));
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let record = format!("echo $$ > {}; exec cat", pidfile.display());
+    for (way, command, inherited) in [
+        ("--to", format!("{record} > /dev/null"), 0),
+        ("--from", format!("{record} < {}", fifo.display()), 1),
+    ] {
+        let _ = std::fs::remove_file(&pidfile);
+        let mut args = sshd.args();
+        args.extend(["--via", "ssh", way, &sshd.url(), "--", &command].map(String::from));
+        let mut child = piped(&mut accel_with("auto", &args));
+        let mut stdin = child.stdin.take().unwrap();
+        let said = Said::collect(&mut child);
+        let mut out = child.stdout.take().unwrap();
+        let drained = std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+        eventually(GENEROUS, "the remote command started", || {
+            std::fs::read_to_string(&pidfile).is_ok_and(|text| text.ends_with('\n'))
+        });
+        let command: u32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
+        let remote = parent_of(command);
+        // The stream goes: the remote's own description of the pipe is open by then.
+        let mut feeding = None;
+        match way {
+            "--to" => stdin.write_all(&pattern(1 << 20, 4)).unwrap(),
+            _ => feeding = Some(std::fs::File::options().write(true).open(&fifo).unwrap()),
+        }
+        eventually(GENEROUS, "the remote's own description of the session's pipe", || {
+            descriptions_of(remote, inherited)
+                .iter()
+                .any(|&(fd, non_blocking)| fd != inherited && non_blocking)
+        });
+        let shared = descriptions_of(remote, inherited);
+        assert!(
+            shared.contains(&(inherited, false)),
+            "{way}: the remote's descriptor {inherited}, sshd's pipe, is not blocking: {shared:?}"
+        );
+        if let Some(mut fifo) = feeding {
+            fifo.write_all(&pattern(1 << 20, 5)).unwrap();
+        }
+        drop(stdin);
+        let status = said.exit_of(&mut child);
+        assert!(status.success(), "{way}: {status}: {}", said.all());
+        drained.join().unwrap().unwrap();
+    }
+}
+
+/// The descriptors of process `pid` open on the pipe its descriptor `fd` is, with whether
+/// each is non-blocking (`O_NONBLOCK` in its fdinfo's flags).
+fn descriptions_of(pid: u32, fd: u32) -> Vec<(u32, bool)> {
+    let link = |fd: &str| std::fs::read_link(format!("/proc/{pid}/fd/{fd}")).ok();
+    let pipe = link(&fd.to_string()).expect("the descriptor is open");
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if link(&name).as_ref() != Some(&pipe) {
+            continue;
+        }
+        let info = std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{name}")).unwrap();
+        let flags = info.lines().find_map(|line| line.strip_prefix("flags:")).unwrap();
+        let flags = u32::from_str_radix(flags.trim(), 8).unwrap();
+        found.push((name.parse().unwrap(), flags & libc::O_NONBLOCK as u32 != 0));
+    }
+    found
+}
+
 /// `--to ssh://accel-test -- 'cat > /dev/null'` with `remote_accel` as the accel there.
 fn pushing_through(sshd: &Sshd, remote_accel: &str) -> Vec<String> {
     let ssh = ["--ssh-command", &sshd.ssh_command(), "--remote-accel", remote_accel];

@@ -140,6 +140,10 @@ pub struct Peering {
     /// listening). Frames' payloads go unsealed on it (ssh's cipher protects them); it does
     /// not resume (the session's end is the stream's).
     pub carried: Option<(i32, SocketAddr)>,
+    /// Where [`carried`](Peering::carried)'s connection writes, when that is not its own
+    /// descriptor: the remote end reads sshd's stdin and writes its stdout, both pipes opened
+    /// anew as accel's own ([`socket::carried_by_pipes`]).
+    pub carried_out: Option<i32>,
     /// `--streams`: the connections each `--to` proposes for its stream (1 to
     /// [`wire::MOST_STREAMS`]); 1 is wire version 4, as before.
     pub streams: u8,
@@ -167,6 +171,7 @@ impl Default for Peering {
             bound: Vec::new(),
             dialed: None,
             carried: None,
+            carried_out: None,
             compress: Compress::default(),
             streams: 1,
             window: LEAST_WINDOW,
@@ -398,7 +403,7 @@ impl Network {
             link.compress(peering.compress);
             let first = outputs.is_empty();
             let dialed = match (first, peering.dialed, peering.carried) {
-                (true, _, Some((fd, peer))) => Some(carried(fd, peer)),
+                (true, _, Some((fd, peer))) => Some(carried(fd, peering.carried_out, peer)),
                 // SAFETY: the connection was made for this run and handed over once.
                 (true, Some(fd), None) => {
                     Some(socket::adopt(unsafe { OwnedFd::from_raw_fd(fd) }, congestion.as_deref()))
@@ -414,9 +419,11 @@ impl Network {
             None => None,
             Some(address) => Some(Input {
                 carried: match (to.is_empty(), peering.carried) {
-                    (true, Some((fd, peer))) => Some(carried(fd, peer).map_err(|e| {
-                        SetupError::Unreached(format!("{address}: {}", describe(&e)))
-                    })?),
+                    (true, Some((fd, peer))) => {
+                        Some(carried(fd, peering.carried_out, peer).map_err(|e| {
+                            SetupError::Unreached(format!("{address}: {}", describe(&e)))
+                        })?)
+                    }
                     _ => None,
                 },
                 listeners: match peering.bound.as_slice() {
@@ -743,9 +750,14 @@ fn seconds(duration: Duration) -> String {
 }
 
 /// [`Peering::carried`]'s connection, taken over once.
-fn carried(fd: i32, peer: SocketAddr) -> io::Result<socket::Socket> {
-    // SAFETY: the socketpair end was made for this run and handed over once.
-    socket::carried(unsafe { OwnedFd::from_raw_fd(fd) }, peer)
+/// With `out`, the two pipes it reads and writes.
+fn carried(fd: i32, out: Option<i32>, peer: SocketAddr) -> io::Result<socket::Socket> {
+    // SAFETY: the socketpair end, or the pipes, were opened for this run and handed over once.
+    let (fd, out) = unsafe { (OwnedFd::from_raw_fd(fd), out.map(|out| OwnedFd::from_raw_fd(out))) };
+    match out {
+        None => socket::carried(fd, peer),
+        Some(out) => socket::carried_by_pipes(fd, out, peer),
+    }
 }
 
 #[cfg(test)]

@@ -17,11 +17,14 @@
 //! asked for before [`connect`] connects and before [`listen`] listens: a connection then has
 //! it from its first packet, and one accepted has its listener's.
 //!
-//! One other kind: a connection **carried by an ssh session** ([`carried`]), an end of a Unix
-//! socketpair of accel's own whose other end is ssh's stdin and stdout (or a relay thread's,
-//! bridged to them). It has no TCP options and no address of its own (its `peer` is the ssh
-//! host's, for messages), and only it ever carries frames whose payloads are not sealed
-//! ([`Socket::is_carried`]): ssh's cipher protects them there. No TCP socket can be one.
+//! One other kind: a connection **carried by an ssh session**: locally an end of a Unix
+//! socketpair of accel's own whose other end is ssh's stdin and stdout ([`carried`]); on the
+//! remote, the two pipes sshd gave it, each opened anew through `/proc/self/fd` as a
+//! description of accel's own ([`carried_by_pipes`]: it reads one and writes the other, and
+//! may make them non-blocking, which the inherited descriptions never are). It has no TCP
+//! options and no address of its own (its `peer` is the ssh host's, for messages), and only
+//! it ever carries frames whose payloads are not sealed ([`Socket::is_carried`]): ssh's
+//! cipher protects them there. No TCP socket can be one.
 
 use std::io;
 use std::net::SocketAddr;
@@ -48,19 +51,49 @@ const KEEPALIVE_PROBES: u32 = 6;
 /// `TCP_USER_TIMEOUT`; keepalive does not probe while data waits for an acknowledgement).
 const UNACKNOWLEDGED: Duration = Duration::from_secs(90);
 
-/// One connected socket of accel's own: TCP, or a socketpair end carried by ssh.
+/// One connected socket of accel's own: TCP, or a socketpair end carried by ssh, or a pair of
+/// pipes carried by ssh.
 #[derive(Debug)]
 pub struct Socket {
+    /// What it reads from, and writes to unless `out` says.
     fd: OwnedFd,
+    /// Where it writes, when that is not `fd`: a pipe ([`carried_by_pipes`]).
+    out: Option<OwnedFd>,
     peer: SocketAddr,
     /// An end of a socketpair of accel's own, carried by an ssh session ([`carried`]).
     carried: bool,
 }
 
 impl Socket {
-    /// The descriptor.
+    /// The descriptor it reads from: what a wait for something to read watches. It writes to
+    /// it too, unless it is a pair of pipes: [`Socket::wait`] waits for either.
     pub fn fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
+    }
+
+    /// The descriptor it writes to.
+    fn out(&self) -> BorrowedFd<'_> {
+        self.out.as_ref().unwrap_or(&self.fd).as_fd()
+    }
+
+    /// Waits until `deadline` at most for what `events` asks (`IN`, `OUT`, or either), each on
+    /// the descriptor it concerns.
+    pub fn wait(
+        &self,
+        events: PollFlags,
+        stop: &Stop,
+        deadline: Option<Instant>,
+    ) -> io::Result<()> {
+        let (reading, writing) = (events & PollFlags::IN, events & PollFlags::OUT);
+        match &self.out {
+            // Each descriptor only for what it is asked: a pipe polled for nothing would
+            // still say its hang-up, at once and again.
+            Some(out) if reading.is_empty() => wait_for(out.as_fd(), writing, stop, deadline),
+            Some(out) if !writing.is_empty() => {
+                stop::wait_for_either((self.fd(), reading), (out.as_fd(), writing), stop, deadline)
+            }
+            _ => wait_for(self.fd(), events, stop, deadline),
+        }
     }
 
     /// The address of the other end (the ssh host's, for a connection [`carried`] by ssh).
@@ -135,16 +168,23 @@ impl Socket {
 
     /// One `send`, as on a blocking socket, waiting for space until `deadline` at most.
     fn send(&self, buf: &[u8], stop: &Stop, deadline: Option<Instant>) -> io::Result<usize> {
-        stop::blocking(self.fd(), PollFlags::OUT, stop, deadline, || {
-            rustix::net::send(&self.fd, buf, SendFlags::NOSIGNAL)
-        })
+        stop::blocking(self.out(), PollFlags::OUT, stop, deadline, || self.send_once(buf))
+    }
+
+    /// One `send` (`MSG_NOSIGNAL`), or a `write` to a pipe (the remote end through ssh,
+    /// which ignores SIGPIPE: a reader gone is `EPIPE`).
+    fn send_once(&self, buf: &[u8]) -> rustix::io::Result<usize> {
+        match &self.out {
+            None => rustix::net::send(&self.fd, buf, SendFlags::NOSIGNAL),
+            Some(out) => rustix::io::write(out, buf),
+        }
     }
 
     /// Writes what fits now of `buf`, without waiting: `None` when nothing does.
     /// `MSG_NOSIGNAL`, as [`write_all`](Socket::write_all).
     pub fn write_now(&self, buf: &[u8]) -> io::Result<Option<usize>> {
         loop {
-            match rustix::net::send(&self.fd, buf, SendFlags::NOSIGNAL) {
+            match self.send_once(buf) {
                 Ok(n) => return Ok(Some(n)),
                 Err(Errno::INTR) => {}
                 Err(Errno::AGAIN) => return Ok(None),
@@ -155,7 +195,7 @@ impl Socket {
 
     /// Whether a short write would go at once (there is space to send).
     pub fn writable_now(&self) -> bool {
-        let mut fds = [rustix::event::PollFd::new(&self.fd, PollFlags::OUT)];
+        let mut fds = [rustix::event::PollFd::from_borrowed_fd(self.out(), PollFlags::OUT)];
         let now = rustix::event::Timespec { tv_sec: 0, tv_nsec: 0 };
         matches!(rustix::event::poll(&mut fds, Some(&now)), Ok(1))
             && fds[0].revents().contains(PollFlags::OUT)
@@ -164,14 +204,20 @@ impl Socket {
     /// The bytes its send buffer holds at most now (`SO_SNDBUF`, as autotuning has grown it
     /// so far); 0 if the kernel does not say.
     pub fn send_buffer(&self) -> usize {
-        rustix::net::sockopt::socket_send_buffer_size(&self.fd).unwrap_or(0)
+        match &self.out {
+            None => rustix::net::sockopt::socket_send_buffer_size(&self.fd).unwrap_or(0),
+            // A pipe's capacity.
+            Some(out) => crate::sys::pipe_size(out.as_fd()).unwrap_or(0),
+        }
     }
 
     /// Makes its send buffer as large as may be set, where that beats autotuning's ceiling
     /// (`sys::widen_send_buffer`): for the side that sends the stream, whichever side
     /// connected.
     pub fn widen_send_buffer(&self) {
-        crate::sys::widen_send_buffer(self.fd());
+        if self.out.is_none() {
+            crate::sys::widen_send_buffer(self.fd());
+        }
     }
 
     /// Its TCP congestion control, as the kernel reads it back, for `--debug`.
@@ -180,9 +226,19 @@ impl Socket {
             .unwrap_or_else(|| "not said by this system".to_owned())
     }
 
-    /// Ends the connection both ways, waking whoever waits on it; best effort.
+    /// Ends the connection both ways, waking whoever waits on it; best effort. A pair of pipes
+    /// cannot be shut down: each descriptor is replaced by an end of a socketpair that is (the
+    /// pipes' descriptions of accel's own closed, reads then at their end, writes failing),
+    /// which wakes a wait that starts later, not one under way (the run's stop does).
     pub fn shut_down(&self) {
         let _ = rustix::net::shutdown(&self.fd, rustix::net::Shutdown::Both);
+        if let Some(out) = &self.out
+            && let Ok((dead, _other)) = socketpair()
+        {
+            let _ = rustix::net::shutdown(&dead, rustix::net::Shutdown::Both);
+            let _ = crate::sys::replace(dead.as_fd(), self.fd.as_fd());
+            let _ = crate::sys::replace(dead.as_fd(), out.as_fd());
+        }
     }
 }
 
@@ -223,7 +279,7 @@ pub fn connect(
         Err(e) => return Err(e.into()),
     }
     tune(&fd);
-    Ok(Socket { fd, peer: address, carried: false })
+    Ok(Socket { fd, out: None, peer: address, carried: false })
 }
 
 /// A TCP connection made before the run, and handed over (non-blocking): given the
@@ -233,7 +289,7 @@ pub fn adopt(fd: OwnedFd, congestion: Option<&str>) -> io::Result<Socket> {
     let peer = SocketAddr::try_from(peer).map_err(|_| io::Error::other("not an IP socket"))?;
     ask_congestion(fd.as_fd(), congestion);
     tune(&fd);
-    Ok(Socket { fd, peer, carried: false })
+    Ok(Socket { fd, out: None, peer, carried: false })
 }
 
 /// A Unix socketpair of accel's own (stream, close-on-exec, blocking until [`carried`] takes
@@ -253,7 +309,27 @@ pub fn carried(fd: OwnedFd, peer: SocketAddr) -> io::Result<Socket> {
         return Err(io::Error::other("not a Unix stream socket: not carried by ssh"));
     }
     rustix::io::ioctl_fionbio(&fd, true)?;
-    Ok(Socket { fd, peer, carried: true })
+    Ok(Socket { fd, out: None, peer, carried: true })
+}
+
+/// A connection carried by an ssh session through two pipes (the remote end: sshd's stdin and
+/// stdout): `from` and `to`, each a description of this accel's own, opened anew through
+/// `/proc/self/fd` non-blocking (`sys::private_reader`, `sys::private_writer`), so that the
+/// flag never touches the descriptions sshd shares with it. Refused for anything but two
+/// pipes already non-blocking: this never sets the flag, so a description handed over by
+/// mistake (an inherited one) is refused rather than changed, and a TCP connection can never
+/// become one.
+pub fn carried_by_pipes(from: OwnedFd, to: OwnedFd, peer: SocketAddr) -> io::Result<Socket> {
+    for fd in [&from, &to] {
+        let mode = rustix::fs::fstat(fd)?.st_mode;
+        if rustix::fs::FileType::from_raw_mode(mode) != rustix::fs::FileType::Fifo {
+            return Err(io::Error::other("not a pipe: not carried by ssh"));
+        }
+        if !rustix::fs::fcntl_getfl(fd)?.contains(rustix::fs::OFlags::NONBLOCK) {
+            return Err(io::Error::other("a pipe's shared description: not accel's own"));
+        }
+    }
+    Ok(Socket { fd: from, out: Some(to), peer, carried: true })
 }
 
 /// A listening socket on exactly `address`, whose connections get the congestion control
@@ -292,7 +368,7 @@ pub fn accept(listener: &OwnedFd) -> io::Result<Option<Socket>> {
                 let peer = peer.and_then(|p| SocketAddr::try_from(p).ok());
                 let peer = peer.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
                 tune(&fd);
-                return Ok(Some(Socket { fd, peer, carried: false }));
+                return Ok(Some(Socket { fd, out: None, peer, carried: false }));
             }
             Err(Errno::AGAIN) => return Ok(None),
             // Gone before it was accepted: nothing to do.
@@ -322,9 +398,26 @@ pub fn pair() -> (Socket, Socket) {
     let socket = |stream: std::net::TcpStream| {
         stream.set_nonblocking(true).unwrap();
         let peer = stream.peer_addr().unwrap();
-        Socket { fd: stream.into(), peer, carried: false }
+        Socket { fd: stream.into(), out: None, peer, carried: false }
     };
     (socket(near), socket(far))
+}
+
+/// Two connections carried by ssh through pipes ([`carried_by_pipes`]), each reading what
+/// the other writes, for tests.
+#[cfg(test)]
+pub fn carried_pipe_pair() -> (Socket, Socket) {
+    use crate::sys::{private_reader, private_writer};
+    let (one_reads, other_writes) =
+        rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).unwrap();
+    let (other_reads, one_writes) =
+        rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).unwrap();
+    let peer = SocketAddr::from(([192, 0, 2, 1], 22));
+    let carried = |reads: OwnedFd, writes: OwnedFd| {
+        let (reads, writes) = (private_reader(reads.as_fd()), private_writer(writes.as_fd()));
+        carried_by_pipes(reads.unwrap(), writes.unwrap(), peer).unwrap()
+    };
+    (carried(one_reads, one_writes), carried(other_reads, other_writes))
 }
 
 /// A connected pair of accel's sockets carried by ssh ([`carried`]), for tests.

@@ -22,11 +22,14 @@
 //!   The remote reads it before its run starts. Pull: the remote connects back, and its
 //!   answer says which path (`dialing`, `through-ssh WHY`).
 //!
-//! Through the session, each side's connection is an end of a socketpair of its own
-//! (`net::socket::carried`): locally ssh's stdin and stdout are the other end; remotely a
-//! relay splices sshd's pipes to it. On it, frames' payloads are not sealed (ssh's cipher
-//! protects them; see `net::channel`); each side knows its path from what it did itself (the
-//! local chose it, the remote made the socketpair), never from a peer's word.
+//! Through the session, the local connection is an end of a socketpair of its own
+//! (`net::socket::carried`) whose other end is ssh's stdin and stdout; the remote's reads and
+//! writes sshd's pipes itself, through descriptions of its own opened anew through
+//! `/proc/self/fd` (`net::socket::carried_by_pipes`: non-blocking, while sshd's stay as they
+//! are), or where sshd gave no pipes, a socketpair of its own that [`relay`] bridges to them.
+//! On it, frames' payloads are not sealed (ssh's cipher protects them; see `net::channel`);
+//! each side knows its path from what it did itself (the local chose it, the remote opened
+//! the pipes or made the socketpair), never from a peer's word.
 //! - remote → local at the end, on ssh's stderr (its stdout may carry the stream): how the
 //!   command ended ([`Finished`]), which decides the local status when the command failed on
 //!   its own, as ssh returns its command's status.

@@ -1,11 +1,14 @@
 //! The stream through the ssh session on the remote side (`--via ssh`, or the fallback when
-//! the direct path is closed): two threads between the session's stdin and stdout, which
-//! sshd gave this accel as pipes, and one end of a socketpair of accel's own, whose other end
-//! is the run's connection (`net::socket::carried`).
+//! the direct path is closed) where sshd gave no pipes (or there is no `/proc` to open them
+//! anew): two threads between the session's stdin and stdout and one end of a socketpair of
+//! accel's own, whose other end is the run's connection (`net::socket::carried`). With pipes,
+//! as OpenSSH gives on Linux, there is no relay: the run's connection reads and writes them
+//! through descriptions of its own (`net::socket::carried_by_pipes`), without the relay's
+//! copy of every byte and its two threads waking each other.
 //!
-//! Why a relay at all: the run's socket must be non-blocking, and the session's pipes are
-//! inherited, never to be made so (someone else's open file description). Locally there is
-//! none: ssh's stdin and stdout are the other end of the local accel's own socketpair. Each
+//! Why a relay at all: the run's socket must be non-blocking, and the session's descriptors
+//! are inherited, never to be made so (someone else's open file description). Locally there
+//! is none: ssh's stdin and stdout are the other end of the local accel's own socketpair. Each
 //! direction is read and written through a buffer: `splice(2)` between the pipes and the
 //! socketpair was tried, and now and then left the sender's first handshake message
 //! undelivered (1 run in 3 with six at once on this 2-vCPU machine, kernel 6.18), where

@@ -153,9 +153,10 @@ struct Shared {
 enum Control {
     /// The stream goes directly: the control lines, only `stop` from now on.
     Stop,
-    /// The stream goes through the session: relayed to this end of a socketpair, whose
-    /// other end is the run's connection.
-    Through(OwnedFd),
+    /// The stream goes through the session: the run's connection reads and writes the
+    /// session's pipes itself (`None`), or they are relayed to this end of a socketpair, whose
+    /// other end is the run's connection (sshd gave no pipes).
+    Through(Option<OwnedFd>),
 }
 
 impl Session {
@@ -217,7 +218,7 @@ impl Session {
                 Some("through-ssh") => {
                     // Nothing comes to the listener: the stream is the session's.
                     drop(listener);
-                    carry(config)?
+                    carry(config, &control_in, &control_out)?
                 }
                 said => {
                     crate::sys::stop_group(child.id(), TERM_GRACE);
@@ -239,7 +240,7 @@ impl Session {
                     write_best_effort(&control_out, Answer::Through(why).line().as_bytes());
                     // The session carries one connection: the local accel says so.
                     config.net.streams = 1;
-                    (address, carry(config)?)
+                    (address, carry(config, &control_in, &control_out)?)
                 }
             };
             command.stdin(Stdio::null()).stdout(Stdio::piped());
@@ -316,14 +317,28 @@ impl Session {
     }
 }
 
-/// Through the session: a socketpair whose one end is the run's connection (`config`'s),
-/// and the other the relay's, bridged to the session once the control thread takes it.
-fn carry(config: &mut Config) -> Result<Control, String> {
+/// Through the session: the run's connection (`config`'s) reads the session's stdin and
+/// writes its stdout, `session_in` and `session_out`, through descriptions of their pipes of
+/// this accel's own, which it makes non-blocking (never sshd's: the flag would be theirs
+/// too). Where they are not pipes, a socketpair whose one end is the run's connection, and
+/// the other the relay's, bridged to the session once the control thread takes it.
+fn carry(
+    config: &mut Config,
+    session_in: &OwnedFd,
+    session_out: &OwnedFd,
+) -> Result<Control, String> {
+    config.net.bound = Vec::new();
+    let reader = crate::sys::private_reader(session_in.as_fd());
+    if let (Some(reader), Some(writer)) = (reader, crate::sys::private_writer(session_out.as_fd()))
+    {
+        config.net.carried = Some((reader.into_raw_fd(), ssh_client()));
+        config.net.carried_out = Some(writer.into_raw_fd());
+        return Ok(Control::Through(None));
+    }
     let (run_end, relay_end) =
         socket::socketpair().map_err(|e| format!("cannot relay through ssh: {}", describe(&e)))?;
     config.net.carried = Some((run_end.into_raw_fd(), ssh_client()));
-    config.net.bound = Vec::new();
-    Ok(Control::Through(relay_end))
+    Ok(Control::Through(Some(relay_end)))
 }
 
 /// The ssh client's address (`SSH_CONNECTION`'s first two fields), to name the session's
@@ -420,6 +435,12 @@ fn pull_path(request: &Request) -> Result<Result<(Address, TcpStream), String>, 
     }
 }
 
+/// Waits until every writer of the pipe `fd` reads from has closed it, reading nothing.
+fn hung_up(fd: &OwnedFd) {
+    let mut fds = [rustix::event::PollFd::new(fd, rustix::event::PollFlags::empty())];
+    while matches!(rustix::event::poll(&mut fds, None), Err(rustix::io::Errno::INTR) | Ok(0)) {}
+}
+
 /// Follows the control lines after the answer, on a thread of its own: `stop` stops the
 /// command and ends this accel; `through-ssh` (push) turns the session into the stream's path.
 /// The end of the session is not a stop (an outage may end ssh alone), unless the stream
@@ -445,10 +466,15 @@ fn follow(
     };
     let _ = thread::Builder::new().name("accel-control".into()).spawn(move || {
         match control {
-            Control::Through(end) => {
+            Control::Through(Some(end)) => {
                 if let Ok(relay) = super::relay::bridge(end, control_in, control_out) {
                     let _ = relay.join();
                 }
+            }
+            // The run reads the session's stdin itself: its end is when sshd closes it.
+            Control::Through(None) => {
+                drop(control_out);
+                hung_up(&control_in);
             }
             Control::Stop => loop {
                 let Ok(Some(line)) = read_text_line(&control_in) else { return };

@@ -32,13 +32,24 @@ pub fn write_nowait(to: BorrowedFd<'_>, buf: &[u8]) -> Option<io::Result<usize>>
 /// is not a pipe or FIFO, or it is a FIFO with no reader left. While it is open the pipe has
 /// one more writer: its reader sees the end only once this is closed too.
 pub fn private_writer(fd: BorrowedFd<'_>) -> Option<OwnedFd> {
+    private_pipe_end(fd, rustix::fs::OFlags::WRONLY)
+}
+
+/// The same for reading: a description of the pipe or FIFO `fd` of this process's own,
+/// `O_NONBLOCK`, on which a `read` never waits (one more reader of the pipe while it is open).
+pub fn private_reader(fd: BorrowedFd<'_>) -> Option<OwnedFd> {
+    private_pipe_end(fd, rustix::fs::OFlags::RDONLY)
+}
+
+/// [`private_writer`] or [`private_reader`], as `access` says.
+fn private_pipe_end(fd: BorrowedFd<'_>, access: rustix::fs::OFlags) -> Option<OwnedFd> {
     use rustix::fs::{FileType, Mode, OFlags};
     let shared = rustix::fs::fstat(fd).ok()?;
     if FileType::from_raw_mode(shared.st_mode) != FileType::Fifo {
         return None;
     }
     let path = format!("/proc/self/fd/{}", fd.as_raw_fd());
-    let flags = OFlags::WRONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
+    let flags = access | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
     let own = rustix::fs::open(path, flags, Mode::empty()).ok()?;
     let reopened = rustix::fs::fstat(&own).ok()?;
     (reopened.st_dev == shared.st_dev && reopened.st_ino == shared.st_ino).then_some(own)

@@ -25,6 +25,11 @@ pub fn private_writer(_fd: BorrowedFd<'_>) -> Option<std::os::fd::OwnedFd> {
     None
 }
 
+/// Never, as [`private_writer`].
+pub fn private_reader(_fd: BorrowedFd<'_>) -> Option<std::os::fd::OwnedFd> {
+    None
+}
+
 /// Always fails: there is no splice(2) here.
 pub fn splice(
     _from: BorrowedFd<'_>,

@@ -53,7 +53,6 @@ use super::compress::WINDOW_LOG;
 use super::socket::Socket;
 use super::wire::{self, Kind, MAX_FRAME, MAX_MESSAGE, MAX_PAYLOAD, REKEY_EVERY, SEALED_TRAILER};
 use crate::stop::Stop;
-use crate::stop::wait_for;
 
 /// Bytes of sealed frames written at once, and read at once: 16 full frames. Fewer, larger
 /// system calls; a larger batch only delays the first bytes of a fast stream. A batch also
@@ -308,14 +307,14 @@ impl Channel {
                     let either = PollFlags::OUT | PollFlags::IN;
                     let silent_at = self.silent_at();
                     let until = deadline.into_iter().chain(silent_at).min();
-                    match wait_for(self.socket.fd(), either, stop, until) {
+                    match self.socket.wait(either, stop, until) {
                         Err(e) if e.kind() == io::ErrorKind::TimedOut && until == silent_at => {
                             Err(self.silence_error("the receiver"))
                         }
                         waited => waited.and_then(|()| self.take_confirmations()),
                     }
                 }
-                Ok(None) => wait_for(self.socket.fd(), PollFlags::OUT, stop, deadline),
+                Ok(None) => self.socket.wait(PollFlags::OUT, stop, deadline),
                 Err(error) => {
                     if listening {
                         // The receiver's last confirmations may have come before it went.

@@ -484,8 +484,10 @@ fn clear_frames_on_a_tcp_connection_are_refused_not_read() {
 }
 #[test]
 fn a_stream_carried_by_ssh_arrives_whole_and_confirmed() {
-    for size in [1 << 20, 1000, 7] {
-        let (near, far) = socket::carried_pair();
+    // A socketpair (the local end's), and pipes read and written directly (the remote's).
+    let pairs = [socket::carried_pair as fn() -> _, socket::carried_pipe_pair];
+    for (size, pair) in [1 << 20, 1000, 7].into_iter().flat_map(|size| pairs.map(|p| (size, p))) {
+        let (near, far) = pair();
         let (sender, mut receiver) = session(Cipher::AesGcm, near, far);
         let sent = mixed(1_000_003);
         let expected = sent.clone();
