@@ -193,6 +193,28 @@ impl Socket {
         }
     }
 
+    /// As [`write_now`](Socket::write_now), for the bytes of `pieces` one after the other, in
+    /// one call (`sendmsg`, or `writev` to a pipe).
+    pub fn write_vectored_now(&self, pieces: &[io::IoSlice<'_>]) -> io::Result<Option<usize>> {
+        loop {
+            let sent = match &self.out {
+                None => rustix::net::sendmsg(
+                    &self.fd,
+                    pieces,
+                    &mut rustix::net::SendAncillaryBuffer::default(),
+                    SendFlags::NOSIGNAL,
+                ),
+                Some(out) => rustix::io::writev(out, pieces),
+            };
+            match sent {
+                Ok(n) => return Ok(Some(n)),
+                Err(Errno::INTR) => {}
+                Err(Errno::AGAIN) => return Ok(None),
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
     /// Whether a short write would go at once (there is space to send).
     pub fn writable_now(&self) -> bool {
         let mut fds = [rustix::event::PollFd::from_borrowed_fd(self.out(), PollFlags::OUT)];

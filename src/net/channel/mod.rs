@@ -114,6 +114,11 @@ pub struct Channel {
     /// that sealing never zero-fills it first.
     outgoing: Vec<u8>,
     queued: usize,
+    /// Through ssh, Data payloads lent rather than copied into `outgoing`: where in it each
+    /// goes, and which bytes of the data being sent it is (written from there with the
+    /// batch, in one `writev`); their bytes in all.
+    lent: Vec<(usize, Range<usize>)>,
+    lent_bytes: usize,
     sent_messages: u64,
     received_messages: u64,
     /// Messages each way under one key ([`REKEY_EVERY`]; fewer in tests).
@@ -165,6 +170,8 @@ impl Channel {
             inflating: false,
             outgoing: vec![0u8; BATCH + MAX_FRAME],
             queued: 0,
+            lent: Vec::new(),
+            lent_bytes: 0,
             sent_messages: 0,
             received_messages: 0,
             rekey_every: REKEY_EVERY,
@@ -243,6 +250,23 @@ impl Channel {
         self.seal_message(&wire::trailer(kind, offset));
     }
 
+    /// As [`seal`](Channel::seal) for a Data frame through ssh, its payload `payload`, bytes of
+    /// the data being sent, lent rather than copied: the batch is written with it in place.
+    fn seal_lent(&mut self, offset: u64, payload: Range<usize>) {
+        debug_assert!(self.clear && payload.len() <= MAX_PAYLOAD);
+        let at = self.queued;
+        self.outgoing[at..at + 2].copy_from_slice(&(payload.len() as u16).to_be_bytes());
+        self.queued = at + 2;
+        self.lent_bytes += payload.len();
+        self.lent.push((self.queued, payload));
+        self.seal_message(&wire::trailer(Kind::Data, offset));
+    }
+
+    /// The bytes of the batch so far: sealed, and lent.
+    fn batched(&self) -> usize {
+        self.queued + self.lent_bytes
+    }
+
     /// Queues a payload unsealed, behind its length (through ssh only).
     fn queue_clear(&mut self, payload: &[u8]) {
         let at = self.queued;
@@ -268,7 +292,7 @@ impl Channel {
 
     /// Writes the outgoing batch; any failure leaves the channel broken.
     fn flush(&mut self, stop: &Stop, deadline: Option<Instant>) -> io::Result<()> {
-        self.write_out(stop, deadline, false)
+        self.write_out(stop, deadline, false, &[])
     }
 
     /// Writes the outgoing batch of a word that goes whatever the run's stop says: a delivery
@@ -280,14 +304,16 @@ impl Channel {
         self.flush(&unstopped, Some(Instant::now() + LAST_WORD))
     }
 
-    /// Writes the outgoing batch; `listening` (the sending side), takes in the receiver's
-    /// confirmations while it waits for space, so that a sender held up by its receiver still
-    /// learns what the receiver delivered. Any failure leaves the channel broken.
+    /// Writes the outgoing batch, with the payloads it lent from `data`; `listening` (the
+    /// sending side), takes in the receiver's confirmations while it waits for space, so that
+    /// a sender held up by its receiver still learns what the receiver delivered. Any failure
+    /// leaves the channel broken.
     fn write_out(
         &mut self,
         stop: &Stop,
         deadline: Option<Instant>,
         listening: bool,
+        data: &[u8],
     ) -> io::Result<()> {
         if self.broken {
             return Err(io::Error::new(
@@ -296,8 +322,8 @@ impl Channel {
             ));
         }
         let (mut at, mut written) = (0, Ok(()));
-        while at < self.queued && written.is_ok() {
-            written = match self.socket.write_now(&self.outgoing[at..self.queued]) {
+        while at < self.batched() && written.is_ok() {
+            written = match self.write_now(at, data) {
                 Ok(Some(n)) => {
                     at += n;
                     self.last_sent = Instant::now();
@@ -325,10 +351,43 @@ impl Channel {
             };
         }
         self.queued = 0;
+        self.lent.clear();
+        self.lent_bytes = 0;
         written.map_err(|error| {
             self.broken = true;
             closed_by_peer(error, "the receiver")
         })
+    }
+
+    /// Writes what fits now of the batch from its byte `at` on, the payloads it lent from
+    /// `data` in their places.
+    fn write_now(&self, at: usize, data: &[u8]) -> io::Result<Option<usize>> {
+        if self.lent.is_empty() {
+            return self.socket.write_now(&self.outgoing[at..self.queued]);
+        }
+        let mut all: Vec<&[u8]> = Vec::with_capacity(2 * self.lent.len() + 1);
+        let mut from = 0;
+        for (to, lent) in &self.lent {
+            all.push(&self.outgoing[from..*to]);
+            all.push(&data[lent.clone()]);
+            from = *to;
+        }
+        all.push(&self.outgoing[from..self.queued]);
+        let mut skip = at;
+        let pieces: Vec<io::IoSlice<'_>> = all
+            .into_iter()
+            .filter_map(|piece| match piece.get(skip..) {
+                Some(rest) if !rest.is_empty() => {
+                    skip = 0;
+                    Some(io::IoSlice::new(rest))
+                }
+                _ => {
+                    skip -= piece.len().min(skip);
+                    None
+                }
+            })
+            .collect();
+        self.socket.write_vectored_now(&pieces)
     }
 
     /// Sends a frame on its own, now.

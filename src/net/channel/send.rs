@@ -3,6 +3,7 @@
 //! after the End until the Ack); a new session told where to go on (the Resume frame).
 
 use std::io;
+use std::ops::Range;
 use std::time::{Duration, Instant};
 
 use super::{BATCH, Channel, Frame, unexpected};
@@ -120,7 +121,7 @@ impl Channel {
         self.earlier_failure()?;
         self.sending.awaits_count = true;
         self.seal(Kind::Heartbeat, self.offset, &[]);
-        self.write_out(stop, None, true)
+        self.write_out(stop, None, true, &[])
     }
 
     /// The sender's heartbeat, when the socket takes it at once (sending side): it also asks
@@ -213,18 +214,24 @@ impl Channel {
         let most = compressor.most_per_frame();
         // Full frames while the batch has room for one, and the last of the piece in any
         // case (the outgoing buffer has room for it): see `BATCH`.
-        while taken < data.len() && (self.queued + MAX_FRAME <= BATCH || data.len() - taken <= most)
+        while taken < data.len()
+            && (self.batched() + MAX_FRAME <= BATCH || data.len() - taken <= most)
         {
             let longest = match self.offset + taken as u64 {
                 0 => FIRST_PAYLOAD,
                 _ => most,
             };
-            let piece = &data[taken..data.len().min(taken + longest)];
-            self.seal_piece(self.offset + taken as u64, piece, compressor);
-            taken += piece.len();
+            let piece = taken..data.len().min(taken + longest);
+            self.seal_piece(
+                self.offset + taken as u64,
+                &data[piece.clone()],
+                Some(piece),
+                compressor,
+            );
+            taken = data.len().min(taken + longest);
         }
         self.sending.reached = self.offset + taken as u64;
-        self.write_batch(started, self.offset + taken as u64, stop, compressor)?;
+        self.write_batch(started, self.offset + taken as u64, stop, compressor, data)?;
         Ok(taken)
     }
 
@@ -248,23 +255,33 @@ impl Channel {
             // batch's spare frame takes.
             let first = if at == 0 { bytes.len().min(FIRST_PAYLOAD) } else { bytes.len() };
             let (head, rest) = bytes.split_at(first);
-            self.seal_piece(at, head, compressor);
+            self.seal_piece(at, head, None, compressor);
             if !rest.is_empty() {
-                self.seal_piece(at + first as u64, rest, compressor);
+                self.seal_piece(at + first as u64, rest, None, compressor);
             }
             self.sending.reached = self.sending.reached.max(at + bytes.len() as u64);
         }
         let to = units.last().map_or(self.offset, |&(at, bytes)| at + bytes.len() as u64);
-        self.write_batch(started, to, stop, compressor)
+        self.write_batch(started, to, stop, compressor, &[])
     }
 
     /// Seals `piece`, the stream bytes at `at`, as a frame, as `compressor` packs it: a
     /// compressed frame goes on with this session's zstd frame when the one before was
-    /// compressed too.
-    fn seal_piece(&mut self, at: u64, piece: &[u8], compressor: &mut Compressor) {
+    /// compressed too. Through ssh, a piece that goes as it is and is `lent` (those bytes of
+    /// the data the batch is written with) is not copied.
+    fn seal_piece(
+        &mut self,
+        at: u64,
+        piece: &[u8],
+        lent: Option<Range<usize>>,
+        compressor: &mut Compressor,
+    ) {
         match compressor.pack(piece, self.sending.compressed) {
             Packed::Raw => {
-                self.seal(Kind::Data, at, piece);
+                match lent {
+                    Some(lent) if self.clear => self.seal_lent(at, lent),
+                    _ => self.seal(Kind::Data, at, piece),
+                }
                 compressor.framed(piece.len(), piece.len(), true);
                 self.sending.compressed = false;
             }
@@ -277,18 +294,19 @@ impl Channel {
         }
     }
 
-    /// Writes the batch sealed since `started`, which sends the stream up to offset `to`,
-    /// tells `compressor` where the time went, and takes in the confirmations when it is
-    /// time to look.
+    /// Writes the batch sealed since `started` (with the payloads it lent from `data`), which
+    /// sends the stream up to offset `to`, tells `compressor` where the time went, and takes
+    /// in the confirmations when it is time to look.
     fn write_batch(
         &mut self,
         started: Instant,
         to: u64,
         stop: &Stop,
         compressor: &mut Compressor,
+        data: &[u8],
     ) -> io::Result<()> {
-        let (sealed, wire) = (Instant::now(), self.queued);
-        self.write_out(stop, None, true)?;
+        let (sealed, wire) = (Instant::now(), self.batched());
+        self.write_out(stop, None, true, data)?;
         let buffer = || self.socket.send_buffer();
         compressor.sent(started, sealed - started, sealed.elapsed(), wire, buffer);
         self.offset = to;
@@ -319,7 +337,7 @@ impl Channel {
     pub fn end_stream(&mut self, stop: &Stop, heard: &mut dyn FnMut(u64, bool)) -> io::Result<()> {
         self.earlier_failure()?;
         self.seal(Kind::End, self.offset, &[]);
-        self.write_out(stop, None, true)?;
+        self.write_out(stop, None, true, &[])?;
         heard(self.sending.confirmed, true);
         loop {
             let frame = match self.sending.acked.take() {
