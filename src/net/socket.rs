@@ -340,7 +340,7 @@ pub fn carried(fd: OwnedFd, peer: SocketAddr) -> io::Result<Socket> {
 /// flag never touches the descriptions sshd shares with it. Refused for anything but two
 /// pipes already non-blocking: this never sets the flag, so a description handed over by
 /// mistake (an inherited one) is refused rather than changed, and a TCP connection can never
-/// become one.
+/// become one. Each pipe is grown as accel's others are (`sys::enlarge_pipe`).
 pub fn carried_by_pipes(from: OwnedFd, to: OwnedFd, peer: SocketAddr) -> io::Result<Socket> {
     for fd in [&from, &to] {
         let mode = rustix::fs::fstat(fd)?.st_mode;
@@ -351,6 +351,10 @@ pub fn carried_by_pipes(from: OwnedFd, to: OwnedFd, peer: SocketAddr) -> io::Res
             return Err(io::Error::other("a pipe's shared description: not accel's own"));
         }
     }
+    // Grown as accel's other pipes are: a wakeup moves more (the size is the pipe's, not the
+    // description's).
+    crate::sys::enlarge_pipe(from.as_fd());
+    crate::sys::enlarge_pipe(to.as_fd());
     Ok(Socket { fd: from, out: Some(to), peer, carried: true })
 }
 
