@@ -115,16 +115,18 @@ struct Unit {
     taken: Option<Instant>,
 }
 
-/// A frame the receiver holds before its turn: `bytes[from..]` (the input may take a
-/// frame's start only, and the rest waits there, not moved).
+/// A frame the receiver holds before its turn: `bytes[from..to]` (the input may take a
+/// frame's start only, and the rest waits there, not moved). A whole frame's buffer keeps
+/// its length past `to`, so that as a spare it is not zeroed again ([`frame_buffer`]).
 struct Piece {
     bytes: Vec<u8>,
     from: usize,
+    to: usize,
 }
 
 impl Piece {
     fn len(&self) -> usize {
-        self.bytes.len() - self.from
+        self.to - self.from
     }
 }
 
@@ -137,8 +139,8 @@ const SPARE_FRAMES: usize = 32;
 /// A buffer of a whole frame, from the spares (`spare`) or new.
 fn frame_buffer(spare: &mut Vec<Vec<u8>>) -> Vec<u8> {
     match spare.pop() {
-        // What was handed out or sent is garbage now: only its tail, past a shorter
-        // frame, is zeroed again.
+        // What was handed out or sent is garbage now: only its tail, where it was cut
+        // shorter than a frame (a unit of the sender's), is zeroed again.
         Some(mut buffer) => {
             buffer.resize(MAX_MESSAGE, 0);
             buffer
