@@ -42,7 +42,8 @@ impl Link {
                 buf[got..got + n].copy_from_slice(&piece.bytes[piece.from..piece.from + n]);
                 let mut piece = early.remove();
                 if n == piece.len() {
-                    keep_spare(&mut state.spare, piece.bytes);
+                    let most = several.spares(state.early.len());
+                    keep_spare(&mut state.spare, piece.bytes, most);
                 } else {
                     // The rest, at its own offset: the caller's buffer was the smaller.
                     piece.from += n;

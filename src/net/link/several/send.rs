@@ -276,7 +276,8 @@ impl Link {
                 }
                 // Its buffer for another, unless a connection's thread still sends it.
                 if let Ok(bytes) = Arc::try_unwrap(unit.bytes) {
-                    keep_spare(&mut state.spare, bytes);
+                    let most = several.spares(state.units.len());
+                    keep_spare(&mut state.spare, bytes, most);
                 }
             }
         }
