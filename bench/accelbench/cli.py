@@ -19,6 +19,7 @@ from .builds import BuildFailed, build_revision, build_tree, source_revision
 from .context import BENCH, MIB, WORK, Context, NotMeasured, note
 from .markdown import load_average, machine_header, machine_lines
 from .measures import MEASURES, ORDER
+from .measures.streams import CELL_KEYS
 from .tools import Tool, parse_variants, peer_tools, sanity_check
 
 DEFAULT_VARIANTS = "accel=accel,accel-copy=accel --engine copy"
@@ -101,6 +102,11 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--ssh-mib", type=int, metavar="MIB",
                     help="ssh: MiB per run (default 2048, --quick 64); e.g. 256 for a shorter "
                          "run whose figures still mean something")
+    ap.add_argument("--streams-cells", metavar="LIST",
+                    help="streams: run only these cells, comma-separated, of "
+                         f"{','.join(CELL_KEYS)} (e.g. c: the unlimited veth alone, a few "
+                         "minutes); writes no results file (a section of some cells "
+                         "would replace all of them)")
     ap.add_argument("--drop-caches", action="store_true",
                     help="files and spill: drop the page cache before each run, so that files "
                          "come from the disk (needs root; it slows everyone on the machine)")
@@ -110,8 +116,10 @@ def parser() -> argparse.ArgumentParser:
 def results_file(args: argparse.Namespace) -> Path | None:
     """Where each measure's section goes: --results (bench/RESULTS.md unless given), or
     nowhere with --no-results, and never with --quick (its sizes are for testing the script,
-    its figures meaningless)."""
-    return None if args.quick or args.no_results else Path(args.results)
+    its figures meaningless), nor with --streams-cells (the streams section would lose the
+    cells not run)."""
+    partial = getattr(args, "streams_cells", None)
+    return None if args.quick or args.no_results or partial else Path(args.results)
 
 
 def main() -> int:
@@ -121,6 +129,13 @@ def main() -> int:
         ap.error("--rounds must be at least 3")
     if args.ssh_mib is not None and args.ssh_mib < 1:
         ap.error(f"--ssh-mib {args.ssh_mib}: want at least 1")
+    streams_cells = None
+    if args.streams_cells is not None:
+        streams_cells = tuple(k.strip() for k in args.streams_cells.split(",") if k.strip())
+        bad_cells = [k for k in streams_cells if k not in CELL_KEYS]
+        if bad_cells or not streams_cells:
+            ap.error(f"--streams-cells: unknown cell(s) {', '.join(bad_cells) or '(none)'}; "
+                     f"choose from {','.join(CELL_KEYS)}")
     if args.drop_caches and os.geteuid() != 0:
         ap.error("--drop-caches needs root (it writes /proc/sys/vm/drop_caches)")
     only = [s.strip() for s in args.only.split(",") if s.strip()]
@@ -188,7 +203,7 @@ def main() -> int:
     print(machine_header(header))
     sys.stdout.flush()
     ctx = Context(tools, accel, args.rounds, sizes["corpus"], sizes["count"], timeout,
-                  levels, args.quick, args.drop_caches, args.ssh_mib)
+                  levels, args.quick, args.drop_caches, args.ssh_mib, streams_cells)
     path = results_file(args)
     about = header + [f"- source: {source_revision()}",
                       f"- command: `{shlex.join(['bench/run.py', *sys.argv[1:]])}`"]

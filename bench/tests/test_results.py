@@ -67,6 +67,7 @@ class WhenTest(unittest.TestCase):
         self.assertIsNone(cli.results_file(ap.parse_args(["--quick"])))
         self.assertIsNone(cli.results_file(ap.parse_args(["--quick", "--results", "x.md"])))
         self.assertIsNone(cli.results_file(ap.parse_args(["--no-results"])))
+        self.assertIsNone(cli.results_file(ap.parse_args(["--streams-cells", "c"])))
 
 
 if __name__ == "__main__":

@@ -31,6 +31,17 @@ class CellsTest(unittest.TestCase):
         self.assertIn("reno cubic", without["(b) lossy, BBR"])
         self.assertEqual([n for n, why in without.items() if why], ["(b) lossy, BBR"])
 
+    def test_each_cell_has_its_key_and_streams_cells_skips_the_others_saying_so(self) -> None:
+        table = streams.cells("reno bbr cubic\n")
+        self.assertEqual([streams.cell_key(c.name) for c in table], list(streams.CELL_KEYS))
+        chosen = streams.choose(table, ("c",))
+        self.assertEqual([streams.cell_key(c.name) for c in chosen if not c.skipped], ["c"])
+        self.assertIn("--streams-cells c", chosen[0].skipped)
+        # A cell skipped for its own reason keeps it; None chooses every cell.
+        without = streams.choose(streams.cells("reno cubic\n"), None)
+        self.assertEqual([streams.cell_key(c.name) for c in without if c.skipped], ["b-bbr"])
+        self.assertIn("no BBR", without[2].skipped)
+
     def test_only_the_cubic_cell_has_accels_default_row_and_enough_bytes(self) -> None:
         table = {c.name: c for c in streams.cells("reno bbr cubic\n")}
         self.assertEqual([n for n, c in table.items() if c.accel_default], ["(b) lossy, CUBIC"])

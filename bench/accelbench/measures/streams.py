@@ -17,6 +17,8 @@ In (b), the sender's TCP congestion control, as the kernel reads it back on each
 (accel --debug, one short run per row before the timed ones). The goals of issue 36 follow
 each table, and in (b) with CUBIC what accel's default gives against the same peers. Sizes:
 a few seconds per run, but about a minute for one CUBIC flow on the lossy line (--quick: less).
+--streams-cells chooses the cells to run (a, b-cubic, b-bbr, c; `c` alone takes a few minutes
+and writes no results file).
 """
 
 from __future__ import annotations
@@ -116,6 +118,27 @@ def cells(available: str) -> list[Cell]:
 
 # --------------------------------------------------------------------------------------------
 # The pure parts (bench/tests/test_streams.py)
+
+
+def cell_key(name: str) -> str:
+    """A cell's key for --streams-cells: its letter, and for (b) its congestion control
+    ("(b) lossy, CUBIC" -> "b-cubic")."""
+    letter = name[1]
+    if letter == "b":
+        return f"b-{name.rsplit(' ', 1)[-1].lower()}"
+    return letter
+
+
+CELL_KEYS = ("a", "b-cubic", "b-bbr", "c")
+
+
+def choose(table: list[Cell], keys: tuple[str, ...] | None) -> list[Cell]:
+    """`table` with the cells not among `keys` (None: every one) skipped, saying so."""
+    if keys is not None:
+        for c in table:
+            if cell_key(c.name) not in keys and not c.skipped:
+                c.skipped = f"not chosen (--streams-cells {','.join(keys)})"
+    return table
 
 
 def accel_name(n: int) -> str:
@@ -271,7 +294,7 @@ def body(ctx: Context) -> str:
         available = f.read()
     with open("/proc/sys/net/ipv4/tcp_congestion_control") as f:
         default = f.read().strip()
-    table = cells(available)
+    table = choose(cells(available), ctx.streams_cells)
     lab = SshLab([c.host for c in table])
     text = ""
     with Netns("sa") as a, Netns("sb") as b:

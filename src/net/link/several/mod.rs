@@ -115,42 +115,47 @@ struct Unit {
     taken: Option<Instant>,
 }
 
-/// A frame the receiver holds before its turn: `bytes[from..]` (the input may take a
-/// frame's start only, and the rest waits there, not moved).
+/// A frame the receiver holds before its turn: `bytes[from..to]` (the input may take a
+/// frame's start only, and the rest waits there, not moved). A whole frame's buffer keeps
+/// its length past `to`, so that as a spare it is not zeroed again ([`frame_buffer`]).
 struct Piece {
     bytes: Vec<u8>,
     from: usize,
+    to: usize,
 }
 
 impl Piece {
     fn len(&self) -> usize {
-        self.bytes.len() - self.from
+        self.to - self.from
     }
 }
 
-/// The most frame buffers kept for reuse (2 MiB): as many as the input takes out of the
+/// The fewest frame buffers kept for reuse (2 MiB): as many as the input takes out of the
 /// reorder map in one read (a MiB), or the sender lets go at one confirmation, with room
 /// to spare. Fewer, and most frames found none: a buffer allocated, zeroed and faulted in
-/// per frame (measured: a tenth of a receiver's CPU, as much of a sender's).
+/// per frame (measured: a tenth of a receiver's CPU, as much of a sender's). Up to a
+/// window's worth is kept beside what the map (the dispatcher) holds ([`Several::spares`]).
 const SPARE_FRAMES: usize = 32;
 
 /// A buffer of a whole frame, from the spares (`spare`) or new.
 fn frame_buffer(spare: &mut Vec<Vec<u8>>) -> Vec<u8> {
     match spare.pop() {
-        // What was handed out or sent is garbage now: only its tail, past a shorter
-        // frame, is zeroed again.
+        // What was handed out or sent is garbage now: only its tail, where it was cut
+        // shorter than a frame (a unit of the sender's), is zeroed again.
         Some(mut buffer) => {
             buffer.resize(MAX_MESSAGE, 0);
             buffer
         }
-        // Zeroed pages from the system, not zeroed again.
+        // Zeroed by the allocator: pages from the system are not zeroed again, but memory
+        // the heap had is (a memset of the frame).
         None => vec![0u8; MAX_MESSAGE],
     }
 }
 
-/// Keeps `buffer` among the spares, when it is a whole frame's and there are not enough.
-fn keep_spare(spare: &mut Vec<Vec<u8>>, buffer: Vec<u8>) {
-    if buffer.capacity() >= MAX_PAYLOAD && spare.len() < SPARE_FRAMES {
+/// Keeps `buffer` among the spares, when it is a whole frame's and there are fewer than
+/// `most`.
+fn keep_spare(spare: &mut Vec<Vec<u8>>, buffer: Vec<u8>, most: usize) {
+    if buffer.capacity() >= MAX_PAYLOAD && spare.len() < most {
         spare.push(buffer);
     }
 }
@@ -186,7 +191,7 @@ struct State {
     early: BTreeMap<u64, Piece>,
     held: u64,
     /// Both sides: buffers of a whole frame let go (a frame handed out, a unit the receiver
-    /// has), for the next frame opened or the next unit queued ([`SPARE_FRAMES`] at most):
+    /// has), for the next frame opened or the next unit queued ([`Several::spares`] at most):
     /// no allocation, nor a page faulted in, per frame.
     spare: Vec<Vec<u8>>,
     /// Receiving side: the credit last told the sender.
@@ -215,6 +220,18 @@ impl State {
 impl Several {
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The most spare frame buffers to keep while the reorder map (sending side, the
+    /// dispatcher) holds `held` frames: what a window has room for beside them, and at least
+    /// [`SPARE_FRAMES`]. The map fills its window whenever a connection falls behind the
+    /// others, then drains at once: with [`SPARE_FRAMES`] alone, most frames of the next
+    /// fill found no spare, and the allocator zeroed each (a receiver's memset: 4 % of its
+    /// CPU at `--streams 2` on a veth). The map and the spares together hold no more
+    /// frames than the map's full window and [`SPARE_FRAMES`], as before.
+    fn spares(&self, held: usize) -> usize {
+        let window = usize::try_from(self.window / MAX_PAYLOAD as u64).unwrap_or(usize::MAX);
+        window.saturating_sub(held).max(SPARE_FRAMES)
     }
 
     /// Receiving side: the stream offset past every byte that has come so far, held early

@@ -42,7 +42,8 @@ impl Link {
                 buf[got..got + n].copy_from_slice(&piece.bytes[piece.from..piece.from + n]);
                 let mut piece = early.remove();
                 if n == piece.len() {
-                    keep_spare(&mut state.spare, piece.bytes);
+                    let most = several.spares(state.early.len());
+                    keep_spare(&mut state.spare, piece.bytes, most);
                 } else {
                     // The rest, at its own offset: the caller's buffer was the smaller.
                     piece.from += n;
@@ -260,11 +261,10 @@ impl Link {
         }
         let piece = if skip == 0 && 2 * len >= MAX_PAYLOAD {
             let spare = frame_buffer(&mut state.spare);
-            let mut whole = std::mem::replace(frame, spare);
-            whole.truncate(len);
-            Piece { bytes: whole, from: 0 }
+            // Not cut to `len`: as a spare, it need not be zeroed again to a frame's length.
+            Piece { bytes: std::mem::replace(frame, spare), from: 0, to: len }
         } else {
-            Piece { bytes: bytes.to_vec(), from: 0 }
+            Piece { bytes: bytes.to_vec(), from: 0, to: bytes.len() }
         };
         state.early.insert(at, piece);
         let waited_for = at == state.next;

@@ -27,9 +27,12 @@ const PRESSED: Duration = Duration::from_millis(2);
 const ASK_EVERY: Duration = Duration::from_millis(5);
 
 impl Link {
-    /// An output's write over several connections: up to a frame's worth of `buf`, copied
-    /// into the dispatcher once the receiver's window has room for it, until the run's
-    /// `stop`. The copy is what lets any connection send it, and send it again.
+    /// An output's write over several connections: up to a batch of units' worth of `buf`
+    /// ([`MOST_UNITS`] frames), copied into the dispatcher once the receiver's window has
+    /// room for it, until the run's `stop`. The copy is what lets any connection send it,
+    /// and send it again. Several units queued at once wake the connections' threads once,
+    /// and let each take a batch of them, where a unit a write woke them for each frame and
+    /// had them write a frame at a time.
     pub(in crate::net::link) fn write_several(
         &self,
         several: &Several,
@@ -50,25 +53,35 @@ impl Link {
             state = several.wait(state);
         };
         let at = state.queued;
-        // A unit is one frame whether or not its connection compresses it (zstd's room left:
-        // MOST_PACKED), so that a batch of units fits the outgoing buffer.
-        let len = buf.len().min(MOST_PACKED).min(usize::try_from(room).unwrap_or(usize::MAX));
-        // A unit of half a frame or more in a spare buffer (no allocation, nor a page
-        // faulted in, per unit); a smaller one in one of its size, so that the dispatcher
-        // holds no more memory than twice its bytes.
-        let mut bytes = match 2 * len >= MAX_PAYLOAD {
-            // A new one at a whole frame's capacity, so that it is kept as a spare after.
-            true => state.spare.pop().unwrap_or_else(|| Vec::with_capacity(MAX_PAYLOAD)),
-            false => Vec::new(),
-        };
+        let most = buf.len().min(MOST_UNITS * MOST_PACKED);
+        let len = most.min(usize::try_from(room).unwrap_or(usize::MAX));
+        // Each unit is one frame whether or not its connection compresses it (zstd's room
+        // left: MOST_PACKED), so that a batch of units fits the outgoing buffer. A unit of
+        // half a frame or more in a spare buffer (no allocation, nor a page faulted in, per
+        // unit); a smaller one in one of its size, so that the dispatcher holds no more
+        // memory than twice its bytes.
+        let mut buffers: Vec<Vec<u8>> = buf[..len]
+            .chunks(MOST_PACKED)
+            .map(|piece| match 2 * piece.len() >= MAX_PAYLOAD {
+                // A new one at a whole frame's capacity, so that it is kept as a spare after.
+                true => state.spare.pop().unwrap_or_else(|| Vec::with_capacity(MAX_PAYLOAD)),
+                false => Vec::new(),
+            })
+            .collect();
         drop(state);
-        bytes.clear();
-        bytes.extend_from_slice(&buf[..len]);
-        let unit = Unit { bytes: Arc::new(bytes), on: None, taken: None };
+        for (bytes, piece) in buffers.iter_mut().zip(buf[..len].chunks(MOST_PACKED)) {
+            bytes.clear();
+            bytes.extend_from_slice(piece);
+        }
         let mut state = several.lock();
-        state.units.insert(at, unit);
-        state.queue.push_back(at);
-        state.queued = at + len as u64;
+        let mut unit_at = at;
+        for bytes in buffers {
+            let unit_len = bytes.len() as u64;
+            state.units.insert(unit_at, Unit { bytes: Arc::new(bytes), on: None, taken: None });
+            state.queue.push_back(unit_at);
+            unit_at += unit_len;
+        }
+        state.queued = unit_at;
         several.changed.notify_all();
         Ok(len)
     }
@@ -263,7 +276,8 @@ impl Link {
                 }
                 // Its buffer for another, unless a connection's thread still sends it.
                 if let Ok(bytes) = Arc::try_unwrap(unit.bytes) {
-                    keep_spare(&mut state.spare, bytes);
+                    let most = several.spares(state.units.len());
+                    keep_spare(&mut state.spare, bytes, most);
                 }
             }
         }
