@@ -19,6 +19,7 @@ from .builds import BuildFailed, build_revision, build_tree, source_revision
 from .context import BENCH, MIB, WORK, Context, NotMeasured, note
 from .markdown import load_average, machine_header, machine_lines
 from .measures import MEASURES, ORDER
+from .measures.compress import LINK_NAMES as COMPRESS_LINKS
 from .tools import Tool, parse_variants, peer_tools, sanity_check
 
 DEFAULT_VARIANTS = "accel=accel,accel-copy=accel --engine copy"
@@ -101,6 +102,11 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--ssh-mib", type=int, metavar="MIB",
                     help="ssh: MiB per run (default 2048, --quick 64); e.g. 256 for a shorter "
                          "run whose figures still mean something")
+    ap.add_argument("--compress-links", metavar="LIST",
+                    help="compress: only these of its links, comma-separated, from "
+                         + ",".join(COMPRESS_LINKS) + " (default: all); e.g. 50mbit,veth "
+                         "to measure the cells a change is about in minutes, not a quarter "
+                         "of an hour")
     ap.add_argument("--drop-caches", action="store_true",
                     help="files and spill: drop the page cache before each run, so that files "
                          "come from the disk (needs root; it slows everyone on the machine)")
@@ -123,6 +129,13 @@ def main() -> int:
         ap.error(f"--ssh-mib {args.ssh_mib}: want at least 1")
     if args.drop_caches and os.geteuid() != 0:
         ap.error("--drop-caches needs root (it writes /proc/sys/vm/drop_caches)")
+    links = None
+    if args.compress_links is not None:
+        links = tuple(s.strip() for s in args.compress_links.split(",") if s.strip())
+        bad = [s for s in links if s not in COMPRESS_LINKS]
+        if bad or not links:
+            ap.error(f"--compress-links: unknown link(s) {', '.join(bad) or '(none)'}; "
+                     f"choose from {','.join(COMPRESS_LINKS)}")
     only = [s.strip() for s in args.only.split(",") if s.strip()]
     bad = [s for s in only if s not in ORDER]
     if bad or not only:
@@ -188,7 +201,7 @@ def main() -> int:
     print(machine_header(header))
     sys.stdout.flush()
     ctx = Context(tools, accel, args.rounds, sizes["corpus"], sizes["count"], timeout,
-                  levels, args.quick, args.drop_caches, args.ssh_mib)
+                  levels, args.quick, args.drop_caches, args.ssh_mib, links)
     path = results_file(args)
     about = header + [f"- source: {source_revision()}",
                       f"- command: `{shlex.join(['bench/run.py', *sys.argv[1:]])}`"]

@@ -40,6 +40,7 @@ class Context:
     quick: bool = False  # --quick: measures choose their own small sizes (tens of MiB)
     drop_caches: bool = False  # --drop-caches: files and spill read from the disk, not cache
     ssh_mib: int | None = None  # --ssh-mib: the ssh measure's stream (its default otherwise)
+    compress_links: tuple[str, ...] | None = None  # --compress-links: those links only
 
 
 class NotMeasured(Exception):
