@@ -20,6 +20,7 @@ from .context import BENCH, MIB, WORK, Context, NotMeasured, note
 from .markdown import load_average, machine_header, machine_lines
 from .measures import MEASURES, ORDER
 from .measures.streams import CELL_KEYS
+from .measures.compress import LINK_NAMES as COMPRESS_LINKS
 from .tools import Tool, parse_variants, peer_tools, sanity_check
 
 DEFAULT_VARIANTS = "accel=accel,accel-copy=accel --engine copy"
@@ -107,6 +108,11 @@ def parser() -> argparse.ArgumentParser:
                          f"{','.join(CELL_KEYS)} (e.g. c: the unlimited veth alone, a few "
                          "minutes); writes no results file (a section of some cells "
                          "would replace all of them)")
+    ap.add_argument("--compress-links", metavar="LIST",
+                    help="compress: only these of its links, comma-separated, from "
+                         + ",".join(COMPRESS_LINKS) + " (default: all); e.g. 50mbit,veth "
+                         "to measure the cells a change is about in minutes, not a quarter "
+                         "of an hour")
     ap.add_argument("--drop-caches", action="store_true",
                     help="files and spill: drop the page cache before each run, so that files "
                          "come from the disk (needs root; it slows everyone on the machine)")
@@ -118,7 +124,7 @@ def results_file(args: argparse.Namespace) -> Path | None:
     nowhere with --no-results, and never with --quick (its sizes are for testing the script,
     its figures meaningless), nor with --streams-cells (the streams section would lose the
     cells not run)."""
-    partial = getattr(args, "streams_cells", None)
+    partial = getattr(args, "streams_cells", None) or getattr(args, "compress_links", None)
     return None if args.quick or args.no_results or partial else Path(args.results)
 
 
@@ -138,6 +144,13 @@ def main() -> int:
                      f"choose from {','.join(CELL_KEYS)}")
     if args.drop_caches and os.geteuid() != 0:
         ap.error("--drop-caches needs root (it writes /proc/sys/vm/drop_caches)")
+    links = None
+    if args.compress_links is not None:
+        links = tuple(s.strip() for s in args.compress_links.split(",") if s.strip())
+        bad = [s for s in links if s not in COMPRESS_LINKS]
+        if bad or not links:
+            ap.error(f"--compress-links: unknown link(s) {', '.join(bad) or '(none)'}; "
+                     f"choose from {','.join(COMPRESS_LINKS)}")
     only = [s.strip() for s in args.only.split(",") if s.strip()]
     bad = [s for s in only if s not in ORDER]
     if bad or not only:
@@ -203,7 +216,8 @@ def main() -> int:
     print(machine_header(header))
     sys.stdout.flush()
     ctx = Context(tools, accel, args.rounds, sizes["corpus"], sizes["count"], timeout,
-                  levels, args.quick, args.drop_caches, args.ssh_mib, streams_cells)
+                  levels, args.quick, args.drop_caches, args.ssh_mib, streams_cells,
+                  links)
     path = results_file(args)
     about = header + [f"- source: {source_revision()}",
                       f"- command: `{shlex.join(['bench/run.py', *sys.argv[1:]])}`"]

@@ -41,6 +41,7 @@ class Context:
     drop_caches: bool = False  # --drop-caches: files and spill read from the disk, not cache
     ssh_mib: int | None = None  # --ssh-mib: the ssh measure's stream (its default otherwise)
     streams_cells: tuple[str, ...] | None = None  # --streams-cells: those cells only (None: all)
+    compress_links: tuple[str, ...] | None = None  # --compress-links: those links only
 
 
 class NotMeasured(Exception):

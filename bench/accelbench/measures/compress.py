@@ -43,6 +43,8 @@ LINKS = (
     ("1 Gbit/s, 40 ms", "1gbit", 256, 1),
     ("unlimited veth", None, 256, 2),
 )
+# The links by the short names --compress-links takes: the tc rate, or `veth`.
+LINK_NAMES = tuple(rate or "veth" for _, rate, _, _ in LINKS)
 QUICK_MIB = 16
 DATA = ("corpus", "random", "mix")
 PIECE = 16 * MIB  # the mix: corpus and random in turn, this much each
@@ -115,7 +117,8 @@ def rows(ssh: list[str], host: str, accel: str, key: str, json_path) -> list[Row
 
 
 def body(ctx: Context) -> str:
-    links = [(n, rate, QUICK_MIB if ctx.quick else mib, times) for n, rate, mib, times in LINKS]
+    links = [(n, rate, QUICK_MIB if ctx.quick else mib, times) for n, rate, mib, times in LINKS
+             if ctx.compress_links is None or (rate or "veth") in ctx.compress_links]
     largest = max(mib for _, _, mib, _ in links) * MIB
     tar_path, _, meta = build_corpus(max(ctx.corpus_bytes, largest))
     largest = min(largest, meta["tar_bytes"])

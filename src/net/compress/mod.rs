@@ -373,6 +373,12 @@ impl Compressor {
             // confirmed: then the input waited for the link, as the writes do.
             let gap = started.saturating_duration_since(last);
             if self.held { self.period.writing += gap } else { self.period.idle += gap }
+        } else {
+            // The first period starts with the first batch, not when the link was set up:
+            // the connection's handshake (a round trip or two, a quarter second at 40 ms
+            // behind a loaded machine) is nobody's time, and made the first quick period
+            // five times as long, the stream's first megabytes all sent before it ended.
+            self.period.started = started;
         }
         self.last_return = Some(now);
         self.period.packing += packing;
@@ -718,6 +724,21 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn the_first_period_starts_with_the_first_batch() {
+        // The link was set up (a handshake, a round trip or more) long before the first
+        // batch: that time is not the first period's, which ends a quick period after the
+        // first batch, not at once.
+        let mut compressor = Compressor::new(Compress::Auto, None);
+        let long_ago = Instant::now() - Duration::from_secs(1);
+        compressor.period.started = long_ago;
+        compressor.framed(65_000, 30_000, false);
+        let started = Instant::now();
+        compressor.sent(started, Duration::ZERO, Duration::ZERO, 30_000, || 0);
+        assert_eq!(compressor.period.stream, 65_000, "the first period ended at its first batch");
+        assert!(compressor.period.started >= started);
     }
 
     #[test]
