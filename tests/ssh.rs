@@ -343,7 +343,7 @@ fn an_accel_of_the_first_version_is_one_line_and_status_6() {
                   echo \"accel-ssh 1 refused this accel (0.1.0) speaks accel-ssh 1, not \\\"$greeting\\\"\"\n\
                   exit 6\n";
     let said = refused_by(&sshd, script);
-    assert!(said.contains("speaks accel-ssh 1, not \\\"accel-ssh 2\\\""), "{said}");
+    assert!(said.contains("speaks accel-ssh 1, not \\\"accel-ssh 3\\\""), "{said}");
 }
 
 /// Ctrl-C here stops the remote command and the remote accel: neither is left (checked by

@@ -73,6 +73,7 @@ use channel::Channel;
 use compress::Compress;
 pub use congestion::Congestion;
 use dial::Dialer;
+use handshake::Opening;
 use key::Key;
 pub use link::{Link, Resume, Role, resumed_at};
 use link::{Listening, Reconnect};
@@ -140,6 +141,9 @@ pub struct Peering {
     /// listening). Frames' payloads go unsealed on it (ssh's cipher protects them); it does
     /// not resume (the session's end is the stream's).
     pub carried: Option<(i32, SocketAddr)>,
+    /// The first handshake message, already sent on `dialed` or `carried` ([`opening_ahead`]),
+    /// which the first try on that connection goes on from.
+    pub ahead: Option<handshake::Ahead>,
     /// `--streams`: the connections each `--to` proposes for its stream (1 to
     /// [`wire::MOST_STREAMS`]); 1 is wire version 4, as before.
     pub streams: u8,
@@ -167,6 +171,7 @@ impl Default for Peering {
             bound: Vec::new(),
             dialed: None,
             carried: None,
+            ahead: None,
             compress: Compress::default(),
             streams: 1,
             window: LEAST_WINDOW,
@@ -310,6 +315,16 @@ pub fn is_drop(error: &io::Error) -> bool {
     )
 }
 
+/// The first handshake message of a run's first `--to` connection, as that run makes it (a
+/// new stream; the first of `streams` connections; history when `peering` compresses), to
+/// be sent ahead on the connection given to the run ([`Peering::ahead`]).
+pub fn opening_ahead(peering: &Peering, streams: u8, key: &Key) -> Result<Opening, String> {
+    let stream = handshake::new_stream()?;
+    let hello = wire::Hello { stream, offset: 0, resuming: false };
+    let join = (streams > 1).then_some(wire::Join { index: 0, streams, window: 0 });
+    Ok(Opening::joining(key, hello, join, peering.compress != Compress::None))
+}
+
 /// A peer's going away, said as such: `EPIPE` and `ECONNRESET` on a socket mean that `who`
 /// (the receiver) closed the connection, which is a failure to report, not the quiet
 /// SIGPIPE a pipeline's consumer exiting early gets.
@@ -342,6 +357,8 @@ pub struct Network {
     /// Each output compresses its frames (`--compress` other than none): its connections
     /// speak wire version 6 (or 7).
     history: bool,
+    /// [`Peering::ahead`], for the first output's first try.
+    ahead: Option<handshake::Ahead>,
 }
 
 /// The `--from` input, before its sender came: where it listens.
@@ -452,6 +469,7 @@ impl Network {
             window: peering.window.max(LEAST_WINDOW),
             hold: peering.hold,
             history: peering.compress != Compress::None,
+            ahead: peering.ahead.clone(),
         })
     }
 
@@ -479,14 +497,21 @@ impl Network {
             SetupError::Unreached(format!("{address}: {}", describe(&e)))
         };
         for output in &mut self.outputs {
-            let stream = handshake::new_stream().map_err(|why| {
-                SetupError::Unreached(format!("{}: {why}; nothing was sent", output.address))
-            })?;
+            // The first handshake message already sent on the connection made before the
+            // run names the stream.
+            let ahead = output.dialed.as_ref().and(self.ahead.take()).and_then(|a| a.take());
+            let stream = match &ahead {
+                Some(opening) => opening.stream(),
+                None => handshake::new_stream().map_err(|why| {
+                    SetupError::Unreached(format!("{}: {why}; nothing was sent", output.address))
+                })?,
+            };
             let dialer = Dialer {
                 address: output.address.clone(),
                 key: self.key.clone(),
                 congestion: self.congestion.clone(),
                 dialed: Mutex::new(output.dialed.take()),
+                ahead: Mutex::new(ahead),
                 streams: self.streams,
                 history: self.history,
             };
