@@ -357,8 +357,7 @@ fn through_ssh_the_handshake_follows_the_request_before_any_answer() {
                   first=$(timeout 60 head -c 5)\n\
                   echo \"before any answer: [$first]\"\nexit 6\n";
     std::fs::write(&silent, script).unwrap();
-    std::fs::set_permissions(&silent, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-        .unwrap();
+    std::fs::set_permissions(&silent, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let mut args = vec!["--via".to_owned(), "ssh".to_owned()];
     args.extend(pushing_through(&sshd, &silent.display().to_string()));
     let (status, _, said) = run_fed(piped(&mut accel_with("auto", &args)), b"");

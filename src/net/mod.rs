@@ -553,6 +553,7 @@ impl Network {
         }
         if let Some(mut input) = self.input.take() {
             let deadline = input.accept_timeout.map(|timeout| Instant::now() + timeout);
+            log.debug(format_args!("{}: waiting for the sender", input.address));
             let mut dropped = 0;
             let terms = handshake::Terms { stream: None, window: self.window };
             let (socket, channel) = match self.key.clone() {

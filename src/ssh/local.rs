@@ -24,11 +24,11 @@ use std::time::{Duration, Instant};
 use super::{Answer, Finished, GREETING, Request, read_text_line};
 use crate::exit::Exit;
 use crate::log::Log;
-use crate::net::handshake::Ahead;
-use crate::net::{self, Peering};
 use crate::net::address::Address;
+use crate::net::handshake::Ahead;
 use crate::net::key::Key;
 use crate::net::socket;
+use crate::net::{self, Peering};
 use crate::run;
 use crate::run::config::{Config, Ssh, Target, Via};
 use crate::run::stdio;
@@ -181,8 +181,8 @@ impl Started {
             network(format!("cannot run {}: {}; nothing was sent", ssh.program[0], describe(&e)))
         })?;
         log.debug(format_args!("{host}: ssh started"));
-        // Made once ssh runs: the first use of the crypto library sets it up (20 ms here), which
-        // is better spent while ssh connects. The key waits in this process until then.
+        // Made once ssh runs, which is on the critical path; the key waits in this process
+        // until then.
         let key =
             Arc::new(Key::generate().map_err(|e| network(format!("no key: {}", describe(&e))))?);
         log.debug(format_args!("{host}: the one-time key is made"));
@@ -307,8 +307,8 @@ impl Started {
                     Ok(mut connection) => {
                         // The first handshake message on the connection at once, before
                         // the run starts; then the connection is the run's, non-blocking.
-                        let mut opening = net::opening_ahead(peering, peering.streams, &key)
-                            .map_err(network)?;
+                        let mut opening =
+                            net::opening_ahead(peering, peering.streams, &key).map_err(network)?;
                         opening
                             .send_ahead(&mut connection)
                             .and_then(|()| connection.set_nonblocking(true))
@@ -323,8 +323,7 @@ impl Started {
                     Err(why) => {
                         let _ = session.write_all(b"through-ssh\n");
                         // The session carries one connection.
-                        let mut opening =
-                            net::opening_ahead(peering, 1, &key).map_err(network)?;
+                        let mut opening = net::opening_ahead(peering, 1, &key).map_err(network)?;
                         if opening.send_ahead(&mut session).is_ok() {
                             ahead = Some(Ahead::new(opening));
                         }

@@ -59,12 +59,6 @@ pub fn serve(mut config: Config, closed: stdio::Closed) -> i32 {
         );
         return i32::from(Exit::Usage.code());
     }
-    // The crypto library's set-up (20 ms here) happens at its first use: on a thread of its
-    // own now, while the request is read and answered, rather than when the sender's first
-    // handshake message has come and waits for the answer.
-    let _ = thread::Builder::new().name("accel-crypto".into()).spawn(|| {
-        let _ = crate::net::cipher::fill_random(&mut [0u8; 1]);
-    });
     let (request, key) = match read_request() {
         Ok(Some(read)) => read,
         Ok(None) => return i32::from(Exit::Network.code()),

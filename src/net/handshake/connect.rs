@@ -273,6 +273,9 @@ pub fn initiate(
         Ok(welcome) => return Err(Failure::Malformed(Some(welcome))),
         Err(()) => return Err(Failure::Malformed(None)),
     }
+    if let Some((name, log)) = hint {
+        log.debug(format_args!("{name}: the receiver answered the handshake"));
+    }
     let noise = noise.into_transport_mode().map_err(|e| Failure::Broken(e.to_string()))?;
     let mut channel = Channel::new(Arc::new(socket), noise, &[]);
     channel.set_stream(stream);
