@@ -47,7 +47,7 @@ pub(super) struct Dialer {
     pub(super) dialed: Mutex<Option<Socket>>,
     /// The first message of the stream's first connection, already sent on `dialed`
     /// ([`super::Peering::ahead`]).
-    pub(super) ahead: Mutex<Option<Opening>>,
+    pub(super) ahead: Mutex<Option<Box<Opening>>>,
     /// The connections its stream asks for (`--streams`): above 1, each connection is one
     /// of several (wire version 5).
     pub(super) streams: u8,
@@ -166,7 +166,7 @@ impl Dialer {
             let dialed = self.dialed.lock().unwrap_or_else(PoisonError::into_inner).take();
             let ahead = self.ahead.lock().unwrap_or_else(PoisonError::into_inner).take();
             let opening = match ahead.filter(|_| dialed.is_some()) {
-                Some(opening) => Some(opening),
+                Some(opening) => Some(*opening),
                 None => {
                     self.key.as_ref().map(|key| Opening::joining(key, hello, join, self.history))
                 }

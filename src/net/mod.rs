@@ -511,7 +511,7 @@ impl Network {
                 key: self.key.clone(),
                 congestion: self.congestion.clone(),
                 dialed: Mutex::new(output.dialed.take()),
-                ahead: Mutex::new(ahead),
+                ahead: Mutex::new(ahead.map(Box::new)),
                 streams: self.streams,
                 history: self.history,
             };
