@@ -343,7 +343,26 @@ fn an_accel_of_the_first_version_is_one_line_and_status_6() {
                   echo \"accel-ssh 1 refused this accel (0.1.0) speaks accel-ssh 1, not \\\"$greeting\\\"\"\n\
                   exit 6\n";
     let said = refused_by(&sshd, script);
-    assert!(said.contains("speaks accel-ssh 1, not \\\"accel-ssh 2\\\""), "{said}");
+    assert!(said.contains("speaks accel-ssh 1, not \\\"accel-ssh 3\\\""), "{said}");
+}
+
+/// With `--via ssh`, the stream's first handshake message follows the request in the
+/// session before any answer: a remote that answers nothing and reads on finds it there (the
+/// preamble's `accel`). Had it waited for the answer, the remote would wait in vain.
+#[test]
+fn through_ssh_the_handshake_follows_the_request_before_any_answer() {
+    let Some(sshd) = Sshd::start() else { return };
+    let silent = sshd.dir.path("silent-accel");
+    let script = "#!/bin/sh\nread greeting\nread key\nread request\n\
+                  first=$(timeout 60 head -c 5)\n\
+                  echo \"before any answer: [$first]\"\nexit 6\n";
+    std::fs::write(&silent, script).unwrap();
+    std::fs::set_permissions(&silent, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let mut args = vec!["--via".to_owned(), "ssh".to_owned()];
+    args.extend(pushing_through(&sshd, &silent.display().to_string()));
+    let (status, _, said) = run_fed(piped(&mut accel_with("auto", &args)), b"");
+    assert_eq!(status.code(), Some(6), "{said}");
+    assert!(said.contains("before any answer: [accel]"), "{said}");
 }
 
 /// Ctrl-C here stops the remote command and the remote accel: neither is left (checked by

@@ -500,6 +500,7 @@ fn network_settings(cli: &Cli, size: u64) -> Result<net::Peering, ConfigError> {
         dialed: None,
         carried: None,
         carried_out: None,
+        ahead: None,
         streams: streams(cli)?,
         // A quarter of the buffer, and part of it: the sender has at most this beyond what
         // the receiver's input took in (the reorder map's bound), and at most the whole

@@ -1,5 +1,5 @@
 //! The session's primitives for `snow`: AES-256-GCM and ChaCha20-Poly1305 from `aws-lc-rs`,
-//! and its system random generator; X25519 and SHA-256 from snow's own default resolver
+//! and the kernel's random generator (`getrandom(2)`); X25519 and SHA-256 from snow's own default resolver
 //! (used by the handshake only, so their speed does not matter).
 //!
 //! Why not snow's resolvers: snow hands a cipher a plaintext and a separate output buffer.
@@ -14,11 +14,17 @@
 //! Noise specification defines for each cipher) is aws-lc-rs's and the Noise state machine
 //! (nonce counting, rekeying) is snow's. The tests check it against snow's own RustCrypto
 //! ciphers byte for byte.
+//!
+//! Why the kernel's random bytes, not aws-lc's generator: aws-lc seeds its own at its first
+//! use in each process, from jitterentropy, which costs 20 ms of CPU on an idle machine and
+//! measured 130 to 410 ms on this loaded 2-vCPU one (`accel --generate key`, a fresh process
+//! each). A remote accel started through ssh made its first random bytes for its answer to
+//! the handshake, on the path to the stream's first byte. getrandom(2) is what aws-lc seeds
+//! from too, and what `ring`'s and snow's own generators read.
 
 use std::io;
 
 use aws_lc_rs::aead::{self, Aad, LessSafeKey, Nonce, UnboundKey};
-use aws_lc_rs::rand::{SecureRandom, SystemRandom};
 use snow::params::{CipherChoice, DHChoice, HashChoice};
 use snow::resolvers::{CryptoResolver, DefaultResolver, FallbackResolver};
 use snow::types::{Cipher, Dh, Hash, Random};
@@ -34,14 +40,27 @@ pub fn resolver() -> Box<dyn CryptoResolver + Send> {
     Box::new(FallbackResolver::new(Box::new(AwsLc), Box::new(DefaultResolver)))
 }
 
-/// Fills `bytes` from the system's random generator (key files, stream names).
+/// Fills `bytes` from the system's random generator, `getrandom(2)` (key files, stream
+/// names, the handshake's ephemeral keys): it waits only until the kernel's generator is
+/// seeded, once after boot.
 pub fn fill_random(bytes: &mut [u8]) -> io::Result<()> {
-    SystemRandom::new()
-        .fill(bytes)
-        .map_err(|_| io::Error::other("the system's random generator failed"))
+    let mut filled = 0;
+    while filled < bytes.len() {
+        match rustix::rand::getrandom(&mut bytes[filled..], rustix::rand::GetRandomFlags::empty()) {
+            Ok(n) => filled += n,
+            Err(rustix::io::Errno::INTR) => {}
+            Err(error) => {
+                let error = io::Error::from(error);
+                return Err(io::Error::other(format!(
+                    "the system's random generator failed: {error}"
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
-/// The part of the session aws-lc-rs provides: the ciphers and the random generator.
+/// The part of the session aws-lc-rs provides, the ciphers, and the kernel's random bytes.
 struct AwsLc;
 
 impl CryptoResolver for AwsLc {
@@ -72,7 +91,7 @@ struct SystemRng;
 
 impl Random for SystemRng {
     fn try_fill_bytes(&mut self, dest: &mut [u8]) -> Result<(), snow::Error> {
-        SystemRandom::new().fill(dest).map_err(|_| snow::Error::Rng)
+        fill_random(dest).map_err(|_| snow::Error::Rng)
     }
 }
 

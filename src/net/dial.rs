@@ -45,6 +45,9 @@ pub(super) struct Dialer {
     /// A connection to the peer made before the run ([`super::Peering::dialed`]), which the
     /// first try takes instead of connecting.
     pub(super) dialed: Mutex<Option<Socket>>,
+    /// The first message of the stream's first connection, already sent on `dialed`
+    /// ([`super::Peering::ahead`]).
+    pub(super) ahead: Mutex<Option<Box<Opening>>>,
     /// The connections its stream asks for (`--streams`): above 1, each connection is one
     /// of several (wire version 5).
     pub(super) streams: u8,
@@ -158,10 +161,16 @@ impl Dialer {
             let hello = Hello { stream, offset: 0, resuming: false };
             let join =
                 (self.streams > 1).then_some(Join { index, streams: self.streams, window: 0 });
-            let opening =
-                self.key.as_ref().map(|key| Opening::joining(key, hello, join, self.history));
-            // A connection made before the run (to the first address) is this try's.
+            // A connection made before the run (to the first address) is this try's, with the
+            // first message already sent on it, if it was.
             let dialed = self.dialed.lock().unwrap_or_else(PoisonError::into_inner).take();
+            let ahead = self.ahead.lock().unwrap_or_else(PoisonError::into_inner).take();
+            let opening = match ahead.filter(|_| dialed.is_some()) {
+                Some(opening) => Some(*opening),
+                None => {
+                    self.key.as_ref().map(|key| Opening::joining(key, hello, join, self.history))
+                }
+            };
             let connected = match dialed {
                 Some(socket) => Ok(socket),
                 None => socket::connect(address, self.congestion.as_deref(), stop, deadline),

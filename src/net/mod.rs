@@ -73,6 +73,7 @@ use channel::Channel;
 use compress::Compress;
 pub use congestion::Congestion;
 use dial::Dialer;
+use handshake::Opening;
 use key::Key;
 pub use link::{Link, Resume, Role, resumed_at};
 use link::{Listening, Reconnect};
@@ -144,6 +145,9 @@ pub struct Peering {
     /// descriptor: the remote end reads sshd's stdin and writes its stdout, both pipes opened
     /// anew as accel's own ([`socket::carried_by_pipes`]).
     pub carried_out: Option<i32>,
+    /// The first handshake message, already sent on `dialed` or `carried` ([`opening_ahead`]),
+    /// which the first try on that connection goes on from.
+    pub ahead: Option<handshake::Ahead>,
     /// `--streams`: the connections each `--to` proposes for its stream (1 to
     /// [`wire::MOST_STREAMS`]); 1 is wire version 4, as before.
     pub streams: u8,
@@ -172,6 +176,7 @@ impl Default for Peering {
             dialed: None,
             carried: None,
             carried_out: None,
+            ahead: None,
             compress: Compress::default(),
             streams: 1,
             window: LEAST_WINDOW,
@@ -315,6 +320,16 @@ pub fn is_drop(error: &io::Error) -> bool {
     )
 }
 
+/// The first handshake message of a run's first `--to` connection, as that run makes it (a
+/// new stream; the first of `streams` connections; history when `peering` compresses), to
+/// be sent ahead on the connection given to the run ([`Peering::ahead`]).
+pub fn opening_ahead(peering: &Peering, streams: u8, key: &Key) -> Result<Opening, String> {
+    let stream = handshake::new_stream()?;
+    let hello = wire::Hello { stream, offset: 0, resuming: false };
+    let join = (streams > 1).then_some(wire::Join { index: 0, streams, window: 0 });
+    Ok(Opening::joining(key, hello, join, peering.compress != Compress::None))
+}
+
 /// A peer's going away, said as such: `EPIPE` and `ECONNRESET` on a socket mean that `who`
 /// (the receiver) closed the connection, which is a failure to report, not the quiet
 /// SIGPIPE a pipeline's consumer exiting early gets.
@@ -347,6 +362,8 @@ pub struct Network {
     /// Each output compresses its frames (`--compress` other than none): its connections
     /// speak wire version 6 (or 7).
     history: bool,
+    /// [`Peering::ahead`], for the first output's first try.
+    ahead: Option<handshake::Ahead>,
 }
 
 /// The `--from` input, before its sender came: where it listens.
@@ -459,6 +476,7 @@ impl Network {
             window: peering.window.max(LEAST_WINDOW),
             hold: peering.hold,
             history: peering.compress != Compress::None,
+            ahead: peering.ahead.clone(),
         })
     }
 
@@ -486,14 +504,21 @@ impl Network {
             SetupError::Unreached(format!("{address}: {}", describe(&e)))
         };
         for output in &mut self.outputs {
-            let stream = handshake::new_stream().map_err(|why| {
-                SetupError::Unreached(format!("{}: {why}; nothing was sent", output.address))
-            })?;
+            // The first handshake message already sent on the connection made before the
+            // run names the stream.
+            let ahead = output.dialed.as_ref().and(self.ahead.take()).and_then(|a| a.take());
+            let stream = match &ahead {
+                Some(opening) => opening.stream(),
+                None => handshake::new_stream().map_err(|why| {
+                    SetupError::Unreached(format!("{}: {why}; nothing was sent", output.address))
+                })?,
+            };
             let dialer = Dialer {
                 address: output.address.clone(),
                 key: self.key.clone(),
                 congestion: self.congestion.clone(),
                 dialed: Mutex::new(output.dialed.take()),
+                ahead: Mutex::new(ahead.map(Box::new)),
                 streams: self.streams,
                 history: self.history,
             };
@@ -535,6 +560,7 @@ impl Network {
         }
         if let Some(mut input) = self.input.take() {
             let deadline = input.accept_timeout.map(|timeout| Instant::now() + timeout);
+            log.debug(format_args!("{}: waiting for the sender", input.address));
             let mut dropped = 0;
             let terms = handshake::Terms { stream: None, window: self.window };
             let (socket, channel) = match self.key.clone() {

@@ -24,10 +24,11 @@ use std::time::{Duration, Instant};
 use super::{Answer, Finished, GREETING, Request, read_text_line};
 use crate::exit::Exit;
 use crate::log::Log;
-use crate::net::Resume;
 use crate::net::address::Address;
+use crate::net::handshake::Ahead;
 use crate::net::key::Key;
 use crate::net::socket;
+use crate::net::{self, Peering};
 use crate::run;
 use crate::run::config::{Config, Ssh, Target, Via};
 use crate::run::stdio;
@@ -57,7 +58,7 @@ pub fn run(config: &Config, closed: stdio::Closed) -> Exit {
         crate::log::stamp_notes();
     }
     log.debug(format_args!("{host}: starting ssh"));
-    let mut started = match Started::start(ssh, config.net.resume, &log) {
+    let mut started = match Started::start(ssh, &config.net, &log) {
         Ok(started) => started,
         Err((exit, why)) => {
             eprintln!("accel: {host}: {why}");
@@ -92,6 +93,7 @@ pub fn run(config: &Config, closed: stdio::Closed) -> Exit {
     if let Some((session, peer)) = started.carried.take() {
         direct.net.carried = Some((OwnedFd::from(session).into_raw_fd(), peer));
     }
+    direct.net.ahead = started.ahead.take();
     let stop_word = started.stop_word();
     run::signals::before_dying(Box::new(stop_word));
     log.debug(format_args!("{host}: the run starts"));
@@ -113,6 +115,9 @@ struct Started {
     carried: Option<(UnixStream, SocketAddr)>,
     /// The one-time key.
     key: Arc<Key>,
+    /// The stream's first handshake message, already sent on its connection (direct, or
+    /// the session).
+    ahead: Option<Ahead>,
     /// The remote accel, as this run's peer.
     peer: Option<Peer>,
     /// The thread that shows ssh's stderr; it ends with ssh.
@@ -146,7 +151,7 @@ struct Said {
 
 impl Started {
     /// Starts ssh, sends the request, reads the answer.
-    fn start(ssh: &Ssh, resume: Resume, log: &Arc<Log>) -> Result<Started, (Exit, String)> {
+    fn start(ssh: &Ssh, peering: &Peering, log: &Arc<Log>) -> Result<Started, (Exit, String)> {
         let network = |why: String| (Exit::Network, why);
         let host = ssh.host();
         let mut line = vec![ssh.remote_accel.clone(), "--serve-ssh".to_owned()];
@@ -176,8 +181,8 @@ impl Started {
             network(format!("cannot run {}: {}; nothing was sent", ssh.program[0], describe(&e)))
         })?;
         log.debug(format_args!("{host}: ssh started"));
-        // Made once ssh runs: the first use of the crypto library sets it up (20 ms here), which
-        // is better spent while ssh connects. The key waits in this process until then.
+        // Made once ssh runs, which is on the critical path; the key waits in this process
+        // until then.
         let key =
             Arc::new(Key::generate().map_err(|e| network(format!("no key: {}", describe(&e))))?);
         log.debug(format_args!("{host}: the one-time key is made"));
@@ -222,16 +227,27 @@ impl Started {
             ports: ssh.ports,
             via: ssh.via,
             listening,
-            resume,
+            resume: peering.resume,
             debug: log.debugging(),
         };
         // The key only ever goes through this pipe, in a buffer zeroed when dropped.
         let key_line = key.to_line();
-        let sent = session
+        let mut sent = session
             .write_all(format!("{GREETING}\n").as_bytes())
             .and_then(|()| session.write_all(key_line.as_bytes()))
             .and_then(|()| session.write_all(format!("{}\n", request.to_json()).as_bytes()));
         log.debug(format_args!("{host}: the request is written"));
+        // Push through ssh: the stream's first handshake message right behind the request,
+        // where the remote's run finds it once it starts, rather than a round trip later,
+        // after the answer. It proves the key and carries no data: a remote that cannot
+        // take the request leaves it unread.
+        let mut ahead = None;
+        if ssh.push && ssh.via == Via::Ssh && sent.is_ok() {
+            let mut opening = net::opening_ahead(peering, 1, &key).map_err(network)?;
+            sent = opening.send_ahead(&mut session);
+            ahead = Some(Ahead::new(opening));
+            log.debug(format_args!("{host}: the first handshake message is written"));
+        }
         let answer = match sent {
             Ok(()) => read_text_line(&session).ok().flatten(),
             Err(_) => None,
@@ -250,9 +266,11 @@ impl Started {
         // The remote's probe port (push) is not used: the direct path is tried with the
         // stream's own connection (see `push_path`).
         let (port, through) = match (answer, &listener) {
-            (Some(Answer::Port(port, _)), None) => (port, None),
-            (Some(Answer::Dialing), Some((_, port))) => (*port, None),
-            (Some(Answer::Through(why)), Some((_, port))) => (*port, Some(why)),
+            (Some(Answer::Port(port, _)), None) if ahead.is_none() => (Some(port), None),
+            // Push through ssh (`--via ssh`): the remote carries the stream at once.
+            (Some(Answer::Through(why)), None) if ahead.is_some() => (None, Some(why)),
+            (Some(Answer::Dialing), Some((_, port))) => (Some(*port), None),
+            (Some(Answer::Through(why)), Some((_, port))) => (Some(*port), Some(why)),
             (Some(Answer::NoPort(why)), _) => {
                 return Err(network(format!("{why}; nothing was sent")));
             }
@@ -274,18 +292,45 @@ impl Started {
             Some(name) => name.clone(),
             None => ssh.host().to_owned(),
         };
+        // Through ssh (push), the session is named by ssh's own port.
+        let port = port.unwrap_or_else(|| resolved.ssh_peer(ssh).port());
         let address = Address::parse(&format!("{host}:{port}"), !ssh.push).map_err(network)?;
         let (peer, through) = match listener {
-            None => match push_path(ssh, &resolved, &address, log)? {
-                Ok(connection) => {
-                    let _ = session.write_all(b"direct\n");
-                    (Peer::Receiver { address, dialed: Some(connection.into()) }, None)
+            None if ahead.is_some() => (Peer::Receiver { address, dialed: None }, through),
+            None => {
+                let path = push_path(ssh, &resolved, &address, log);
+                if path.is_err() {
+                    // `--via direct` cannot connect: the remote, listening, stops.
+                    let _ = session.write_all(b"stop\n");
                 }
-                Err(why) => {
-                    let _ = session.write_all(b"through-ssh\n");
-                    (Peer::Receiver { address, dialed: None }, Some(why))
+                match path? {
+                    Ok(mut connection) => {
+                        // The first handshake message on the connection at once, before
+                        // the run starts; then the connection is the run's, non-blocking.
+                        let mut opening =
+                            net::opening_ahead(peering, peering.streams, &key).map_err(network)?;
+                        opening
+                            .send_ahead(&mut connection)
+                            .and_then(|()| connection.set_nonblocking(true))
+                            .map_err(|e| network(format!("{address}: {}", describe(&e))))?;
+                        ahead = Some(Ahead::new(opening));
+                        // `--via direct`: the remote knew the path from the request.
+                        if ssh.via == Via::Auto {
+                            let _ = session.write_all(b"direct\n");
+                        }
+                        (Peer::Receiver { address, dialed: Some(connection.into()) }, None)
+                    }
+                    Err(why) => {
+                        let _ = session.write_all(b"through-ssh\n");
+                        // The session carries one connection.
+                        let mut opening = net::opening_ahead(peering, 1, &key).map_err(network)?;
+                        if opening.send_ahead(&mut session).is_ok() {
+                            ahead = Some(Ahead::new(opening));
+                        }
+                        (Peer::Receiver { address, dialed: None }, Some(why))
+                    }
                 }
-            },
+            }
             Some((listener, _)) if through.is_some() => {
                 // Nothing comes to the listener: the sender's connection is the session.
                 drop(listener);
@@ -305,7 +350,7 @@ impl Started {
         let control = Arc::new(Mutex::new(control));
         let through = carried.is_some();
         let peer = Some(peer);
-        Ok(Started { child, control, answers, carried, key, peer, relay, said, through })
+        Ok(Started { child, control, answers, carried, key, ahead, peer, relay, said, through })
     }
 
     /// What a terminating signal says before accel dies: `stop`, so that the remote command
@@ -415,8 +460,8 @@ fn wait_for_exit(child: &mut Child, patience: Duration) -> bool {
     }
 }
 
-/// Push: whether the stream goes directly to `address` (its connection, non-blocking, which
-/// the run takes over) or through ssh (why: empty with `--via ssh`). Status 6 when `--via
+/// Push: whether the stream goes directly to `address` (its connection, blocking, which the
+/// run takes over) or through ssh (why: empty with `--via ssh`). Status 6 when `--via
 /// direct` cannot connect.
 ///
 /// The direct path is tried with the stream's own connection rather than a probe's: a
@@ -438,9 +483,7 @@ fn push_path(
     let targets = address.resolve().map_err(|e| (Exit::Network, describe(&e)))?;
     let mut why = String::new();
     for target in targets {
-        let connected = TcpStream::connect_timeout(&target, super::DIRECT_PATIENCE)
-            .and_then(|connection| connection.set_nonblocking(true).map(|()| connection));
-        match connected {
+        match TcpStream::connect_timeout(&target, super::DIRECT_PATIENCE) {
             Ok(connection) => {
                 log.debug(format_args!("{}: connected to {target}: the direct path", ssh.host()));
                 return Ok(Ok(connection));

@@ -13,14 +13,22 @@
 //!   The key goes only through this pipe: never on a command line, in the environment or in
 //!   a file, and it stays in buffers that are zeroed when dropped (not inside a JSON value).
 //! - remote → local, on ssh's stdout, the **answer** ([`Answer`]): the port it listens on,
-//!   or why not, or that it does not speak this version.
+//!   or why not, or that it does not speak this version; a push with `--via ssh`, that the
+//!   session carries the stream (`through-ssh`: nothing to listen on).
 //! - local → remote later: `stop` when the local run failed or was stopped (Ctrl-C,
 //!   SIGTERM): the remote kills its command's process group, never closing its stdin first
 //!   (an EOF would pass a cut stream off as whole to `cat > file`).
-//! - local → remote, push: `direct` once it connected, or `through-ssh` when the direct path
-//!   is closed (or `--via ssh`): from then on the session carries the stream ([`relay`]).
-//!   The remote reads it before its run starts. Pull: the remote connects back, and its
-//!   answer says which path (`dialing`, `through-ssh WHY`).
+//! - local → remote, push with `--via auto`: `direct` once it connected, or `through-ssh`
+//!   when the direct path is closed: from then on the session carries the stream
+//!   ([`relay`]). The remote reads it before its run starts. With `--via direct` or `--via
+//!   ssh` the request has said the path, and the remote's run starts at once. Pull: the
+//!   remote connects back, and its answer says which path (`dialing`, `through-ssh WHY`).
+//! - The first handshake message of a push is not held back for the run to start: the
+//!   local sends it right behind the request (`--via ssh`), right behind `through-ssh`, or
+//!   on the direct connection as soon as it is made (`net::Peering::ahead`). It proves the
+//!   key and carries no data; the remote's run finds it waiting, so the set-up costs the
+//!   round trips of ssh's session, the answer, the direct connection and the handshake's
+//!   answer, and nothing else in series.
 //!
 //! Through the session, the local connection is an end of a socketpair of its own
 //! (`net::socket::carried`) whose other end is ssh's stdin and stdout; the remote's reads and
@@ -56,9 +64,11 @@ use crate::run::config::Via;
 /// The first line of a request, and the start of every answer: the protocol and its version.
 /// Version 2: through the session, frames' payloads go unsealed (ssh's cipher protects
 /// them), and the remote learns the path from the local's `direct` or `through-ssh` before
-/// its run starts. A version 1 remote refuses a version 2 request (and the other way round)
-/// with its own line, before anything is sent.
-pub const GREETING: &str = "accel-ssh 2";
+/// its run starts. Version 3: the path word only with `--via auto`, the request saying the
+/// rest; a push with `--via ssh` is answered `through-ssh`, not with a port, and its first
+/// handshake message follows the request in the session. An older remote refuses a newer
+/// request (and the other way round) with its own line, before anything is sent.
+pub const GREETING: &str = "accel-ssh 3";
 
 /// How long the direct path's connection may take before the stream goes through ssh
 /// instead (`--via auto`): a path that is open answers in a round trip; a firewall that drops

@@ -59,12 +59,6 @@ pub fn serve(mut config: Config, closed: stdio::Closed) -> i32 {
         );
         return i32::from(Exit::Usage.code());
     }
-    // The crypto library's set-up (20 ms here) happens at its first use: on a thread of its
-    // own now, while the request is read and answered, rather than when the sender's first
-    // handshake message has come and waits for the answer.
-    let _ = thread::Builder::new().name("accel-crypto".into()).spawn(|| {
-        let _ = crate::net::cipher::fill_random(&mut [0u8; 1]);
-    });
     let (request, key) = match read_request() {
         Ok(Some(read)) => read,
         Ok(None) => return i32::from(Exit::Network.code()),
@@ -183,7 +177,16 @@ impl Session {
         let spawn = |command: &mut Command| {
             command.spawn().map_err(|e| format!("{}: {}", request.command, describe(&e)))
         };
-        let (child, held_stdin, control) = if request.push {
+        let (child, held_stdin, control) = if request.push && request.via == Via::Ssh {
+            // `--via ssh`: the session carries the stream from the start, and the sender's
+            // first handshake message follows the request in it.
+            write_best_effort(&control_out, Answer::Through(String::new()).line().as_bytes());
+            log.debug(format_args!("--serve-ssh: answered through-ssh"));
+            config.net.from = Some(Address::parse(&ssh_client().to_string(), true)?);
+            let control = carry(config, &control_in, &control_out)?;
+            let (child, held) = receive_into(&mut command, config, spawn, dup, log)?;
+            (child, Some(held), control)
+        } else if request.push {
             let listener = listen(request.ports, None)?;
             let bound = socket::local_address(&listener).map_err(|e| describe(&e))?;
             let probe = listen(request.ports, Some(bound.port()))?;
@@ -195,21 +198,16 @@ impl Session {
             let address =
                 Address::parse(&bound.to_string(), true).map_err(|why| why.to_string())?;
             config.net.from = Some(address);
-            // What a receiving command prints goes where its stderr goes: this accel's stdout
-            // is the stream's.
-            command.stdin(Stdio::piped()).stdout(stderr_copy()?);
-            let mut child = spawn(&mut command)?;
-            log.debug(format_args!("--serve-ssh: the command is started"));
-            let stdin: OwnedFd = child.stdin.take().expect("piped").into();
-            let held = dup(stdin.as_fd())?;
-            crate::sys::replace(stdin.as_fd(), io::stdout().as_fd()).map_err(|e| describe(&e))?;
-            config.net.accept_timeout.get_or_insert(ACCEPT_PATIENCE);
-            config.outputs = vec![Target::Stdout];
-            // The local accel says which path it took once it tried the direct one: this
-            // side's own knowledge of the path, before the run starts (its connection, if
-            // direct, waits in the listener's queue meanwhile).
-            let path = read_text_line(&control_in).ok().flatten();
-            log.debug(format_args!("--serve-ssh: the local accel said {path:?}"));
+            let (mut child, held) = receive_into(&mut command, config, spawn, dup, log)?;
+            // With `--via auto`, the local accel says which path it took once it tried the
+            // direct one: this side's own knowledge of the path, before the run starts (its
+            // connection, if direct, waits in the listener's queue meanwhile). With `--via
+            // direct`, the request said it: the run starts at once.
+            let path = match request.via {
+                Via::Direct => Some("direct".to_owned()),
+                _ => read_text_line(&control_in).ok().flatten(),
+            };
+            log.debug(format_args!("--serve-ssh: the path: {path:?}"));
             let control = match path.as_deref().map(str::trim) {
                 Some("direct") => {
                     config.net.bound = vec![listener.into_raw_fd()];
@@ -315,6 +313,30 @@ impl Session {
             (exit, _) => i32::from(exit.code()),
         }
     }
+}
+
+/// Push: starts `command` with its stdin a pipe that becomes this accel's stdout (the run's
+/// output), and its stdout this accel's stderr; the command and a copy of its stdin.
+fn receive_into(
+    command: &mut Command,
+    config: &mut Config,
+    spawn: impl Fn(&mut Command) -> Result<Child, String>,
+    dup: impl Fn(BorrowedFd<'_>) -> Result<OwnedFd, String>,
+    log: &Log,
+) -> Result<(Child, OwnedFd), String> {
+    // What a receiving command prints goes where its stderr goes: this accel's stdout is
+    // the stream's.
+    let stderr = rustix::io::fcntl_dupfd_cloexec(io::stderr().as_fd(), 3)
+        .map_err(|e| describe(&e.into()))?;
+    command.stdin(Stdio::piped()).stdout(Stdio::from(stderr));
+    let mut child = spawn(command)?;
+    log.debug(format_args!("--serve-ssh: the command is started"));
+    let stdin: OwnedFd = child.stdin.take().expect("piped").into();
+    let held = dup(stdin.as_fd())?;
+    crate::sys::replace(stdin.as_fd(), io::stdout().as_fd()).map_err(|e| describe(&e))?;
+    config.net.accept_timeout.get_or_insert(ACCEPT_PATIENCE);
+    config.outputs = vec![Target::Stdout];
+    Ok((child, held))
 }
 
 /// Through the session: the run's connection (`config`'s) reads the session's stdin and

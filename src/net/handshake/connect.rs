@@ -4,7 +4,7 @@
 //! words, says whether another try may do better.
 
 use std::io;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use super::WRONG_KEY;
@@ -121,6 +121,8 @@ pub struct Opening {
     stream: [u8; 16],
     join: Option<Join>,
     version: Version,
+    /// The first message is already on its way ([`Opening::send_ahead`]).
+    sent: bool,
 }
 
 impl Opening {
@@ -145,7 +147,53 @@ impl Opening {
         let mut first = wire::preamble_of(cipher, version).to_vec();
         first.extend_from_slice(&(len as u16).to_be_bytes());
         first.extend_from_slice(&message[..len]);
-        Opening { cipher, noise, first, stream: hello.stream, join, version }
+        Opening { cipher, noise, first, stream: hello.stream, join, version, sent: false }
+    }
+
+    /// The stream its Hello names.
+    pub fn stream(&self) -> [u8; 16] {
+        self.stream
+    }
+
+    /// Sends the first message now, on a connection (blocking) that the run then takes with
+    /// this opening: accel started through ssh sends it right behind its request, or right on
+    /// the direct connection, so that it does not wait for the run to start. The message
+    /// proves the key to a listener that holds it, and carries no data.
+    pub fn send_ahead(&mut self, to: &mut impl io::Write) -> io::Result<()> {
+        to.write_all(&self.first)?;
+        self.sent = true;
+        Ok(())
+    }
+}
+
+/// An [`Opening`] already sent on the connection made before the run
+/// (`net::Peering::dialed` or `carried`), for the run's first try on it.
+#[derive(Clone)]
+pub struct Ahead(Arc<Mutex<Option<Opening>>>);
+
+impl Ahead {
+    /// `opening`, sent ([`Opening::send_ahead`]).
+    pub fn new(opening: Opening) -> Ahead {
+        Ahead(Arc::new(Mutex::new(Some(opening))))
+    }
+
+    /// The opening, once.
+    pub fn take(&self) -> Option<Opening> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).take()
+    }
+}
+
+impl PartialEq for Ahead {
+    fn eq(&self, other: &Ahead) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for Ahead {}
+
+impl std::fmt::Debug for Ahead {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Ahead(..)")
     }
 }
 
@@ -170,8 +218,10 @@ pub fn initiate(
         io::ErrorKind::UnexpectedEof => Failure::ClosedEarly,
         _ => Failure::Broken(crate::words::describe(&error)),
     };
-    let Opening { cipher, mut noise, first, stream, join, version } = opening;
-    socket.write_all(&first, stop, Some(deadline)).map_err(io_error)?;
+    let Opening { cipher, mut noise, first, stream, join, version, sent } = opening;
+    if !sent {
+        socket.write_all(&first, stop, Some(deadline)).map_err(io_error)?;
+    }
 
     let mut head = [0u8; PREAMBLE_LEN + 2];
     let hint_at = (Instant::now() + QUIET_HINT).min(deadline);
@@ -222,6 +272,9 @@ pub fn initiate(
         Ok(wire::UNKNOWN_STREAM) => return Err(Failure::UnknownStream),
         Ok(welcome) => return Err(Failure::Malformed(Some(welcome))),
         Err(()) => return Err(Failure::Malformed(None)),
+    }
+    if let Some((name, log)) = hint {
+        log.debug(format_args!("{name}: the receiver answered the handshake"));
     }
     let noise = noise.into_transport_mode().map_err(|e| Failure::Broken(e.to_string()))?;
     let mut channel = Channel::new(Arc::new(socket), noise, &[]);

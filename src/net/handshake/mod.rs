@@ -14,7 +14,7 @@ mod accept;
 mod connect;
 
 pub use accept::{Lobby, Stranger, Terms, accept_sender};
-pub use connect::{Failure, Opening, initiate};
+pub use connect::{Ahead, Failure, Opening, initiate};
 
 /// The wrong key, in the words both ends use.
 pub const WRONG_KEY: &str = "authentication failed: the peers do not share a key";
