@@ -1,5 +1,6 @@
 //! The session's primitives for `snow`: AES-256-GCM and ChaCha20-Poly1305 from `aws-lc-rs`,
-//! and the kernel's random generator (`getrandom(2)`); X25519 and SHA-256 from snow's own default resolver
+//! and the kernel's random generator (`getrandom(2)`); X25519 and SHA-256 from snow's own
+//! default resolver
 //! (used by the handshake only, so their speed does not matter).
 //!
 //! Why not snow's resolvers: snow hands a cipher a plaintext and a separate output buffer.
