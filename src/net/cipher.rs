@@ -44,10 +44,12 @@ pub fn resolver() -> Box<dyn CryptoResolver + Send> {
 /// Fills `bytes` from the system's random generator, `getrandom(2)` (key files, stream
 /// names, the handshake's ephemeral keys): it waits only until the kernel's generator is
 /// seeded, once after boot.
+#[cfg(target_os = "linux")]
 pub fn fill_random(bytes: &mut [u8]) -> io::Result<()> {
     let mut filled = 0;
     while filled < bytes.len() {
-        match rustix::rand::getrandom(&mut bytes[filled..], rustix::rand::GetRandomFlags::empty()) {
+        let flags = rustix::rand::GetRandomFlags::empty();
+        match rustix::rand::getrandom(&mut bytes[filled..], flags) {
             Ok(n) => filled += n,
             Err(rustix::io::Errno::INTR) => {}
             Err(error) => {
@@ -59,6 +61,16 @@ pub fn fill_random(bytes: &mut [u8]) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Fills `bytes` from the system's random generator, aws-lc's (rustix offers getrandom(2)
+/// on Linux only).
+#[cfg(not(target_os = "linux"))]
+pub fn fill_random(bytes: &mut [u8]) -> io::Result<()> {
+    use aws_lc_rs::rand::{SecureRandom, SystemRandom};
+    SystemRandom::new()
+        .fill(bytes)
+        .map_err(|_| io::Error::other("the system's random generator failed"))
 }
 
 /// The part of the session aws-lc-rs provides, the ciphers, and the kernel's random bytes.
