@@ -128,6 +128,20 @@ def results_file(args: argparse.Namespace) -> Path | None:
     return None if args.quick or args.no_results or partial else Path(args.results)
 
 
+def chosen(ap: argparse.ArgumentParser, option: str, what: str, value: str | None,
+           names) -> tuple[str, ...] | None:
+    """A comma-separated choice among `names` (None where the option was not given); an
+    unknown name, or none at all, is the parser's error naming the option."""
+    if value is None:
+        return None
+    picked = tuple(s.strip() for s in value.split(",") if s.strip())
+    bad = [s for s in picked if s not in names]
+    if bad or not picked:
+        ap.error(f"{option}: unknown {what}(s) {', '.join(bad) or '(none)'}; "
+                 f"choose from {','.join(names)}")
+    return picked
+
+
 def main() -> int:
     ap = parser()
     args = ap.parse_args()
@@ -135,22 +149,10 @@ def main() -> int:
         ap.error("--rounds must be at least 3")
     if args.ssh_mib is not None and args.ssh_mib < 1:
         ap.error(f"--ssh-mib {args.ssh_mib}: want at least 1")
-    streams_cells = None
-    if args.streams_cells is not None:
-        streams_cells = tuple(k.strip() for k in args.streams_cells.split(",") if k.strip())
-        bad_cells = [k for k in streams_cells if k not in CELL_KEYS]
-        if bad_cells or not streams_cells:
-            ap.error(f"--streams-cells: unknown cell(s) {', '.join(bad_cells) or '(none)'}; "
-                     f"choose from {','.join(CELL_KEYS)}")
+    streams_cells = chosen(ap, "--streams-cells", "cell", args.streams_cells, CELL_KEYS)
     if args.drop_caches and os.geteuid() != 0:
         ap.error("--drop-caches needs root (it writes /proc/sys/vm/drop_caches)")
-    links = None
-    if args.compress_links is not None:
-        links = tuple(s.strip() for s in args.compress_links.split(",") if s.strip())
-        bad = [s for s in links if s not in COMPRESS_LINKS]
-        if bad or not links:
-            ap.error(f"--compress-links: unknown link(s) {', '.join(bad) or '(none)'}; "
-                     f"choose from {','.join(COMPRESS_LINKS)}")
+    links = chosen(ap, "--compress-links", "link", args.compress_links, COMPRESS_LINKS)
     only = [s.strip() for s in args.only.split(",") if s.strip()]
     bad = [s for s in only if s not in ORDER]
     if bad or not only:
