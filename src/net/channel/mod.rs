@@ -61,6 +61,10 @@ use crate::stop::Stop;
 /// it rather than in a system call and a TCP segment of its own.
 pub const BATCH: usize = 16 * MAX_FRAME;
 
+/// The most pieces one vectored write of a batch takes (through ssh, its lent payloads and
+/// the sealed bytes between them): a batch's frames, the short ones included, with room.
+const PIECES_AT_ONCE: usize = 64;
+
 /// How long a word that goes whatever the run's stop says (a delivery count, the Ack, an
 /// Abort) may take to be written.
 const LAST_WORD: Duration = Duration::from_secs(30);
@@ -365,29 +369,36 @@ impl Channel {
         if self.lent.is_empty() {
             return self.socket.write_now(&self.outgoing[at..self.queued]);
         }
-        let mut all: Vec<&[u8]> = Vec::with_capacity(2 * self.lent.len() + 1);
+        // The sealed bytes between the lent payloads, and after the last.
+        let tail = self.lent.last().map_or(0, |(to, _)| *to);
         let mut from = 0;
-        for (to, lent) in &self.lent {
-            all.push(&self.outgoing[from..*to]);
-            all.push(&data[lent.clone()]);
-            from = *to;
-        }
-        all.push(&self.outgoing[from..self.queued]);
-        let mut skip = at;
-        let pieces: Vec<io::IoSlice<'_>> = all
-            .into_iter()
-            .filter_map(|piece| match piece.get(skip..) {
-                Some(rest) if !rest.is_empty() => {
-                    skip = 0;
-                    Some(io::IoSlice::new(rest))
-                }
-                _ => {
-                    skip -= piece.len().min(skip);
-                    None
-                }
+        let all = self
+            .lent
+            .iter()
+            .flat_map(|(to, lent)| {
+                let sealed = &self.outgoing[from..*to];
+                from = *to;
+                [sealed, &data[lent.clone()]]
             })
-            .collect();
-        self.socket.write_vectored_now(&pieces)
+            .chain([&self.outgoing[tail..self.queued]]);
+        // On the stack, not allocated per write: a write that does not take them all is a
+        // short write, which the caller goes on from.
+        let mut pieces = [io::IoSlice::new(&[]); PIECES_AT_ONCE];
+        let (mut count, mut skip) = (0, at);
+        for piece in all {
+            if count == pieces.len() {
+                break;
+            }
+            match piece.get(skip..) {
+                Some(rest) if !rest.is_empty() => {
+                    pieces[count] = io::IoSlice::new(rest);
+                    count += 1;
+                    skip = 0;
+                }
+                _ => skip -= piece.len().min(skip),
+            }
+        }
+        self.socket.write_vectored_now(&pieces[..count])
     }
 
     /// Sends a frame on its own, now.
