@@ -242,6 +242,15 @@ impl Socket {
         }
     }
 
+    /// Has it hold at most `bytes` not yet sent beyond those in flight
+    /// (`sys::hold_unsent`): a write then waits while the link is full. Not through ssh (a
+    /// pipe).
+    pub fn hold_unsent(&self, bytes: usize) {
+        if self.out.is_none() {
+            crate::sys::hold_unsent(self.fd(), bytes);
+        }
+    }
+
     /// Its TCP congestion control, as the kernel reads it back, for `--debug`.
     pub fn congestion_control(&self) -> String {
         crate::sys::congestion_control(self.fd())

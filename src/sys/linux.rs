@@ -173,6 +173,25 @@ pub fn accept_only_with_data(fd: BorrowedFd<'_>, patience: std::time::Duration) 
     };
 }
 
+/// Lets the TCP socket `fd` hold at most `bytes` not yet sent (`TCP_NOTSENT_LOWAT`); best
+/// effort. Its writes then take bytes as the link carries them (the bytes in flight, which
+/// congestion control bounds, and `bytes` more) rather than as fast as its send buffer
+/// (autotuned to megabytes, seconds of a slow link) has room: a write that waits says the
+/// link is full, which `--compress auto` needs to know while the stream goes.
+pub fn hold_unsent(fd: BorrowedFd<'_>, bytes: usize) {
+    let bytes = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+    // SAFETY: setsockopt on a valid descriptor with an int option of the right size.
+    let _ = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_NOTSENT_LOWAT,
+            (&raw const bytes).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+}
+
 /// Gives a sending TCP socket the largest send buffer an unprivileged process may set
 /// (`net.core.wmem_max`), when that is more than autotuning would reach (`tcp_wmem`'s maximum;
 /// the kernel doubles what is set, for its overhead). The send buffer bounds the bytes in

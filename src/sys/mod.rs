@@ -29,6 +29,8 @@
 //!   (Linux's `TCP_USER_TIMEOUT`), so that a peer that vanished mid-transfer is noticed.
 //! - [`widen_send_buffer`]: a sending socket's buffer as large as may be set, where that
 //!   is more than autotuning reaches (Linux), for paths with a large bandwidth-delay product.
+//! - [`hold_unsent`]: a sending socket holds few bytes beyond those in flight (Linux's
+//!   `TCP_NOTSENT_LOWAT`), so that its writes wait when the link is full.
 //! - [`set_congestion_control`], [`congestion_control`], [`congestion_controls`]: a TCP
 //!   socket's congestion control asked for and read back, and what the system offers
 //!   (Linux's `TCP_CONGESTION`; elsewhere the system's own is kept).
@@ -62,10 +64,11 @@ use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
 
 pub use imp::{
     CAN_SPLICE, PoolPipe, accept_only_with_data, advise_huge_pages, congestion_control,
-    congestion_controls, drop_written, enlarge_pipe, is_packet_mode, limit_unacknowledged, peer,
-    pipe_size, pipe_target_size, private_reader, private_writer, punch_hole, reserve_space,
-    set_congestion_control, spill_file, splice, splice_from_file, splice_to_file, start_writeback,
-    thread_sleeps, widen_send_buffer, write_nowait, writeback_error,
+    congestion_controls, drop_written, enlarge_pipe, hold_unsent, is_packet_mode,
+    limit_unacknowledged, peer, pipe_size, pipe_target_size, private_reader, private_writer,
+    punch_hole, reserve_space, set_congestion_control, spill_file, splice, splice_from_file,
+    splice_to_file, start_writeback, thread_sleeps, widen_send_buffer, write_nowait,
+    writeback_error,
 };
 pub use memory::{fit_allocator_to_limits, memory_limit, physical_memory};
 pub use signal::{
@@ -250,6 +253,31 @@ mod tests {
         drop(own);
         assert!(hung_up(&read));
         assert_eq!(read.read(&mut all).unwrap(), 0);
+    }
+
+    #[test]
+    fn a_sending_socket_holds_the_unsent_bytes_it_is_told() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let socket = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let lowat = || {
+            let (mut value, mut len) = (0 as libc::c_int, size_of::<libc::c_int>() as u32);
+            // SAFETY: getsockopt on a valid descriptor into an int of the size given.
+            let done = unsafe {
+                libc::getsockopt(
+                    std::os::fd::AsRawFd::as_raw_fd(&socket),
+                    libc::IPPROTO_TCP,
+                    libc::TCP_NOTSENT_LOWAT,
+                    (&raw mut value).cast(),
+                    &raw mut len,
+                )
+            };
+            assert_eq!(done, 0);
+            value
+        };
+        let before = lowat();
+        assert_ne!(before, 256 << 10);
+        super::hold_unsent(socket.as_fd(), 256 << 10);
+        assert_eq!(lowat(), 256 << 10);
     }
 
     #[test]

@@ -269,6 +269,11 @@ impl Compressor {
         }
     }
 
+    /// Whether the level follows the bottleneck (`auto`).
+    pub fn adapts(&self) -> bool {
+        self.adapt.is_some()
+    }
+
     /// No compression: every frame as it is (and its bytes counted).
     pub fn none() -> Compressor {
         Compressor::new(Compress::None, None)
@@ -401,7 +406,8 @@ impl Compressor {
         let Some(adapt) = &mut self.adapt else { return };
         if let Some(change) = adapt.decide(&observed) {
             if let Some(log) = &self.log {
-                log.debug(format_args!("--compress auto: {change}"));
+                let at = self.totals.stream;
+                log.debug(format_args!("--compress auto: {change} (at byte {at} of the stream)"));
             }
             self.at_rung[adapt::index(self.rung)] += now - self.at_rung_since;
             self.at_rung_since = now;
