@@ -323,7 +323,10 @@ impl Channel {
         }
         let (sealed, wire) = (Instant::now(), self.batched());
         self.write_out(stop, None, true, data)?;
-        let buffer = || self.socket.send_buffer();
+        // Held to UNSENT, the socket takes the bytes in flight and UNSENT more: at a
+        // connection's start (TCP's window a few segments), about UNSENT, counted twice.
+        let held = self.sending.unsent_held;
+        let buffer = || self.socket.send_buffer().min(if held { 2 * UNSENT } else { usize::MAX });
         compressor.sent(started, sealed - started, sealed.elapsed(), wire, buffer);
         self.offset = to;
         if !self.sending.peer_closed
