@@ -161,13 +161,18 @@ pub fn limit_unacknowledged(fd: BorrowedFd<'_>, limit: std::time::Duration) {
 /// message is already there when it is.
 pub fn accept_only_with_data(fd: BorrowedFd<'_>, patience: std::time::Duration) {
     let seconds = libc::c_int::try_from(patience.as_secs()).unwrap_or(libc::c_int::MAX);
+    set_tcp_int(fd, libc::TCP_DEFER_ACCEPT, seconds);
+}
+
+/// Sets the TCP option `option`, an int, on the socket `fd`; best effort.
+fn set_tcp_int(fd: BorrowedFd<'_>, option: libc::c_int, value: libc::c_int) {
     // SAFETY: setsockopt on a valid descriptor with an int option of the right size.
     let _ = unsafe {
         libc::setsockopt(
             fd.as_raw_fd(),
             libc::IPPROTO_TCP,
-            libc::TCP_DEFER_ACCEPT,
-            (&raw const seconds).cast(),
+            option,
+            (&raw const value).cast(),
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,
         )
     };
@@ -180,16 +185,7 @@ pub fn accept_only_with_data(fd: BorrowedFd<'_>, patience: std::time::Duration) 
 /// link is full, which `--compress auto` needs to know while the stream goes.
 pub fn hold_unsent(fd: BorrowedFd<'_>, bytes: usize) {
     let bytes = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
-    // SAFETY: setsockopt on a valid descriptor with an int option of the right size.
-    let _ = unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_NOTSENT_LOWAT,
-            (&raw const bytes).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
+    set_tcp_int(fd, libc::TCP_NOTSENT_LOWAT, bytes);
 }
 
 /// Gives a sending TCP socket the largest send buffer an unprivileged process may set

@@ -9,9 +9,10 @@
 //! rung remembers its ratio and its rate (the stream moved per second, while the input was
 //! not the bottleneck) for [`FRESH`] periods, and the link its capacity (the wire bytes it
 //! took in the last period it refused bytes). It starts at level 1 ([`START`]): the first
-//! megabytes fill the socket's buffer at memory speed, and on a slow link what fills it is
-//! seconds of the link, better compressed; the periods of that filling ([`WARM`]) teach
-//! only the ratio, as do the periods where the link took much more than in the one before
+//! bytes fill the socket's buffer at memory speed (held, where the system can, to the bytes
+//! in flight and a few hundred KiB, `channel::send::UNSENT`), and on a slow link what fills
+//! it is a good part of a second of the link, better compressed; the periods of that filling
+//! ([`WARM`]) teach only the ratio, as do the periods where the link took much more than in the one before
 //! ([`OPENING`]): TCP's window still opening, whose refusals are not the link's. Then, in
 //! order:
 //!
