@@ -243,12 +243,10 @@ impl Socket {
     }
 
     /// Has it hold at most `bytes` not yet sent beyond those in flight
-    /// (`sys::hold_unsent`): a write then waits while the link is full. Not through ssh (a
-    /// pipe).
-    pub fn hold_unsent(&self, bytes: usize) {
-        if self.out.is_none() {
-            crate::sys::hold_unsent(self.fd(), bytes);
-        }
+    /// (`sys::hold_unsent`): a write then waits while the link is full. Whether it does: not
+    /// through ssh (a pipe), nor where the system cannot.
+    pub fn hold_unsent(&self, bytes: usize) -> bool {
+        self.out.is_none() && crate::sys::hold_unsent(self.fd(), bytes)
     }
 
     /// Its TCP congestion control, as the kernel reads it back, for `--debug`.

@@ -164,10 +164,10 @@ pub fn accept_only_with_data(fd: BorrowedFd<'_>, patience: std::time::Duration) 
     set_tcp_int(fd, libc::TCP_DEFER_ACCEPT, seconds);
 }
 
-/// Sets the TCP option `option`, an int, on the socket `fd`; best effort.
-fn set_tcp_int(fd: BorrowedFd<'_>, option: libc::c_int, value: libc::c_int) {
+/// Sets the TCP option `option`, an int, on the socket `fd`; whether the kernel took it.
+fn set_tcp_int(fd: BorrowedFd<'_>, option: libc::c_int, value: libc::c_int) -> bool {
     // SAFETY: setsockopt on a valid descriptor with an int option of the right size.
-    let _ = unsafe {
+    let done = unsafe {
         libc::setsockopt(
             fd.as_raw_fd(),
             libc::IPPROTO_TCP,
@@ -176,16 +176,18 @@ fn set_tcp_int(fd: BorrowedFd<'_>, option: libc::c_int, value: libc::c_int) {
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,
         )
     };
+    done == 0
 }
 
 /// Lets the TCP socket `fd` hold at most `bytes` not yet sent (`TCP_NOTSENT_LOWAT`); best
 /// effort. Its writes then take bytes as the link carries them (the bytes in flight, which
 /// congestion control bounds, and `bytes` more) rather than as fast as its send buffer
 /// (autotuned to megabytes, seconds of a slow link) has room: a write that waits says the
-/// link is full, which `--compress auto` needs to know while the stream goes.
-pub fn hold_unsent(fd: BorrowedFd<'_>, bytes: usize) {
+/// link is full, which `--compress auto` needs to know while the stream goes. Whether the
+/// kernel took it.
+pub fn hold_unsent(fd: BorrowedFd<'_>, bytes: usize) -> bool {
     let bytes = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
-    set_tcp_int(fd, libc::TCP_NOTSENT_LOWAT, bytes);
+    set_tcp_int(fd, libc::TCP_NOTSENT_LOWAT, bytes)
 }
 
 /// Gives a sending TCP socket the largest send buffer an unprivileged process may set

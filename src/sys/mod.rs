@@ -276,7 +276,7 @@ mod tests {
         };
         let before = lowat();
         assert_ne!(before, 256 << 10);
-        super::hold_unsent(socket.as_fd(), 256 << 10);
+        assert!(super::hold_unsent(socket.as_fd(), 256 << 10));
         assert_eq!(lowat(), 256 << 10);
     }
 

@@ -89,7 +89,9 @@ pub fn limit_unacknowledged(_fd: BorrowedFd<'_>, _limit: std::time::Duration) {}
 pub fn accept_only_with_data(_fd: BorrowedFd<'_>, _patience: std::time::Duration) {}
 
 /// No `TCP_NOTSENT_LOWAT` here: the send buffer takes what it has room for.
-pub fn hold_unsent(_fd: BorrowedFd<'_>, _bytes: usize) {}
+pub fn hold_unsent(_fd: BorrowedFd<'_>, _bytes: usize) -> bool {
+    false
+}
 
 /// Send buffers are left to the system's autotuning here.
 pub fn widen_send_buffer(_fd: BorrowedFd<'_>) {}

@@ -65,7 +65,9 @@ pub(super) struct Sending {
     failed: Option<io::Error>,
     /// One of several connections: the furthest credit its Delivered frames carried.
     pub(super) credit: Option<Credit>,
-    /// The socket was told to hold few unsent bytes ([`UNSENT`]), as `auto` needs.
+    /// The socket was asked to hold few unsent bytes ([`UNSENT`]), as `auto` needs, and
+    /// whether it does.
+    unsent_asked: bool,
     unsent_held: bool,
 }
 
@@ -81,6 +83,7 @@ impl Sending {
             awaits_count: false,
             credit: None,
             failed: None,
+            unsent_asked: false,
             unsent_held: false,
         }
     }
@@ -317,9 +320,9 @@ impl Channel {
         compressor: &mut Compressor,
         data: &[u8],
     ) -> io::Result<()> {
-        if compressor.adapts() && !self.sending.unsent_held {
-            self.socket.hold_unsent(UNSENT);
-            self.sending.unsent_held = true;
+        if compressor.adapts() && !self.sending.unsent_asked {
+            self.sending.unsent_held = self.socket.hold_unsent(UNSENT);
+            self.sending.unsent_asked = true;
         }
         let (sealed, wire) = (Instant::now(), self.batched());
         self.write_out(stop, None, true, data)?;
