@@ -140,16 +140,7 @@ fn pull_through_ssh_is_byte_exact(engine: &str) {
 /// nothing sent.
 #[test]
 fn a_blocked_direct_path_falls_back_through_ssh_said_once() {
-    let Some(veth) = Veth::new("sshfb", 134) else { return };
-    if !require("nft (nftables)", has("nft", "--version")) {
-        return;
-    }
-    let Some(sshd) = Sshd::start_on(&veth.b) else { return };
-    let port = sshd.port;
-    nft(
-        &veth.b.netns,
-        &format!("iif != \"lo\" tcp dport != {port} tcp flags & (syn | ack) == syn drop"),
-    );
+    let Some((veth, sshd)) = direct_path_blocked("sshfb", 134) else { return };
     let said = push(&sshd, "auto", &[], Some(&veth.a.netns));
     let lines: Vec<&str> = said.lines().filter(|line| line.contains("through ssh")).collect();
     assert_eq!(lines.len(), 1, "{said}");
@@ -173,16 +164,7 @@ fn a_blocked_direct_path_falls_back_through_ssh_said_once() {
 /// wait for a sender (60 s) would have ended.
 #[test]
 fn a_local_killed_before_connecting_leaves_no_remote_process() {
-    let Some(veth) = Veth::new("sshkl", 137) else { return };
-    if !require("nft (nftables)", has("nft", "--version")) {
-        return;
-    }
-    let Some(sshd) = Sshd::start_on(&veth.b) else { return };
-    let port = sshd.port;
-    nft(
-        &veth.b.netns,
-        &format!("iif != \"lo\" tcp dport != {port} tcp flags & (syn | ack) == syn drop"),
-    );
+    let Some((veth, sshd)) = direct_path_blocked("sshkl", 137) else { return };
     let pidfile = sshd.dir.path("pid");
     let mut args = sshd.args();
     args.extend(["--via", "direct", "--to", &sshd.url(), "--"].map(String::from));
@@ -202,6 +184,22 @@ fn a_local_killed_before_connecting_leaves_no_remote_process() {
     eventually(GONE_WITHIN, "the remote command gone", || !alive(command));
     eventually(GONE_WITHIN, "the remote accel gone", || !alive(remote_accel));
     drop(stdin);
+}
+
+/// Two hosts (veth `name`, `index`), an sshd on the second, whose namespace drops every new
+/// connection but ssh's (nftables): the direct path blocked. None where that cannot be made.
+fn direct_path_blocked(name: &str, index: u8) -> Option<(Veth, Sshd)> {
+    let veth = Veth::new(name, index)?;
+    if !require("nft (nftables)", has("nft", "--version")) {
+        return None;
+    }
+    let sshd = Sshd::start_on(&veth.b)?;
+    let port = sshd.port;
+    nft(
+        &veth.b.netns,
+        &format!("iif != \"lo\" tcp dport != {port} tcp flags & (syn | ack) == syn drop"),
+    );
+    Some((veth, sshd))
 }
 
 /// Pull with the direct path refused (nftables in the local namespace resets every new
