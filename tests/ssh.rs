@@ -140,16 +140,7 @@ fn pull_through_ssh_is_byte_exact(engine: &str) {
 /// nothing sent.
 #[test]
 fn a_blocked_direct_path_falls_back_through_ssh_said_once() {
-    let Some(veth) = Veth::new("sshfb", 134) else { return };
-    if !require("nft (nftables)", has("nft", "--version")) {
-        return;
-    }
-    let Some(sshd) = Sshd::start_on(&veth.b) else { return };
-    let port = sshd.port;
-    nft(
-        &veth.b.netns,
-        &format!("iif != \"lo\" tcp dport != {port} tcp flags & (syn | ack) == syn drop"),
-    );
+    let Some((veth, sshd)) = direct_path_blocked("sshfb", 134) else { return };
     let said = push(&sshd, "auto", &[], Some(&veth.a.netns));
     let lines: Vec<&str> = said.lines().filter(|line| line.contains("through ssh")).collect();
     assert_eq!(lines.len(), 1, "{said}");
@@ -165,6 +156,50 @@ fn a_blocked_direct_path_falls_back_through_ssh_said_once() {
         run_fed(piped(&mut from_host(Some(&veth.a.netns), "auto", &args)), b"x");
     assert_eq!(status.code(), Some(6), "{said}");
     assert!(said.contains("no answer in 3 s (--via direct); nothing was sent"), "{said}");
+}
+
+/// The local accel killed (SIGKILL) after the remote's answer, before its direct connection
+/// came (nftables in the receiver's namespace drops it, `--via direct`): the session's end
+/// is the only word the remote gets, and it stops there, its command too, long before its
+/// wait for a sender (60 s) would have ended.
+#[test]
+fn a_local_killed_before_connecting_leaves_no_remote_process() {
+    let Some((veth, sshd)) = direct_path_blocked("sshkl", 137) else { return };
+    let pidfile = sshd.dir.path("pid");
+    let mut args = sshd.args();
+    args.extend(["--via", "direct", "--to", &sshd.url(), "--"].map(String::from));
+    args.push(format!("echo $$ > {}; exec cat > /dev/null", pidfile.display()));
+    let mut child = piped(&mut from_host(Some(&veth.a.netns), "auto", &args));
+    let stdin = child.stdin.take().unwrap();
+    let said = Said::collect(&mut child);
+    // The remote starts its command once it has answered.
+    eventually(GENEROUS, "the remote command started", || {
+        std::fs::read_to_string(&pidfile).is_ok_and(|text| text.ends_with('\n'))
+    });
+    let command: u32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
+    let remote_accel = parent_of(command);
+    child.kill().unwrap();
+    let status = said.exit_of(&mut child);
+    assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(libc::SIGKILL));
+    eventually(GONE_WITHIN, "the remote command gone", || !alive(command));
+    eventually(GONE_WITHIN, "the remote accel gone", || !alive(remote_accel));
+    drop(stdin);
+}
+
+/// Two hosts (veth `name`, `index`), an sshd on the second, whose namespace drops every new
+/// connection but ssh's (nftables): the direct path blocked. None where that cannot be made.
+fn direct_path_blocked(name: &str, index: u8) -> Option<(Veth, Sshd)> {
+    let veth = Veth::new(name, index)?;
+    if !require("nft (nftables)", has("nft", "--version")) {
+        return None;
+    }
+    let sshd = Sshd::start_on(&veth.b)?;
+    let port = sshd.port;
+    nft(
+        &veth.b.netns,
+        &format!("iif != \"lo\" tcp dport != {port} tcp flags & (syn | ack) == syn drop"),
+    );
+    Some((veth, sshd))
 }
 
 /// Pull with the direct path refused (nftables in the local namespace resets every new

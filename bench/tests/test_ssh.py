@@ -132,6 +132,28 @@ class GoalsTest(unittest.TestCase):
         said = ssh.goals(ssh.LINKS[0], self.table(1.0, 3.3), 1)
         self.assertIn("**NOT met**", said[1])
 
+    def test_no_slower_goes_by_the_median_within_two_percent(self) -> None:
+        self.assertEqual(ssh.no_slower([0.98, 0.99, 1.0]), "**met**")
+        self.assertTrue(ssh.no_slower([0.97, 0.99, 1.01]).startswith("**met** (some"))
+        self.assertTrue(ssh.no_slower([0.95, 0.97, 1.01]).startswith("**NOT met** (some"))
+
+    def test_the_busiest_stage_s_cpu_is_each_round_s_largest(self) -> None:
+        cpu = {0: {"here": 0.2, "ssh": 0.9, "sshd": 0.5}, 1: {"here": 1.1, "ssh": 0.8}, 2: {}}
+        self.assertEqual(ssh.busiest(cpu), {0: 0.9, 1: 1.1})
+
+    def test_on_veth_the_fallback_is_judged_on_hosts_of_their_own_when_cpu_was_counted(self):
+        table = self.table(1.0, 6.0)  # half ssh's steady rate on these shared CPUs
+        for row, top in ((ssh.SSH, 1.0), (ssh.THROUGH, 1.01)):
+            table[row].cpu = {r: {"here": 0.3, "ssh": top, "sshd": 0.5} for r in range(3)}
+        said = ssh.goals(ssh.LINKS[0], table, 1)[1]
+        self.assertIn("on hosts of their own (the stream over the busiest stage's CPU, same "
+                      "round): 0.99 [0.99–0.99] × — **met**; the steady rate on these shared "
+                      "CPUs: 0.50 [0.50–0.50] ×", said)
+        # On the line, where the CPU is not the limit, the steady rate decides.
+        said = ssh.goals(ssh.LINKS[1], table, 1)[1]
+        self.assertIn("0.50 [0.50–0.50] × — **NOT met**", said)
+        self.assertNotIn("hosts of their own", said)
+
     def test_on_the_line_direct_is_held_to_the_line_rate(self) -> None:
         line = ssh.LINKS[1]
         nbytes = int(line.line_bits / 8 * 20)  # 10 s for its second half at the line rate
@@ -200,6 +222,34 @@ class RowsTest(unittest.TestCase):
         self.assertEqual(shown, "accel --to ssh://10.0.0.2 --ssh-command 'ssh -F /lab/ssh_config'"
                                 f" --remote-accel accel --via direct -- FAR")
 
+    def test_with_roles_each_stage_starts_in_its_cgroup_and_is_shown_as_without(self):
+        lab = SshLab.__new__(SshLab)
+        lab.ssh_config = Path("/lab/ssh_config")
+        far = "python3 reader.py 100 --stamps /w/f"
+        roles = ssh.Roles("/bin/accel")
+        plain = {r.name: r for r in ssh.rows(lab, "10.0.0.2", "/bin/accel", far)}
+        wrapped = {r.name: r for r in ssh.rows(lab, "10.0.0.2", "/bin/accel", far, roles)}
+        script = str(roles.script)
+        self.assertEqual(wrapped[ssh.SSH].stages[0][:3], [script, "ssh", "ssh"])
+        self.assertEqual(wrapped[ssh.SSH].stages[0][-1], f"{script} FAR {far}")
+        self.assertEqual(wrapped[ssh.MBUFFER].stages[0][:2], [script, "here"])
+        self.assertEqual(wrapped[ssh.MBUFFER].stages[1][-1],
+                         f"{script} there mbuffer -q -m 32M | {script} FAR {far}")
+        argv = wrapped[ssh.THROUGH].stages[0]
+        self.assertEqual(argv[:3], [script, "here", "/bin/accel"])
+        self.assertEqual(argv[argv.index("--ssh-command") + 1],
+                         f"{script} ssh ssh -F /lab/ssh_config")
+        self.assertEqual(argv[argv.index("--remote-accel") + 1], str(roles.far_accel))
+        self.assertTrue(wrapped[ssh.TCP].listener.startswith(f"{script} there mbuffer"))
+        for name, row in plain.items():
+            for stage, same in zip(row.stages, wrapped[name].stages):
+                self.assertEqual(ssh.shown(same, "/bin/accel", far),
+                                 ssh.shown(stage, "/bin/accel", far))
+            if row.listener:
+                self.assertEqual(ssh.shown(["sh", "-c", wrapped[name].listener], "/bin/accel",
+                                           far),
+                                 ssh.shown(["sh", "-c", row.listener], "/bin/accel", far))
+
     def test_known_hosts_names_a_port_other_than_22_as_ssh_looks_it_up(self) -> None:
         self.assertEqual(known_hosts_line(["10.0.0.2", "10.0.1.2"], "ssh-ed25519", "AAAA"),
                          "10.0.0.2,10.0.1.2 ssh-ed25519 AAAA\n")
@@ -259,6 +309,21 @@ class LabTest(unittest.TestCase):
         self.assertEqual(through.returncode, 0, through.stderr)
         self.assertEqual(after_ssh, 0)
         self.assertGreaterEqual(after_other, 4 << 20)
+
+    def test_roles_count_each_stage_s_cpu_in_a_namespace_exited_children_included(self):
+        with tempfile.TemporaryDirectory() as d, Netns("sshlab-roles") as ns:
+            with ssh.Roles("/bin/true", Path(d)) as roles:
+                if roles is None:
+                    self.skipTest("no cgroup2 here")
+                before = roles.usage()
+                burn = "python3 -c 'sum(range(3_000_000))'"  # a child, which exits first
+                subprocess.run(ns.argv([str(roles.script), "FAR", "sh", "-c", burn]), check=True)
+                subprocess.run(ns.argv([str(roles.far_accel)]), check=True)  # /bin/true
+                spent = {k: v - before[k] for k, v in roles.usage().items()}
+            self.assertFalse(Path(d, "ssh-cgroup").exists())  # taken down
+        self.assertGreater(spent["FAR"], 0.05)
+        self.assertLess(spent["there"], spent["FAR"])
+        self.assertEqual(spent["ssh"] + spent["sshd"] + spent["here"], 0)
 
     def test_a_namespace_takes_what_is_left_in_it_with_it(self) -> None:
         with Netns("sshlab-left") as ns:

@@ -507,6 +507,7 @@ fn network_settings(cli: &Cli, size: u64) -> Result<net::Peering, ConfigError> {
         // buffer beyond what its outputs took (the map and the backlog together).
         window: size / 4,
         hold: size,
+        met: None,
     })
 }
 

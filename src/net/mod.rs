@@ -158,7 +158,34 @@ pub struct Peering {
     /// A receiver's most bytes over several connections beyond what its outputs took, in
     /// its buffer and its reorder map together: its `-m` (at least the window).
     pub hold: u64,
+    /// Raised once the receiver's first sender has proved the key, for the one who started
+    /// the run to read: `accel --serve-ssh`, whose session's end stops it until then.
+    pub met: Option<Met>,
 }
+
+/// A flag a receiver raises once its first sender has come ([`Peering::met`]). Two are
+/// equal when they are the same flag.
+#[derive(Debug, Clone, Default)]
+pub struct Met(Arc<AtomicBool>);
+
+impl Met {
+    /// Whether the first sender has come.
+    pub fn is_raised(&self) -> bool {
+        self.0.load(Relaxed)
+    }
+
+    fn raise(&self) {
+        self.0.store(true, Relaxed);
+    }
+}
+
+impl PartialEq for Met {
+    fn eq(&self, other: &Met) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for Met {}
 
 impl Default for Peering {
     fn default() -> Peering {
@@ -181,6 +208,7 @@ impl Default for Peering {
             streams: 1,
             window: LEAST_WINDOW,
             hold: LEAST_WINDOW,
+            met: None,
         }
     }
 }
@@ -375,6 +403,8 @@ struct Input {
     carried: Option<socket::Socket>,
     link: Arc<Link>,
     accept_timeout: Option<Duration>,
+    /// [`Peering::met`].
+    met: Option<Met>,
 }
 
 /// A `--to` output: its receiver's address as typed and as resolved at the start.
@@ -463,6 +493,7 @@ impl Network {
                     Arc::clone(log),
                 ),
                 accept_timeout: peering.accept_timeout,
+                met: peering.met.clone(),
             }),
         };
         Ok(Network {
@@ -658,8 +689,12 @@ impl Network {
     }
 
     /// Says which sender came (in every case, unless -q: which of the hosts that may reach
-    /// the port it is), and its connection's congestion control (--debug).
+    /// the port it is), and its connection's congestion control (--debug); raises
+    /// [`Peering::met`].
     fn said_the_sender(&self, input: &Input, socket: &socket::Socket, log: &Log) {
+        if let Some(met) = &input.met {
+            met.raise();
+        }
         log.warn(format_args!("{}: the sender is {}", input.address, socket.peer()));
         log.debug(format_args!(
             "{}: the connection's TCP congestion control: {}",

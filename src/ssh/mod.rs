@@ -17,7 +17,9 @@
 //!   session carries the stream (`through-ssh`: nothing to listen on).
 //! - local → remote later: `stop` when the local run failed or was stopped (Ctrl-C,
 //!   SIGTERM): the remote kills its command's process group, never closing its stdin first
-//!   (an EOF would pass a cut stream off as whole to `cat > file`).
+//!   (an EOF would pass a cut stream off as whole to `cat > file`). The session's end
+//!   is a stop too while a push's sender has not come yet (`net::Peering::met`): the local
+//!   accel, killed before it connected, will never come; once it has, the end is an outage.
 //! - local → remote, push with `--via auto`: `direct` once it connected, or `through-ssh`
 //!   when the direct path is closed: from then on the session carries the stream
 //!   ([`relay`]). The remote reads it before its run starts. With `--via direct` or `--via

@@ -25,6 +25,7 @@ use super::{Answer, Finished, GREETING, Request, read_line, read_text_line};
 use crate::endpoint::Producer;
 use crate::exit::Exit;
 use crate::log::Log;
+use crate::net::Met;
 use crate::net::address::Address;
 use crate::net::key::Key;
 use crate::net::socket;
@@ -145,8 +146,10 @@ struct Shared {
 
 /// How the session goes on after the answer.
 enum Control {
-    /// The stream goes directly: the control lines, only `stop` from now on.
-    Stop,
+    /// The stream goes directly: the control lines, only `stop` from now on. A push's
+    /// receiver raises the flag once its sender has come: until then, the session's end
+    /// is the local accel's (killed before it connected), and stops this one.
+    Stop(Option<Met>),
     /// The stream goes through the session: the run's connection reads and writes the
     /// session's pipes itself (`None`), or they are relayed to this end of a socketpair, whose
     /// other end is the run's connection (sshd gave no pipes).
@@ -211,7 +214,9 @@ impl Session {
             let control = match path.as_deref().map(str::trim) {
                 Some("direct") => {
                     config.net.bound = vec![listener.into_raw_fd()];
-                    Control::Stop
+                    let met = Met::default();
+                    config.net.met = Some(met.clone());
+                    Control::Stop(Some(met))
                 }
                 Some("through-ssh") => {
                     // Nothing comes to the listener: the stream is the session's.
@@ -231,7 +236,7 @@ impl Session {
                     write_best_effort(&control_out, Answer::Dialing.line().as_bytes());
                     // The stream's own connection, which tried the path: the run takes it.
                     config.net.dialed = Some(OwnedFd::from(connection).into_raw_fd());
-                    (address, Control::Stop)
+                    (address, Control::Stop(None))
                 }
                 Err(why) => {
                     let address = Address::parse(&ssh_client().to_string(), true)?;
@@ -466,7 +471,8 @@ fn hung_up(fd: &OwnedFd) {
 /// Follows the control lines after the answer, on a thread of its own: `stop` stops the
 /// command and ends this accel; `through-ssh` (push) turns the session into the stream's path.
 /// The end of the session is not a stop (an outage may end ssh alone), unless the stream
-/// went through it: then it is the end of the stream, and the command is stopped.
+/// went through it: then it is the end of the stream, and the command is stopped; or unless
+/// no sender has come yet to a push's direct path: the local accel that would have is gone.
 fn follow(
     control: Control,
     control_in: OwnedFd,
@@ -498,8 +504,14 @@ fn follow(
                 drop(control_out);
                 hung_up(&control_in);
             }
-            Control::Stop => loop {
-                let Ok(Some(line)) = read_text_line(&control_in) else { return };
+            Control::Stop(met) => loop {
+                let Ok(Some(line)) = read_text_line(&control_in) else {
+                    // An outage once the sender came: it comes back. Before, nobody will.
+                    if met.is_some_and(|met| !met.is_raised()) {
+                        stop(&shared);
+                    }
+                    return;
+                };
                 if line.trim() == "stop" {
                     stop(&shared);
                 }

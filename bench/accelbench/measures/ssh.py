@@ -27,8 +27,9 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from ..context import BENCH, MIB, WORK, Context, NotMeasured, note
+from ..context import BENCH, GIB, MIB, WORK, Context, NotMeasured, note
 from ..markdown import code, md_table
 from ..netlab import (
     LAB_TCP_WMEM, WAN_ONE_WAY_MS, WAN_RATE, WAN_RECEIVER, BytesBeside, DelayLine, Netns, SshLab, Sshd,
@@ -59,6 +60,17 @@ SSH_WORDS = ("ssh://", "--remote-accel", "--via", "--ssh-command")
 DIRECT_OVER_SSH = 2.5  # on (a), × the faster plain ssh row
 OF_LINE = 0.9  # on (b)
 FIRST_BYTE_SLACK_S = 0.150  # over ssh's own first byte
+# "No slower": the median of the same-round ratios at least this. Rows held by the same limit
+# differ by a percent or two here from round to round (ssh and ssh aes128-gcm on (b), both
+# held by ssh's window: 0.97–1.04), so a stricter rule would judge the noise, not the row.
+NO_SLOWER = 0.98
+
+# The stages whose CPU is counted, each in a cgroup of its own (see `Roles`), and their
+# columns: here, the local accel (or mbuffer), and the ssh client; there, sshd's session
+# processes, the far accel (or mbuffer), FAR.
+ROLES = ("here", "ssh", "sshd", "there", "FAR")
+ROLE_HEADS = {"here": "accel/mbuffer here", "ssh": "ssh", "sshd": "sshd",
+              "there": "accel/mbuffer there", "FAR": "FAR"}
 
 
 @dataclass
@@ -96,12 +108,14 @@ class Runs:
     """One row's figures on one link, by round (so that ratios pair runs of the same round),
     in seconds: `wall`, the whole run of X; `steady`, the second half of the stream at FAR
     (the transport alone, past its start and whatever was buffered before FAR read);
-    `first`, from X's start to FAR's first byte. `skipped` says why the row
+    `first`, from X's start to FAR's first byte; `cpu`, each stage's CPU seconds (user +
+    sys, by role: `ROLES`), when counted. `skipped` says why the row
     did not run at all; `left`, what its runs left running (killed)."""
     samples: Samples = field(default_factory=Samples)
     wall: dict[int, float] = field(default_factory=dict)
     steady: dict[int, float] = field(default_factory=dict)
     first: dict[int, float] = field(default_factory=dict)
+    cpu: dict[int, dict[str, float]] = field(default_factory=dict)
     skipped: str | None = None
     left: list[str] = field(default_factory=list)
     wrong_path: list[str] = field(default_factory=list)
@@ -155,6 +169,18 @@ def lags(seconds: dict[int, float], base_seconds: dict[int, float]) -> list[floa
     return per_round(seconds, base_seconds, lambda x, base: x - base)
 
 
+def busiest(cpu: dict[int, dict[str, float]]) -> dict[int, float]:
+    """By round, the CPU seconds of the busiest stage: what a run takes when each stage has
+    a core of its own (on hosts of their own, at full speed), as the house times a pipeline
+    on these shared CPUs (wall / max(stage CPU))."""
+    return {rnd: max(roles.values()) for rnd, roles in cpu.items() if roles}
+
+
+def no_slower(xs: list[float]) -> str:
+    """The verdict of a "no slower" goal on same-round ratios: by their median, ≥ NO_SLOWER."""
+    return verdict(xs, lambda x: x >= NO_SLOWER)
+
+
 def goals(link: Link, runs: dict[str, Runs], nbytes: int) -> list[str]:
     """Issue 34's goals that apply to `link`, each with its figures (median [min–max] over
     the rounds) and its verdict; "not measured" for a row that was skipped."""
@@ -195,9 +221,19 @@ def goals(link: Link, runs: dict[str, Runs], nbytes: int) -> list[str]:
              direct, vs_line)
 
     def fallback() -> str:
-        r = speedups(through.steady, ssh.steady)
-        return (f" (with ssh's default cipher, which carries it): {fmt_spread(r)} × — "
-                + verdict(r, lambda x: x >= 1.0))
+        wall = speedups(through.steady, ssh.steady)
+        said = " (with ssh's default cipher, which carries it)"
+        own = speedups(busiest(through.cpu), busiest(ssh.cpu))
+        if link.line_bits is None and own:
+            # Both ends on this machine's 2 vCPUs: ssh and sshd alone take most of them, so
+            # whatever accel spends beside them shows in the wall time; on two hosts it has
+            # cores of its own. The CPU, not the link, is the limit here.
+            return (f"{said}, on hosts of their own (the stream over the busiest stage's CPU, "
+                    f"same round): {fmt_spread(own)} × — {no_slower(own)}; the steady rate "
+                    f"on these shared CPUs: {fmt_spread(wall)} ×")
+        if link.line_bits is None:
+            said += ", the steady rate (the stages' CPU not counted)"
+        return f"{said}: {fmt_spread(wall)} × — {no_slower(wall)}"
     goal("accel --via ssh no slower than plain ssh", through, fallback)
     for name in ACCEL_ROWS:
         def first_byte(name=name) -> str:
@@ -221,8 +257,16 @@ def path_check(name: str, beside_ssh: int, nbytes: int) -> str | None:
 
 def shown(argv: list[str], accel: str, far: str) -> str:
     """A command line for the table: accel as `accel`, the far command as `FAR`, the lab's
-    client config as `lab`, bench/work as `work`."""
-    text = shlex.join(argv).replace(shlex.quote(far), "FAR").replace(far, "FAR")
+    client config as `lab`, bench/work as `work`; the cgroup wrappers (`Roles`) left out."""
+    script = str(WORK / "ssh-in-role")
+    if argv[:1] == [script]:
+        argv = argv[2:]
+    words = []
+    for word in argv:
+        for role in ROLES:
+            word = word.replace(f"{shlex.quote(script)} {role} ", "")
+        words.append(word.replace(str(WORK / "ssh-far-accel"), accel))
+    text = shlex.join(words).replace(shlex.quote(far), "FAR").replace(far, "FAR")
     return text.replace(accel, "accel").replace(str(WORK / "ssh-lab" / "ssh_config"), "lab") \
         .replace(str(WORK), "work")
 
@@ -231,22 +275,98 @@ def shown(argv: list[str], accel: str, far: str) -> str:
 # The rows
 
 
-def rows(lab: SshLab, host: str, accel: str, far: str) -> list[Row]:
-    """The rows for a far end at `host` running the shell command `far` there."""
-    ssh = lab.ssh
+def rows(lab: SshLab, host: str, accel: str, far: str, roles: "Roles | None" = None
+         ) -> list[Row]:
+    """The rows for a far end at `host` running the shell command `far` there; with `roles`,
+    each stage started in its role's cgroup (the far accel through `roles.far_accel`)."""
+    def role(name: str, argv: list[str]) -> list[str]:
+        return [str(roles.script), name, *argv] if roles else argv
+
+    far = shlex.join(role("FAR", [])) + " " + far if roles else far
+    ssh = role("ssh", lab.ssh)
+    mbuffer = ["mbuffer", "-q", "-m", "32M"]
     out = [
         Row(SSH, [ssh + [host, far]]),
         Row(AES, [ssh + ["-c", "aes128-gcm@openssh.com", host, far]]),
-        Row(MBUFFER, [["mbuffer", "-q", "-m", "32M"],
-                      ssh + [host, f"mbuffer -q -m 32M | {far}"]]),
+        Row(MBUFFER, [role("here", mbuffer),
+                      ssh + [host, f"{shlex.join(role('there', mbuffer))} | {far}"]]),
     ]
+    remote = str(roles.far_accel) if roles else accel
     for name, via in ((DIRECT, "direct"), (THROUGH, "ssh")):
         argv = [accel, "--to", f"ssh://{host}", "--ssh-command", shlex.join(ssh),
-                "--remote-accel", accel, "--via", via, "--", far]
-        out.append(Row(name, [argv]))
-    out.append(Row(TCP, [["mbuffer", "-q", "-m", "32M", "-O", f"{host}:{TCP_PORT}"]],
-                   f"mbuffer -q -m 32M -I {TCP_PORT} | {far}"))
+                "--remote-accel", remote, "--via", via, "--", far]
+        out.append(Row(name, [role("here", argv)]))
+    out.append(Row(TCP, [role("here", mbuffer + ["-O", f"{host}:{TCP_PORT}"])],
+                   f"{shlex.join(role('there', mbuffer + ['-I', str(TCP_PORT)]))} | {far}"))
     return out
+
+
+class Roles:
+    """A cgroup (v2) for each of `ROLES`, so that each stage's CPU is counted whole, its
+    children's and its exited processes' included: `script ROLE CMD…` runs CMD in ROLE's
+    (the rows start each stage so; sshd's daemon is moved into `sshd`'s, and its sessions
+    follow), `far_accel` is the accel under test in `there`'s, for `--remote-accel`.
+    The hierarchy is mounted under bench/work for the measure (`ip netns exec` hides
+    /sys/fs/cgroup), and taken down after. `why` says why not, where it cannot be (no
+    cgroup2): then the CPU is not counted."""
+
+    def __init__(self, accel: str, work: Path = WORK):
+        self.mount = work / "ssh-cgroup"
+        self.root = self.mount / "accelbench-ssh"
+        self.script, self.far_accel = work / "ssh-in-role", work / "ssh-far-accel"
+        self.accel, self.mounted, self.why = accel, False, None
+
+    def __enter__(self) -> "Roles | None":
+        try:
+            self.mount.mkdir(parents=True, exist_ok=True)
+            sh(["mount", "-t", "cgroup2", "cgroup2", str(self.mount)])
+            self.mounted = True
+            for role in ROLES:
+                (self.root / role).mkdir(parents=True, exist_ok=True)
+            self.script.write_text(f'#!/bin/sh\nrole=$1; shift\n'
+                                   f'echo $$ > "{self.root}/$role/cgroup.procs" || exit 125\n'
+                                   f'exec "$@"\n')
+            self.far_accel.write_text(f'#!/bin/sh\nexec {shlex.quote(str(self.script))} there '
+                                      f'{shlex.quote(self.accel)} "$@"\n')
+            for f in (self.script, self.far_accel):
+                f.chmod(0o755)
+        except (OSError, RuntimeError) as e:
+            self.why = f"no cgroup2 to count each stage's CPU in ({e})"
+            self.__exit__()
+            return None
+        return self
+
+    def __exit__(self, *exc) -> None:
+        # The processes are gone by now (each run's sweep, the sshd's exit); a zombie may
+        # linger a moment.
+        deadline = time.monotonic() + 5
+        for d in [self.root / role for role in ROLES] + [self.root]:
+            while d.exists():
+                try:
+                    d.rmdir()
+                except OSError:
+                    if time.monotonic() > deadline:
+                        break
+                    time.sleep(0.05)
+        if self.mounted:
+            subprocess.run(["umount", str(self.mount)], capture_output=True)
+            self.mounted = False
+        try:
+            self.mount.rmdir()
+        except OSError:
+            pass
+
+    def join(self, pid: int, role: str) -> None:
+        (self.root / role / "cgroup.procs").write_text(f"{pid}\n")
+
+    def usage(self) -> dict[str, float]:
+        """Each role's CPU seconds so far (user + sys: cpu.stat's usage_usec)."""
+        out = {}
+        for role in ROLES:
+            for line in (self.root / role / "cpu.stat").read_text().splitlines():
+                if line.startswith("usage_usec "):
+                    out[role] = int(line.split()[1]) / 1e6
+        return out
 
 
 def accel_help(accel: str) -> str:
@@ -283,13 +403,16 @@ def body(ctx: Context) -> str:
         veth(a, b, VETH_HERE, VETH_FAR)
         for ns in (a, b):  # namespaced: the machine's own setting is left alone
             sh(ns.argv(["sysctl", "-q", "-w", f"net.ipv4.tcp_wmem={LAB_TCP_WMEM}"]))
-        with DelayLine(a, b), Sshd(b, lab.sshd_config) as sshd:
+        cgroups = Roles(ctx.accel)
+        with DelayLine(a, b), cgroups as roles, Sshd(b, lab.sshd_config) as sshd:
+            if roles:
+                roles.join(sshd.pid, "sshd")  # its sessions follow it there
             cipher = default_cipher(lab, VETH_FAR)
-            excluded = sanity(ctx, lab, a, b, sshd, unsupported)
+            excluded = sanity(ctx, lab, a, b, sshd, unsupported, roles)
             beside = BytesBeside(a, 22)
             for link in LINKS:
                 text += link_section(ctx, link, lab, a, b, sshd, mib, unsupported, excluded,
-                                     beside)
+                                     beside, roles)
     skipped = (f"The accel rows were skipped: {unsupported} (issue 34 is not in this build). "
                if unsupported else "")
     return (f"`dd if=/dev/zero bs=1M count={mib} | X` in one namespace; X delivers to FAR in "
@@ -318,17 +441,33 @@ def body(ctx: Context) -> str:
             f"direct at least the stream; a run that did not is said in its status. "
             f"A run that leaves a "
             f"process in either namespace (beyond the sshd) 10 s after it ended has it killed, "
-            f"and its status says so.\n\n" + text)
+            f"and its status says so. "
+            f"CPU: each stage runs in a cgroup of its own (a wrapper puts it there before it "
+            f"starts; sshd's daemon is in its own, and its sessions follow it), whose "
+            f"user+sys seconds, exited processes' included, are read before and after each "
+            f"run: here, the local accel or mbuffer, and ssh (for the accel rows, the `ssh "
+            f"-G` it asks first included); there, sshd's session processes, the far accel or "
+            f"mbuffer, FAR; s/GiB, median [min–max]. "
+            + (f"**Not counted here**: {cgroups.why}. " if cgroups.why else "")
+            + f"MiB/s on hosts of their own: the stream over the busiest stage's CPU seconds "
+            f"in the same run (wall / max(stage CPU), the house's rule on these shared "
+            f"CPUs): the rate if each stage had a core of its own, as on two hosts, where "
+            f"ssh and sshd alone do not take most of both ends' CPUs as they do here. "
+            f"On (a), where the CPUs are the limit, the fallback's \"no slower\" goal takes "
+            f"that rate; on (b), where the link and ssh's window are, the steady rate. "
+            f"\"No slower\" means: the median of the same-round ratios at least {NO_SLOWER} "
+            f"(rows held by the same limit differ by a percent or two from round to round "
+            f"here), the range shown beside it.\n\n" + text)
 
 
 def sanity(ctx: Context, lab: SshLab, a: Netns, b: Netns, sshd: Sshd,
-           unsupported: str | None) -> dict[str, str]:
+           unsupported: str | None, roles: Roles | None) -> dict[str, str]:
     """8 MiB of random bytes through each row on (a); {row: why} for those that changed them."""
     src, dst = WORK / "ssh-sanity.in", WORK / "ssh-sanity.out"
     data = os.urandom(8 * MIB)
     src.write_bytes(data)
     excluded = {}
-    for row in rows(lab, VETH_FAR, ctx.accel, f"cat > {dst}"):
+    for row in rows(lab, VETH_FAR, ctx.accel, f"cat > {dst}", roles):
         if why_not(row, unsupported):
             continue
         dst.unlink(missing_ok=True)
@@ -397,12 +536,12 @@ def sweep(a: Netns, b: Netns, sshd: Sshd, wait_s: float = 10.0) -> list[str]:
 
 def link_section(ctx: Context, link: Link, lab: SshLab, a: Netns, b: Netns, sshd: Sshd,
                  mib: int, unsupported: str | None, excluded: dict[str, str],
-                 beside: BytesBeside) -> str:
+                 beside: BytesBeside, roles: Roles | None) -> str:
     nbytes = mib * MIB
     dd = ["dd", "if=/dev/zero", "bs=1M", f"count={mib}", "status=none"]
     stamps = WORK / "ssh-far.stamps"
     far = f"{sys.executable} {READER} {nbytes} --stamps {stamps}"
-    table_rows = rows(lab, link.host, ctx.accel, far)
+    table_rows = rows(lab, link.host, ctx.accel, far, roles)
     runs = {row.name: Runs(skipped=why_not(row, unsupported)) for row in table_rows}
     for name, r in runs.items():
         if name in excluded:
@@ -412,7 +551,9 @@ def link_section(ctx: Context, link: Link, lab: SshLab, a: Netns, b: Netns, sshd
     for rnd, row, s in interleaved(table_rows, ctx.rounds, samples):
         stamps.unlink(missing_ok=True)
         beside_before = beside.read() if beside.usable else 0
+        cpu_before = roles.usage() if roles else {}
         rr, left = run_row(row, dd, a, b, sshd, ctx.timeout)
+        cpu = ({k: v - cpu_before[k] for k, v in roles.usage().items()} if roles else {})
         wrong = (path_check(row.name, beside.read() - beside_before, nbytes)
                  if beside.usable and rr.ok else None)
         first, half, last = read_stamps(stamps.read_text() if stamps.exists() else "")
@@ -427,9 +568,13 @@ def link_section(ctx: Context, link: Link, lab: SshLab, a: Netns, b: Netns, sshd
             # exits once its socket took the last byte (mbuffer -O) is not done before that.
             r.wall[rnd] = max(rr.wall, last - rr.t0)
             r.steady[rnd], r.first[rnd] = last - half, first - rr.t0
+            if cpu:
+                r.cpu[rnd] = cpu
         note(f"ssh {link.name} round {rnd + 1}/{ctx.rounds}: {row.name:<24} "
              + (f"{mib / r.wall[rnd]:7.1f} MiB/s whole, {mib / 2 / r.steady[rnd]:7.1f} steady, "
-                f"first byte {1000 * r.first[rnd]:5.0f} ms" if rr.ok
+                f"first byte {1000 * r.first[rnd]:5.0f} ms"
+                + (f", CPU s {' '.join(f'{k} {v:.2f}' for k, v in cpu.items())}" if cpu else "")
+                if rr.ok
                 else f"FAILED: {rr.error}")
              + (f"; {wrong}" if wrong else "")
              + (f"; left running (killed): {left}" if left else ""))
@@ -460,5 +605,30 @@ def render(link: Link, table_rows: list[Row], runs: dict[str, Runs], accel: str,
         cells += [fmt_spread([1000 * x for x in r.first.values()], 0), r.status()]
         table.append(cells)
     return (f"### {link.name}: {link.about}, far end {link.host}\n\n" + md_table(head, table)
+            + cpu_table(table_rows, runs, mib)
             + "\n\nGoals (issue 34):\n\n"
             + "".join(f"- {g}\n" for g in goals(link, runs, mib * MIB)))
+
+
+def cpu_table(table_rows: list[Row], runs: dict[str, Runs], mib: int) -> str:
+    """Each row's CPU by stage (s/GiB), and its rate on hosts of their own (the stream over
+    the busiest stage's CPU) with its same-round ratio to the ssh row's; nothing when the
+    CPU was not counted."""
+    if not any(runs[row.name].cpu for row in table_rows):
+        return ""
+    head = (["X"] + [f"{ROLE_HEADS[role]} s/GiB" for role in ROLES]
+            + ["MiB/s on hosts of their own", "× ssh"])
+    per_gib = GIB / (mib * MIB)
+    table = []
+    base = busiest(runs[SSH].cpu)
+    for row in table_rows:
+        cpu = runs[row.name].cpu
+        cells = [row.name.replace("|", "\\|")]
+        for role in ROLES:
+            cells.append(fmt_spread([c[role] * per_gib for c in cpu.values()]))
+        top = busiest(cpu)
+        cells.append(fmt_spread([mib / x for x in top.values() if x > 0], 1))
+        cells.append("—" if row.name == SSH else fmt_spread(speedups(top, base)))
+        table.append(cells)
+    return ("\n\nCPU by stage, user+sys per GiB streamed (both ends share this machine's "
+            "CPUs):\n\n" + md_table(head, table))
