@@ -53,6 +53,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::{Link, Reconnect, Role};
+use crate::backlog::Lent;
 use crate::meter::{Peer, Stream, Wire};
 use crate::net::channel::Channel;
 use crate::net::socket::Socket;
@@ -110,9 +111,32 @@ struct Connection {
 /// A unit of the stream, as the sender's dispatcher holds it until the receiver took it
 /// in: its bytes, and the connection that took it, if one did, and when.
 struct Unit {
-    bytes: Arc<Vec<u8>>,
+    bytes: UnitBytes,
     on: Option<usize>,
     taken: Option<Instant>,
+}
+
+/// A unit's bytes: lent by the output's backlog, whose chunk is not reused while they are
+/// held (the connection's thread seals them from there: no copy), or copied (bytes the
+/// output read back from the spill). Cloned for the connection that sends it, at the cost
+/// of a count.
+#[derive(Clone)]
+enum UnitBytes {
+    Lent(Lent),
+    Copied(Arc<Vec<u8>>),
+}
+
+impl UnitBytes {
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            UnitBytes::Lent(lent) => lent.as_slice(),
+            UnitBytes::Copied(bytes) => bytes,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.as_slice().len()
+    }
 }
 
 /// A frame the receiver holds before its turn: `bytes[from..to]` (the input may take a
