@@ -7,11 +7,13 @@
 //! spreads over the CPUs and each connection's TCP window fills on its own.
 //!
 //! - The sender ([`send`]): the output's writes are cut into units of at most a frame, each
-//!   at its stream offset, copied into a dispatcher shared by the connections' threads; each
+//!   at its stream offset, queued in a dispatcher shared by the connections' threads; each
 //!   thread takes the next unit when its connection can send (work stealing: a slower path
-//!   takes fewer). The dispatcher queues no further than the receiver's credit: the output's
-//!   write waits for room. A unit stays until the receiver has taken it in, in order; the
-//!   output's backlog keeps its bytes until the receiver's outputs took them.
+//!   takes fewer). A unit holds its bytes where the output's backlog has them, lent
+//!   ([`Lent`]: the chunk is not reused while they are held), so that the thread seals them
+//!   from there, as a single connection does; bytes the output read back from the spill are
+//!   copied. The dispatcher queues no further than the receiver's credit: the output's
+//!   write waits for room. A unit stays until the receiver has taken it in, in order.
 //! - The receiver ([`receive`]): each connection's thread opens frames wherever they belong
 //!   and puts them in a reorder map; the input reads them out in offset order. A frame that
 //!   comes twice is taken once. The credit it gives ([`Credit`], with every Delivered
