@@ -57,7 +57,7 @@ pub use gates::{Gates, capacity_for};
 pub use keep::Keep;
 use keep::Redirect;
 pub use producer::{Producer, Space, SpillSpace};
-pub use reader::{Front, Reader, SpillRange};
+pub use reader::{Filled, Front, Lent, Reader, SpillRange};
 use segments::Segment;
 
 use crate::log::{Log, Once};
@@ -188,6 +188,9 @@ struct State {
     /// The run is over: nobody waits for anything any more (see [`Closer`]).
     closed: bool,
     spare_chunks: Vec<Arc<Chunk>>,
+    /// Chunks every reader has passed while some of their bytes were still lent
+    /// ([`Lent`]): each becomes a spare once nothing else refers to it.
+    lent_chunks: Vec<Arc<Chunk>>,
     spare_pipes: Vec<Arc<PoolPipe>>,
     /// The producer waits for space, or for a chunk to come free.
     producer_waiting: Option<Shortage>,

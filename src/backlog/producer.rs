@@ -246,6 +246,9 @@ impl Producer {
             if state.segments.back().map_or(0, Segment::space_in_chunk) >= shared.min_read {
                 break;
             }
+            if state.spare_chunks.is_empty() {
+                state.reclaim_lent_chunks();
+            }
             let chunk = match state.spare_chunks.pop() {
                 Some(chunk) => chunk,
                 None => match Chunk::new(shared.chunk_size, Pages::Huge) {

@@ -74,18 +74,70 @@ impl SpillRange {
 /// [`consume`](Reader::consume).
 #[derive(Debug)]
 pub struct Filled<'a> {
-    chunk: Arc<Chunk>,
-    offset: usize,
-    len: usize,
+    bytes: Lent,
     _reader: PhantomData<&'a mut Reader>,
 }
 
 impl Filled<'_> {
     /// The bytes, to write out.
     pub fn as_slice(&self) -> &[u8] {
+        self.bytes.as_slice()
+    }
+
+    /// The first `len` of these bytes, lent to another thread for as long as it holds them
+    /// (a connection's thread seals them, and sends them again after a drop), after the
+    /// reader has passed them: their chunk is reused only once nothing refers to it.
+    ///
+    /// # Panics
+    /// If `len` is more than there are.
+    pub fn lend(&self, len: usize) -> Lent {
+        assert!(len <= self.bytes.len, "lent more than was filled");
+        Lent { len, ..self.bytes.clone() }
+    }
+}
+
+/// Committed bytes of the backlog's memory, held by whoever holds this, on any thread, past
+/// the reader that lent them ([`Filled::lend`]): a network output's units over several
+/// connections, sealed from the backlog rather than copied out of it.
+///
+/// What keeps the bytes as they were: the producer writes only past what it committed, and
+/// a chunk is written from its start again only when nothing but its segment refers to it
+/// (a segment passed by every reader keeps a chunk as a spare only then, else sets it aside
+/// until it is so; a drained backlog rewinds its back chunk only then). The `Arc` keeps the
+/// mapping alive.
+#[derive(Debug, Clone)]
+pub struct Lent {
+    chunk: Arc<Chunk>,
+    offset: usize,
+    len: usize,
+}
+
+impl Lent {
+    /// The bytes.
+    pub fn as_slice(&self) -> &[u8] {
         // SAFETY: committed bytes, which the producer never writes again, of a chunk that is
-        // reused only when nothing refers to it; the Arc keeps the mapping alive.
+        // written from its start again only when nothing else refers to it (see the type);
+        // the Arc keeps the mapping alive.
         unsafe { std::slice::from_raw_parts(self.chunk.at(self.offset), self.len) }
+    }
+
+    /// `range` of these bytes, lent on.
+    ///
+    /// # Panics
+    /// If `range` reaches past them.
+    pub fn cut(&self, range: std::ops::Range<usize>) -> Lent {
+        assert!(range.start <= range.end && range.end <= self.len, "cut past the bytes lent");
+        Lent { chunk: Arc::clone(&self.chunk), offset: self.offset + range.start, len: range.len() }
+    }
+
+    /// How many bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
     }
 }
 
@@ -153,9 +205,11 @@ impl Reader {
                 let len = (segment.end() - cursor) as usize;
                 return Some(match &segment.store {
                     Store::Memory(chunk) => Front::Memory(Filled {
-                        chunk: Arc::clone(chunk),
-                        offset: (cursor - segment.start) as usize,
-                        len,
+                        bytes: Lent {
+                            chunk: Arc::clone(chunk),
+                            offset: (cursor - segment.start) as usize,
+                            len,
+                        },
                         _reader: PhantomData,
                     }),
                     Store::Pipe(pipe) => Front::Pipe(Arc::clone(pipe), len),

@@ -110,6 +110,7 @@ impl State {
     }
 
     pub(super) fn give_back_spares(&mut self) {
+        self.reclaim_lent_chunks();
         self.spare_chunks.truncate(SPARES_WHEN_DRAINED);
         self.spare_pipes.truncate(SPARES_WHEN_DRAINED);
     }
@@ -141,10 +142,30 @@ impl State {
             spill.empty();
             self.spill_tail = 0;
         }
+        // A chunk with bytes still lent is not written from its start again: it goes, and
+        // the producer takes another.
+        if let Some(Store::Memory(chunk)) = self.segments.front().map(|segment| &segment.store) {
+            if Arc::strong_count(chunk) > 1 {
+                let segment = self.segments.pop_front().expect("a segment");
+                self.recycle(segment.store, spill);
+            }
+        }
         let produced = self.produced;
         if let Some(segment) = self.segments.front_mut() {
             (segment.start, segment.len) = (produced, 0);
         }
+    }
+
+    /// Chunks whose lent bytes nobody holds any more become spares.
+    pub(super) fn reclaim_lent_chunks(&mut self) {
+        let State { lent_chunks, spare_chunks, .. } = self;
+        lent_chunks.retain(|chunk| {
+            let free = Arc::strong_count(chunk) == 1;
+            if free {
+                spare_chunks.push(Arc::clone(chunk));
+            }
+            !free
+        });
     }
 
     pub(super) fn recycle(&mut self, store: Store, spill: Option<&SpillFile>) {
@@ -154,6 +175,9 @@ impl State {
             Store::Memory(chunk) => {
                 if Arc::strong_count(&chunk) == 1 {
                     self.spare_chunks.push(chunk);
+                } else {
+                    // Some of its bytes are lent: a spare once they are given back.
+                    self.lent_chunks.push(chunk);
                 }
             }
             Store::Pipe(pipe) => {

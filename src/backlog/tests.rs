@@ -78,8 +78,15 @@ impl Shared {
             Store::Memory(chunk) => chunk.size(),
             Store::Pipe(_) | Store::Spill { .. } => 0,
         });
-        in_segments.chain(state.spare_chunks.iter().map(|c| c.size())).sum()
+        let kept = state.spare_chunks.iter().chain(&state.lent_chunks).map(|c| c.size());
+        in_segments.chain(kept).sum()
     }
+}
+
+/// Whether bytes are ahead of `reader` now.
+fn has_data_now(reader: &Reader) -> bool {
+    let state = reader.shared.lock();
+    state.cursors[reader.index].is_some_and(|cursor| cursor < state.produced)
 }
 
 #[test]
@@ -142,6 +149,74 @@ fn rewinds_when_empty() {
     let space = memory_space(&mut producer);
     assert_eq!(space.offset, 0);
     assert_eq!(space.len, 1 << 20);
+}
+
+/// Takes what one `next` offers, lending its bytes; `None` at the end.
+fn lend(reader: &mut Reader) -> Option<Lent> {
+    let lent = match reader.front()? {
+        Front::Memory(filled) => filled.lend(filled.as_slice().len()),
+        Front::Pipe(..) | Front::Spill(..) => panic!("only memory was put in"),
+    };
+    reader.consume(lent.len());
+    Some(lent)
+}
+
+#[test]
+fn lent_bytes_stay_when_a_drained_backlog_rewinds() {
+    let (mut producer, mut reader) = one(1 << 20);
+    put(&mut producer, b"abc");
+    let lent = lend(&mut reader).unwrap();
+    // Drained, but the back chunk's bytes are lent: the producer writes into another.
+    put(&mut producer, &[b'x'; 4096]);
+    assert_eq!(lent.as_slice(), b"abc");
+    assert_eq!(lent.cut(1..3).as_slice(), b"bc");
+    assert_eq!(take(&mut reader).unwrap(), [b'x'; 4096]);
+    // Given back, the chunk is a spare again, and the next drain rewinds as before.
+    drop(lent);
+    let space = memory_space(&mut producer);
+    assert_eq!(space.offset, 0);
+}
+
+#[test]
+fn lent_bytes_stay_when_every_reader_passed_their_chunk() {
+    let (mut producer, mut reader) = one(2 * MAX_CHUNK);
+    let data = pattern(3 * MAX_CHUNK);
+    let mut lent = Vec::new();
+    let mut at = 0;
+    // Fill past a chunk, lend everything, and fill again: the chunks passed are not reused
+    // while lent.
+    while at < 2 * MAX_CHUNK {
+        at += put(&mut producer, &data[at..2 * MAX_CHUNK]);
+        while let Some(bytes) = lend_now(&mut reader) {
+            lent.push(bytes);
+        }
+    }
+    let shared = Arc::clone(&producer.shared);
+    while at < data.len() {
+        at += put(&mut producer, &data[at..]);
+        while take_now(&mut reader).is_some() {}
+    }
+    let together: Vec<u8> = lent.iter().flat_map(|bytes| bytes.as_slice().to_vec()).collect();
+    assert!(together == data[..2 * MAX_CHUNK], "lent bytes were written over");
+    assert!(!shared.lock().lent_chunks.is_empty());
+    // Given back, they are spares: no new chunk mapped for the next fill.
+    drop(lent);
+    let mapped = shared.mapped();
+    for _ in 0..2 {
+        put(&mut producer, &data[..MAX_CHUNK]);
+        while take_now(&mut reader).is_some() {}
+    }
+    assert_eq!(shared.mapped(), mapped);
+}
+
+/// What [`lend`] finds, when bytes are there.
+fn lend_now(reader: &mut Reader) -> Option<Lent> {
+    if has_data_now(reader) { lend(reader) } else { None }
+}
+
+/// What [`take`] finds, when bytes are there.
+fn take_now(reader: &mut Reader) -> Option<Vec<u8>> {
+    if has_data_now(reader) { take(reader) } else { None }
 }
 
 #[test]

@@ -31,6 +31,7 @@ use rustix::event::PollFlags;
 use rustix::fs::{FileType, OFlags};
 use rustix::io::Errno;
 
+use crate::backlog::Filled;
 use crate::net::Link;
 use crate::stop::{self, Stop};
 use crate::sys;
@@ -443,6 +444,15 @@ impl Endpoint {
         })? {
             0 if !buf.is_empty() => Err(io::ErrorKind::WriteZero.into()),
             n => Ok(n),
+        }
+    }
+
+    /// Writes some of the first `len` bytes of `filled` (at least one), as [`Endpoint::write`]
+    /// does; a peer may hold on to them past the write (the backlog lends them).
+    pub fn write_filled(&self, filled: &Filled<'_>, len: usize) -> io::Result<usize> {
+        match self.link() {
+            Some(link) => link.write_lent(&filled.lend(len), &self.stop),
+            None => self.write(&filled.as_slice()[..len]),
         }
     }
 

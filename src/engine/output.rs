@@ -135,8 +135,8 @@ fn write_as_it_comes(
         let began = drain.as_ref().map(|_| Instant::now());
         let n = match front {
             Front::Memory(filled) => {
-                let bytes = filled.as_slice();
-                output.write(&bytes[..limit(bytes.len())]).map_err(Failure::Io)?
+                let len = limit(filled.as_slice().len());
+                output.write_filled(&filled, len).map_err(Failure::Io)?
             }
             Front::Pipe(pipe, len) => pipes.write(&pipe, limit(len)).map_err(Failure::Io)?,
             Front::Spill(range) => {

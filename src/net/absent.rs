@@ -7,7 +7,7 @@
 use std::io;
 use std::os::fd::BorrowedFd;
 
-use crate::backlog::Keep;
+use crate::backlog::{Keep, Lent};
 use crate::stop::Stop;
 
 /// A network peer's link, which cannot exist without the network.
@@ -25,6 +25,11 @@ impl Link {
 
     /// Never called: there is no link to write.
     pub fn write(&self, _buf: &[u8], _stop: &Stop) -> io::Result<usize> {
+        match *self {}
+    }
+
+    /// Never called: there is no link to write.
+    pub fn write_lent(&self, _bytes: &Lent, _stop: &Stop) -> io::Result<usize> {
         match *self {}
     }
 

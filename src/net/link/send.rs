@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use rustix::event::PollFlags;
 
 use super::{Link, Resumed, Session};
-use crate::backlog::Keep;
+use crate::backlog::{Keep, Lent};
 use crate::meter::Peer;
 use crate::net::channel::Channel;
 use crate::net::closed_by_peer;
@@ -42,6 +42,16 @@ impl Link {
         }
     }
 
+    /// Writes some of `bytes` (at least a byte), lent by the backlog, as [`Link::write`]
+    /// does. Over several connections, the dispatcher's units hold the bytes lent rather than
+    /// copies of them, and each connection's thread seals them straight from the backlog.
+    pub fn write_lent(&self, bytes: &Lent, stop: &Stop) -> io::Result<usize> {
+        match self.several.get().filter(|_| self.secure) {
+            Some(several) => self.write_several(several, bytes.as_slice(), Some(bytes), stop),
+            None => self.write(bytes.as_slice(), stop),
+        }
+    }
+
     /// Writes some of `buf` (at least a byte): through the session, or to the plain socket,
     /// until the run's `stop`. Once a dropped connection is back, a [`Resumed`] error says
     /// where the stream goes on.
@@ -50,7 +60,7 @@ impl Link {
             return self.socket().write(buf, stop).map_err(|e| closed_by_peer(e, "the receiver"));
         }
         if let Some(several) = self.several.get() {
-            return self.write_several(several, buf, stop);
+            return self.write_several(several, buf, None, stop);
         }
         let mut session = self.lock();
         loop {

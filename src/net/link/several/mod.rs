@@ -7,11 +7,13 @@
 //! spreads over the CPUs and each connection's TCP window fills on its own.
 //!
 //! - The sender ([`send`]): the output's writes are cut into units of at most a frame, each
-//!   at its stream offset, copied into a dispatcher shared by the connections' threads; each
+//!   at its stream offset, queued in a dispatcher shared by the connections' threads; each
 //!   thread takes the next unit when its connection can send (work stealing: a slower path
-//!   takes fewer). The dispatcher queues no further than the receiver's credit: the output's
-//!   write waits for room. A unit stays until the receiver has taken it in, in order; the
-//!   output's backlog keeps its bytes until the receiver's outputs took them.
+//!   takes fewer). A unit holds its bytes where the output's backlog has them, lent
+//!   ([`Lent`]: the chunk is not reused while they are held), so that the thread seals them
+//!   from there, as a single connection does; bytes the output read back from the spill are
+//!   copied. The dispatcher queues no further than the receiver's credit: the output's
+//!   write waits for room. A unit stays until the receiver has taken it in, in order.
 //! - The receiver ([`receive`]): each connection's thread opens frames wherever they belong
 //!   and puts them in a reorder map; the input reads them out in offset order. A frame that
 //!   comes twice is taken once. The credit it gives ([`Credit`], with every Delivered
@@ -53,6 +55,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::{Link, Reconnect, Role};
+use crate::backlog::Lent;
 use crate::meter::{Peer, Stream, Wire};
 use crate::net::channel::Channel;
 use crate::net::socket::Socket;
@@ -110,9 +113,32 @@ struct Connection {
 /// A unit of the stream, as the sender's dispatcher holds it until the receiver took it
 /// in: its bytes, and the connection that took it, if one did, and when.
 struct Unit {
-    bytes: Arc<Vec<u8>>,
+    bytes: UnitBytes,
     on: Option<usize>,
     taken: Option<Instant>,
+}
+
+/// A unit's bytes: lent by the output's backlog, whose chunk is not reused while they are
+/// held (the connection's thread seals them from there: no copy), or copied (bytes the
+/// output read back from the spill). Cloned for the connection that sends it, at the cost
+/// of a count.
+#[derive(Clone)]
+enum UnitBytes {
+    Lent(Lent),
+    Copied(Arc<Vec<u8>>),
+}
+
+impl UnitBytes {
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            UnitBytes::Lent(lent) => lent.as_slice(),
+            UnitBytes::Copied(bytes) => bytes,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.as_slice().len()
+    }
 }
 
 /// A frame the receiver holds before its turn: `bytes[from..to]` (the input may take a

@@ -30,28 +30,56 @@ impl Link {
     ) -> io::Result<usize> {
         let mut state = several.lock();
         loop {
+            // The whole frames that fit, in order, taken out of the map and copied without
+            // the lock, which the connections' threads want for every frame they open (a
+            // MiB copied under it held them all up); then the start of one that does not
+            // fit, copied under it, the rest left in the map at its own offset.
+            let mut whole = Vec::new();
             let mut got = 0;
-            while got < buf.len() {
+            loop {
                 let next = state.next;
                 let Some(early) = state.early.first_entry() else { break };
-                if *early.key() != next {
+                let piece = early.get();
+                if *early.key() != next || got + piece.len() > buf.len() {
                     break;
                 }
-                let piece = early.get();
-                let n = piece.len().min(buf.len() - got);
-                buf[got..got + n].copy_from_slice(&piece.bytes[piece.from..piece.from + n]);
-                let mut piece = early.remove();
-                if n == piece.len() {
+                let piece = early.remove();
+                got += piece.len();
+                state.next += piece.len() as u64;
+                state.held -= piece.len() as u64;
+                whole.push(piece);
+            }
+            if !whole.is_empty() {
+                drop(state);
+                let mut at = 0;
+                for piece in &whole {
+                    buf[at..at + piece.len()].copy_from_slice(&piece.bytes[piece.from..piece.to]);
+                    at += piece.len();
+                }
+                state = several.lock();
+                for piece in whole {
                     let most = several.spares(state.early.len());
                     keep_spare(&mut state.spare, piece.bytes, most);
-                } else {
-                    // The rest, at its own offset: the caller's buffer was the smaller.
-                    piece.from += n;
-                    state.early.insert(next + n as u64, piece);
                 }
-                got += n;
-                state.next += n as u64;
-                state.held -= n as u64;
+            }
+            if got < buf.len() {
+                let next = state.next;
+                if let Some(early) = state.early.first_entry().filter(|e| *e.key() == next) {
+                    // Longer than the room left, or come while the lock was let go.
+                    let mut piece = early.remove();
+                    let n = piece.len().min(buf.len() - got);
+                    buf[got..got + n].copy_from_slice(&piece.bytes[piece.from..piece.from + n]);
+                    if n == piece.len() {
+                        let most = several.spares(state.early.len());
+                        keep_spare(&mut state.spare, piece.bytes, most);
+                    } else {
+                        piece.from += n;
+                        state.early.insert(next + n as u64, piece);
+                    }
+                    got += n;
+                    state.next += n as u64;
+                    state.held -= n as u64;
+                }
             }
             if let (true, Some((meter, _))) = (got > 0, self.meter.get()) {
                 meter.reordered(state.held);
