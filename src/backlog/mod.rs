@@ -15,7 +15,8 @@
 //! are being written out.
 //!
 //! The backlog is a FIFO of segments, each covering a range of the stream. A segment's bytes
-//! live in a chunk of memory, in one of accel's own pipes, where they were spliced without
+//! live in a chunk of memory, in a buffer of their own that was moved in whole (a frame
+//! opened by a network connection's thread: [`Producer::adopt`]), in one of accel's own pipes, where they were spliced without
 //! being copied, or in a window of the spill file (`--spill`). A pipe's bytes can be read
 //! once, so pipe segments are only for a backlog with a single reader (one output, no hash).
 //! I/O happens without the lock, on byte ranges that cannot overlap:
@@ -34,13 +35,14 @@
 //! input blocks), [`segments`] (what a segment is kept in, and what becomes of it once every
 //! reader has passed it), [`producer`] (the producing half, and where it writes: memory or
 //! the spill), [`reader`] (a reading half, and what it finds at its place), [`keep`] (a
-//! reader's hold on what it passed, from another thread); the stores, [`chunk`] (memory) and
-//! [`spill`] (the file). This file keeps what they share: the state under the lock, and the
+//! reader's hold on what it passed, from another thread); the stores, [`chunk`] (memory),
+//! [`owned`] (buffers moved in) and [`spill`] (the file). This file keeps what they share: the state under the lock, and the
 //! policy of giving memory back.
 
 mod chunk;
 mod gates;
 mod keep;
+mod owned;
 mod producer;
 mod reader;
 mod segments;
@@ -56,6 +58,7 @@ use chunk::{Chunk, Pages};
 pub use gates::{Gates, capacity_for};
 pub use keep::Keep;
 use keep::Redirect;
+pub use owned::{Buffer, Owned, Pool};
 pub use producer::{Producer, Space, SpillSpace};
 pub use reader::{Filled, Front, Lent, Reader, SpillRange};
 use segments::Segment;

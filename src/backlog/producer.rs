@@ -8,6 +8,7 @@ use std::sync::{Arc, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use super::chunk::{Chunk, Pages};
+use super::owned::Owned;
 use super::segments::{Segment, Store};
 use super::spill::{FileRange, STEP, SpillFile, WINDOW};
 use super::{Closer, Shared, Shortage, State};
@@ -284,7 +285,9 @@ impl Producer {
                 drop(state);
                 Space::Spill(SpillSpace { producer: self, file, at, len })
             }
-            Store::Pipe(_) => unreachable!("space found in memory or the spill"),
+            Store::Owned { .. } | Store::Pipe(_) => {
+                unreachable!("space found in memory or the spill")
+            }
         };
         Ok(Some(space))
     }
@@ -315,11 +318,26 @@ impl Producer {
         Ok(())
     }
 
+    /// Adds `owned`, read elsewhere into a buffer of its own, to the backlog as it is: a
+    /// segment of its own, not copied; its buffer goes back to its pool once every reader
+    /// has passed it. Counted in memory like bytes read into a chunk; the caller waited for
+    /// that space ([`wait_for_space`](Producer::wait_for_space)). Dropped when no reader is
+    /// left, or the run is over.
+    pub fn adopt(&mut self, owned: Owned) {
+        if owned.is_empty() {
+            return;
+        }
+        let len = owned.len();
+        let Owned { buffer, from, .. } = owned;
+        let segment = Segment { store: Store::Owned { buffer, from }, start: 0, len: 0 };
+        self.commit_into(Some(segment), len, Tier::Memory);
+    }
+
     /// The pipe of the back segment, to splice more into; `None` if the back is not a pipe.
     pub fn back_pipe(&mut self) -> Option<Arc<PoolPipe>> {
         match &self.shared.lock().segments.back()?.store {
             Store::Pipe(pipe) => Some(Arc::clone(pipe)),
-            Store::Memory(_) | Store::Spill { .. } => None,
+            Store::Memory(_) | Store::Owned { .. } | Store::Spill { .. } => None,
         }
     }
 
@@ -361,14 +379,30 @@ impl Producer {
     }
 
     fn commit(&mut self, n: usize, tier: Tier) {
+        self.commit_into(None, n, tier);
+    }
+
+    /// Commits `n` bytes into the back segment, or into `new`, pushed at the back under the
+    /// same lock (a segment of nothing yet committed would be let go as passed).
+    fn commit_into(&mut self, new: Option<Segment>, n: usize, tier: Tier) {
         let shared = &self.shared;
         let mut state = shared.lock();
+        if let Some(segment) = new {
+            if !state.open() {
+                return;
+            }
+            let start = state.produced;
+            state.segments.push_back(Segment { start, ..segment });
+        }
         let back = state.segments.back_mut().expect("commit follows reserve or push_pipe");
         back.len += n;
         let mut full_window = None;
         match back.store {
             Store::Memory(ref chunk) => {
                 assert!(back.len <= chunk.size(), "committed past the end of a chunk");
+            }
+            Store::Owned { ref buffer, from } => {
+                assert!(from + back.len <= buffer.len(), "committed past the end of a buffer");
             }
             Store::Spill { at, reserved } => {
                 assert!(back.len as u64 <= reserved, "committed past a spill window");

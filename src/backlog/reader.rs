@@ -11,6 +11,7 @@ use std::time::Instant;
 
 use super::chunk::Chunk;
 use super::keep::{Keep, Redirect};
+use super::owned::Buffer;
 use super::segments::Store;
 use super::spill::{FileRange, SpillFile};
 use super::{GIVE_BACK_AFTER, Shared, Shortage, State};
@@ -104,21 +105,34 @@ impl Filled<'_> {
 /// a chunk is written from its start again only when nothing but its segment refers to it
 /// (a segment passed by every reader keeps a chunk as a spare only then, else sets it aside
 /// until it is so; a drained backlog rewinds its back chunk only then). The `Arc` keeps the
-/// mapping alive.
+/// mapping alive. A buffer moved in ([`Producer::adopt`](super::Producer::adopt)) is
+/// written no more, and goes back to its pool only when nothing refers to it.
 #[derive(Debug, Clone)]
 pub struct Lent {
-    chunk: Arc<Chunk>,
+    backing: Backing,
     offset: usize,
     len: usize,
+}
+
+/// Where lent bytes are.
+#[derive(Debug, Clone)]
+enum Backing {
+    Chunk(Arc<Chunk>),
+    Owned(Arc<Buffer>),
 }
 
 impl Lent {
     /// The bytes.
     pub fn as_slice(&self) -> &[u8] {
-        // SAFETY: committed bytes, which the producer never writes again, of a chunk that is
-        // written from its start again only when nothing else refers to it (see the type);
-        // the Arc keeps the mapping alive.
-        unsafe { std::slice::from_raw_parts(self.chunk.at(self.offset), self.len) }
+        match &self.backing {
+            // SAFETY: committed bytes, which the producer never writes again, of a chunk
+            // that is written from its start again only when nothing else refers to it (see
+            // the type); the Arc keeps the mapping alive.
+            Backing::Chunk(chunk) => unsafe {
+                std::slice::from_raw_parts(chunk.at(self.offset), self.len)
+            },
+            Backing::Owned(buffer) => &buffer[self.offset..self.offset + self.len],
+        }
     }
 
     /// `range` of these bytes, lent on.
@@ -127,7 +141,7 @@ impl Lent {
     /// If `range` reaches past them.
     pub fn cut(&self, range: std::ops::Range<usize>) -> Lent {
         assert!(range.start <= range.end && range.end <= self.len, "cut past the bytes lent");
-        Lent { chunk: Arc::clone(&self.chunk), offset: self.offset + range.start, len: range.len() }
+        Lent { backing: self.backing.clone(), offset: self.offset + range.start, len: range.len() }
     }
 
     /// How many bytes.
@@ -206,8 +220,16 @@ impl Reader {
                 return Some(match &segment.store {
                     Store::Memory(chunk) => Front::Memory(Filled {
                         bytes: Lent {
-                            chunk: Arc::clone(chunk),
+                            backing: Backing::Chunk(Arc::clone(chunk)),
                             offset: (cursor - segment.start) as usize,
+                            len,
+                        },
+                        _reader: PhantomData,
+                    }),
+                    Store::Owned { buffer, from } => Front::Memory(Filled {
+                        bytes: Lent {
+                            backing: Backing::Owned(Arc::clone(buffer)),
+                            offset: from + (cursor - segment.start) as usize,
                             len,
                         },
                         _reader: PhantomData,
@@ -305,6 +327,9 @@ impl Reader {
                     // lock.
                     let bytes = unsafe { std::slice::from_raw_parts(chunk.at(offset), n) };
                     out[copied..copied + n].copy_from_slice(bytes);
+                }
+                Store::Owned { buffer, from } => {
+                    out[copied..copied + n].copy_from_slice(&buffer[from + offset..][..n]);
                 }
                 Store::Spill { at: file_at, .. } => {
                     let spill = self.shared.spill.as_ref().expect("a spill file");

@@ -7,6 +7,7 @@
 use std::sync::Arc;
 
 use super::chunk::Chunk;
+use super::owned::Buffer;
 use super::spill::SpillFile;
 use super::{SPARES_WHEN_DRAINED, Shared, Shortage, State};
 use crate::sys::PoolPipe;
@@ -15,6 +16,12 @@ use crate::sys::PoolPipe;
 #[derive(Debug, Clone)]
 pub(super) enum Store {
     Memory(Arc<Chunk>),
+    /// A buffer of its own moved in ([`Producer::adopt`](super::Producer::adopt)), its
+    /// bytes from `from`; no more is written into it.
+    Owned {
+        buffer: Arc<Buffer>,
+        from: usize,
+    },
     Pipe(Arc<PoolPipe>),
     /// In the spill file, from offset `at`, in a window of `reserved` bytes.
     Spill {
@@ -41,7 +48,7 @@ impl Segment {
     pub(super) fn space_in_chunk(&self) -> usize {
         match &self.store {
             Store::Memory(chunk) => chunk.size() - self.len,
-            Store::Pipe(_) | Store::Spill { .. } => 0,
+            Store::Owned { .. } | Store::Pipe(_) | Store::Spill { .. } => 0,
         }
     }
 
@@ -78,8 +85,13 @@ impl Shared {
                 state.held_memory -= passed as usize;
             }
         }
-        while state.segments.len() > 1 && state.segments[0].end() <= state.released {
-            let segment = state.segments.pop_front().expect("more than one segment");
+        // Not the back segment, where the producer may be writing, unless it is a buffer
+        // moved in (written no more: its buffer goes back to its pool at once).
+        while let Some(front) = state.segments.front()
+            && front.end() <= state.released
+            && (state.segments.len() > 1 || matches!(front.store, Store::Owned { .. }))
+        {
+            let segment = state.segments.pop_front().expect("a segment");
             state.recycle(segment.store, self.spill.as_deref());
         }
         if state.held_spill == 0 && state.spill_full {
@@ -143,12 +155,15 @@ impl State {
             self.spill_tail = 0;
         }
         // A chunk with bytes still lent is not written from its start again: it goes, and
-        // the producer takes another.
-        if let Some(Store::Memory(chunk)) = self.segments.front().map(|segment| &segment.store) {
-            if Arc::strong_count(chunk) > 1 {
-                let segment = self.segments.pop_front().expect("a segment");
-                self.recycle(segment.store, spill);
-            }
+        // the producer takes another; so does a buffer moved in, which takes no more.
+        let goes = match self.segments.front().map(|segment| &segment.store) {
+            Some(Store::Memory(chunk)) => Arc::strong_count(chunk) > 1,
+            Some(Store::Owned { .. }) => true,
+            _ => false,
+        };
+        if goes {
+            let segment = self.segments.pop_front().expect("a segment");
+            self.recycle(segment.store, spill);
         }
         let produced = self.produced;
         if let Some(segment) = self.segments.front_mut() {
@@ -180,6 +195,8 @@ impl State {
                     self.lent_chunks.push(chunk);
                 }
             }
+            // Back to its pool, once nothing else holds it (a Lent).
+            Store::Owned { .. } => {}
             Store::Pipe(pipe) => {
                 if Arc::strong_count(&pipe) == 1 {
                     self.spare_pipes.push(pipe);

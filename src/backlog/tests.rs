@@ -76,7 +76,7 @@ impl Shared {
         let state = self.lock();
         let in_segments = state.segments.iter().map(|s| match &s.store {
             Store::Memory(chunk) => chunk.size(),
-            Store::Pipe(_) | Store::Spill { .. } => 0,
+            Store::Owned { .. } | Store::Pipe(_) | Store::Spill { .. } => 0,
         });
         let kept = state.spare_chunks.iter().chain(&state.lent_chunks).map(|c| c.size());
         in_segments.chain(kept).sum()
@@ -207,6 +207,52 @@ fn lent_bytes_stay_when_every_reader_passed_their_chunk() {
         while take_now(&mut reader).is_some() {}
     }
     assert_eq!(shared.mapped(), mapped);
+}
+
+/// A buffer of `bytes` from `pool`, moved in whole from `from`.
+fn owned(pool: &Arc<Pool>, bytes: &[u8], from: usize) -> Owned {
+    let mut buffer = pool.take();
+    buffer[..bytes.len()].copy_from_slice(bytes);
+    let mut owned = Owned::new(buffer, 0..bytes.len());
+    owned.advance(from);
+    owned
+}
+
+#[test]
+fn buffers_moved_in_come_out_in_order_with_bytes_read_between() {
+    let (mut producer, mut readers) = backlog_for(1 << 20, 2);
+    let pool = Pool::new(64, 4);
+    put(&mut producer, b"ab");
+    producer.adopt(owned(&pool, b"xcde", 1));
+    put(&mut producer, b"fg");
+    producer.adopt(owned(&pool, b"hij", 0));
+    let shared = Arc::clone(&producer.shared);
+    assert_eq!(shared.lock().held_memory, 10);
+    drop(producer);
+    // The first reader lends a buffer's bytes: they stay while lent.
+    let mut out = Vec::new();
+    let mut lent = Vec::new();
+    while let Some(bytes) = lend(&mut readers[0]) {
+        out.extend_from_slice(bytes.as_slice());
+        lent.push(bytes);
+    }
+    assert_eq!(out, b"abcdefghij");
+    lent.retain(|bytes| bytes.as_slice() == b"cde");
+    // A block across them, then the second reader takes them one at a time.
+    let mut block = [0; 9];
+    assert_eq!(readers[1].copy_out(&mut block).unwrap(), 9);
+    assert_eq!(&block, b"abcdefghi");
+    let mut out = Vec::new();
+    while let Some(bytes) = take(&mut readers[1]) {
+        out.extend_from_slice(&bytes);
+    }
+    assert_eq!(out, b"abcdefghij");
+    assert_eq!(shared.lock().held_memory, 0);
+    // Every reader passed them; only the buffer still lent is not back in its pool.
+    assert_eq!(pool.spares(), 1);
+    assert_eq!(lent.len(), 1);
+    drop(lent);
+    assert_eq!(pool.spares(), 2);
 }
 
 /// What [`lend`] finds, when bytes are there.

@@ -31,7 +31,7 @@ use rustix::event::PollFlags;
 use rustix::fs::{FileType, OFlags};
 use rustix::io::Errno;
 
-use crate::backlog::Filled;
+use crate::backlog::{Filled, Owned};
 use crate::net::Link;
 use crate::stop::{self, Stop};
 use crate::sys;
@@ -429,6 +429,25 @@ impl Endpoint {
         if let Some(left) = &self.left {
             left.fetch_sub(n as u64, Relaxed);
         }
+    }
+
+    /// Whether this input's bytes come in buffers of their own, to be moved into the
+    /// backlog as they are ([`read_moved`](Endpoint::read_moved)) rather than read into
+    /// memory given: a peer over several connections (the frames opened where they came),
+    /// whose bytes are neither counted in lines nor limited (pv's `-l`, `-S`).
+    pub fn moves(&self) -> bool {
+        self.lines.is_none() && self.left.is_none() && self.link().is_some_and(|l| l.moves())
+    }
+
+    /// Where this input [`moves`](Endpoint::moves) its bytes: the next, in buffers of their
+    /// own, at most `most` bytes, appended to `into`; how many (0 means end of input).
+    /// Blocks until at least one byte has arrived, as [`read`](Endpoint::read) does.
+    /// `None` for an input that does not move its bytes.
+    pub fn read_moved(&self, most: usize, into: &mut Vec<Owned>) -> Option<io::Result<usize>> {
+        if !self.moves() {
+            return None;
+        }
+        self.link()?.read_moved(most, into, &self.stop)
     }
 
     /// Writes some of `buf` (at least one byte), blocking while the consumer is not reading.

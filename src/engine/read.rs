@@ -6,7 +6,7 @@
 use std::io;
 
 use super::spill;
-use crate::backlog::{Producer, Space};
+use crate::backlog::{MAX_CHUNK, Producer, Space};
 use crate::endpoint::Endpoint;
 use crate::words::describe;
 
@@ -30,9 +30,15 @@ pub fn read_once(
     input: &Endpoint,
     producer: &mut Producer,
     most: Option<usize>,
-    pass_on: Option<PassOn<'_>>,
+    mut pass_on: Option<PassOn<'_>>,
 ) -> io::Result<Option<Took>> {
     let read_block = producer.read_block();
+    if read_block.is_none()
+        && input.moves()
+        && let Some(took) = read_moved(input, producer, most, &mut pass_on)?
+    {
+        return Ok(took);
+    }
     let mut space = match producer.reserve()? {
         None => return Err(nobody_left()),
         Some(Space::Spill(space)) => {
@@ -72,6 +78,44 @@ pub fn read_once(
         }
         Err(error) => Err(error),
     }
+}
+
+/// One read of an input that [`moves`](Endpoint::moves) its bytes, in buffers of their own
+/// (a peer over several connections: each frame opened where it came): what `pass_on`
+/// does not take goes into the backlog's memory as it is, not copied
+/// ([`Producer::adopt`]). `None` when memory is full and the input goes to the spill: then
+/// the read is any other's.
+fn read_moved(
+    input: &Endpoint,
+    producer: &mut Producer,
+    most: Option<usize>,
+    pass_on: &mut Option<PassOn<'_>>,
+) -> io::Result<Option<Option<Took>>> {
+    let Some(fill) = producer.wait_for_space() else { return Err(nobody_left()) };
+    if fill.space == 0 {
+        return Ok(None);
+    }
+    // As much as a read into a chunk would take at most.
+    let most = most.unwrap_or(usize::MAX).min(fill.space).min(MAX_CHUNK);
+    let mut pieces = Vec::new();
+    let got = match input.read_moved(most, &mut pieces) {
+        None => return Ok(None),
+        Some(got) => got?,
+    };
+    if got == 0 {
+        return Ok(Some(None));
+    }
+    let mut passing = pass_on.is_some();
+    for mut piece in pieces {
+        if let (true, Some(pass)) = (passing, pass_on.as_mut()) {
+            let passed = pass(piece.as_slice());
+            // The output took no more: the rest is queued, in order.
+            passing = passed == piece.len();
+            piece.advance(passed);
+        }
+        producer.adopt(piece);
+    }
+    Ok(Some(Some(Took { got, spilled: false })))
 }
 
 /// The input side's end when no output is left to deliver to: the run's end, not a failure.

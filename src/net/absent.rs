@@ -7,7 +7,7 @@
 use std::io;
 use std::os::fd::BorrowedFd;
 
-use crate::backlog::{Keep, Lent};
+use crate::backlog::{Keep, Lent, Owned};
 use crate::stop::Stop;
 
 /// A network peer's link, which cannot exist without the network.
@@ -20,6 +20,21 @@ pub enum Socket {}
 impl Link {
     /// Never called: there is no link to read.
     pub fn read(&self, _buf: &mut [u8], _stop: &Stop) -> io::Result<usize> {
+        match *self {}
+    }
+
+    /// Never called: there is no link to ask.
+    pub fn moves(&self) -> bool {
+        match *self {}
+    }
+
+    /// Never called: there is no link to read.
+    pub fn read_moved(
+        &self,
+        _most: usize,
+        _into: &mut Vec<Owned>,
+        _stop: &Stop,
+    ) -> Option<io::Result<usize>> {
         match *self {}
     }
 

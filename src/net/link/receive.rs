@@ -12,12 +12,34 @@ use rustix::event::PollFlags;
 
 use super::send::WIRE_EVERY;
 use super::{Link, Session};
+use crate::backlog::Owned;
 use crate::meter::{Peer, Wire};
 use crate::net::channel::Channel;
 use crate::stop::{Stop, wait_for};
 use crate::words::{byte_count, describe, span};
 
 impl Link {
+    /// Whether the input's bytes come in buffers of their own, to be moved into its backlog
+    /// as they are ([`read_moved`](Link::read_moved)) rather than copied into memory given:
+    /// over several connections, whose threads open each frame where it came.
+    pub fn moves(&self) -> bool {
+        self.secure && self.several.get().is_some()
+    }
+
+    /// Where the link [`moves`](Link::moves) its bytes: the next in order, in the buffers
+    /// they were opened into, as many as have come and fit `most` bytes, appended to `into`;
+    /// how many bytes (0 at the end of the stream), waited for until the run's `stop`.
+    /// `None` for a link whose bytes are read into memory given ([`read`](Link::read)).
+    pub fn read_moved(
+        &self,
+        most: usize,
+        into: &mut Vec<Owned>,
+        stop: &Stop,
+    ) -> Option<io::Result<usize>> {
+        let several = self.several.get().filter(|_| self.secure)?;
+        Some(self.take_several(several, most, into, stop))
+    }
+
     /// Reads what has arrived, up to `buf.len()` (0 at the end of the stream): through the
     /// session, or from the plain socket, until the run's `stop`. The session is not held
     /// while waiting for the socket, so that confirmations go out meanwhile. A dropped

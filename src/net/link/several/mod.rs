@@ -55,7 +55,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::{Link, Reconnect, Role};
-use crate::backlog::Lent;
+use crate::backlog::{Lent, Owned, Pool};
 use crate::meter::{Peer, Stream, Wire};
 use crate::net::channel::Channel;
 use crate::net::socket::Socket;
@@ -90,6 +90,9 @@ pub(super) struct Several {
     /// side, as they came off it), and when the counts were last published.
     wires: Mutex<Vec<Option<Wire>>>,
     published: Mutex<Option<Instant>>,
+    /// Receiving side: the buffers frames are opened into, back once the outputs wrote them
+    /// (the backlog holds them as they are) or they were copied out.
+    frames: Arc<Pool>,
 }
 
 /// How often, at most, the connections' counts are published: the watcher's tick is no
@@ -141,41 +144,19 @@ impl UnitBytes {
     }
 }
 
-/// A frame the receiver holds before its turn: `bytes[from..to]` (the input may take a
-/// frame's start only, and the rest waits there, not moved). A whole frame's buffer keeps
-/// its length past `to`, so that as a spare it is not zeroed again ([`frame_buffer`]).
-struct Piece {
-    bytes: Vec<u8>,
-    from: usize,
-    to: usize,
-}
-
-impl Piece {
-    fn len(&self) -> usize {
-        self.to - self.from
-    }
-}
-
 /// The fewest frame buffers kept for reuse (2 MiB): as many as the input takes out of the
 /// reorder map in one read (a MiB), or the sender lets go at one confirmation, with room
 /// to spare. Fewer, and most frames found none: a buffer allocated, zeroed and faulted in
 /// per frame (measured: a tenth of a receiver's CPU, as much of a sender's). Up to a
-/// window's worth is kept beside what the map (the dispatcher) holds ([`Several::spares`]).
+/// window's worth is kept beside what the map (the dispatcher) holds ([`Several::spares`];
+/// the receiver's [`Several::frames`], its buffers' pool).
 const SPARE_FRAMES: usize = 32;
 
-/// A buffer of a whole frame, from the spares (`spare`) or new.
-fn frame_buffer(spare: &mut Vec<Vec<u8>>) -> Vec<u8> {
-    match spare.pop() {
-        // What was handed out or sent is garbage now: only its tail, where it was cut
-        // shorter than a frame (a unit of the sender's), is zeroed again.
-        Some(mut buffer) => {
-            buffer.resize(MAX_MESSAGE, 0);
-            buffer
-        }
-        // Zeroed by the allocator: pages from the system are not zeroed again, but memory
-        // the heap had is (a memset of the frame).
-        None => vec![0u8; MAX_MESSAGE],
-    }
+/// The most spare frame buffers to keep beside a `window`: what it holds, and at least
+/// [`SPARE_FRAMES`].
+fn spares(window: u64) -> usize {
+    let frames = usize::try_from(window / MAX_PAYLOAD as u64).unwrap_or(usize::MAX);
+    frames.max(SPARE_FRAMES)
 }
 
 /// Keeps `buffer` among the spares, when it is a whole frame's and there are fewer than
@@ -211,14 +192,16 @@ struct State {
     limit: u64,
     asked_at: Option<Instant>,
     unfrozen: Option<u64>,
-    /// Receiving: frames that came before their turn, by offset; the bytes they hold; the
+    /// Receiving: frames that came before their turn, by offset, each in the buffer it was
+    /// opened into (the input moves them into its backlog as they are: no copy; it may
+    /// take a frame's start only, and the rest waits there); the bytes they hold; the
     /// offset of the next byte the input takes; the End's count; connections closed after
     /// the Ack; the Ack said.
-    early: BTreeMap<u64, Piece>,
+    early: BTreeMap<u64, Owned>,
     held: u64,
-    /// Both sides: buffers of a whole frame let go (a frame handed out, a unit the receiver
-    /// has), for the next frame opened or the next unit queued ([`Several::spares`] at most):
-    /// no allocation, nor a page faulted in, per frame.
+    /// Sending side: buffers of a whole frame let go (a unit the receiver has), for the
+    /// next unit queued ([`Several::spares`] at most): no allocation, nor a page faulted
+    /// in, per frame.
     spare: Vec<Vec<u8>>,
     /// Receiving side: the credit last told the sender.
     granted: Option<Credit>,
@@ -256,8 +239,7 @@ impl Several {
     /// CPU at `--streams 2` on a veth). The map and the spares together hold no more
     /// frames than the map's full window and [`SPARE_FRAMES`], as before.
     fn spares(&self, held: usize) -> usize {
-        let window = usize::try_from(self.window / MAX_PAYLOAD as u64).unwrap_or(usize::MAX);
-        window.saturating_sub(held).max(SPARE_FRAMES)
+        spares(self.window).saturating_sub(held).max(SPARE_FRAMES)
     }
 
     /// Receiving side: the stream offset past every byte that has come so far, held early
@@ -370,6 +352,9 @@ impl Link {
             stream,
             wires: Mutex::default(),
             published: Mutex::default(),
+            // As many spares as the map's window holds, as before the frames went on into
+            // the backlog: beside the map, the pool keeps at most a window's worth.
+            frames: Pool::new(MAX_MESSAGE, spares(window)),
         };
         assert!(self.socket.set(first).is_ok(), "a link is established once");
         assert!(self.several.set(Arc::new(several)).is_ok(), "a link is established once");

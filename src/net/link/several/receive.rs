@@ -10,7 +10,8 @@ use std::time::Instant;
 
 use rustix::event::PollFlags;
 
-use super::{LOOK_AGAIN, Piece, Several, frame_buffer, keep_spare};
+use super::{LOOK_AGAIN, Several};
+use crate::backlog::{Buffer, Owned};
 use crate::net::channel::MOST_UNITS;
 use crate::net::channel::Scattered;
 use crate::net::link::Link;
@@ -19,67 +20,47 @@ use crate::stop::{Stop, wait_for};
 use crate::words::byte_count;
 
 impl Link {
-    /// The input's read over several connections: the next bytes in offset order, as many
-    /// as have come and fit `buf` (0 at the end of the stream), waited for until the run's
-    /// `stop`. Bytes that came are handed out before a failure is said.
-    pub(in crate::net::link) fn read_several(
+    /// The input's read over several connections, moved: the next frames in offset order,
+    /// in the buffers they were opened into (no copy), as many as have come and fit `most`
+    /// bytes, appended to `into`; how many bytes (0 at the end of the stream), waited for
+    /// until the run's `stop`. A first frame longer than `most` has its start copied into
+    /// a buffer of its own, the rest left in the map. Bytes that came are handed out
+    /// before a failure is said.
+    pub(in crate::net::link) fn take_several(
         &self,
         several: &Several,
-        buf: &mut [u8],
+        most: usize,
+        into: &mut Vec<Owned>,
         stop: &Stop,
     ) -> io::Result<usize> {
         let mut state = several.lock();
         loop {
-            // The whole frames that fit, in order, taken out of the map and copied without
-            // the lock, which the connections' threads want for every frame they open (a
-            // MiB copied under it held them all up); then the start of one that does not
-            // fit, copied under it, the rest left in the map at its own offset.
-            let mut whole = Vec::new();
             let mut got = 0;
-            loop {
+            while got < most {
                 let next = state.next;
-                let Some(early) = state.early.first_entry() else { break };
-                let piece = early.get();
-                if *early.key() != next || got + piece.len() > buf.len() {
+                let Some(early) = state.early.first_entry().filter(|e| *e.key() == next) else {
+                    break;
+                };
+                let len = early.get().len();
+                let n = len.min(most - got);
+                if n < len && got > 0 {
                     break;
                 }
-                let piece = early.remove();
-                got += piece.len();
-                state.next += piece.len() as u64;
-                state.held -= piece.len() as u64;
-                whole.push(piece);
-            }
-            if !whole.is_empty() {
-                drop(state);
-                let mut at = 0;
-                for piece in &whole {
-                    buf[at..at + piece.len()].copy_from_slice(&piece.bytes[piece.from..piece.to]);
-                    at += piece.len();
-                }
-                state = several.lock();
-                for piece in whole {
-                    let most = several.spares(state.early.len());
-                    keep_spare(&mut state.spare, piece.bytes, most);
-                }
-            }
-            if got < buf.len() {
-                let next = state.next;
-                if let Some(early) = state.early.first_entry().filter(|e| *e.key() == next) {
-                    // Longer than the room left, or come while the lock was let go.
-                    let mut piece = early.remove();
-                    let n = piece.len().min(buf.len() - got);
-                    buf[got..got + n].copy_from_slice(&piece.bytes[piece.from..piece.from + n]);
-                    if n == piece.len() {
-                        let most = several.spares(state.early.len());
-                        keep_spare(&mut state.spare, piece.bytes, most);
-                    } else {
-                        piece.from += n;
-                        state.early.insert(next + n as u64, piece);
-                    }
-                    got += n;
-                    state.next += n as u64;
-                    state.held -= n as u64;
-                }
+                let piece = if n == len {
+                    early.remove()
+                } else {
+                    // The start only, copied (a read smaller than a frame: an input rate
+                    // limit's); the rest at its own offset.
+                    let mut rest = early.remove();
+                    let start = Owned::new(Buffer::copied(&rest.as_slice()[..n]), 0..n);
+                    rest.advance(n);
+                    state.early.insert(next + n as u64, rest);
+                    start
+                };
+                got += n;
+                state.next += n as u64;
+                state.held -= n as u64;
+                into.push(piece);
             }
             if let (true, Some((meter, _))) = (got > 0, self.meter.get()) {
                 meter.reordered(state.held);
@@ -96,6 +77,25 @@ impl Link {
             stop.check()?;
             state = several.wait(state);
         }
+    }
+
+    /// The input's read over several connections into `buf`: the next bytes in offset
+    /// order, as [`take_several`](Link::take_several) moves them, copied (without the
+    /// lock, which the connections' threads want for every frame they open).
+    pub(in crate::net::link) fn read_several(
+        &self,
+        several: &Several,
+        buf: &mut [u8],
+        stop: &Stop,
+    ) -> io::Result<usize> {
+        let mut pieces = Vec::new();
+        let got = self.take_several(several, buf.len(), &mut pieces, stop)?;
+        let mut at = 0;
+        for piece in &pieces {
+            buf[at..at + piece.len()].copy_from_slice(piece.as_slice());
+            at += piece.len();
+        }
+        Ok(got)
     }
 
     /// Tells the sender, on every connection, that the outputs have taken `count` bytes
@@ -180,7 +180,7 @@ impl Link {
     }
 
     fn receiving_on(&self, several: &Several, index: usize) -> io::Result<()> {
-        let mut buf = frame_buffer(&mut several.lock().spare);
+        let mut buf = several.frames.take();
         let mut ended = false;
         // The frames opened since one the input waits for came, not yet told: the input is
         // woken once for a batch of frames, not for each (a wakeup a frame cost a receiver
@@ -251,7 +251,8 @@ impl Link {
     /// of `frame` (a whole frame's buffer): into the reorder map, unless it came before (a
     /// frame that comes twice is taken once). A frame of half a buffer or more goes in as
     /// it is, `frame` a spare buffer in its place; a smaller one, or the part of one not
-    /// yet handed out, is copied, so that the map holds no more memory than twice its bytes.
+    /// yet handed out, is copied, so that the map (and the backlog it goes on into) holds
+    /// no more memory than twice its bytes.
     /// Whether it is the one the input waits for (the thread that took it wakes the input:
     /// a frame further on lets the input on only once that one came).
     fn take_frame(
@@ -259,7 +260,7 @@ impl Link {
         several: &Several,
         index: usize,
         at: u64,
-        frame: &mut Vec<u8>,
+        frame: &mut Buffer,
         len: usize,
     ) -> io::Result<bool> {
         let bytes = &frame[..len];
@@ -288,11 +289,10 @@ impl Link {
             meter.reordered(state.held);
         }
         let piece = if skip == 0 && 2 * len >= MAX_PAYLOAD {
-            let spare = frame_buffer(&mut state.spare);
             // Not cut to `len`: as a spare, it need not be zeroed again to a frame's length.
-            Piece { bytes: std::mem::replace(frame, spare), from: 0, to: len }
+            Owned::new(std::mem::replace(frame, several.frames.take()), 0..len)
         } else {
-            Piece { bytes: bytes.to_vec(), from: 0, to: bytes.len() }
+            Owned::new(Buffer::copied(bytes), 0..bytes.len())
         };
         state.early.insert(at, piece);
         let waited_for = at == state.next;
