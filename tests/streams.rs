@@ -103,7 +103,34 @@ fn compressed_frames_over_several_streams(engine: &str) {
     assert_eq!(sent["outputs"][0]["wire"]["stream_bytes"], came["stream_bytes"], "{sender_said}");
 }
 
-per_engine!(several_streams_carry_the_stream_whole, compressed_frames_over_several_streams);
+/// Issue 36: a receiver with one output and nothing else reading (no hash) passes what its
+/// input took straight on while nothing is queued, several frames a read (each in the
+/// buffer it was opened into), and into /dev/null every time: every byte passed is counted
+/// as delivered, or the credit it gives the sender falls behind what its output took, and
+/// the stream stops once that lag reaches its `-m` (a small one here: 4 MiB, against 48).
+fn several_streams_into_one_output_alone(engine: &str) {
+    let dir = Scratch::new(&format!("streams-alone-{engine}"));
+    let key = make_key(&dir, "k");
+    let data = pattern(48 << 20, 37);
+    let receiving = ["--key-file", key.as_str(), "-m", "4M", "-o", "/dev/null", "--json"];
+    let mut receiver = Receiver::start(engine, "127.0.0.1", &receiving, None);
+    let to = format!("127.0.0.1:{}", receiver.port);
+    let mut child = sender(engine, &to, &["--key-file", &key, "--streams", "2"], None);
+    let stdin = child.stdin.take().unwrap();
+    thread::spawn(move || feed(stdin, &data, 1 << 20));
+    let (sent, sender_said) = ended(child);
+    let (status, receiver_said) = receiver.end();
+    let both = format!("sender: {sender_said}\nreceiver: {receiver_said}");
+    assert!(sent.success() && status.success(), "{sent}, {status}: {both}");
+    let outputs = &summary(&receiver_said)["outputs"];
+    assert_eq!(outputs[0]["bytes"].as_u64(), Some(48 << 20), "{both}");
+}
+
+per_engine!(
+    several_streams_carry_the_stream_whole,
+    compressed_frames_over_several_streams,
+    several_streams_into_one_output_alone
+);
 
 /// Issue 36: a receiver that speaks version 4 (one connection per stream) answers a
 /// sender's version 5 preamble with its own preamble and an empty message, as version 4's

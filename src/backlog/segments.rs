@@ -85,12 +85,7 @@ impl Shared {
                 state.held_memory -= passed as usize;
             }
         }
-        // Not the back segment, where the producer may be writing, unless it is a buffer
-        // moved in (written no more: its buffer goes back to its pool at once).
-        while let Some(front) = state.segments.front()
-            && front.end() <= state.released
-            && (state.segments.len() > 1 || matches!(front.store, Store::Owned { .. }))
-        {
+        while state.segments.len() > 1 && state.segments[0].end() <= state.released {
             let segment = state.segments.pop_front().expect("a segment");
             state.recycle(segment.store, self.spill.as_deref());
         }

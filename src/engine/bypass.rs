@@ -185,10 +185,12 @@ pub fn read_passing(
 ) -> io::Result<Option<Took>> {
     let Some((bypass, output)) = direct else { return read_once(input, producer, most, None) };
     producer.meter().reader_starved(0, true);
+    // A read may pass on several pieces (an input that moves its bytes: a buffer each).
     let mut passed = 0;
     let mut pass_on = |bytes: &[u8]| {
-        passed = Bypass::pass(&mut bypass.open, bypass.writer.as_ref(), output, route, bytes);
-        passed
+        let n = Bypass::pass(&mut bypass.open, bypass.writer.as_ref(), output, route, bytes);
+        passed += n;
+        n
     };
     let took = read_once(input, producer, most, Some(&mut pass_on));
     producer.meter().reader_starved(0, false);

@@ -15,8 +15,11 @@
 //!   copied. The dispatcher queues no further than the receiver's credit: the output's
 //!   write waits for room. A unit stays until the receiver has taken it in, in order.
 //! - The receiver ([`receive`]): each connection's thread opens frames wherever they belong
-//!   and puts them in a reorder map; the input reads them out in offset order. A frame that
-//!   comes twice is taken once. The credit it gives ([`Credit`], with every Delivered
+//!   and puts them in a reorder map; the input moves them out in offset order, each in the
+//!   buffer it was opened into, into its backlog as they are ([`Owned`]: no copy, as a
+//!   single connection opens its frames straight into the backlog), and the buffer comes
+//!   back to the link's pool once the outputs wrote it. A frame that comes twice is taken
+//!   once. The credit it gives ([`Credit`], with every Delivered
 //!   count) is a window (a quarter of its `-m`) beyond what its input took in, in order,
 //!   which bounds the map however the connections race, and never more than its `-m`
 //!   beyond what its outputs took, which bounds the map and the backlog together: the
