@@ -35,7 +35,7 @@ pub fn read_once(
     let read_block = producer.read_block();
     if read_block.is_none()
         && input.moves()
-        && let Some(took) = read_moved(input, producer, most, &mut pass_on)?
+        && let Moved::Read(took) = read_moved(input, producer, most, &mut pass_on)?
     {
         return Ok(took);
     }
@@ -80,30 +80,37 @@ pub fn read_once(
     }
 }
 
+/// What a read of an input that moves its bytes did.
+enum Moved {
+    /// It took this (`None` at the end of input).
+    Read(Option<Took>),
+    /// Nothing: memory is full and the input goes to the spill, read as any other.
+    Spilling,
+}
+
 /// One read of an input that [`moves`](Endpoint::moves) its bytes, in buffers of their own
 /// (a peer over several connections: each frame opened where it came): what `pass_on`
 /// does not take goes into the backlog's memory as it is, not copied
-/// ([`Producer::adopt`]). `None` when memory is full and the input goes to the spill: then
-/// the read is any other's.
+/// ([`Producer::adopt`]).
 fn read_moved(
     input: &Endpoint,
     producer: &mut Producer,
     most: Option<usize>,
     pass_on: &mut Option<PassOn<'_>>,
-) -> io::Result<Option<Option<Took>>> {
+) -> io::Result<Moved> {
     let Some(fill) = producer.wait_for_space() else { return Err(nobody_left()) };
     if fill.space == 0 {
-        return Ok(None);
+        return Ok(Moved::Spilling);
     }
     // As much as a read into a chunk would take at most.
     let most = most.unwrap_or(usize::MAX).min(fill.space).min(MAX_CHUNK);
     let mut pieces = Vec::new();
     let got = match input.read_moved(most, &mut pieces) {
-        None => return Ok(None),
         Some(got) => got?,
+        None => unreachable!("an input that moves its bytes"),
     };
     if got == 0 {
-        return Ok(Some(None));
+        return Ok(Moved::Read(None));
     }
     let mut passing = pass_on.is_some();
     for mut piece in pieces {
@@ -115,7 +122,7 @@ fn read_moved(
         }
         producer.adopt(piece);
     }
-    Ok(Some(Some(Took { got, spilled: false })))
+    Ok(Moved::Read(Some(Took { got, spilled: false })))
 }
 
 /// The input side's end when no output is left to deliver to: the run's end, not a failure.
