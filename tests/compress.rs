@@ -12,7 +12,10 @@
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -231,15 +234,14 @@ fn count_before(said: &str, words: &str) -> Option<u64> {
 /// The most bytes a sender's connections held unsent (`ss -tni`'s `notsent`), looked at
 /// over and over from a thread while the sender runs; and how many looks found a connection.
 struct Unsent {
-    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    stop: Arc<AtomicBool>,
     looking: thread::JoinHandle<(usize, u64)>,
 }
 
 impl Unsent {
     /// Starts looking at the connections to `to` from `netns`.
     fn watch(netns: &Netns, to: &str) -> Unsent {
-        use std::sync::atomic::Ordering;
-        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stop = Arc::new(AtomicBool::new(false));
         let args = ["-tni", "dst", to].map(str::to_owned);
         let (name, stopped) = (netns.name.clone(), stop.clone());
         let looking = thread::spawn(move || {
@@ -253,7 +255,7 @@ impl Unsent {
                 let unsent = text.split_whitespace().filter_map(|w| w.strip_prefix("notsent:"));
                 most = unsent.map(|n| n.parse::<u64>().unwrap()).fold(most, u64::max);
                 // A look every 20 ms: a sample, not a wait for anything.
-                thread::sleep(std::time::Duration::from_millis(20));
+                thread::sleep(Duration::from_millis(20));
             }
             (seen, most)
         });
@@ -262,7 +264,7 @@ impl Unsent {
 
     /// Stops looking: the looks that found a connection, and the most unsent.
     fn end(self) -> (usize, u64) {
-        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.stop.store(true, Ordering::Relaxed);
         self.looking.join().unwrap()
     }
 }
