@@ -228,22 +228,33 @@ impl Channel {
         // A frame that may be compressed leaves zstd room for its headers.
         let most = compressor.most_per_frame();
         // Full frames while the batch has room for one, and the last of the piece in any
-        // case (the outgoing buffer has room for it): see `BATCH`.
+        // case (the outgoing buffer has room for it): see `BATCH`. With several threads,
+        // the frames are cut first, each counted full size.
+        let threads = compressor.threads_for((data.len() / most).min(BATCH / MAX_FRAME));
+        let mut pieces = Vec::new();
         while taken < data.len()
-            && (self.batched() + MAX_FRAME <= BATCH || data.len() - taken <= most)
+            && (self.batched() + MAX_FRAME * (pieces.len() + 1) <= BATCH
+                || data.len() - taken <= most)
         {
             let longest = match self.offset + taken as u64 {
                 0 => FIRST_PAYLOAD,
                 _ => most,
             };
             let piece = taken..data.len().min(taken + longest);
-            self.seal_piece(
-                self.offset + taken as u64,
-                &data[piece.clone()],
-                Some(piece),
-                compressor,
-            );
+            if threads > 1 {
+                pieces.push(piece);
+            } else {
+                self.seal_piece(
+                    self.offset + taken as u64,
+                    &data[piece.clone()],
+                    Some(piece),
+                    compressor,
+                );
+            }
             taken = data.len().min(taken + longest);
+        }
+        if !pieces.is_empty() {
+            self.seal_batch(&pieces, data, threads, compressor);
         }
         self.sending.reached = self.offset + taken as u64;
         self.write_batch(started, self.offset + taken as u64, stop, compressor, data)?;
@@ -291,22 +302,67 @@ impl Channel {
         lent: Option<Range<usize>>,
         compressor: &mut Compressor,
     ) {
-        match compressor.pack(piece, self.sending.compressed) {
+        let packed = compressor.pack(piece, self.sending.compressed);
+        let payload = match packed {
+            Packed::Zstd { len, .. } => compressor.packed(len),
+            Packed::Raw => &[],
+        };
+        let (wire, stored) = self.seal_packed(at, piece, lent, packed, payload);
+        compressor.framed(piece.len(), wire, stored);
+    }
+
+    /// Seals `piece`, the stream bytes at `at`, as `packed` says: as it is (not copied
+    /// when `lent`, see [`Channel::seal_piece`]), or compressed, `payload`. The payload's
+    /// bytes, and whether the piece went as it is.
+    fn seal_packed(
+        &mut self,
+        at: u64,
+        piece: &[u8],
+        lent: Option<Range<usize>>,
+        packed: Packed,
+        payload: &[u8],
+    ) -> (usize, bool) {
+        self.sending.compressed = matches!(packed, Packed::Zstd { .. });
+        match packed {
             Packed::Raw => {
                 match lent {
                     Some(lent) if self.clear => self.seal_lent(at, lent),
                     _ => self.seal(Kind::Data, at, piece),
                 }
-                compressor.framed(piece.len(), piece.len(), true);
-                self.sending.compressed = false;
+                (piece.len(), true)
             }
-            Packed::Zstd { len, fresh } => {
+            Packed::Zstd { fresh, .. } => {
                 let kind = if fresh { Kind::Zstd } else { Kind::ZstdMore };
-                self.seal(kind, at, compressor.packed(len));
-                compressor.framed(piece.len(), len, false);
-                self.sending.compressed = true;
+                self.seal(kind, at, payload);
+                (payload.len(), false)
             }
         }
+    }
+
+    /// Seals `pieces` of `data` (its bytes from the offset of the next byte to send, on),
+    /// packed on `threads` threads ([`Compressor::pack_batch`]).
+    fn seal_batch(
+        &mut self,
+        pieces: &[Range<usize>],
+        data: &[u8],
+        threads: usize,
+        compressor: &mut Compressor,
+    ) {
+        let bytes: Vec<&[u8]> = pieces.iter().map(|piece| &data[piece.clone()]).collect();
+        compressor.pack_batch(&bytes, threads);
+        let packs = compressor.take_packs();
+        for (piece, &(len, packed, from)) in pieces.iter().zip(&packs.frames) {
+            debug_assert_eq!(len, piece.len());
+            let at = self.offset + piece.start as u64;
+            let payload = match packed {
+                Packed::Zstd { len, .. } => &packs.payload[from..from + len],
+                Packed::Raw => &[],
+            };
+            let lent = Some(piece.clone());
+            let (wire, stored) = self.seal_packed(at, &data[piece.clone()], lent, packed, payload);
+            compressor.framed(len, wire, stored);
+        }
+        compressor.give_back(packs);
     }
 
     /// Writes the batch sealed since `started` (with the payloads it lent from `data`), which
