@@ -41,6 +41,20 @@
 //! [`Compressor::sent`] takes them after each write; every [`PERIOD`] (the first few
 //! shorter, [`QUICK_PERIOD`]) they go to [`adapt::Adapt`], which moves the level.
 //!
+//! Where compressing is the sending thread's bottleneck (alone, it would take half a period
+//! or more, [`adapt::parallel`]), a batch's frames (1 MiB, 16 frames) are compressed on
+//! several threads, the sending thread and up to [`MOST_THREADS`]` - 1` helpers, each
+//! with a context of its own: the batch cut into as many runs of consecutive frames, each
+//! run a zstd frame of its own ([`Compressor::pack_batch`]), sealed and written in the
+//! stream's order by the sending thread. The receiver and the wire are unchanged: a run's
+//! first frame is a [`Kind::Zstd`](super::wire::Kind::Zstd) as any new zstd frame is. A
+//! run starts without the history before it: 40 MiB of the bench's source tar at zstd:3,
+//! 2.423 × on one thread, 2.419 × on two, 2.397 × on three. The threads are started for
+//! each batch (scoped: they borrow the batch's bytes, no copy), and only then: never for
+//! `none`, nor for frames that do not shrink (random data stays on the sending thread,
+//! where trials are rare), nor on one core. A batch is packed and sealed whole within one
+//! write, so that resuming, confirmations and offsets are as before.
+//!
 //! Plain TCP (`--insecure`) is a raw stream, for mbuffer and nc: it is never compressed.
 
 pub mod adapt;
