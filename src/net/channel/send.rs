@@ -38,6 +38,12 @@ pub const MOST_UNITS: usize = BATCH / MAX_FRAME - 1;
 /// a 1 Gbit/s link, which the bytes in flight cover while the sender is woken.
 pub const UNSENT: usize = 512 << 10;
 
+/// The same while a batch's frames are compressed on several threads, compressing being the
+/// bottleneck ([`Compressor::threads_for`]): the link drains [`UNSENT`] in 4 ms at 1 Gbit/s,
+/// less than a batch takes to compress, and then waits for it; held to this, it has 17 ms
+/// of bytes. Frames that do not compress never go to several threads, and keep [`UNSENT`].
+pub const UNSENT_PARALLEL: usize = 4 * UNSENT;
+
 /// What a session's sending side keeps, beside the offset of the next byte to send.
 #[derive(Debug)]
 pub(super) struct Sending {
@@ -65,9 +71,9 @@ pub(super) struct Sending {
     failed: Option<io::Error>,
     /// One of several connections: the furthest credit its Delivered frames carried.
     pub(super) credit: Option<Credit>,
-    /// The socket was asked to hold few unsent bytes ([`UNSENT`]), as `auto` needs, and
-    /// whether it does.
-    unsent_asked: bool,
+    /// The unsent bytes the socket was asked to hold at most ([`UNSENT`], as `auto` needs;
+    /// [`UNSENT_PARALLEL`]), and whether it does.
+    unsent_asked: usize,
     unsent_held: bool,
 }
 
@@ -83,7 +89,7 @@ impl Sending {
             awaits_count: false,
             credit: None,
             failed: None,
-            unsent_asked: false,
+            unsent_asked: 0,
             unsent_held: false,
         }
     }
@@ -376,16 +382,17 @@ impl Channel {
         compressor: &mut Compressor,
         data: &[u8],
     ) -> io::Result<()> {
-        if compressor.adapts() && !self.sending.unsent_asked {
-            self.sending.unsent_held = self.socket.hold_unsent(UNSENT);
-            self.sending.unsent_asked = true;
+        let unsent = if compressor.parallel() { UNSENT_PARALLEL } else { UNSENT };
+        if compressor.adapts() && self.sending.unsent_asked != unsent {
+            self.sending.unsent_held = self.socket.hold_unsent(unsent);
+            self.sending.unsent_asked = unsent;
         }
         let (sealed, wire) = (Instant::now(), self.batched());
         self.write_out(stop, None, true, data)?;
         // Held to UNSENT, the socket takes the bytes in flight and UNSENT more: at a
         // connection's start (TCP's window a few segments), about UNSENT, counted twice.
-        let held = self.sending.unsent_held;
-        let buffer = || self.socket.send_buffer().min(if held { 2 * UNSENT } else { usize::MAX });
+        let held = self.sending.unsent_held.then_some(2 * self.sending.unsent_asked);
+        let buffer = || self.socket.send_buffer().min(held.unwrap_or(usize::MAX));
         compressor.sent(started, sealed - started, sealed.elapsed(), wire, buffer);
         self.offset = to;
         if !self.sending.peer_closed

@@ -433,6 +433,11 @@ impl Compressor {
         Packed::Raw
     }
 
+    /// Whether the next batch is packed on several threads ([`Compressor::threads_for`]).
+    pub fn parallel(&self) -> bool {
+        self.threads_for(2) > 1
+    }
+
     /// How many threads pack a batch of `frames` frames: one, unless compressing has been
     /// the sending thread's bottleneck ([`adapt::parallel`]), the frames compress (none is
     /// stored or skipped: random data is never given to a helper) and the batch has a frame
