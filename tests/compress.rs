@@ -26,6 +26,18 @@ use crate::util::*;
 /// and the key in `dir`: both must end with 0 and the receiver write `data` byte for byte.
 /// Returns the sender's summary's `wire` and the receiver's `input_wire`.
 fn across(engine: &str, dir: &Scratch, how: &str, data: &[u8], context: &str) -> (Value, Value) {
+    across_with(engine, dir, how, data, context, &[])
+}
+
+/// As [`across`], with `env` in the sender's environment (a test hook).
+fn across_with(
+    engine: &str,
+    dir: &Scratch,
+    how: &str,
+    data: &[u8],
+    context: &str,
+    env: &[(&str, &str)],
+) -> (Value, Value) {
     let key = dir.path("k").display().to_string();
     let received_json = dir.path("receiver.json");
     let received_arg = format!("--json={}", received_json.display());
@@ -35,7 +47,8 @@ fn across(engine: &str, dir: &Scratch, how: &str, data: &[u8], context: &str) ->
     let to = format!("127.0.0.1:{}", receiver.port);
     let json = dir.path("sender.json");
     let json_arg = format!("--json={}", json.display());
-    let mut child = sender(engine, &to, &["--key-file", &key, "--compress", how, &json_arg], None);
+    let args = ["--key-file", &key, "--compress", how, &json_arg];
+    let mut child = sender_with_env(engine, &to, &args, None, env);
     let stdin = child.stdin.take().unwrap();
     let fed = data.to_vec();
     let feeding = thread::spawn(move || feed(stdin, &fed, 1 << 20));
@@ -178,6 +191,42 @@ fn frames_refer_to_the_stream_before_them(engine: &str) {
         let (wire, _) = across(engine, &dir, how, &data, &context);
         let (bytes, stream) = (number(&wire, "bytes", &context), data.len() as u64);
         assert!(bytes < stream / 4, "{context}: {bytes} bytes on the wire: {wire}");
+    }
+}
+
+/// Each batch's frames compressed on three threads (the debug builds' `ACCEL_TEST_THREADS`,
+/// whatever the cores and the bottleneck), each thread's run of frames a zstd frame of its
+/// own, sealed in the stream's order: prose, random and the two in turn, at a fixed level
+/// and with `auto`, cross byte for byte; prose shrinks, random goes in no more than 0.5 %
+/// over the stream, and the receiver read every frame the sender wrote.
+fn several_threads_carry_every_kind_of_data(engine: &str) {
+    let dir = Scratch::new(&format!("compress-threads-{engine}"));
+    make_key(&dir, "k");
+    let size = 6 << 20;
+    let kinds: [(&str, Vec<u8>); 3] = [
+        ("prose", prose(size, 11)),
+        ("random", pattern(size, 12)),
+        ("alternating", alternating(size, 1 << 20)),
+    ];
+    let env = [("ACCEL_TEST_THREADS", "3")];
+    for (kind, data) in &kinds {
+        for how in ["zstd:3", "auto"] {
+            let context = format!("{kind}, --compress {how} on 3 threads, {engine}");
+            let (wire, received) = across_with(engine, &dir, how, data, &context, &env);
+            let (bytes, stream) = (number(&wire, "bytes", &context), data.len() as u64);
+            assert_eq!(number(&wire, "stream_bytes", &context), stream, "{context}: {wire}");
+            assert!(bytes <= stream + stream / 200, "{context}: {wire}");
+            match (*kind, how) {
+                ("prose", "zstd:3") => assert!(bytes < stream / 2, "{context}: {wire}"),
+                ("alternating", "zstd:3") => assert!(bytes < stream * 3 / 4, "{context}: {wire}"),
+                _ => {}
+            }
+            let context = format!("{context}: received {received}, sent {wire}");
+            assert_eq!(number(&received, "stream_bytes", &context), stream, "{context}");
+            assert_eq!(number(&received, "bytes", &context), bytes, "{context}");
+            let frames = number(&wire, "frames", &context);
+            assert_eq!(number(&received, "frames", &context), frames, "{context}");
+        }
     }
 }
 
@@ -343,6 +392,7 @@ fn auto_follows_the_link() {
 per_engine!(
     every_setting_carries_every_kind_of_data,
     frames_refer_to_the_stream_before_them,
+    several_threads_carry_every_kind_of_data,
     a_frame_that_does_not_decompress_fails_cleanly
 );
 

@@ -36,7 +36,7 @@ use rustix::event::{PollFd, PollFlags, Timespec};
 use serde_json::Value;
 use sha2::Digest;
 
-use crate::util::net::{Host, Netns, Receiver, Veth, make_key, sender};
+use crate::util::net::{Host, Netns, Receiver, Veth, make_key, sender, sender_with_env};
 use crate::util::seeds::{Rng, env_number, fresh_seed};
 use crate::util::*;
 
@@ -605,6 +605,8 @@ struct Ends {
     written: Written,
     host: String,
     args: Vec<String>,
+    /// The sender's environment beside the test's (a test hook).
+    env: Vec<(&'static str, &'static str)>,
     /// How long the two may take to end once the sender's input is closed: more with many
     /// cuts, each of which may cost a second or two.
     patience: Duration,
@@ -696,7 +698,8 @@ impl Ends {
         let written = Written::collect(receiver.stdout());
         let args = args.iter().map(|arg| arg.to_string()).collect();
         let patience = GENEROUS;
-        Ends { engine, dir, key, receiver, written, host: host.to_owned(), args, patience }
+        let (host, env) = (host.to_owned(), Vec::new());
+        Ends { engine, dir, key, receiver, written, host, args, env, patience }
     }
 
     /// The receiver's address.
@@ -710,7 +713,7 @@ impl Ends {
         let json = format!("--json={}", self.dir.path("sender.json").display());
         let mut full = vec!["--key-file", self.key.as_str(), "--hash", "sha256", json.as_str()];
         full.extend(self.args.iter().map(String::as_str));
-        let mut child = sender(self.engine, to, &full, netns);
+        let mut child = sender_with_env(self.engine, to, &full, netns, &self.env);
         let said = Said::collect(&mut child);
         let mut stdin = child.stdin.take().unwrap();
         let (feed, pieces) = mpsc::channel::<Vec<u8>>();
@@ -905,7 +908,23 @@ fn three_resets_at_random_offsets(engine: &'static str) {
 /// compressed ones, so the stream comes through whole, and the wire carried fewer bytes than
 /// the stream.
 fn three_resets_with_compression(engine: &'static str) {
-    let seed = seed(&format!("three_resets_with_compression::{engine}"), "");
+    resets_with_compression(engine, None);
+}
+
+/// As [`three_resets_with_compression`], each batch's frames compressed on three threads
+/// (the debug builds' `ACCEL_TEST_THREADS`), each thread's run of frames a zstd frame of
+/// its own: a session that goes on in the middle of a run starts a zstd frame there.
+fn three_resets_with_compression_on_threads(engine: &'static str) {
+    resets_with_compression(engine, Some("3"));
+}
+
+/// Three resets with the frames compressed, on `threads` threads if given.
+fn resets_with_compression(engine: &'static str, threads: Option<&'static str>) {
+    let test = match threads {
+        None => "three_resets_with_compression",
+        Some(_) => "three_resets_with_compression_on_threads",
+    };
+    let seed = seed(&format!("{test}::{engine}"), "");
     let mut rng = Rng::new(seed);
     let size = 24 << 20;
     // The cutter counts the bytes on the wire: a few MiB in all, compressed.
@@ -913,7 +932,9 @@ fn three_resets_with_compression(engine: &'static str) {
     let plan: Vec<_> = cuts.iter().map(|&at| (at, Cut::Reset)).collect();
     let context = format!("compressed, resets at {cuts:?} (seed {seed:#x})");
     let data = prose(size as usize, seed);
-    let mut ends = Ends::start(engine, "zresets", &[], None);
+    let mut ends =
+        Ends::start(engine, if threads.is_some() { "zresets3" } else { "zresets" }, &[], None);
+    ends.env.extend(threads.map(|n| ("ACCEL_TEST_THREADS", n)));
     ends.patience = GENEROUS + Duration::from_secs(2) * plan.len() as u32;
     // The sender's alone: a receiver takes what each frame says.
     ends.args.extend(["--compress".to_owned(), "zstd:1".to_owned()]);
@@ -1296,6 +1317,7 @@ fn insecure_does_not_resume(engine: &'static str) {
 per_engine!(
     three_resets_at_random_offsets,
     three_resets_with_compression,
+    three_resets_with_compression_on_threads,
     a_clean_close_without_the_end_mark,
     reconnect_for_zero_fails_at_the_first_reset,
     insecure_does_not_resume,

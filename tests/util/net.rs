@@ -89,9 +89,21 @@ impl Receiver {
 /// A sending accel, `accel --engine ENGINE --to TO ARGS...` (inside `wrap` when given), its
 /// stdin and stderr piped.
 pub fn sender(engine: &str, to: &str, args: &[&str], wrap: Option<&Netns>) -> Child {
+    sender_with_env(engine, to, args, wrap, &[])
+}
+
+/// As [`sender`], with `env` set in its environment (a test hook).
+pub fn sender_with_env(
+    engine: &str,
+    to: &str,
+    args: &[&str],
+    wrap: Option<&Netns>,
+    env: &[(&str, &str)],
+) -> Child {
     let mut full = vec!["--engine", engine, "--to", to];
     full.extend_from_slice(args);
     command(wrap, ACCEL, &full)
+        .envs(env.iter().copied())
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

@@ -38,6 +38,12 @@ pub const MOST_UNITS: usize = BATCH / MAX_FRAME - 1;
 /// a 1 Gbit/s link, which the bytes in flight cover while the sender is woken.
 pub const UNSENT: usize = 512 << 10;
 
+/// The same while a batch's frames are compressed on several threads, compressing being the
+/// bottleneck ([`Compressor::threads_for`]): the link drains [`UNSENT`] in 4 ms at 1 Gbit/s,
+/// less than a batch takes to compress, and then waits for it; held to this, it has 17 ms
+/// of bytes. Frames that do not compress never go to several threads, and keep [`UNSENT`].
+pub const UNSENT_PARALLEL: usize = 4 * UNSENT;
+
 /// What a session's sending side keeps, beside the offset of the next byte to send.
 #[derive(Debug)]
 pub(super) struct Sending {
@@ -65,9 +71,9 @@ pub(super) struct Sending {
     failed: Option<io::Error>,
     /// One of several connections: the furthest credit its Delivered frames carried.
     pub(super) credit: Option<Credit>,
-    /// The socket was asked to hold few unsent bytes ([`UNSENT`]), as `auto` needs, and
-    /// whether it does.
-    unsent_asked: bool,
+    /// The unsent bytes the socket was asked to hold at most ([`UNSENT`], as `auto` needs;
+    /// [`UNSENT_PARALLEL`]), and whether it does.
+    unsent_asked: usize,
     unsent_held: bool,
 }
 
@@ -83,7 +89,7 @@ impl Sending {
             awaits_count: false,
             credit: None,
             failed: None,
-            unsent_asked: false,
+            unsent_asked: 0,
             unsent_held: false,
         }
     }
@@ -228,22 +234,33 @@ impl Channel {
         // A frame that may be compressed leaves zstd room for its headers.
         let most = compressor.most_per_frame();
         // Full frames while the batch has room for one, and the last of the piece in any
-        // case (the outgoing buffer has room for it): see `BATCH`.
+        // case (the outgoing buffer has room for it): see `BATCH`. With several threads,
+        // the frames are cut first, each counted full size.
+        let threads = compressor.threads_for((data.len() / most).min(BATCH / MAX_FRAME));
+        let mut pieces = Vec::new();
         while taken < data.len()
-            && (self.batched() + MAX_FRAME <= BATCH || data.len() - taken <= most)
+            && (self.batched() + MAX_FRAME * (pieces.len() + 1) <= BATCH
+                || data.len() - taken <= most)
         {
             let longest = match self.offset + taken as u64 {
                 0 => FIRST_PAYLOAD,
                 _ => most,
             };
             let piece = taken..data.len().min(taken + longest);
-            self.seal_piece(
-                self.offset + taken as u64,
-                &data[piece.clone()],
-                Some(piece),
-                compressor,
-            );
+            if threads > 1 {
+                pieces.push(piece);
+            } else {
+                self.seal_piece(
+                    self.offset + taken as u64,
+                    &data[piece.clone()],
+                    Some(piece),
+                    compressor,
+                );
+            }
             taken = data.len().min(taken + longest);
+        }
+        if !pieces.is_empty() {
+            self.seal_batch(&pieces, data, threads, compressor);
         }
         self.sending.reached = self.offset + taken as u64;
         self.write_batch(started, self.offset + taken as u64, stop, compressor, data)?;
@@ -291,22 +308,67 @@ impl Channel {
         lent: Option<Range<usize>>,
         compressor: &mut Compressor,
     ) {
-        match compressor.pack(piece, self.sending.compressed) {
+        let packed = compressor.pack(piece, self.sending.compressed);
+        let payload = match packed {
+            Packed::Zstd { len, .. } => compressor.packed(len),
+            Packed::Raw => &[],
+        };
+        let (wire, stored) = self.seal_packed(at, piece, lent, packed, payload);
+        compressor.framed(piece.len(), wire, stored);
+    }
+
+    /// Seals `piece`, the stream bytes at `at`, as `packed` says: as it is (not copied
+    /// when `lent`, see [`Channel::seal_piece`]), or compressed, `payload`. The payload's
+    /// bytes, and whether the piece went as it is.
+    fn seal_packed(
+        &mut self,
+        at: u64,
+        piece: &[u8],
+        lent: Option<Range<usize>>,
+        packed: Packed,
+        payload: &[u8],
+    ) -> (usize, bool) {
+        self.sending.compressed = matches!(packed, Packed::Zstd { .. });
+        match packed {
             Packed::Raw => {
                 match lent {
                     Some(lent) if self.clear => self.seal_lent(at, lent),
                     _ => self.seal(Kind::Data, at, piece),
                 }
-                compressor.framed(piece.len(), piece.len(), true);
-                self.sending.compressed = false;
+                (piece.len(), true)
             }
-            Packed::Zstd { len, fresh } => {
+            Packed::Zstd { fresh, .. } => {
                 let kind = if fresh { Kind::Zstd } else { Kind::ZstdMore };
-                self.seal(kind, at, compressor.packed(len));
-                compressor.framed(piece.len(), len, false);
-                self.sending.compressed = true;
+                self.seal(kind, at, payload);
+                (payload.len(), false)
             }
         }
+    }
+
+    /// Seals `pieces` of `data` (its bytes from the offset of the next byte to send, on),
+    /// packed on `threads` threads ([`Compressor::pack_batch`]).
+    fn seal_batch(
+        &mut self,
+        pieces: &[Range<usize>],
+        data: &[u8],
+        threads: usize,
+        compressor: &mut Compressor,
+    ) {
+        let bytes: Vec<&[u8]> = pieces.iter().map(|piece| &data[piece.clone()]).collect();
+        compressor.pack_batch(&bytes, threads);
+        let packs = compressor.take_packs();
+        for (piece, &(len, packed, from)) in pieces.iter().zip(&packs.frames) {
+            debug_assert_eq!(len, piece.len());
+            let at = self.offset + piece.start as u64;
+            let payload = match packed {
+                Packed::Zstd { len, .. } => &packs.payload[from..from + len],
+                Packed::Raw => &[],
+            };
+            let lent = Some(piece.clone());
+            let (wire, stored) = self.seal_packed(at, &data[piece.clone()], lent, packed, payload);
+            compressor.framed(len, wire, stored);
+        }
+        compressor.give_back(packs);
     }
 
     /// Writes the batch sealed since `started` (with the payloads it lent from `data`), which
@@ -320,16 +382,17 @@ impl Channel {
         compressor: &mut Compressor,
         data: &[u8],
     ) -> io::Result<()> {
-        if compressor.adapts() && !self.sending.unsent_asked {
-            self.sending.unsent_held = self.socket.hold_unsent(UNSENT);
-            self.sending.unsent_asked = true;
+        let unsent = if compressor.parallel() { UNSENT_PARALLEL } else { UNSENT };
+        if compressor.adapts() && self.sending.unsent_asked != unsent {
+            self.sending.unsent_held = self.socket.hold_unsent(unsent);
+            self.sending.unsent_asked = unsent;
         }
         let (sealed, wire) = (Instant::now(), self.batched());
         self.write_out(stop, None, true, data)?;
         // Held to UNSENT, the socket takes the bytes in flight and UNSENT more: at a
         // connection's start (TCP's window a few segments), about UNSENT, counted twice.
-        let held = self.sending.unsent_held;
-        let buffer = || self.socket.send_buffer().min(if held { 2 * UNSENT } else { usize::MAX });
+        let held = self.sending.unsent_held.then_some(2 * self.sending.unsent_asked);
+        let buffer = || self.socket.send_buffer().min(held.unwrap_or(usize::MAX));
         compressor.sent(started, sealed - started, sealed.elapsed(), wire, buffer);
         self.offset = to;
         if !self.sending.peer_closed

@@ -135,6 +135,24 @@ const BETTER: f64 = 1.02;
 /// difference is noise.
 const FASTER: f64 = 1.05;
 
+/// Compressing alone would take a thread this share of the period: the sending thread's
+/// helpers compress with it ([`parallel`]).
+const PARALLEL_ON: f64 = 0.5;
+
+/// Compressing takes less than this share of a thread: helpers are no longer needed (below
+/// [`PARALLEL_ON`], so that one noisy period does not start and stop them in turn).
+const PARALLEL_OFF: f64 = 0.3;
+
+/// Whether a batch's frames are compressed on several threads (`was`: whether they were):
+/// where compressing alone would take one thread half the period or more
+/// ([`PARALLEL_ON`]), it is the bottleneck, or near it, and the cores that are idle can
+/// take part; each thread's run of frames starts a zstd frame, without the history before
+/// it, so that a link the thread keeps up with is better served by one.
+pub fn parallel(was: bool, seen: &Observation) -> bool {
+    let share = seen.share(seen.cpu);
+    share >= if was { PARALLEL_OFF } else { PARALLEL_ON }
+}
+
 /// The rung's place on the ladder (a fixed level off it: the nearest below).
 pub fn index(rung: Rung) -> usize {
     match rung {
@@ -150,8 +168,13 @@ pub fn index(rung: Rung) -> usize {
 pub struct Observation {
     /// The period's length.
     pub span: Duration,
-    /// Time spent compressing and sealing frames.
+    /// Time the sending thread spent compressing and sealing frames (with helpers, until
+    /// the last of them had packed its part of the batch).
     pub packing: Duration,
+    /// Time spent compressing and sealing, by every thread that did (the sending thread's,
+    /// but what it waited for its helpers, and theirs): a thread's share of it says what
+    /// one thread alone would take, whether one did or several.
+    pub cpu: Duration,
     /// Time spent writing them: mostly waiting for the socket to take bytes.
     pub writing: Duration,
     /// Time between writes: waiting for the input.
@@ -538,6 +561,7 @@ mod tests {
             Observation {
                 span: SPAN,
                 packing,
+                cpu: packing,
                 writing: SPAN - packing,
                 idle: Duration::ZERO,
                 stream: stream as u64,
@@ -662,6 +686,7 @@ mod tests {
         let level_1 = Observation {
             span: SPAN,
             packing: SPAN * 4 / 5,
+            cpu: SPAN * 4 / 5,
             writing: SPAN / 10,
             idle: Duration::ZERO,
             stream: mib(120.0),
@@ -751,5 +776,22 @@ mod tests {
         assert_eq!(index(Rung::Level(2)), index(Rung::Level(1)));
         assert_eq!(index(Rung::Level(22)), RUNGS - 1);
         assert_eq!(index(Rung::Level(-100)), 1);
+    }
+
+    #[test]
+    fn helpers_compress_once_one_thread_alone_would_take_half_the_period() {
+        let cpu =
+            |share: f64| Observation { span: SPAN, cpu: SPAN.mul_f64(share), ..Default::default() };
+        // One thread, not the bottleneck: it stays alone.
+        assert!(!parallel(false, &cpu(0.4)));
+        // Compressing would take a thread half the period or more: helpers.
+        assert!(parallel(false, &cpu(0.5)));
+        assert!(parallel(false, &cpu(1.6)));
+        // Once they help, a little less is not enough to stop them (a noisy period), much
+        // less is: a link the thread keeps up with keeps the history whole.
+        assert!(parallel(true, &cpu(0.4)));
+        assert!(!parallel(true, &cpu(0.2)));
+        // Nothing compressed, nothing to share.
+        assert!(!parallel(true, &Observation { span: SPAN, ..Default::default() }));
     }
 }
