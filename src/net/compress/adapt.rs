@@ -617,6 +617,19 @@ mod tests {
         visited
     }
 
+    /// Feeds a period of prose at each of the link's `capacities` (MiB/s), at the speeds of
+    /// [`SPEED`]; the rungs visited.
+    fn run_links(adapt: &mut Adapt, capacities: impl Iterator<Item = f64>) -> Vec<Rung> {
+        let mut visited = vec![adapt.rung()];
+        for link in capacities {
+            let world = World { speed: SPEED, ratio: PROSE, link };
+            if let Some(change) = adapt.decide(&world.period(adapt.rung())) {
+                visited.push(change.to);
+            }
+        }
+        visited
+    }
+
     /// The stream moved in `periods` more, against what the best rung would have moved: how
     /// close to the best it stays, probes of its neighbours included.
     fn settled(adapt: &mut Adapt, periods: usize, world: &World) -> f64 {
@@ -675,15 +688,9 @@ mod tests {
         let world = World { speed: SPEED, ratio: PROSE, link: 117.0 };
         assert_eq!(world.best(), Rung::Level(1));
         let mut adapt = Adapt::new(START);
-        let mut visited = vec![adapt.rung()];
-        for step in 0..10 {
-            // The link takes 1.5 times more each period, from a fortieth of its capacity.
-            let link = (world.link / 40.0 * 1.5f64.powi(step)).min(world.link);
-            let opening = World { speed: SPEED, ratio: PROSE, link };
-            if let Some(change) = adapt.decide(&opening.period(adapt.rung())) {
-                visited.push(change.to);
-            }
-        }
+        // The link takes 1.5 times more each period, from a fortieth of its capacity.
+        let links = (0..10).map(|step| (world.link / 40.0 * 1.5f64.powi(step)).min(world.link));
+        let visited = run_links(&mut adapt, links);
         assert_eq!(visited, vec![START], "climbed while the window opened");
         let visited = run(&mut adapt, 40, |rung| world.period(rung));
         assert_eq!(adapt.rung(), Rung::Level(1), "visited {visited:?}");
@@ -701,15 +708,10 @@ mod tests {
         let world = World { speed: SPEED, ratio: PROSE, link: 117.0 };
         assert_eq!(world.best(), Rung::Level(1));
         let mut adapt = Adapt::new(START);
-        let mut visited = vec![adapt.rung()];
-        let mut link = world.link / 10.0;
-        for step in 0..20 {
-            let opening = World { speed: SPEED, ratio: PROSE, link };
-            if let Some(change) = adapt.decide(&opening.period(adapt.rung())) {
-                visited.push(change.to);
-            }
-            link = (link * if step < 3 { 1.2 } else { 2.0 }).min(world.link);
-        }
+        // A tenth of its capacity, 1.2 times more for three periods, then twice each period.
+        let growth = |step: i32| 1.2f64.powi(step.min(3)) * 2f64.powi((step - 3).max(0));
+        let links = (0..20).map(|step| (world.link / 10.0 * growth(step)).min(world.link));
+        let mut visited = run_links(&mut adapt, links);
         visited.extend(run(&mut adapt, 20, |rung| world.period(rung)).into_iter().skip(1));
         assert!([Rung::Level(1), Rung::Level(3)].contains(&adapt.rung()), "visited {visited:?}");
         let share = settled(&mut adapt, 200, &world);
