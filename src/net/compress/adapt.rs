@@ -22,12 +22,15 @@
 //!   level that saves nothing is not chosen however slow the link);
 //! - while the input is the bottleneck (the output waited for it), nothing moves: the rate
 //!   says nothing of the level;
-//! - each rung's rate is predicted: what it moved, if seen lately; else the slower of what
-//!   the thread would get through at its speed (zstd's speeds relative to the rung in use,
-//!   [`SPEED_GUESS`]) and the link's capacity times its ratio (seen, or guessed from a rung
-//!   seen, [`RATIO_GUESS`]): the cheapest rung within 3 % of the best is moved to if it
-//!   promises 5 % more than the rung in use moved, several rungs at once if so (from
-//!   storing, only to level 1 or to a rung seen: sealing's speed says nothing of zstd's);
+//! - each rung's rate is predicted: what it moved, if seen lately (scaled by the link's
+//!   growth, up to the thread's speed there, if the link held it then and has since been
+//!   seen to take [`OPENING`] × more: a window that opened slowly, whose refusals were
+//!   counted as the link's); else the slower of what the thread would get through at its
+//!   speed (zstd's speeds relative to the rung in use, [`SPEED_GUESS`]) and the link's
+//!   capacity times its ratio (seen, or guessed from a rung seen, [`RATIO_GUESS`]): the
+//!   cheapest rung within 3 % of the best is moved to if it promises 5 % more than the
+//!   rung in use moved, several rungs at once if so (from storing, only to level 1 or to a
+//!   rung seen: sealing's speed says nothing of zstd's);
 //! - else, where the link refuses bytes and the thread would keep up a rung higher, that
 //!   rung is tried; where compressing takes half the time and storing was not seen lately,
 //!   storing is tried (a link, or a receiver sharing the sender's CPUs, that refuses
@@ -229,6 +232,17 @@ struct Seen {
     period: u64,
 }
 
+/// What a rung moved: the stream per second, and what held it there.
+#[derive(Debug, Clone, Copy)]
+struct Moved {
+    /// The stream per second, and the period.
+    rate: Seen,
+    /// The wire bytes per second the link took then, if it refused bytes: the link held it.
+    wire: Option<f64>,
+    /// The stream the thread got through per second of its compressing time then.
+    speed: f64,
+}
+
 /// What the thread got through per second of its own time at each rung, relative to the
 /// others: zstd's speeds on 64 KiB blocks of the seed corpus on one core of this class of
 /// machine (MB/s; storing: sealing alone). Only for guessing what an untried rung would do
@@ -260,9 +274,11 @@ pub struct Adapt {
     rung: usize,
     periods: u64,
     ratios: [Option<Seen>; RUNGS],
-    rates: [Option<Seen>; RUNGS],
+    rates: [Option<Moved>; RUNGS],
     /// The wire bytes per second the link took when it last refused bytes: its capacity.
     link: Option<Seen>,
+    /// The most wire bytes per second the link took in a period it refused bytes, lately.
+    widest: Option<Seen>,
     /// The way the last periods leaned, and how many in a row.
     leaning: Option<(Lean, u32)>,
     /// Past the start, when the socket's buffer was filling.
@@ -282,6 +298,7 @@ impl Adapt {
             ratios: [None; RUNGS],
             rates: [None; RUNGS],
             link: None,
+            widest: None,
             leaning: None,
             warm: false,
             moved: None,
@@ -306,7 +323,25 @@ impl Adapt {
 
     /// The stream moved per second at `rung`, if seen recently.
     fn rate_at(&self, rung: usize) -> Option<f64> {
-        self.fresh(*self.rates.get(rung)?)
+        self.moved_at(rung).map(|(rate, _)| rate)
+    }
+
+    /// The stream `rung` moved per second, if seen recently, and whether that was seen while
+    /// the link took much less ([`OPENING`] ×) than it has since: TCP's window opening by
+    /// less than that a period, its refusals counted as the link's. Such a rate is scaled by
+    /// what the link takes now, up to the thread's speed at the rung then: left as it was
+    /// seen, it would hold a rung that moves a few times the link behind one that moved
+    /// more only because the window had opened in between (storing, then not leaving it).
+    fn moved_at(&self, rung: usize) -> Option<(f64, bool)> {
+        let moved = (*self.rates.get(rung)?)?;
+        let rate = self.fresh(Some(moved.rate))?;
+        match (moved.wire, self.fresh(self.link)) {
+            (Some(then), Some(now)) if now > then * OPENING => {
+                let grown = (rate * now / then).min(moved.speed) * GUESS_TRUST;
+                Some((grown.max(rate), true))
+            }
+            _ => Some((rate, false)),
+        }
     }
 
     /// Takes one period's observation; a change of rung when one is due.
@@ -352,9 +387,21 @@ impl Adapt {
         // before (megabytes): what moved then is not this level's.
         let settled = self.moved.is_none_or(|at| self.periods > at + 1);
         if !input_bound && settled {
-            self.rates[self.rung] = Some(Seen { value: rate, period: self.periods });
+            // Refused bytes at a fraction of what the link was already seen to take: the
+            // refusals are this rung's (a receiver on the same CPUs), not a window still
+            // opening, and its rate is not scaled by the link's growth.
+            let widest = self.fresh(self.widest);
+            let window = refused && widest.is_none_or(|most| most <= wire * OPENING);
+            self.rates[self.rung] = Some(Moved {
+                rate: Seen { value: rate, period: self.periods },
+                wire: window.then_some(wire),
+                speed: seen.stream as f64 / seen.packing.as_secs_f64().max(1e-9),
+            });
             if refused {
                 self.link = Some(Seen { value: wire, period: self.periods });
+                if widest.is_none_or(|most| wire >= most) {
+                    self.widest = self.link;
+                }
             }
         }
         let (lean, why) = self.lean(seen, input_bound);
@@ -507,7 +554,11 @@ impl Adapt {
             return (Some(up), why);
         }
         let to = best;
-        let how = if self.rate_at(best).is_some() { "moved" } else { "would move" };
+        let how = match self.moved_at(best) {
+            Some((_, false)) => "moved",
+            Some((_, true)) => "would move, the link open since it was seen,",
+            None => "would move",
+        };
         let why = if link_bound {
             format!(
                 "the link refused bytes {:.0} % of the time; {} {how} {:.0} MiB/s of the \
@@ -590,6 +641,19 @@ mod tests {
         visited
     }
 
+    /// Feeds a period of prose at each of the link's `capacities` (MiB/s), at the speeds of
+    /// [`SPEED`]; the rungs visited.
+    fn run_links(adapt: &mut Adapt, capacities: impl Iterator<Item = f64>) -> Vec<Rung> {
+        let mut visited = vec![adapt.rung()];
+        for link in capacities {
+            let world = World { speed: SPEED, ratio: PROSE, link };
+            if let Some(change) = adapt.decide(&world.period(adapt.rung())) {
+                visited.push(change.to);
+            }
+        }
+        visited
+    }
+
     /// The stream moved in `periods` more, against what the best rung would have moved: how
     /// close to the best it stays, probes of its neighbours included.
     fn settled(adapt: &mut Adapt, periods: usize, world: &World) -> f64 {
@@ -648,18 +712,34 @@ mod tests {
         let world = World { speed: SPEED, ratio: PROSE, link: 117.0 };
         assert_eq!(world.best(), Rung::Level(1));
         let mut adapt = Adapt::new(START);
-        let mut visited = vec![adapt.rung()];
-        for step in 0..10 {
-            // The link takes 1.5 times more each period, from a fortieth of its capacity.
-            let link = (world.link / 40.0 * 1.5f64.powi(step)).min(world.link);
-            let opening = World { speed: SPEED, ratio: PROSE, link };
-            if let Some(change) = adapt.decide(&opening.period(adapt.rung())) {
-                visited.push(change.to);
-            }
-        }
+        // The link takes 1.5 times more each period, from a fortieth of its capacity.
+        let links = (0..10).map(|step| (world.link / 40.0 * 1.5f64.powi(step)).min(world.link));
+        let visited = run_links(&mut adapt, links);
         assert_eq!(visited, vec![START], "climbed while the window opened");
         let visited = run(&mut adapt, 40, |rung| world.period(rung));
         assert_eq!(adapt.rung(), Rung::Level(1), "visited {visited:?}");
+    }
+
+    #[test]
+    fn a_window_that_opened_slowly_does_not_leave_it_storing() {
+        // 1 Gbit/s at 40 ms, the window growing by less than OPENING a period at first (as
+        // the bench's traces show it: slow start's doublings do not fall evenly on periods),
+        // then opening fast: the link refuses bytes at level 1 while it is a tenth of what
+        // it will take, a higher level is climbed to, found CPU-bound once the window opens,
+        // and storing is tried. Storing then moves more than level 1 was seen to move while
+        // the link was small; but level 1 moves three times the link once it is open, and
+        // it is where it comes back to, long before what was seen of it is no longer fresh.
+        let world = World { speed: SPEED, ratio: PROSE, link: 117.0 };
+        assert_eq!(world.best(), Rung::Level(1));
+        let mut adapt = Adapt::new(START);
+        // A tenth of its capacity, 1.2 times more for three periods, then twice each period.
+        let growth = |step: i32| 1.2f64.powi(step.min(3)) * 2f64.powi((step - 3).max(0));
+        let links = (0..20).map(|step| (world.link / 10.0 * growth(step)).min(world.link));
+        let mut visited = run_links(&mut adapt, links);
+        visited.extend(run(&mut adapt, 20, |rung| world.period(rung)).into_iter().skip(1));
+        assert!([Rung::Level(1), Rung::Level(3)].contains(&adapt.rung()), "visited {visited:?}");
+        let share = settled(&mut adapt, 200, &world);
+        assert!(share > 0.9, "{share}, visited {visited:?}");
     }
 
     #[test]
@@ -681,29 +761,43 @@ mod tests {
     fn storing_that_the_receiver_holds_back_does_not_climb_again() {
         // A veth, the receiver on the sender's two CPUs: level 1 moves 120 MiB/s, the
         // compressing thread busy; stored 440, the socket refusing bytes for the receiver,
-        // which decrypts on the CPU compressing would take. Storing is where it stays.
+        // which decrypts on the CPU compressing would take. Storing is where it stays, the
+        // socket refusing bytes at level 1 too or not: the link then took 8 times less than
+        // it has since, but level 1's rate scaled by that is held to its thread's speed.
+        // Where the thread at level 1 is fast and the receiver holds it (decompressing),
+        // level 1 is tried once from storing; seen to refuse bytes at a fraction of what the
+        // link took raw, its refusals are its own (no window opening), and its rate is not
+        // scaled by the link's growth: it is not tried again.
         let mib = |rate: f64| (rate * MIB * SPAN.as_secs_f64()) as u64;
-        let level_1 = Observation {
-            span: SPAN,
-            packing: SPAN * 4 / 5,
-            cpu: SPAN * 4 / 5,
-            writing: SPAN / 10,
-            idle: Duration::ZERO,
-            stream: mib(120.0),
-            packed: mib(120.0 / 2.3),
-            buffer: 0,
-        };
-        let stored = Observation {
-            packing: SPAN / 5,
-            writing: SPAN * 3 / 4,
-            stream: mib(440.0),
-            packed: mib(440.0),
-            ..level_1
-        };
-        let mut adapt = Adapt::new(START);
-        let visited =
-            run(&mut adapt, 40, |rung| if rung == Rung::Stored { stored } else { level_1 });
-        assert_eq!(visited, vec![START, Rung::Stored]);
+        let cases = [
+            (START, SPAN * 4 / 5, SPAN / 10, vec![START, Rung::Stored]),
+            (START, SPAN * 4 / 5, SPAN / 5, vec![START, Rung::Stored]),
+            (Rung::Stored, SPAN / 5, SPAN * 3 / 4, vec![Rung::Stored, START, Rung::Stored]),
+        ];
+        for (start, packing, writing, expected) in cases {
+            let level_1 = Observation {
+                span: SPAN,
+                packing,
+                cpu: packing,
+                writing,
+                idle: Duration::ZERO,
+                stream: mib(120.0),
+                packed: mib(120.0 / 2.3),
+                buffer: 0,
+            };
+            let stored = Observation {
+                packing: SPAN / 5,
+                cpu: SPAN / 5,
+                writing: SPAN * 3 / 4,
+                stream: mib(440.0),
+                packed: mib(440.0),
+                ..level_1
+            };
+            let mut adapt = Adapt::new(start);
+            let visited =
+                run(&mut adapt, 40, |rung| if rung == Rung::Stored { stored } else { level_1 });
+            assert_eq!(visited, expected, "packing {packing:?}, writing {writing:?}");
+        }
     }
 
     #[test]
