@@ -43,6 +43,11 @@
 //! only after 32 MB jobs (zstd#2200); ACE (Krintz & Sucu, 2006) predicts from the ratio and
 //! the rates, per block; here the prediction is made per period from the ratio and the
 //! speed seen at the rung in use, and replaced by what each rung was seen to move.
+//!
+//! From the same periods, [`parallel`] says whether a batch's frames are compressed on
+//! several threads: where compressing alone would take one thread half the period. Then the
+//! sending thread's time compressing ([`Observation::packing`]) is the batch's, helpers and
+//! all, and the rates and speeds above are those of the threads together.
 
 use std::fmt;
 use std::time::Duration;
