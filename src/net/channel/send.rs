@@ -38,11 +38,24 @@ pub const MOST_UNITS: usize = BATCH / MAX_FRAME - 1;
 /// a 1 Gbit/s link, which the bytes in flight cover while the sender is woken.
 pub const UNSENT: usize = 512 << 10;
 
-/// The same while a batch's frames are compressed on several threads, compressing being the
-/// bottleneck ([`Compressor::threads_for`]): the link drains [`UNSENT`] in 4 ms at 1 Gbit/s,
-/// less than a batch takes to compress, and then waits for it; held to this, it has 17 ms
-/// of bytes. Frames that do not compress never go to several threads, and keep [`UNSENT`].
+/// The most the same may be while a batch's frames are compressed on several threads,
+/// compressing being the bottleneck ([`Compressor::threads_for`]): the link drains [`UNSENT`]
+/// in 4 ms at 1 Gbit/s, less than a batch takes to compress, and then waits for it; held to
+/// this, it has 17 ms of bytes. Frames that do not compress never go to several threads, and
+/// keep [`UNSENT`]; nor does a slower link ([`unsent_parallel`]).
 pub const UNSENT_PARALLEL: usize = 4 * UNSENT;
+
+/// What the unsent bytes held while helpers compress should last the link.
+const PARALLEL_LASTS: Duration = Duration::from_millis(16);
+
+/// The unsent bytes held while helpers compress, the link having taken `rate` wire bytes a
+/// second: what it takes in [`PARALLEL_LASTS`], in steps of [`UNSENT`], from [`UNSENT`] to
+/// [`UNSENT_PARALLEL`]. Only a fast link drains [`UNSENT`] before a batch is compressed: at
+/// 20 Mbit/s it is a fifth of a second, and more unsent would be judged as the link's.
+fn unsent_parallel(rate: f64) -> usize {
+    let steps = (rate * PARALLEL_LASTS.as_secs_f64() / UNSENT as f64).ceil() as usize;
+    UNSENT * steps.clamp(1, UNSENT_PARALLEL / UNSENT)
+}
 
 /// What a session's sending side keeps, beside the offset of the next byte to send.
 #[derive(Debug)]
@@ -382,7 +395,8 @@ impl Channel {
         compressor: &mut Compressor,
         data: &[u8],
     ) -> io::Result<()> {
-        let unsent = if compressor.parallel() { UNSENT_PARALLEL } else { UNSENT };
+        let unsent =
+            if compressor.parallel() { unsent_parallel(compressor.link_rate()) } else { UNSENT };
         if compressor.adapts() && self.sending.unsent_asked != unsent {
             self.sending.unsent_held = self.socket.hold_unsent(unsent);
             self.sending.unsent_asked = unsent;
@@ -486,4 +500,21 @@ fn receiver_stopped(sent: u64, why: &str) -> io::Error {
         byte_count(sent),
         crate::words::printable(why)
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_fast_link_holds_more_unsent_while_helpers_compress() {
+        let mib = |rate: f64| rate * f64::from(1 << 20);
+        // 1 Gbit/s: 512 KiB is 4 ms of it, less than a batch takes to compress.
+        assert_eq!(unsent_parallel(mib(117.0)), UNSENT_PARALLEL);
+        assert_eq!(unsent_parallel(mib(60.0)), 2 * UNSENT);
+        // 200 and 20 Mbit/s, and before the first period: UNSENT lasts them long enough.
+        for rate in [mib(23.8), mib(2.4), 0.0] {
+            assert_eq!(unsent_parallel(rate), UNSENT, "{rate}");
+        }
+    }
 }

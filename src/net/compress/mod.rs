@@ -269,6 +269,8 @@ pub struct Compressor {
     own: Packs,
     helped: Duration,
     waited: Duration,
+    /// The wire bytes per second the link took in the last period.
+    link_rate: f64,
     zstd: Option<zstd::zstd_safe::CCtx<'static>>,
     /// The context is inside a zstd frame whose every part was packed: the next frame may go
     /// on with it, if its session's receiver has them all.
@@ -346,6 +348,7 @@ impl Compressor {
             own: Packs::default(),
             helped: Duration::ZERO,
             waited: Duration::ZERO,
+            link_rate: 0.0,
             zstd: None,
             open: false,
             rung,
@@ -436,6 +439,11 @@ impl Compressor {
     /// Whether the next batch is packed on several threads ([`Compressor::threads_for`]).
     pub fn parallel(&self) -> bool {
         self.threads_for(2) > 1
+    }
+
+    /// The wire bytes per second the link took in the last period (0 before the first).
+    pub fn link_rate(&self) -> f64 {
+        self.link_rate
     }
 
     /// How many threads pack a batch of `frames` frames: one, unless compressing has been
@@ -614,6 +622,7 @@ impl Compressor {
             }
         }
         self.parallel = parallel;
+        self.link_rate = observed.packed as f64 / span.as_secs_f64().max(1e-9);
         let Some(adapt) = &mut self.adapt else { return };
         if let Some(change) = adapt.decide(&observed) {
             if let Some(log) = &self.log {
