@@ -45,13 +45,17 @@ pub const UNSENT: usize = 512 << 10;
 /// keep [`UNSENT`]; nor does a slower link ([`unsent_parallel`]).
 pub const UNSENT_PARALLEL: usize = 4 * UNSENT;
 
-/// What the unsent bytes held while helpers compress should last the link.
-const PARALLEL_LASTS: Duration = Duration::from_millis(16);
+/// What the unsent bytes held while helpers compress may last the link, at the wire rate it
+/// took: a few batches' compressing. While compressing is the bottleneck, the link takes less
+/// than it could (at 1 Gbit/s, 50 MiB/s of wire on two threads at level 1): the full
+/// [`UNSENT_PARALLEL`] from 37.5 MiB/s of wire up, [`UNSENT`] below 12.5.
+const PARALLEL_LASTS: Duration = Duration::from_millis(40);
 
 /// The unsent bytes held while helpers compress, the link having taken `rate` wire bytes a
 /// second: what it takes in [`PARALLEL_LASTS`], in steps of [`UNSENT`], from [`UNSENT`] to
 /// [`UNSENT_PARALLEL`]. Only a fast link drains [`UNSENT`] before a batch is compressed: at
-/// 20 Mbit/s it is a fifth of a second, and more unsent would be judged as the link's.
+/// 20 Mbit/s it is a fifth of a second, and 2 MiB unsent, most of a second, would be judged
+/// as the link's.
 fn unsent_parallel(rate: f64) -> usize {
     let steps = (rate * PARALLEL_LASTS.as_secs_f64() / UNSENT as f64).ceil() as usize;
     UNSENT * steps.clamp(1, UNSENT_PARALLEL / UNSENT)
@@ -509,11 +513,15 @@ mod tests {
     #[test]
     fn only_a_fast_link_holds_more_unsent_while_helpers_compress() {
         let mib = |rate: f64| rate * f64::from(1 << 20);
-        // 1 Gbit/s: 512 KiB is 4 ms of it, less than a batch takes to compress.
+        // 1 Gbit/s, the link full or held back by compressing: 512 KiB is 4 ms of it, less
+        // than a batch takes to compress.
         assert_eq!(unsent_parallel(mib(117.0)), UNSENT_PARALLEL);
-        assert_eq!(unsent_parallel(mib(60.0)), 2 * UNSENT);
-        // 200 and 20 Mbit/s, and before the first period: UNSENT lasts them long enough.
-        for rate in [mib(23.8), mib(2.4), 0.0] {
+        assert_eq!(unsent_parallel(mib(40.0)), UNSENT_PARALLEL);
+        // 200 Mbit/s: 40 ms of it.
+        assert_eq!(unsent_parallel(mib(23.8)), 2 * UNSENT);
+        // 20 Mbit/s (where 2 MiB unsent were 0.8 s of the link), and before the first
+        // period: UNSENT lasts them long enough.
+        for rate in [mib(2.4), 0.0] {
             assert_eq!(unsent_parallel(rate), UNSENT, "{rate}");
         }
     }
