@@ -249,6 +249,14 @@ impl Socket {
         self.out.is_none() && crate::sys::hold_unsent(self.fd(), bytes)
     }
 
+    /// Lets it hold as many bytes not yet sent as its buffer takes again, after
+    /// [`hold_unsent`](Socket::hold_unsent) (`sys::release_unsent`).
+    pub fn release_unsent(&self) {
+        if self.out.is_none() {
+            crate::sys::release_unsent(self.fd());
+        }
+    }
+
     /// Its TCP congestion control, as the kernel reads it back, for `--debug`.
     pub fn congestion_control(&self) -> String {
         crate::sys::congestion_control(self.fd())

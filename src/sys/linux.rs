@@ -190,6 +190,14 @@ pub fn hold_unsent(fd: BorrowedFd<'_>, bytes: usize) -> bool {
     set_tcp_int(fd, libc::TCP_NOTSENT_LOWAT, bytes)
 }
 
+/// Lets the TCP socket `fd` hold as many bytes not yet sent as its send buffer takes again,
+/// after [`hold_unsent`]: `TCP_NOTSENT_LOWAT` at 0, the system's (`net.ipv4.tcp_notsent_lowat`,
+/// by default no limit); best effort. Writers waiting on it are woken. Whether the kernel
+/// took it.
+pub fn release_unsent(fd: BorrowedFd<'_>) -> bool {
+    set_tcp_int(fd, libc::TCP_NOTSENT_LOWAT, 0)
+}
+
 /// Gives a sending TCP socket the largest send buffer an unprivileged process may set
 /// (`net.core.wmem_max`), when that is more than autotuning would reach (`tcp_wmem`'s maximum;
 /// the kernel doubles what is set, for its overhead). The send buffer bounds the bytes in

@@ -30,7 +30,8 @@
 //! - [`widen_send_buffer`]: a sending socket's buffer as large as may be set, where that
 //!   is more than autotuning reaches (Linux), for paths with a large bandwidth-delay product.
 //! - [`hold_unsent`]: a sending socket holds few bytes beyond those in flight (Linux's
-//!   `TCP_NOTSENT_LOWAT`), so that its writes wait when the link is full.
+//!   `TCP_NOTSENT_LOWAT`), so that its writes wait when the link is full;
+//!   [`release_unsent`]: as many as its buffer takes again.
 //! - [`set_congestion_control`], [`congestion_control`], [`congestion_controls`]: a TCP
 //!   socket's congestion control asked for and read back, and what the system offers
 //!   (Linux's `TCP_CONGESTION`; elsewhere the system's own is kept).
@@ -66,9 +67,9 @@ pub use imp::{
     CAN_SPLICE, PoolPipe, accept_only_with_data, advise_huge_pages, congestion_control,
     congestion_controls, drop_written, enlarge_pipe, hold_unsent, is_packet_mode,
     limit_unacknowledged, peer, pipe_size, pipe_target_size, private_reader, private_writer,
-    punch_hole, reserve_space, set_congestion_control, spill_file, splice, splice_from_file,
-    splice_to_file, start_writeback, thread_sleeps, widen_send_buffer, write_nowait,
-    writeback_error,
+    punch_hole, release_unsent, reserve_space, set_congestion_control, spill_file, splice,
+    splice_from_file, splice_to_file, start_writeback, thread_sleeps, widen_send_buffer,
+    write_nowait, writeback_error,
 };
 pub use memory::{fit_allocator_to_limits, memory_limit, physical_memory};
 pub use signal::{
@@ -256,7 +257,7 @@ mod tests {
     }
 
     #[test]
-    fn a_sending_socket_holds_the_unsent_bytes_it_is_told() {
+    fn a_sending_socket_holds_the_unsent_bytes_it_is_told_until_released() {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let socket = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         let lowat = || {
@@ -278,6 +279,9 @@ mod tests {
         assert_ne!(before, 256 << 10);
         assert!(super::hold_unsent(socket.as_fd(), 256 << 10));
         assert_eq!(lowat(), 256 << 10);
+        // Released: the system's value again (the option at 0), whatever it was before.
+        assert!(super::release_unsent(socket.as_fd()));
+        assert_eq!(lowat(), 0);
     }
 
     #[test]
