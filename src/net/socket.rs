@@ -257,6 +257,12 @@ impl Socket {
         }
     }
 
+    /// The bytes it holds that the far end has not acknowledged, unsent or in flight
+    /// (`sys::unacknowledged`): `None` through ssh (a pipe), or where the system does not say.
+    pub fn unacknowledged(&self) -> Option<usize> {
+        self.out.is_none().then(|| crate::sys::unacknowledged(self.fd())).flatten()
+    }
+
     /// Its TCP congestion control, as the kernel reads it back, for `--debug`.
     pub fn congestion_control(&self) -> String {
         crate::sys::congestion_control(self.fd())

@@ -190,6 +190,16 @@ pub fn hold_unsent(fd: BorrowedFd<'_>, bytes: usize) -> bool {
     set_tcp_int(fd, libc::TCP_NOTSENT_LOWAT, bytes)
 }
 
+/// The bytes the TCP socket `fd` holds that the far end has not acknowledged: those not yet
+/// sent and those in flight (Linux's `SIOCOUTQ`, which has `TIOCOUTQ`'s number); `None` if the
+/// kernel does not say. Beside what was written, it says what the link took.
+pub fn unacknowledged(fd: BorrowedFd<'_>) -> Option<usize> {
+    let mut bytes: libc::c_int = 0;
+    // SAFETY: SIOCOUTQ writes one int at the pointer given; `fd` is a valid descriptor.
+    let done = unsafe { libc::ioctl(fd.as_raw_fd(), libc::TIOCOUTQ, &raw mut bytes) };
+    if done == 0 { usize::try_from(bytes).ok() } else { None }
+}
+
 /// Lets the TCP socket `fd` hold as many bytes not yet sent as its send buffer takes again,
 /// after [`hold_unsent`]: `TCP_NOTSENT_LOWAT` at 0, the system's (`net.ipv4.tcp_notsent_lowat`,
 /// by default no limit); best effort. Writers waiting on it are woken. Whether the kernel

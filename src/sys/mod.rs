@@ -31,7 +31,8 @@
 //!   is more than autotuning reaches (Linux), for paths with a large bandwidth-delay product.
 //! - [`hold_unsent`]: a sending socket holds few bytes beyond those in flight (Linux's
 //!   `TCP_NOTSENT_LOWAT`), so that its writes wait when the link is full;
-//!   [`release_unsent`]: as many as its buffer takes again.
+//!   [`release_unsent`]: as many as its buffer takes again; [`unacknowledged`]: the bytes
+//!   it holds that the far end has not acknowledged (Linux's `SIOCOUTQ`).
 //! - [`set_congestion_control`], [`congestion_control`], [`congestion_controls`]: a TCP
 //!   socket's congestion control asked for and read back, and what the system offers
 //!   (Linux's `TCP_CONGESTION`; elsewhere the system's own is kept).
@@ -68,8 +69,8 @@ pub use imp::{
     congestion_controls, drop_written, enlarge_pipe, hold_unsent, is_packet_mode,
     limit_unacknowledged, peer, pipe_size, pipe_target_size, private_reader, private_writer,
     punch_hole, release_unsent, reserve_space, set_congestion_control, spill_file, splice,
-    splice_from_file, splice_to_file, start_writeback, thread_sleeps, widen_send_buffer,
-    write_nowait, writeback_error,
+    splice_from_file, splice_to_file, start_writeback, thread_sleeps, unacknowledged,
+    widen_send_buffer, write_nowait, writeback_error,
 };
 pub use memory::{fit_allocator_to_limits, memory_limit, physical_memory};
 pub use signal::{
@@ -282,6 +283,39 @@ mod tests {
         // Released: the system's value again (the option at 0), whatever it was before.
         assert!(super::release_unsent(socket.as_fd()));
         assert_eq!(lowat(), 0);
+    }
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn a_sending_socket_says_what_the_far_end_has_not_acknowledged() {
+        use std::io::Write;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut socket = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (mut far, _) = listener.accept().unwrap();
+        assert_eq!(super::unacknowledged(socket.as_fd()), Some(0));
+        // The far end reads nothing: once its window is full, what is written stays unsent.
+        // The socket is this test's own, made non-blocking to write until it is full.
+        socket.set_nonblocking(true).unwrap();
+        let block = vec![7u8; 64 << 10];
+        let mut written = 0;
+        loop {
+            match socket.write(&block) {
+                Ok(n) => written += n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        let held = super::unacknowledged(socket.as_fd()).unwrap();
+        assert!(held > 0 && held <= written, "{held} of {written}");
+        // Read whole, every byte is acknowledged: loopback's acknowledgements are the
+        // kernel's own, within a few milliseconds.
+        let mut buffer = vec![0u8; written];
+        far.read_exact(&mut buffer).unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while super::unacknowledged(socket.as_fd()) != Some(0) {
+            assert!(std::time::Instant::now() < deadline, "still unacknowledged");
+            std::thread::yield_now();
+        }
     }
 
     #[test]

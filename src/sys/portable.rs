@@ -93,6 +93,11 @@ pub fn hold_unsent(_fd: BorrowedFd<'_>, _bytes: usize) -> bool {
     false
 }
 
+/// Not said here.
+pub fn unacknowledged(_fd: BorrowedFd<'_>) -> Option<usize> {
+    None
+}
+
 /// Nothing was held here (see [`hold_unsent`]).
 pub fn release_unsent(_fd: BorrowedFd<'_>) -> bool {
     false

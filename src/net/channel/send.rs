@@ -417,8 +417,11 @@ impl Channel {
         // Held to UNSENT, the socket takes the bytes in flight and UNSENT more: at a
         // connection's start (TCP's window a few segments), about UNSENT, counted twice.
         let held = self.sending.unsent_asked.filter(|_| self.sending.unsent_held).map(|b| 2 * b);
-        let buffer = || self.socket.send_buffer().min(held.unwrap_or(usize::MAX));
-        compressor.sent(started, sealed - started, sealed.elapsed(), wire, buffer);
+        let socket = || {
+            let buffer = self.socket.send_buffer().min(held.unwrap_or(usize::MAX));
+            (buffer, self.socket.unacknowledged())
+        };
+        compressor.sent(started, sealed - started, sealed.elapsed(), wire, socket);
         self.offset = to;
         if !self.sending.peer_closed
             && (self.sending.awaits_count || Instant::now() >= self.sending.next_look)

@@ -579,14 +579,16 @@ impl Compressor {
 
     /// A batch was written: `wire` bytes on the socket, after `packing` spent compressing
     /// and sealing and `writing` in the write (the socket refused bytes part of it). Every
-    /// [`PERIOD`], `auto` reconsiders the level, knowing the socket's send `buffer` then.
+    /// [`PERIOD`] (or sooner, at the start: [`Adapt::drained`]), `auto` reconsiders the
+    /// level, knowing from the `socket` what its send buffer holds at most then and what it
+    /// holds that the far end has not acknowledged, where the system says.
     pub fn sent(
         &mut self,
         started: Instant,
         packing: Duration,
         writing: Duration,
         wire: usize,
-        buffer: impl FnOnce() -> usize,
+        socket: impl FnOnce() -> (usize, Option<usize>),
     ) {
         let now = Instant::now();
         self.totals.bytes += wire as u64;
@@ -609,10 +611,13 @@ impl Compressor {
         self.period.cpu += cpu + std::mem::take(&mut self.helped);
         self.period.writing += writing;
         let span = now.saturating_duration_since(self.period.started);
-        if span < if self.quick > 0 { QUICK_PERIOD } else { PERIOD } {
+        let short = span < if self.quick > 0 { QUICK_PERIOD } else { PERIOD };
+        // While the first periods teach only the ratio, one that already says the link
+        // takes the stream as fast as it comes ends now (`Adapt::drained`).
+        if short && !self.adapt.as_ref().is_some_and(Adapt::warming) {
             return;
         }
-        self.quick = self.quick.saturating_sub(1);
+        let (buffer, queued) = socket();
         let observed = Observation {
             span,
             packing: self.period.packing,
@@ -621,8 +626,13 @@ impl Compressor {
             idle: self.period.idle,
             stream: self.period.stream,
             packed: self.period.packed,
-            buffer: buffer() as u64,
+            buffer: buffer as u64,
+            queued: queued.map(|bytes| bytes as u64),
         };
+        if short && !self.adapt.as_ref().is_some_and(|adapt| adapt.drained(&observed)) {
+            return;
+        }
+        self.quick = self.quick.saturating_sub(1);
         self.period = Period::new(now);
         let parallel = self.forced || adapt::parallel(self.parallel, &observed);
         if parallel != self.parallel && self.threads > 1 && self.totals.compressing {
@@ -1016,7 +1026,7 @@ mod tests {
         compressor.period.started = long_ago;
         compressor.framed(65_000, 30_000, false);
         let started = Instant::now();
-        compressor.sent(started, Duration::ZERO, Duration::ZERO, 30_000, || 0);
+        compressor.sent(started, Duration::ZERO, Duration::ZERO, 30_000, || (0, None));
         assert_eq!(compressor.period.stream, 65_000, "the first period ended at its first batch");
         assert!(compressor.period.started >= started);
     }
