@@ -40,7 +40,9 @@
 //!
 //! A move needs [`HOLD`] periods in a row that agree: hysteresis against one noisy period
 //! (but for the first periods' move from a link that takes twice the socket's buffer at
-//! once: each period there costs most).
+//! once: each period there costs most). Periods that lean up agree, if not on how far (the
+//! link's capacity seen, so the prediction, moves from one period to the next): the climb
+//! goes to the nearer of their rungs.
 //! zstd's own `--adapt` moves by which side waits but never looks at the ratio, and moves
 //! only after 32 MB jobs (zstd#2200); ACE (Krintz & Sucu, 2006) predicts from the ratio and
 //! the rates, per block; here the prediction is made per period from the ratio and the
@@ -294,8 +296,9 @@ pub struct Adapt {
     link: Option<Seen>,
     /// The most wire bytes per second the link took in a period it refused bytes, lately.
     widest: Option<Seen>,
-    /// The way the last periods leaned, and how many in a row.
-    leaning: Option<(Lean, u32)>,
+    /// Where the last periods leaned (the rung nearest this one that they all leaned to
+    /// beyond it, and why), and how many in a row.
+    leaning: Option<(Lean, u32, String)>,
     /// Past the start, when the socket's buffer was filling.
     warm: bool,
     /// The period of the last move.
@@ -456,15 +459,24 @@ impl Adapt {
             self.leaning = None;
             return None;
         };
-        let count = match self.leaning {
-            Some((was, count)) if was == lean => count + 1,
-            _ => 1,
-        };
-        self.leaning = Some((lean, count));
+        // Periods that lean up agree, if not on how far: to level 3 in one, level 6 in the
+        // next (the link's capacity seen, so the prediction, moves from one period to the
+        // next). Counted apart, they held a link that refused bytes at level 1 for a second
+        // at 200 Mbit/s; counted together, they climb as far as all of them leaned (the
+        // nearer rung: a climb too far makes the CPU the bottleneck). Down, to the rung
+        // they agree on, as before.
+        let up = lean > self.rung;
+        let (lean, why, count) =
+            match self.leaning.take() {
+                Some((was, count, why_was)) if was == lean || (up && was > self.rung) => {
+                    if was < lean { (was, why_was, count + 1) } else { (lean, why, count + 1) }
+                }
+                _ => (lean, why, 1),
+            };
         if count < HOLD && !drained {
+            self.leaning = Some((lean, count, why));
             return None;
         }
-        self.leaning = None;
         self.moved = Some(self.periods);
         let from = self.rung();
         self.rung = lean;
@@ -880,6 +892,53 @@ mod tests {
                 run(&mut adapt, 40, |rung| if rung == Rung::Stored { stored } else { level_1 });
             assert_eq!(visited, expected, "packing {packing:?}, writing {writing:?}");
         }
+    }
+
+    #[test]
+    fn periods_that_lean_up_by_different_rungs_agree() {
+        // 200 Mbit/s at 40 ms, the corpus (the bench's --debug, each period's observation:
+        // span, compressing, its CPU, writing, waiting for the input in ms; stream, wire and
+        // the socket's buffer in MiB). Back at level 1 from a trial of storing, the link
+        // refuses bytes three quarters of the time; the link's capacity seen moves a little
+        // from one period to the next, and the prediction with it: level 3 in one period,
+        // level 6 in the next. Both lean up: level 3 is climbed to (the nearer), at once,
+        // not after a 16 MiB period more at level 1.
+        let periods = [
+            (197, 29, 29, 168, 0, 2.0, 0.95, 1.0),
+            (130, 14, 14, 116, 0, 2.0, 0.93, 1.0),
+            (99, 63, 63, 35, 0, 2.0, 0.79, 1.0),
+            (68, 32, 25, 32, 3, 4.0, 2.06, 1.0),
+            (79, 78, 105, 1, 0, 6.0, 2.13, 1.0),
+            (60, 60, 85, 1, 0, 4.0, 1.75, 3.0),
+            (82, 11, 11, 71, 0, 2.0, 2.0, 1.0),
+            (78, 1, 1, 77, 0, 2.0, 2.0, 1.0),
+            (82, 19, 19, 62, 0, 4.0, 1.93, 1.0),
+            (88, 20, 20, 68, 1, 3.69, 1.86, 1.0),
+            (68, 22, 22, 45, 0, 4.31, 1.73, 1.0),
+            (310, 144, 144, 165, 1, 16.0, 6.45, 1.0),
+        ];
+        let ms = |ms: u64| Duration::from_millis(ms);
+        let mut adapt = Adapt::new(START);
+        let mut visited = vec![(0, START)];
+        for (at, (span, packing, cpu, writing, idle, stream, packed, buffer)) in
+            periods.into_iter().enumerate()
+        {
+            let seen = Observation {
+                span: ms(span),
+                packing: ms(packing),
+                cpu: ms(cpu),
+                writing: ms(writing),
+                idle: ms(idle),
+                stream: (stream * MIB) as u64,
+                packed: (packed * MIB) as u64,
+                buffer: (buffer * MIB) as u64,
+            };
+            if let Some(change) = adapt.decide(&seen) {
+                visited.push((at + 1, change.to));
+            }
+        }
+        let climbed = visited.iter().find(|(_, rung)| *rung == Rung::Level(3));
+        assert!(climbed.is_some_and(|&(at, _)| at < periods.len()), "visited {visited:?}");
     }
 
     #[test]
