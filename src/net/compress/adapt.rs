@@ -39,8 +39,8 @@
 //!   bytes may take raw ones faster than they are compressed).
 //!
 //! A move needs [`HOLD`] periods in a row that agree: hysteresis against one noisy period
-//! (but for the first periods' move from a link that takes twice the socket's buffer at
-//! once: each period there costs most). Periods that lean up agree, if not on how far (the
+//! (but for the first periods' move from a link that takes what is written as it comes:
+//! each period there costs most). Periods that lean up agree, if not on how far (the
 //! link's capacity seen, so the prediction, moves from one period to the next): the climb
 //! goes to the nearer of their rungs.
 //! zstd's own `--adapt` moves by which side waits but never looks at the ratio, and moves
@@ -932,6 +932,7 @@ mod tests {
                 stream: (stream * MIB) as u64,
                 packed: (packed * MIB) as u64,
                 buffer: (buffer * MIB) as u64,
+                queued: None,
             };
             if let Some(change) = adapt.decide(&seen) {
                 visited.push((at + 1, change.to));
