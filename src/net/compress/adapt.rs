@@ -134,9 +134,8 @@ const INPUT_BOUND: f64 = 0.30;
 /// nothing of the link's capacity (at 1 Gbit/s and 40 ms, half a second of it).
 const OPENING: f64 = 1.25;
 
-/// Before the socket first refused bytes, the link took at least this much of what was
-/// written in a period, and half of it, without refusing any: it takes the stream as fast
-/// as it comes ([`Adapt::drained`]).
+/// In one of the first periods ([`WARM`]), the link took at least this much of what was
+/// written, and half of it: it takes the stream as fast as it comes ([`Adapt::drained`]).
 const DRAINED: u64 = 512 << 10;
 
 /// Compressing took this share of the period: storing may move more.
