@@ -102,7 +102,9 @@ struct Shared {
 
 impl Cutter {
     fn start(upstream: SocketAddr, delay: Duration, plan: &[(u64, Cut)]) -> Cutter {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let listener = port_socket(0).unwrap();
+        rustix::net::listen(&listener, 128).unwrap();
+        let listener = TcpListener::from(listener);
         let port = listener.local_addr().unwrap().port();
         let shared = Arc::new(Shared {
             upstream,
@@ -128,7 +130,8 @@ impl Cutter {
         format!("127.0.0.1:{}", self.port)
     }
 
-    /// Stops listening (a sender that connects is refused); returns once the port is closed.
+    /// Stops listening (a sender that connects is refused); returns once it does. The port
+    /// stays the proxy's meanwhile ([`port_socket`]): no other test's listener takes it.
     fn refuse(&self) {
         self.shared.admitting.store(false, SeqCst);
         eventually(GENEROUS, "the proxy stops listening", || !self.shared.listening.load(SeqCst));
@@ -188,17 +191,39 @@ impl Drop for Cutter {
     }
 }
 
+/// A TCP socket bound to `port` on loopback (0: one the kernel picks), not listening yet,
+/// with `SO_REUSEPORT`: while refusing, the proxy keeps its port with such a socket that
+/// does not listen, so that a connection is refused and yet no other test's listener can
+/// take the port (the tests bind theirs without `SO_REUSEPORT`). Freed for seconds, the port
+/// can go to another test's listener: a CI run's sender came back to a receiver with another
+/// key ("the peers do not share a key") in the middle of an outage.
+fn port_socket(port: u16) -> io::Result<std::os::fd::OwnedFd> {
+    use rustix::net::{AddressFamily, SocketFlags, SocketType, ipproto, sockopt};
+    // Close-on-exec, as std's are: the accels the test starts must not hold the port open.
+    let (family, stream, cloexec) = (AddressFamily::INET, SocketType::STREAM, SocketFlags::CLOEXEC);
+    let socket = rustix::net::socket_with(family, stream, cloexec, Some(ipproto::TCP))?;
+    sockopt::set_socket_reuseport(&socket, true)?;
+    rustix::net::bind(&socket, &SocketAddr::from(([127, 0, 0, 1], port)))?;
+    Ok(socket)
+}
+
 /// The proxy's listening side: a thread for each connection, as the plan says.
 fn accept(listener: TcpListener, port: u16, shared: &Arc<Shared>) {
-    let mut listener = Some(listener);
+    // Listening, or the port held by a socket that does not listen (refusing).
+    let mut listener: Result<TcpListener, std::os::fd::OwnedFd> = Ok(listener);
     while !shared.gone.load(SeqCst) {
-        if !shared.admitting.load(SeqCst) {
-            listener = None;
-        } else if listener.is_none() {
-            listener = TcpListener::bind(("127.0.0.1", port)).ok();
-        }
-        shared.listening.store(listener.is_some(), SeqCst);
-        let Some(open) = &listener else {
+        // Each new socket is bound before the old one closes: the port is never free.
+        listener = match (listener, shared.admitting.load(SeqCst)) {
+            (Ok(_open), false) => Err(port_socket(port).expect("the proxy's port, held")),
+            (Err(_held), true) => {
+                let socket = port_socket(port).expect("the proxy's port, again");
+                rustix::net::listen(&socket, 128).expect("listening again");
+                Ok(TcpListener::from(socket))
+            }
+            (unchanged, _) => unchanged,
+        };
+        shared.listening.store(listener.is_ok(), SeqCst);
+        let Ok(open) = &listener else {
             thread::sleep(TICK);
             continue;
         };
@@ -515,6 +540,10 @@ fn the_cutter_cuts_as_told() {
     proxy.refuse();
     let refused = TcpStream::connect(proxy.to()).map_err(|e| e.kind());
     assert_eq!(refused.err(), Some(io::ErrorKind::ConnectionRefused));
+    // Nobody else may take the port meanwhile (another test's listener, found by the sender
+    // when it comes back).
+    let taken = TcpListener::bind(proxy.to()).map_err(|e| e.kind());
+    assert_eq!(taken.err(), Some(io::ErrorKind::AddrInUse), "the refusing proxy's port");
     proxy.admit();
     proxy.freeze();
     let mut client = TcpStream::connect(proxy.to()).unwrap();
