@@ -14,8 +14,8 @@
 //! it is a good part of a second of the link, better compressed; the periods of that filling
 //! ([`WARM`]) teach only the ratio, but for one that says the link takes what is written as
 //! it comes ([`Adapt::drained`]: it ends at once, and moves), as do the periods where the link
-//! took much more than in the one before ([`OPENING`]): TCP's window still opening, whose
-//! refusals are not the link's. Then, in
+//! took much more than in the one before ([`OPENING`], or as much for its length in a quick
+//! period): TCP's window still opening, whose refusals are not the link's. Then, in
 //! order:
 //!
 //! - a level that gets nothing from this data (under 3 % saved) goes down to the lowest
