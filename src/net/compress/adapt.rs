@@ -582,8 +582,8 @@ impl Adapt {
     /// for 0.2–2 s. The cheaper levels are tried first there; from the lowest, storing.
     fn storing_tried(&self, rate: f64) -> bool {
         let raw_slower = self.fresh(self.room).is_some_and(|most| most <= rate);
-        let unknown = self.delayed && self.fresh(self.link).is_none();
-        !raw_slower && !(unknown && self.rung > LOWEST_LEVEL)
+        let unknown = self.delayed && self.fresh(self.link).is_none() && self.rung > LOWEST_LEVEL;
+        !(raw_slower || unknown)
     }
 
     /// Where this period leans, and why in words.
