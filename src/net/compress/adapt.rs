@@ -37,7 +37,13 @@
 //! - else, where the link refuses bytes and the thread would keep up a rung higher, that
 //!   rung is tried; where compressing takes half the time and storing was not seen lately,
 //!   storing is tried (a link, or a receiver sharing the sender's CPUs, that refuses
-//!   bytes may take raw ones faster than they are compressed).
+//!   bytes may take raw ones faster than they are compressed);
+//! - storing, whether predicted or tried, only where it may move more: not where the link,
+//!   seen refusing bytes while the CPU had room, took no more on the wire than the rung in
+//!   use moves of the stream; nor, above the lowest level, on a link whose first period
+//!   said it holds what is written unacknowledged (a window to open, as on a WAN) while its
+//!   capacity is not known ([`Adapt::storing_tried`]). Where the CPU is busy there, the
+//!   rung below is tried instead, if not seen lately.
 //!
 //! A move needs [`HOLD`] periods in a row that agree: hysteresis against one noisy period
 //! (but for the first periods' move from a link that takes what is written as it comes:
