@@ -958,6 +958,38 @@ mod tests {
         assert!(!Adapt::new(START).drained(&little));
     }
 
+    /// The first period on the bench's delay line (40 ms), as traced at 50 Mbit/s, 200 Mbit/s
+    /// and 1 Gbit/s alike: one write of 2 MiB of the tar at level 1, and half of it not yet
+    /// acknowledged by the far end when it ended.
+    const DELAY_LINE_FIRST: Observation = Observation {
+        span: Duration::from_micros(296_000),
+        packing: Duration::from_micros(11_100),
+        cpu: Duration::from_micros(11_100),
+        writing: Duration::from_micros(285_000),
+        idle: Duration::ZERO,
+        stream: 2 << 20,
+        packed: 999_535,
+        buffer: 1 << 20,
+        queued: Some(435_305),
+    };
+
+    /// A period that moved `rate` MiB/s of the stream at `ratio`, compressing `busy` of it on
+    /// two threads and writing `writing` of it.
+    fn two_threads(rate: f64, ratio: f64, busy: f64, writing: f64) -> Observation {
+        let stream = rate * MIB * SPAN.as_secs_f64();
+        Observation {
+            span: SPAN,
+            packing: SPAN.mul_f64(busy),
+            cpu: SPAN.mul_f64(busy * 1.8),
+            writing: SPAN.mul_f64(writing),
+            idle: Duration::ZERO,
+            stream: stream as u64,
+            packed: (stream / ratio) as u64,
+            buffer: 0,
+            queued: None,
+        }
+    }
+
     #[test]
     fn a_slow_link_whose_far_end_acknowledged_half_of_the_first_write_is_not_drained() {
         // Traced on the bench's 50 Mbit/s delay line (40 ms), a busy loop beside it: the first
@@ -965,17 +997,7 @@ mod tests {
         // end had acknowledged 564 KB of it by then, half of it and more than DRAINED: taken
         // for a veth, storing at once, the run 1.9 × as long (ratio 1.28 against 2.4). Other
         // runs' first periods, loaded or not: 430–560 KB of it in 150–300 ms.
-        let first = Observation {
-            span: Duration::from_micros(296_000),
-            packing: Duration::from_micros(11_100),
-            cpu: Duration::from_micros(11_100),
-            writing: Duration::from_micros(285_000),
-            idle: Duration::ZERO,
-            stream: 2 << 20,
-            packed: 999_535,
-            buffer: 1 << 20,
-            queued: Some(435_305),
-        };
+        let first = DELAY_LINE_FIRST;
         let mut adapt = Adapt::new(START);
         assert!(!adapt.drained(&first));
         assert_eq!(adapt.decide(&first), None);
@@ -1094,21 +1116,6 @@ mod tests {
         assert!(climbed.is_some_and(|&(at, _)| at < periods.len()), "visited {visited:?}");
     }
 
-    /// The first period on the bench's delay line (40 ms), as traced at 50 Mbit/s, 200 Mbit/s
-    /// and 1 Gbit/s alike: one write of 2 MiB of the tar at level 1, and half of it not yet
-    /// acknowledged by the far end when it ended.
-    const DELAY_LINE_FIRST: Observation = Observation {
-        span: Duration::from_micros(296_000),
-        packing: Duration::from_micros(11_100),
-        cpu: Duration::from_micros(11_100),
-        writing: Duration::from_micros(285_000),
-        idle: Duration::ZERO,
-        stream: 2 << 20,
-        packed: 999_535,
-        buffer: 1 << 20,
-        queued: Some(435_305),
-    };
-
     #[test]
     fn storing_is_not_tried_at_a_gigabit_where_level_1_moves_more_than_the_link() {
         // The bench's 1 Gbit/s corpus (--debug of three runs, 18:06): level 1 on two threads
@@ -1118,19 +1125,11 @@ mod tests {
         // ("stored would move 596 MiB/s"), and moved the link, 110–137 MiB/s, for 0.2–2 s.
         // Below level 1, the link (117 MiB/s of wire) is the limit: level -7 (x0.75 of level
         // 1's ratio) moves 117 x 1.8 of the stream, the socket refusing bytes half the time.
-        let period = |rate: f64, ratio: f64, busy: f64, writing: f64| {
-            let stream = rate * MIB * SPAN.as_secs_f64();
-            Observation {
-                span: SPAN,
-                packing: SPAN.mul_f64(busy),
-                cpu: SPAN.mul_f64(busy * 1.8),
-                writing: SPAN.mul_f64(writing),
-                idle: SPAN.mul_f64(1.0 - busy - writing),
-                stream: stream as u64,
-                packed: (stream / ratio) as u64,
-                buffer: 4 << 20,
-                queued: Some(3 << 20),
-            }
+        let period = |rate: f64, ratio: f64, busy: f64, writing: f64| Observation {
+            idle: SPAN.mul_f64(1.0 - busy - writing),
+            buffer: 4 << 20,
+            queued: Some(3 << 20),
+            ..two_threads(rate, ratio, busy, writing)
         };
         let traced = [(150.0, 2.16, 0.90), (153.0, 2.54, 0.95), (219.0, 2.40, 0.95)];
         let mut adapt = Adapt::new(START);
@@ -1142,9 +1141,7 @@ mod tests {
                 Rung::Level(level) if level < 1 => period(117.0 * 1.8, 1.8, 0.4, 0.5),
                 _ => period(rate, ratio, busy, (1.0 - busy) / 2.0),
             };
-            if let Some(change) = adapt.decide(&seen) {
-                visited.push(change.to);
-            }
+            visited.extend(adapt.decide(&seen).map(|change| change.to));
         }
         assert!(!visited.contains(&Rung::Stored), "visited {visited:?}");
     }
@@ -1168,21 +1165,9 @@ mod tests {
                 visited.extend(adapt.decide(&world.period(adapt.rung())).map(|c| c.to));
             }
             assert_eq!(adapt.rung(), Rung::Level(6), "visited {visited:?}");
-            for (rate, busy) in [(24.0, 0.66), (24.0, 1.0), (24.0, 0.8), (24.0, 1.0)] {
-                let stream = rate * MIB * SPAN.as_secs_f64();
-                let seen = Observation {
-                    span: SPAN,
-                    packing: SPAN.mul_f64(busy),
-                    cpu: SPAN.mul_f64(busy * 1.8),
-                    writing: SPAN.mul_f64((1.0 - busy) / 4.0),
-                    idle: Duration::ZERO,
-                    stream: stream as u64,
-                    packed: (stream / 3.5) as u64,
-                    ..world.period(adapt.rung())
-                };
-                if let Some(change) = adapt.decide(&seen) {
-                    visited.push(change.to);
-                }
+            for busy in [0.66, 1.0, 0.8, 1.0] {
+                let seen = two_threads(24.0, 3.5, busy, (1.0 - busy) / 4.0);
+                visited.extend(adapt.decide(&seen).map(|change| change.to));
             }
             assert!(!visited.contains(&Rung::Stored), "visited {visited:?}");
         }
