@@ -651,21 +651,23 @@ impl Adapt {
                     && self.speed_guess(up, seen) * GUESS_TRUST >= rate
             });
             let Some(up) = above else {
-                // The CPU busy compressing, and storing not tried lately: tried, for the link
-                // (or the receiver) may take raw bytes faster than they are compressed (where
-                // it may: `storing_tried`).
-                // Where storing may not be (`storing_tried`), the rung below is, if not
-                // seen lately: the CPU is the limit, and a cheaper level moves more.
+                // The CPU busy compressing: storing is tried, if not seen lately, for the link
+                // (or the receiver) may take raw bytes faster than they are compressed; where
+                // it may not ([`Adapt::storing_tried`]), the rung below, if not seen lately:
+                // the CPU is the limit, and a cheaper level moves more.
                 let busy = seen.share(seen.packing);
-                let down = if self.storing_tried(rate) {
-                    Some(0).filter(|_| self.rate_at(0).is_none())
-                } else {
-                    Some(self.rung.saturating_sub(1))
-                        .filter(|&down| down >= LOWEST_LEVEL && self.rate_at(down).is_none())
+                let down = match self.storing_tried(rate) {
+                    true => Some(0),
+                    false => self.rung.checked_sub(1).filter(|&down| down >= LOWEST_LEVEL),
                 };
-                if let Some(down) = down.filter(|_| self.rung > 0 && busy >= CPU_BUSY) {
-                    let tried =
-                        if down == 0 { "storing".to_string() } else { LADDER[down].to_string() };
+                let untried = |&down: &usize| self.rate_at(down).is_none();
+                if let Some(down) =
+                    down.filter(untried).filter(|_| self.rung > 0 && busy >= CPU_BUSY)
+                {
+                    let tried = match down {
+                        0 => "storing".to_string(),
+                        _ => LADDER[down].to_string(),
+                    };
                     let why = format!(
                         "compressing took {:.0} % of the time at {:.0} MiB/s of the stream, \
                          {tried} not tried lately",
