@@ -200,6 +200,30 @@ pub fn unacknowledged(fd: BorrowedFd<'_>) -> Option<usize> {
     if done == 0 { usize::try_from(bytes).ok() } else { None }
 }
 
+/// Lets the receiving TCP socket `fd` advertise up to `bytes` of window from now on, its
+/// receive buffer raised to hold them, without fixing its size: `SO_RCVLOWAT` at `bytes`
+/// raises the buffer and the window's clamp (Linux's `tcp_set_rcvlowat`, since 4.18, up to
+/// half of `tcp_rmem`'s ceiling; a buffer set by `SO_RCVBUF` it leaves alone), then back at
+/// 1 so that reads wake on every byte as before. `SO_RCVBUF` would fix the buffer, and end
+/// autotuning's growth past it. Best effort; whether the kernel took both.
+pub fn open_receive_window(fd: BorrowedFd<'_>, bytes: usize) -> bool {
+    let bytes = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+    let set = |value: libc::c_int| {
+        // SAFETY: setsockopt on a valid descriptor with an int option of the right size.
+        let done = unsafe {
+            libc::setsockopt(
+                fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_RCVLOWAT,
+                (&raw const value).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        done == 0
+    };
+    set(bytes) & set(1)
+}
+
 /// Lets the TCP socket `fd` hold as many bytes not yet sent as its send buffer takes again,
 /// after [`hold_unsent`]: `TCP_NOTSENT_LOWAT` at 0, the system's (`net.ipv4.tcp_notsent_lowat`,
 /// by default no limit); best effort. Writers waiting on it are woken. Whether the kernel

@@ -67,9 +67,9 @@ use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
 pub use imp::{
     CAN_SPLICE, PoolPipe, accept_only_with_data, advise_huge_pages, congestion_control,
     congestion_controls, drop_written, enlarge_pipe, hold_unsent, is_packet_mode,
-    limit_unacknowledged, peer, pipe_size, pipe_target_size, private_reader, private_writer,
-    punch_hole, release_unsent, reserve_space, set_congestion_control, spill_file, splice,
-    splice_from_file, splice_to_file, start_writeback, thread_sleeps, unacknowledged,
+    limit_unacknowledged, open_receive_window, peer, pipe_size, pipe_target_size, private_reader,
+    private_writer, punch_hole, release_unsent, reserve_space, set_congestion_control, spill_file,
+    splice, splice_from_file, splice_to_file, start_writeback, thread_sleeps, unacknowledged,
     widen_send_buffer, write_nowait, writeback_error,
 };
 pub use memory::{fit_allocator_to_limits, memory_limit, physical_memory};

@@ -387,10 +387,13 @@ impl Link {
     }
 
     /// Establishes the link on its first connection: its socket, and the session over it
-    /// (none over plain TCP). A sender's socket gets the widest send buffer.
+    /// (none over plain TCP). A sender's socket gets the widest send buffer; a receiver's, its
+    /// window open from the start.
     pub(super) fn establish(&self, socket: Arc<Socket>, channel: Option<Channel>) {
         if self.role == Role::Sender {
             socket.widen_send_buffer();
+        } else {
+            socket.open_receive_window();
         }
         assert!(self.socket.set(socket).is_ok(), "a link is established once");
         let mut session = self.lock();

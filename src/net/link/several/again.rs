@@ -189,6 +189,7 @@ impl Link {
         if self.role == Role::Sender {
             channel.socket().widen_send_buffer();
         } else {
+            channel.socket().open_receive_window();
             let told = self.told.load(Relaxed);
             let _ = channel.deliver_granting(told, several.credit(told));
             if let Some(total) = ack {

@@ -326,6 +326,8 @@ impl Link {
             channel.set_silence(self.resume.silence());
             if self.role == Role::Sender {
                 channel.socket().widen_send_buffer();
+            } else {
+                channel.socket().open_receive_window();
             }
             connections.push(Connection {
                 socket: Mutex::new(Arc::clone(channel.socket())),
