@@ -46,8 +46,8 @@
 //!   rung below is tried instead, if not seen lately.
 //!
 //! A move needs [`HOLD`] periods in a row that agree: hysteresis against one noisy period
-//! (but for the first periods' move from a link that takes what is written as it comes:
-//! each period there costs most). Periods that lean up agree, if not on how far (the
+//! (but for the first periods' move from a link that takes what is written as it comes,
+//! and a slow link's first climb at the start: each period there costs most). Periods that lean up agree, if not on how far (the
 //! link's capacity seen, so the prediction, moves from one period to the next): the climb
 //! goes to the nearer of their rungs.
 //! zstd's own `--adapt` moves by which side waits but never looks at the ratio, and moves
@@ -123,6 +123,16 @@ pub const WARM: u64 = 3;
 
 /// Periods in a row that must agree before the level moves.
 pub const HOLD: u32 = 2;
+
+/// The run's first periods, in which a first climb needs no second period to agree
+/// ([`Adapt::decide`]): twice [`WARM`], 0.4-1 s of quick periods.
+const FIRST_PERIODS: u64 = 2 * WARM;
+
+/// A link that takes less than this on the wire (bytes per second: 8 MiB/s, 70 Mbit/s, as
+/// [`DRAINED`] in each quick period) is slow: the stream it moves at x3 (24 MiB/s) takes a
+/// third of a thread at level 9 (82 MB/s), so that a climb there on one period's word
+/// cannot make the CPU the bottleneck.
+const SLOW_LINK: f64 = 8.0 * 1048576.0;
 
 /// Periods a ratio or a throughput seen at a level is trusted: the data changes (a tar of
 /// sources then of media), and so does the link. A neighbour not seen for that long is tried
@@ -518,7 +528,19 @@ impl Adapt {
                 }
                 _ => (lean, why, 1),
             };
-        if count < HOLD && !drained {
+        // The run's first climb, from one of its first periods in which a slow link refused
+        // bytes, needs no second period: the stream's first megabytes go at level 1 while
+        // nothing is known, and each period there is an eighth of a short run (50 Mbit/s,
+        // 16 MiB of the corpus: 2 MiB a period at x1.9-2.2, where level 6 gets x2.9). With
+        // the receiver's window open from the start, tbf's 1 MB burst made the second period
+        // look like a window opening, the third and fourth leaned to level 6 alike, and the
+        // climb came at 10 MiB. Only under [`SLOW_LINK`]: a faster link's refusals at the
+        // start may be a window still opening by less than [`OPENING`] a period, and a climb
+        // on one of them makes the CPU the bottleneck once it has opened.
+        let slow = wire < SLOW_LINK;
+        let first_climb =
+            up && refused && slow && self.moved.is_none() && self.periods <= FIRST_PERIODS;
+        if count < HOLD && !drained && !first_climb {
             self.leaning = Some((lean, count, why));
             return None;
         }
@@ -1176,12 +1198,66 @@ mod tests {
     }
 
     #[test]
+    fn a_slow_link_climbs_on_its_first_clear_period() {
+        // 50 Mbit/s at 40 ms, 16 MiB of the corpus, the receiver's window open from the start
+        // (two runs' per-period trace, 2026-12-04: span, compressing, its CPU, writing,
+        // waiting for the input in ms; stream, wire and the socket's buffer in MiB; the bytes
+        // not acknowledged). The first period fills the socket; in the second, tbf's 1 MB
+        // burst takes 12 MB/s, as a window opening would; the third and fourth both lean to
+        // level 6 (the link 6.2-6.9 MB/s). The climb comes on the third, at 8 MiB of the 16,
+        // not on the fourth at 10.
+        let runs = [
+            [
+                (100.8, 11.3, 11.3, 89.5, 0.0, 2.000, 0.953, 1.000, 804547),
+                (137.0, 15.8, 15.8, 121.2, 0.1, 4.000, 1.720, 1.000, 919694),
+                (146.1, 9.5, 9.5, 136.4, 0.1, 2.000, 0.909, 1.000, 965439),
+                (154.9, 4.9, 4.9, 149.9, 0.1, 1.811, 0.942, 1.000, 1045093),
+            ],
+            [
+                (109.2, 28.1, 28.1, 81.0, 0.0, 2.000, 0.953, 1.000, 804457),
+                (133.7, 21.1, 21.1, 112.2, 0.4, 4.000, 1.720, 1.000, 1049500),
+                (149.4, 14.1, 14.1, 135.3, 0.1, 2.000, 0.909, 1.000, 965349),
+                (145.7, 10.9, 10.9, 134.7, 0.1, 1.811, 0.942, 1.000, 1045003),
+            ],
+        ];
+        let ms = |ms: f64| Duration::from_secs_f64(ms / 1e3);
+        for periods in runs {
+            let mut adapt = Adapt::new(START);
+            let mut moved = None;
+            for (at, (span, packing, cpu, writing, idle, stream, packed, buffer, queued)) in
+                periods.into_iter().enumerate()
+            {
+                let seen = Observation {
+                    span: ms(span),
+                    packing: ms(packing),
+                    cpu: ms(cpu),
+                    writing: ms(writing),
+                    idle: ms(idle),
+                    stream: (stream * MIB) as u64,
+                    packed: (packed * MIB) as u64,
+                    buffer: (buffer * MIB) as u64,
+                    queued: Some(queued),
+                };
+                if let Some(change) = adapt.decide(&seen) {
+                    moved.get_or_insert((at + 1, change.to));
+                }
+            }
+            let (at, to) = moved.expect("climbed");
+            assert_eq!(at, 3, "climbed to {to} in period {at}");
+            assert!(index(to) > index(START), "{to}");
+        }
+    }
+
+    #[test]
     fn one_period_does_not_move_it() {
+        // Past the run's first periods (where a slow link's first climb needs only one).
         let world = World { speed: SPEED, ratio: PROSE, link: 6.0 };
         let mut adapt = Adapt::new(START);
         assert_eq!(adapt.decide(&world.period(START)), None);
         let input_bound = Observation { idle: SPAN / 2, ..world.period(START) };
-        assert_eq!(adapt.decide(&input_bound), None, "the input was the bottleneck");
+        for _ in 0..FIRST_PERIODS {
+            assert_eq!(adapt.decide(&input_bound), None, "the input was the bottleneck");
+        }
         assert_eq!(adapt.decide(&world.period(START)), None);
         assert!(adapt.decide(&world.period(START)).is_some(), "two in a row move it");
     }
