@@ -47,9 +47,9 @@
 //!
 //! A move needs [`HOLD`] periods in a row that agree: hysteresis against one noisy period
 //! (but for the first periods' move from a link that takes what is written as it comes,
-//! and a slow link's first climb at the start: each period there costs most). Periods that lean up agree, if not on how far (the
-//! link's capacity seen, so the prediction, moves from one period to the next): the climb
-//! goes to the nearer of their rungs.
+//! and a slow link's first climb at the start: each period there costs most). Periods that
+//! lean up agree, if not on how far (the link's capacity seen, so the prediction, moves
+//! from one period to the next): the climb goes to the nearer of their rungs.
 //! zstd's own `--adapt` moves by which side waits but never looks at the ratio, and moves
 //! only after 32 MB jobs (zstd#2200); ACE (Krintz & Sucu, 2006) predicts from the ratio and
 //! the rates, per block; here the prediction is made per period from the ratio and the
