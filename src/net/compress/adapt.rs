@@ -743,6 +743,15 @@ mod tests {
     const SPAN: Duration = Duration::from_millis(250);
     const MIB: f64 = (1 << 20) as f64;
 
+    /// A period as a trace printed it: its span, the time compressing, its CPU, writing and
+    /// waiting for the input, in ms; the stream, the wire and the socket's buffer in MiB; the
+    /// bytes the far end had not acknowledged, where the system said.
+    fn traced(times: [f64; 5], sizes: [f64; 3], queued: Option<u64>) -> Observation {
+        let [span, packing, cpu, writing, idle] = times.map(|ms| Duration::from_secs_f64(ms / 1e3));
+        let [stream, packed, buffer] = sizes.map(|mib| (mib * MIB) as u64);
+        Observation { span, packing, cpu, writing, idle, stream, packed, buffer, queued }
+    }
+
     /// A synthetic world: what each rung compresses per second (MiB/s of the stream, sealing
     /// included) and the ratio it gets, and the link's capacity (MiB/s on the wire). The
     /// stream moves at the slower of the two; the thread's time is compressing, then
@@ -1115,23 +1124,13 @@ mod tests {
             (68, 22, 22, 45, 0, 4.31, 1.73, 1.0),
             (310, 144, 144, 165, 1, 16.0, 6.45, 1.0),
         ];
-        let ms = |ms: u64| Duration::from_millis(ms);
         let mut adapt = Adapt::new(START);
         let mut visited = vec![(0, START)];
         for (at, (span, packing, cpu, writing, idle, stream, packed, buffer)) in
             periods.into_iter().enumerate()
         {
-            let seen = Observation {
-                span: ms(span),
-                packing: ms(packing),
-                cpu: ms(cpu),
-                writing: ms(writing),
-                idle: ms(idle),
-                stream: (stream * MIB) as u64,
-                packed: (packed * MIB) as u64,
-                buffer: (buffer * MIB) as u64,
-                queued: None,
-            };
+            let times = [span, packing, cpu, writing, idle].map(|ms| ms as f64);
+            let seen = traced(times, [stream, packed, buffer], None);
             if let Some(change) = adapt.decide(&seen) {
                 visited.push((at + 1, change.to));
             }
@@ -1220,24 +1219,14 @@ mod tests {
                 (145.7, 10.9, 10.9, 134.7, 0.1, 1.811, 0.942, 1.000, 1045003),
             ],
         ];
-        let ms = |ms: f64| Duration::from_secs_f64(ms / 1e3);
         for periods in runs {
             let mut adapt = Adapt::new(START);
             let mut moved = None;
             for (at, (span, packing, cpu, writing, idle, stream, packed, buffer, queued)) in
                 periods.into_iter().enumerate()
             {
-                let seen = Observation {
-                    span: ms(span),
-                    packing: ms(packing),
-                    cpu: ms(cpu),
-                    writing: ms(writing),
-                    idle: ms(idle),
-                    stream: (stream * MIB) as u64,
-                    packed: (packed * MIB) as u64,
-                    buffer: (buffer * MIB) as u64,
-                    queued: Some(queued),
-                };
+                let times = [span, packing, cpu, writing, idle];
+                let seen = traced(times, [stream, packed, buffer], Some(queued));
                 if let Some(change) = adapt.decide(&seen) {
                     moved.get_or_insert((at + 1, change.to));
                 }
