@@ -497,7 +497,7 @@ pub fn carried_pair() -> (Socket, Socket) {
     (carried(near, peer).unwrap(), carried(far, peer).unwrap())
 }
 
-#[cfg(test)]
+#[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
 
@@ -520,7 +520,6 @@ mod tests {
     }
 
     #[test]
-    #[cfg(target_os = "linux")]
     fn a_receiver_may_advertise_its_window_from_the_start_and_still_wakes_on_a_byte() {
         let (_near, far) = pair();
         let before = int_option(&far, libc::SO_RCVBUF);

@@ -166,11 +166,21 @@ pub fn accept_only_with_data(fd: BorrowedFd<'_>, patience: std::time::Duration) 
 
 /// Sets the TCP option `option`, an int, on the socket `fd`; whether the kernel took it.
 fn set_tcp_int(fd: BorrowedFd<'_>, option: libc::c_int, value: libc::c_int) -> bool {
+    set_int_option(fd, libc::IPPROTO_TCP, option, value)
+}
+
+/// Sets the option `option` of `level`, an int, on the socket `fd`; whether the kernel took it.
+fn set_int_option(
+    fd: BorrowedFd<'_>,
+    level: libc::c_int,
+    option: libc::c_int,
+    value: libc::c_int,
+) -> bool {
     // SAFETY: setsockopt on a valid descriptor with an int option of the right size.
     let done = unsafe {
         libc::setsockopt(
             fd.as_raw_fd(),
-            libc::IPPROTO_TCP,
+            level,
             option,
             (&raw const value).cast(),
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,
@@ -208,19 +218,7 @@ pub fn unacknowledged(fd: BorrowedFd<'_>) -> Option<usize> {
 /// autotuning's growth past it. Best effort; whether the kernel took both.
 pub fn open_receive_window(fd: BorrowedFd<'_>, bytes: usize) -> bool {
     let bytes = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
-    let set = |value: libc::c_int| {
-        // SAFETY: setsockopt on a valid descriptor with an int option of the right size.
-        let done = unsafe {
-            libc::setsockopt(
-                fd.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_RCVLOWAT,
-                (&raw const value).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
-        done == 0
-    };
+    let set = |value| set_int_option(fd, libc::SOL_SOCKET, libc::SO_RCVLOWAT, value);
     set(bytes) & set(1)
 }
 
