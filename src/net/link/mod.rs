@@ -386,15 +386,20 @@ impl Link {
         Ok(session)
     }
 
-    /// Establishes the link on its first connection: its socket, and the session over it
-    /// (none over plain TCP). A sender's socket gets the widest send buffer; a receiver's, its
-    /// window open from the start.
-    pub(super) fn establish(&self, socket: Arc<Socket>, channel: Option<Channel>) {
-        if self.role == Role::Sender {
-            socket.widen_send_buffer();
-        } else {
-            socket.open_receive_window();
+    /// Fits a connection's socket to this end's side of the stream, whichever side connected:
+    /// a sender's gets the widest send buffer, a receiver's its window open from the start.
+    /// Every connection the link takes, first or back after a drop, one of several or alone.
+    pub(super) fn fit(&self, socket: &Socket) {
+        match self.role {
+            Role::Sender => socket.widen_send_buffer(),
+            Role::Receiver => socket.open_receive_window(),
         }
+    }
+
+    /// Establishes the link on its first connection: its socket (fitted, [`Link::fit`]), and
+    /// the session over it (none over plain TCP).
+    pub(super) fn establish(&self, socket: Arc<Socket>, channel: Option<Channel>) {
+        self.fit(&socket);
         assert!(self.socket.set(socket).is_ok(), "a link is established once");
         let mut session = self.lock();
         if let Some(mut channel) = channel {

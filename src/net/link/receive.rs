@@ -243,6 +243,7 @@ impl Link {
             self.publish(|meter, peer| meter.connection_down(peer));
         }
         channel.set_silence(self.resume.silence());
+        self.fit(channel.socket());
         let (at, ended) = (session.resume_at, session.ended);
         if let Err(error) = channel.resume_from(at, ended) {
             self.log.warn(format_args!(

@@ -260,7 +260,7 @@ impl Link {
             self.give_up(&mut session, io::ErrorKind::InvalidData, describe(&error));
             return false;
         }
-        channel.socket().widen_send_buffer();
+        self.fit(channel.socket());
         let outage = session.down.take().map_or(Duration::ZERO, |(s, _)| s.elapsed());
         let resent = session.sent.saturating_sub(at);
         session.channel = Some(channel);

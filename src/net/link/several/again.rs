@@ -186,10 +186,8 @@ impl Link {
             let state = several.lock();
             state.end.filter(|_| state.ack_said)
         };
-        if self.role == Role::Sender {
-            channel.socket().widen_send_buffer();
-        } else {
-            channel.socket().open_receive_window();
+        self.fit(channel.socket());
+        if self.role == Role::Receiver {
             let told = self.told.load(Relaxed);
             let _ = channel.deliver_granting(told, several.credit(told));
             if let Some(total) = ack {

@@ -324,11 +324,7 @@ impl Link {
         let mut connections = Vec::new();
         for mut channel in channels {
             channel.set_silence(self.resume.silence());
-            if self.role == Role::Sender {
-                channel.socket().widen_send_buffer();
-            } else {
-                channel.socket().open_receive_window();
-            }
+            self.fit(channel.socket());
             connections.push(Connection {
                 socket: Mutex::new(Arc::clone(channel.socket())),
                 channel: Mutex::new(channel),
