@@ -285,6 +285,12 @@ impl Socket {
         self.out.is_none().then(|| crate::sys::unacknowledged(self.fd())).flatten()
     }
 
+    /// The bytes it holds not yet sent (`sys::unsent`): `None` through ssh (a pipe), or where
+    /// the system does not say.
+    pub fn unsent(&self) -> Option<usize> {
+        self.out.is_none().then(|| crate::sys::unsent(self.fd())).flatten()
+    }
+
     /// Its TCP congestion control, as the kernel reads it back, for `--debug`.
     pub fn congestion_control(&self) -> String {
         crate::sys::congestion_control(self.fd())

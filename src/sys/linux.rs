@@ -210,6 +210,15 @@ pub fn unacknowledged(fd: BorrowedFd<'_>) -> Option<usize> {
     if done == 0 { usize::try_from(bytes).ok() } else { None }
 }
 
+/// The bytes the TCP socket `fd` holds that it has not sent yet (Linux's `SIOCOUTQNSD`);
+/// `None` if the kernel does not say.
+pub fn unsent(fd: BorrowedFd<'_>) -> Option<usize> {
+    let mut bytes: libc::c_int = 0;
+    // SAFETY: SIOCOUTQNSD writes one int at the pointer given; `fd` is a valid descriptor.
+    let done = unsafe { libc::ioctl(fd.as_raw_fd(), libc::SIOCOUTQNSD, &raw mut bytes) };
+    if done == 0 { usize::try_from(bytes).ok() } else { None }
+}
+
 /// Lets the receiving TCP socket `fd` advertise up to `bytes` of window from now on, its
 /// receive buffer raised to hold them, without fixing its size: `SO_RCVLOWAT` at `bytes`
 /// raises the buffer and the window's clamp (Linux's `tcp_set_rcvlowat`, since 4.18, up to

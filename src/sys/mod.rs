@@ -32,7 +32,8 @@
 //! - [`hold_unsent`]: a sending socket holds few bytes beyond those in flight (Linux's
 //!   `TCP_NOTSENT_LOWAT`), so that its writes wait when the link is full;
 //!   [`release_unsent`]: as many as its buffer takes again; [`unacknowledged`]: the bytes
-//!   it holds that the far end has not acknowledged (Linux's `SIOCOUTQ`).
+//!   it holds that the far end has not acknowledged (Linux's `SIOCOUTQ`); [`unsent`]: those
+//!   it has not sent yet (`SIOCOUTQNSD`).
 //! - [`set_congestion_control`], [`congestion_control`], [`congestion_controls`]: a TCP
 //!   socket's congestion control asked for and read back, and what the system offers
 //!   (Linux's `TCP_CONGESTION`; elsewhere the system's own is kept).
@@ -70,7 +71,7 @@ pub use imp::{
     limit_unacknowledged, open_receive_window, peer, pipe_size, pipe_target_size, private_reader,
     private_writer, punch_hole, release_unsent, reserve_space, set_congestion_control, spill_file,
     splice, splice_from_file, splice_to_file, start_writeback, thread_sleeps, unacknowledged,
-    widen_send_buffer, write_nowait, writeback_error,
+    unsent, widen_send_buffer, write_nowait, writeback_error,
 };
 pub use memory::{fit_allocator_to_limits, memory_limit, physical_memory};
 pub use signal::{
@@ -287,12 +288,13 @@ mod tests {
 
     #[test]
     #[cfg(target_os = "linux")]
-    fn a_sending_socket_says_what_the_far_end_has_not_acknowledged() {
+    fn a_sending_socket_says_what_the_far_end_has_not_acknowledged_and_what_is_unsent() {
         use std::io::Write;
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let mut socket = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         let (mut far, _) = listener.accept().unwrap();
         assert_eq!(super::unacknowledged(socket.as_fd()), Some(0));
+        assert_eq!(super::unsent(socket.as_fd()), Some(0));
         // The far end reads nothing: once its window is full, what is written stays unsent.
         // The socket is this test's own, made non-blocking to write until it is full.
         socket.set_nonblocking(true).unwrap();
@@ -307,6 +309,9 @@ mod tests {
         }
         let held = super::unacknowledged(socket.as_fd()).unwrap();
         assert!(held > 0 && held <= written, "{held} of {written}");
+        // Its window full, the far end takes no more: some of those are not sent yet.
+        let unsent = super::unsent(socket.as_fd()).unwrap();
+        assert!(unsent > 0 && unsent <= held, "{unsent} of {held}");
         // Read whole, every byte is acknowledged: loopback's acknowledgements are the
         // kernel's own, within a few milliseconds.
         let mut buffer = vec![0u8; written];
@@ -317,6 +322,7 @@ mod tests {
             // A look each millisecond: spinning would take the CPU the tests beside need.
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
+        assert_eq!(super::unsent(socket.as_fd()), Some(0));
     }
 
     #[test]

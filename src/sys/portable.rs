@@ -98,6 +98,11 @@ pub fn unacknowledged(_fd: BorrowedFd<'_>) -> Option<usize> {
     None
 }
 
+/// Not said here.
+pub fn unsent(_fd: BorrowedFd<'_>) -> Option<usize> {
+    None
+}
+
 /// Left to the system here.
 pub fn open_receive_window(_fd: BorrowedFd<'_>, _bytes: usize) -> bool {
     false
