@@ -500,8 +500,11 @@ pub struct Cli {
     /// 4 threads (the cores), each thread's run a zstd frame of its own; not random data.
     /// The receiver decompresses whatever each frame says:
     /// nothing to set there. Offsets, confirmations and resuming count stream bytes,
-    /// uncompressed. Not with --insecure: a raw stream stays raw. With --from ssh://, the
-    /// remote accel sends, and compresses as asked.
+    /// uncompressed. A receiver of an older accel, whose compressed frames keep no history:
+    /// with auto, the sender connects again and sends uncompressed, said once; a level asked
+    /// for is refused there (status 6), as is auto through the ssh session (--via ssh). Not
+    /// with --insecure: a raw stream stays raw. With --from ssh://, the remote accel sends,
+    /// and compresses as asked.
     #[arg(long, value_name = "HOW", help_heading = "Network")]
     pub compress: Option<String>,
 

@@ -387,9 +387,9 @@ pub struct Network {
     streams: u8,
     window: u64,
     hold: u64,
-    /// Each output compresses its frames (`--compress` other than none): its connections
-    /// speak wire version 6 (or 7).
-    history: bool,
+    /// What each output's frames become (`--compress`): other than none, its connections
+    /// speak wire version 6 (or 7); with auto, an older receiver is sent to uncompressed.
+    compress: Compress,
     /// [`Peering::ahead`], for the first output's first try.
     ahead: Option<handshake::Ahead>,
 }
@@ -506,7 +506,7 @@ impl Network {
             streams: peering.streams,
             window: peering.window.max(LEAST_WINDOW),
             hold: peering.hold,
-            history: peering.compress != Compress::None,
+            compress: peering.compress,
             ahead: peering.ahead.clone(),
         })
     }
@@ -551,13 +551,18 @@ impl Network {
                 dialed: Mutex::new(output.dialed.take()),
                 ahead: Mutex::new(ahead.map(Box::new)),
                 streams: self.streams,
-                history: self.history,
+                history: AtomicBool::new(self.compress != Compress::None),
+                falls_back: self.compress == Compress::Auto,
             };
             let first =
                 dialer.first(&output.resolved, stream, self.connect_for, patience, log, stop);
             let (socket, channel) = first.map_err(|why| {
                 SetupError::Unreached(format!("{}: {why}; nothing was sent", output.address))
             })?;
+            if self.compress != Compress::None && !dialer.compresses() {
+                // An older receiver: this stream goes uncompressed, over every connection.
+                output.link.compress(Compress::None);
+            }
             if let Some(terms) = channel.as_ref().and_then(Channel::joined) {
                 let mut channels = vec![];
                 for index in 1..terms.streams {
