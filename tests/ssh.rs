@@ -807,3 +807,42 @@ fn through_ssh_an_older_remote_is_refused_with_words() {
     assert!(said.contains("--compress none talks to it"), "{said}");
     assert!(!said.contains(UNCOMPRESSED), "{said}");
 }
+
+/// Through the ssh session, frames are compressed only if `--compress` was given: the
+/// default `auto` cannot dial an older accel there again. Pushing `--via ssh` to an older
+/// remote accel, and pulling `--via ssh` into an older accel here (made one by the hook;
+/// the remote sender, given no `--compress`, as an older local gives none), without
+/// `--compress`: byte for byte, status 0, nothing compressed and nothing to say of it.
+#[test]
+fn through_ssh_the_default_goes_uncompressed_to_an_older_accel() {
+    let Some(sshd) = Sshd::start() else { return };
+    let received = sshd.dir.path("received");
+    let data = prose(1 << 20, 354);
+    let args = [
+        "--ssh-command".to_owned(),
+        sshd.ssh_command(),
+        "--remote-accel".to_owned(),
+        older_remote(&sshd),
+        "--via".to_owned(),
+        "ssh".to_owned(),
+        "--to".to_owned(),
+        sshd.url(),
+        "--".to_owned(),
+        format!("cat > {}", received.display()),
+    ];
+    let (status, _, said) = run_fed(piped(&mut accel_with("auto", &args)), &data);
+    assert!(status.success(), "pushing: {status}: {said}");
+    assert_same(&std::fs::read(&received).unwrap(), &data, "the remote command's file");
+    assert!(!said.contains("accel:"), "pushing: {said}");
+    let source = sshd.dir.path("source");
+    std::fs::write(&source, &data).unwrap();
+    let mut args = sshd.args();
+    args.extend(["--via", "ssh", "--from"].map(str::to_owned));
+    args.extend([sshd.url(), "--".to_owned(), format!("cat {}", source.display())]);
+    let mut command = accel_with("auto", &args);
+    command.env("ACCEL_TEST_WIRE", "5");
+    let (status, out, said) = run_fed(piped(&mut command), b"");
+    assert!(status.success(), "pulling: {status}: {said}");
+    assert_same(&out, &data, "what came out here");
+    assert!(!said.contains("another version"), "pulling: {said}");
+}

@@ -131,6 +131,9 @@ pub struct Peering {
     pub bound: Vec<i32>,
     /// `--compress`: what each `--to` does with its frames.
     pub compress: Compress,
+    /// `--compress` was given (else `compress` is the default): through the ssh session,
+    /// only then are frames compressed ([`Peering::compress_through_ssh`]).
+    pub compress_asked: bool,
     /// A connection to the one `--to`'s receiver made before the run (non-blocking), which
     /// the first try takes instead of connecting: accel started through ssh tries the direct
     /// path with the stream's own connection, so the stream pays no second round trip.
@@ -205,6 +208,7 @@ impl Default for Peering {
             carried_out: None,
             ahead: None,
             compress: Compress::default(),
+            compress_asked: false,
             streams: 1,
             window: LEAST_WINDOW,
             hold: LEAST_WINDOW,
@@ -346,6 +350,18 @@ pub fn is_drop(error: &io::Error) -> bool {
         error.raw_os_error(),
         Some(libc::ENETRESET | libc::EHOSTDOWN)
     )
+}
+
+impl Peering {
+    /// What the frames become through the ssh session (`--via ssh`, or where the direct path
+    /// is closed): as asked, else none. The session is the stream's one connection: an
+    /// accel there of an older version, which refuses a compressing sender's (see `dial`),
+    /// cannot be dialed again, as one on the direct path is by the default `auto`; nor can
+    /// an older local accel that pulls be (it passes no `--compress` on unless asked, so a
+    /// remote sender without one never compresses through the session).
+    pub fn compress_through_ssh(&self) -> Compress {
+        if self.compress_asked { self.compress } else { Compress::None }
+    }
 }
 
 /// The first handshake message of a run's first `--to` connection, as that run makes it (a
