@@ -18,6 +18,7 @@ use std::thread;
 use std::time::Duration;
 
 use serde_json::Value;
+use sha2::Digest;
 
 use crate::util::net::*;
 use crate::util::*;
@@ -484,4 +485,101 @@ fn a_peer_of_the_protocol_before_compression_is_refused_clearly() {
     let line = receiver.said.line_with("another version of accel's protocol");
     assert!(line.contains("still waiting for the sender"), "{line}");
     assert!(receiver.child.try_wait().unwrap().is_none(), "the receiver goes on waiting");
+}
+
+/// `--compress auto` to a receiver of wire version 5 (the debug builds' `ACCEL_TEST_WIRE`
+/// hook: it answers a compressing sender's version 6 or 7 as an accel from before the
+/// compressed frames' history did, with its own preamble, and drops the connection) is no
+/// failure: the sender says once that it sends uncompressed, dials again speaking the
+/// version without compression, and the stream crosses whole (sha256 at both ends, byte for
+/// byte), none of it compressed in either end's `--json`; over one connection and over two
+/// (`--streams 2`, whose further connection speaks the same version as the first). The
+/// receiver dropped the one connection it could not take.
+#[test]
+fn auto_sends_uncompressed_to_an_older_receiver() {
+    let dir = Scratch::new("compress-older");
+    let key = make_key(&dir, "k");
+    let data = prose(4 << 20, 35);
+    let digest: String = sha2::Sha256::digest(&data).iter().map(|b| format!("{b:02x}")).collect();
+    for streams in ["1", "2"] {
+        let context = format!("--streams {streams}");
+        let received_json = dir.path(&format!("receiver-{streams}.json"));
+        let received_arg = format!("--json={}", received_json.display());
+        let mut receiver = Receiver::with_env(
+            "auto",
+            "127.0.0.1:0",
+            &["--key-file", &key, "--hash", "sha256", &received_arg],
+            None,
+            &[("ACCEL_TEST_WIRE", "5")],
+        );
+        let output = receiver.output();
+        let to = format!("127.0.0.1:{}", receiver.port);
+        let json = dir.path(&format!("sender-{streams}.json"));
+        let json_arg = format!("--json={}", json.display());
+        let args = ["--key-file", &key, "--compress", "auto", "--streams", streams, "--hash"];
+        let mut child = sender("auto", &to, &[&args[..], &["sha256", &json_arg]].concat(), None);
+        let stdin = child.stdin.take().unwrap();
+        let fed = data.clone();
+        let feeding = thread::spawn(move || feed(stdin, &fed, 1 << 20));
+        let (status, said) = ended(child);
+        assert!(status.success(), "{context}: sender: {status}: {said}");
+        feeding.join().unwrap().expect("the sender took every byte");
+        let notice = format!(
+            "accel: {to}: the receiver speaks an older version of accel's protocol, without \
+             compression; sending uncompressed"
+        );
+        assert_eq!(said.lines().filter(|line| *line == notice).count(), 1, "{context}: {said}");
+        let written = output.join().unwrap();
+        let (status, heard) = receiver.end();
+        assert!(status.success(), "{context}: receiver: {status}: {heard}");
+        assert_same(&written, &data, &context);
+        let dropped = heard.lines().filter(|line| line.contains("another version of accel's"));
+        assert_eq!(dropped.count(), 1, "{context}: {heard}");
+        let (sent, received) = (summary_in(&json, &context), summary_in(&received_json, &context));
+        for (side, summary) in [("sender", &sent), ("receiver", &received)] {
+            assert_eq!(summary["hashes"][0]["hex"], digest, "{context}: the {side}'s: {summary}");
+        }
+        let wire = &sent["outputs"][0]["wire"];
+        assert_eq!(wire["compressing"], false, "{context}: {wire}");
+        assert_eq!(wire["levels"], serde_json::json!([]), "{context}: {wire}");
+        let (bytes, stream) =
+            (number(wire, "bytes", &context), number(wire, "stream_bytes", &context));
+        assert!(stream == data.len() as u64 && bytes > stream, "{context}: {wire}");
+        let wire = &received["input_wire"];
+        assert!(wire.is_null() || wire["compressing"] == false, "{context}: {wire}");
+    }
+}
+
+/// A level asked for (`zstd:3`) is not changed behind the user's back: to the same older
+/// receiver it stays a failure (status 6, nothing sent), with the words that name
+/// `--compress none`, over one connection and over two; the receiver goes on waiting.
+#[test]
+fn a_level_asked_for_stays_refused_by_an_older_receiver() {
+    let dir = Scratch::new("compress-older-level");
+    let key = make_key(&dir, "k");
+    for streams in ["1", "2"] {
+        let mut receiver = Receiver::with_env(
+            "auto",
+            "127.0.0.1:0",
+            &["--key-file", &key],
+            None,
+            &[("ACCEL_TEST_WIRE", "5")],
+        );
+        let output = receiver.output();
+        let to = format!("127.0.0.1:{}", receiver.port);
+        let args = ["--key-file", &key, "--compress", "zstd:3", "--streams", streams];
+        let mut child = sender("auto", &to, &args, None);
+        let mut stdin = child.stdin.take().unwrap();
+        let _ = stdin.write_all(&prose(1 << 20, 36));
+        drop(stdin);
+        let (status, said) = ended(child);
+        assert_eq!(status.code(), Some(6), "--streams {streams}: {said}");
+        assert!(said.contains("the receiver does not take this --compress"), "{said}");
+        assert!(said.contains("--compress none talks to it; nothing was sent"), "{said}");
+        assert!(!said.contains("sending uncompressed"), "{said}");
+        receiver.said.line_with("another version of accel's protocol");
+        assert!(receiver.child.try_wait().unwrap().is_none(), "the receiver goes on waiting");
+        let _ = receiver.child.kill();
+        assert!(output.join().unwrap().is_empty(), "--streams {streams}: nothing written");
+    }
 }

@@ -714,6 +714,17 @@ impl Ends {
     /// A receiver with `--engine engine`, the key, `--hash sha256`, `--json=FILE` and `args`,
     /// on 127.0.0.1, or on `host` (at its address, inside its namespace).
     fn start(engine: &'static str, test: &str, args: &[&str], host: Option<&Host>) -> Ends {
+        Ends::start_with_env(engine, test, args, host, &[])
+    }
+
+    /// As [`Ends::start`], with `env` in the receiver's environment (a test hook).
+    fn start_with_env(
+        engine: &'static str,
+        test: &str,
+        args: &[&str],
+        host: Option<&Host>,
+        env: &[(&str, &str)],
+    ) -> Ends {
         let dir = Scratch::new(&format!("resume-{test}-{engine}"));
         let key = make_key(&dir, "k");
         let json = format!("--json={}", dir.path("receiver.json").display());
@@ -723,7 +734,7 @@ impl Ends {
             Some(host) => (host.addr.as_str(), Some(&host.netns)),
             None => ("127.0.0.1", None),
         };
-        let mut receiver = Receiver::start(engine, host, &full, wrap);
+        let mut receiver = Receiver::with_env(engine, &format!("{host}:0"), &full, wrap, env);
         let written = Written::collect(receiver.stdout());
         let args = args.iter().map(|arg| arg.to_string()).collect();
         let patience = GENEROUS;
@@ -979,6 +990,38 @@ fn resets_with_compression(engine: &'static str, threads: Option<&'static str>) 
     let wire = &ended.sender.summary["outputs"][0]["wire"];
     let (bytes, stream) = (wire["bytes"].as_u64().unwrap(), wire["stream_bytes"].as_u64().unwrap());
     assert!(stream >= size && bytes < stream / 2, "{context}: {wire}");
+}
+
+/// Issue 35: `--compress auto` to a receiver of wire version 5 (the debug builds'
+/// `ACCEL_TEST_WIRE`: it drops a compressing sender's first connection, answering with its
+/// own version) goes uncompressed, and a connection made again after a reset speaks the
+/// same version as the one before it, without compression: the receiver takes it back (it
+/// would drop one that compresses, and the sender would give up), the stream whole, the
+/// wire carrying every byte of it. Three connections through the cutter: the one dropped
+/// (the plan's first cut, never reached), the one reset at 1 MiB, the one that goes on.
+fn auto_resumes_uncompressed_to_an_older_receiver(engine: &'static str) {
+    let older = [("ACCEL_TEST_WIRE", "5")];
+    let mut ends = Ends::start_with_env(engine, "older", &[], None, &older);
+    // The sender's alone: a receiver takes what each frame says.
+    ends.args.extend(["--compress".to_owned(), "auto".to_owned()]);
+    ends.patience = GENEROUS + Duration::from_secs(2);
+    let plan = [(1 << 20, Cut::Reset), (1 << 20, Cut::Reset)];
+    let proxy = Cutter::start(ends.address(), Duration::ZERO, &plan);
+    let sending = ends.sender(&proxy.to(), None);
+    let data = prose(8 << 20, 350);
+    for piece in data.chunks(1 << 20) {
+        sending.send(piece);
+    }
+    let ended = ends.end(sending);
+    let context = "auto to an older receiver, reset at 1 MiB";
+    ended.whole(&data, context);
+    ended.reconnected(1, true, context);
+    assert_eq!((proxy.cuts(), proxy.accepted()), (1, 3), "{context}: cuts made, connections");
+    let said = &ended.sender.said;
+    assert_eq!(said.matches("sending uncompressed").count(), 1, "{context}: {said}");
+    let wire = &ended.sender.summary["outputs"][0]["wire"];
+    let (bytes, stream) = (wire["bytes"].as_u64().unwrap(), wire["stream_bytes"].as_u64().unwrap());
+    assert!(wire["compressing"] == false && bytes > stream, "{context}: {wire}");
 }
 
 /// The connection closed cleanly (a FIN each way) 1 MiB into it, without the end mark: the
@@ -1347,6 +1390,7 @@ per_engine!(
     three_resets_at_random_offsets,
     three_resets_with_compression,
     three_resets_with_compression_on_threads,
+    auto_resumes_uncompressed_to_an_older_receiver,
     a_clean_close_without_the_end_mark,
     reconnect_for_zero_fails_at_the_first_reset,
     insecure_does_not_resume,

@@ -701,3 +701,148 @@ fn several_streams_through_ssh_are_refused() {
         assert!(out.is_empty(), "{way}");
     }
 }
+
+/// An accel of wire version 5 at the other end (the debug builds' `ACCEL_TEST_WIRE`: it
+/// answers a compressing sender's version as an accel from before the compressed frames'
+/// history did), started through `sshd` as the remote one by a script.
+fn older_remote(sshd: &Sshd) -> String {
+    let older = sshd.dir.path("older-accel");
+    let script = format!("#!/bin/sh\nACCEL_TEST_WIRE=5 exec {ACCEL} \"$@\"\n");
+    std::fs::write(&older, script).unwrap();
+    std::fs::set_permissions(&older, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    older.display().to_string()
+}
+
+/// The notice of a sender whose `--compress auto` met an older receiver.
+const UNCOMPRESSED: &str = "the receiver speaks an older version of accel's protocol, without \
+                            compression; sending uncompressed";
+
+/// `--compress auto` pushed to an older remote accel on the direct path: its first
+/// connection, made and handshaken before the run, is dropped there, and the sender dials
+/// again without compression, said once; the remote command's file is the input, byte for
+/// byte, and the JSON says nothing was compressed.
+#[test]
+fn auto_pushes_uncompressed_to_an_older_remote() {
+    let Some(sshd) = Sshd::start() else { return };
+    let received = sshd.dir.path("received");
+    let json = sshd.dir.path("push.json");
+    let data = prose(3 << 20, 351);
+    let args = [
+        "--ssh-command".to_owned(),
+        sshd.ssh_command(),
+        "--remote-accel".to_owned(),
+        older_remote(&sshd),
+        "--compress".to_owned(),
+        "auto".to_owned(),
+        format!("--json={}", json.display()),
+        "--to".to_owned(),
+        sshd.url(),
+        "--".to_owned(),
+        format!("cat > {}", received.display()),
+    ];
+    let (status, _, said) = run_fed(piped(&mut accel_with("auto", &args)), &data);
+    assert!(status.success(), "{status}: {said}");
+    assert_same(&std::fs::read(&received).unwrap(), &data, "the remote command's file");
+    assert_eq!(said.matches(UNCOMPRESSED).count(), 1, "{said}");
+    let text = std::fs::read_to_string(&json).unwrap();
+    let mut events = text.lines().rev().map(|line| serde_json::from_str(line).unwrap());
+    let summary: serde_json::Value =
+        events.find(|event: &serde_json::Value| event["event"] == "summary").expect("a summary");
+    let wire = &summary["outputs"][0]["wire"];
+    assert_eq!(wire["compressing"], false, "{wire}");
+    assert!(wire["bytes"].as_u64() > wire["stream_bytes"].as_u64(), "{wire}");
+}
+
+/// Pulling, the remote accel sends, and it is the one that meets the older receiver (this
+/// accel, made one by the hook): with `--compress auto` (given here, passed on), it dials
+/// again without compression, and says so (a remote accel's warnings come back marked with
+/// the host with `--remote-args -v`, as its report does); what comes out here is the remote
+/// command's output, byte for byte.
+#[test]
+fn auto_pulled_goes_uncompressed_to_an_older_receiver_here() {
+    let Some(sshd) = Sshd::start() else { return };
+    let source = sshd.dir.path("source");
+    let data = prose(3 << 20, 352);
+    std::fs::write(&source, &data).unwrap();
+    let mut args = sshd.args();
+    args.extend(["--compress", "auto", "--remote-args", "-v", "--from"].map(str::to_owned));
+    args.extend([sshd.url(), "--".to_owned(), format!("cat {}", source.display())]);
+    let mut command = accel_with("auto", &args);
+    command.env("ACCEL_TEST_WIRE", "5");
+    let (status, out, said) = run_fed(piped(&mut command), b"");
+    assert!(status.success(), "{status}: {said}");
+    assert_same(&out, &data, "what came out here");
+    let notices: Vec<&str> = said.lines().filter(|line| line.contains(UNCOMPRESSED)).collect();
+    assert_eq!(notices.len(), 1, "{said}");
+    assert!(notices[0].starts_with(&format!("{HOST}: accel: ")), "{said}");
+}
+
+/// Through the ssh session (`--via ssh`), the connection is the session itself, which an
+/// older remote accel lets go of once it has refused it: nothing to dial again, so
+/// `--compress auto` fails there as a level asked for does (status 6, the words that name
+/// `--compress none`), and the remote ends with the session.
+#[test]
+fn through_ssh_an_older_remote_is_refused_with_words() {
+    let Some(sshd) = Sshd::start() else { return };
+    let args = [
+        "--ssh-command".to_owned(),
+        sshd.ssh_command(),
+        "--remote-accel".to_owned(),
+        older_remote(&sshd),
+        "--compress".to_owned(),
+        "auto".to_owned(),
+        "--via".to_owned(),
+        "ssh".to_owned(),
+        "--to".to_owned(),
+        sshd.url(),
+        "--".to_owned(),
+        "cat > /dev/null".to_owned(),
+    ];
+    let mut child = piped(&mut accel_with("auto", &args));
+    let said = Said::collect(&mut child);
+    drop(child.stdin.take());
+    let status = wait_within(&mut child, GENEROUS);
+    let said = said.all();
+    assert_eq!(status.code(), Some(6), "{said}");
+    assert!(said.contains("--compress none talks to it"), "{said}");
+    assert!(!said.contains(UNCOMPRESSED), "{said}");
+}
+
+/// Through the ssh session, frames are compressed only if `--compress` was given: the
+/// default `auto` cannot dial an older accel there again. Pushing `--via ssh` to an older
+/// remote accel, and pulling `--via ssh` into an older accel here (made one by the hook;
+/// the remote sender, given no `--compress`, as an older local gives none), without
+/// `--compress`: byte for byte, status 0, nothing compressed and nothing to say of it.
+#[test]
+fn through_ssh_the_default_goes_uncompressed_to_an_older_accel() {
+    let Some(sshd) = Sshd::start() else { return };
+    let received = sshd.dir.path("received");
+    let data = prose(1 << 20, 354);
+    let args = [
+        "--ssh-command".to_owned(),
+        sshd.ssh_command(),
+        "--remote-accel".to_owned(),
+        older_remote(&sshd),
+        "--via".to_owned(),
+        "ssh".to_owned(),
+        "--to".to_owned(),
+        sshd.url(),
+        "--".to_owned(),
+        format!("cat > {}", received.display()),
+    ];
+    let (status, _, said) = run_fed(piped(&mut accel_with("auto", &args)), &data);
+    assert!(status.success(), "pushing: {status}: {said}");
+    assert_same(&std::fs::read(&received).unwrap(), &data, "the remote command's file");
+    assert!(!said.contains("accel:"), "pushing: {said}");
+    let source = sshd.dir.path("source");
+    std::fs::write(&source, &data).unwrap();
+    let mut args = sshd.args();
+    args.extend(["--via", "ssh", "--from"].map(str::to_owned));
+    args.extend([sshd.url(), "--".to_owned(), format!("cat {}", source.display())]);
+    let mut command = accel_with("auto", &args);
+    command.env("ACCEL_TEST_WIRE", "5");
+    let (status, out, said) = run_fed(piped(&mut command), b"");
+    assert!(status.success(), "pulling: {status}: {said}");
+    assert_same(&out, &data, "what came out here");
+    assert!(!said.contains("another version"), "pulling: {said}");
+}

@@ -484,7 +484,7 @@ pub struct Cli {
     pub streams: Option<String>,
 
     /// With --to: compress each frame with zstd before it is sealed: auto (the level follows
-    /// the bottleneck), none, zstd (level 3) or zstd:LEVEL (-7 to 22). [default: none]
+    /// the bottleneck), none, zstd (level 3) or zstd:LEVEL (-7 to 22). [default: auto]
     ///
     /// Each frame (64 KiB) is compressed with what came before it on the connection (a 4 MiB
     /// window, as zstd over the whole stream), or sent as it is after a run of frames that
@@ -500,8 +500,13 @@ pub struct Cli {
     /// 4 threads (the cores), each thread's run a zstd frame of its own; not random data.
     /// The receiver decompresses whatever each frame says:
     /// nothing to set there. Offsets, confirmations and resuming count stream bytes,
-    /// uncompressed. Not with --insecure: a raw stream stays raw. With --from ssh://, the
-    /// remote accel sends, and compresses as asked.
+    /// uncompressed. A receiver of an older accel, whose compressed frames keep no history:
+    /// with auto, the sender connects again and sends uncompressed, said once; a level asked
+    /// for is refused there (status 6), as is auto through the ssh session (--via ssh).
+    /// Through the ssh session (--via ssh, or where the direct path is closed), frames are
+    /// compressed only if --compress is given: an older accel there cannot be connected to
+    /// again. Not with --insecure: a raw stream stays raw. With --from ssh://, the remote
+    /// accel sends, and compresses as asked.
     #[arg(long, value_name = "HOW", help_heading = "Network")]
     pub compress: Option<String>,
 

@@ -487,6 +487,7 @@ fn network_settings(cli: &Cli, size: u64) -> Result<net::Peering, ConfigError> {
     }
     Ok(net::Peering {
         compress,
+        compress_asked: cli.compress.is_some(),
         from,
         key_file,
         key_file_from_env,

@@ -9,6 +9,7 @@
 
 use std::io;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -52,8 +53,13 @@ pub(super) struct Dialer {
     /// of several (wire version 5).
     pub(super) streams: u8,
     /// Its frames are compressed (`--compress` other than none): each connection speaks
-    /// wire version 6 (or 7), whose compressed frames keep the session's history.
-    pub(super) history: bool,
+    /// wire version 6 (or 7), whose compressed frames keep the session's history. Cleared
+    /// for good when `falls_back` and the receiver turns out older ([`Dialer::compresses`]).
+    pub(super) history: AtomicBool,
+    /// `--compress auto`: a receiver of an older version (4 or 5: no history) is dialed again
+    /// speaking the version without compression, as `--compress none` would, rather than
+    /// refused; a level asked for (`zstd:N`) is refused there, as the user asked for it.
+    pub(super) falls_back: bool,
 }
 
 /// Why a try to connect failed: worth another while the tries last, or not.
@@ -80,6 +86,13 @@ impl Missed {
 }
 
 impl Dialer {
+    /// Whether its connections speak the version whose compressed frames keep their history:
+    /// `false` once an older receiver made `--compress auto` fall back, and from then on
+    /// (the link then sends uncompressed, over every connection, resumed or further).
+    pub(super) fn compresses(&self) -> bool {
+        self.history.load(Relaxed)
+    }
+
     /// The first connection, to the `resolved` addresses, for the new stream `stream`,
     /// `patience` bounding each try. A peer that refuses (not listening yet: started a moment
     /// after this side), or a connection that drops once the peer has answered but before
@@ -165,11 +178,10 @@ impl Dialer {
             // first message already sent on it, if it was.
             let dialed = self.dialed.lock().unwrap_or_else(PoisonError::into_inner).take();
             let ahead = self.ahead.lock().unwrap_or_else(PoisonError::into_inner).take();
+            let history = self.compresses();
             let opening = match ahead.filter(|_| dialed.is_some()) {
                 Some(opening) => Some(*opening),
-                None => {
-                    self.key.as_ref().map(|key| Opening::joining(key, hello, join, self.history))
-                }
+                None => self.key.as_ref().map(|key| Opening::joining(key, hello, join, history)),
             };
             let connected = match dialed {
                 Some(socket) => Ok(socket),
@@ -185,8 +197,18 @@ impl Dialer {
                     let Some(opening) = opening else { return Ok((Arc::new(socket), None)) };
                     let name = self.address.to_string();
                     let hint = Some((name.as_str(), log));
+                    // A connection carried by the ssh session cannot be made again: the
+                    // receiver that refused it has let it go.
+                    let carried = socket.is_carried();
                     return match handshake::initiate(opening, socket, stop, deadline, hint) {
                         Ok(channel) => Ok((Arc::clone(channel.socket()), Some(channel))),
+                        // Dialed again at once (the receiver is there), without compression:
+                        // once, since the connections speak no history from now on.
+                        Err(Failure::NoHistory)
+                            if index == 0 && !carried && self.fall_back(log) =>
+                        {
+                            self.try_first(resolved, stream, index, patience, log, stop)
+                        }
                         Err(cut @ Failure::CutAfterAnswer(_)) => {
                             Err(Missed::Again(cut.to_string()))
                         }
@@ -220,6 +242,22 @@ impl Dialer {
         })
     }
 
+    /// The receiver answered in an older version, without the compressed frames' history:
+    /// with `--compress auto`, the connections speak the version without compression from
+    /// now on (said once: a notice, not a failure), and `true`; else `false` (a level asked
+    /// for is refused there).
+    fn fall_back(&self, log: &Log) -> bool {
+        if !self.falls_back || !self.history.swap(false, Relaxed) {
+            return false;
+        }
+        log.warn(format_args!(
+            "{}: the receiver speaks an older version of accel's protocol, without \
+             compression; sending uncompressed",
+            self.address
+        ));
+        true
+    }
+
     /// One try to connect again, saying `hello` (and `join`, for one of several
     /// connections): connects to each of the peer's addresses in
     /// turn, handshakes, and lets `settle` hear or say what the new session must (where the
@@ -243,7 +281,7 @@ impl Dialer {
             let deadline = Instant::now() + patience;
             // Whether it connects, handshakes or settles, the same words.
             let no_answer = || format!("{address}: no answer within {}", seconds(patience));
-            let opening = Opening::joining(key, hello, join, self.history);
+            let opening = Opening::joining(key, hello, join, self.compresses());
             let socket = match socket::connect(address, self.congestion.as_deref(), stop, deadline)
             {
                 Ok(socket) => socket,

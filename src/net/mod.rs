@@ -131,6 +131,9 @@ pub struct Peering {
     pub bound: Vec<i32>,
     /// `--compress`: what each `--to` does with its frames.
     pub compress: Compress,
+    /// `--compress` was given (else `compress` is the default): through the ssh session,
+    /// only then are frames compressed ([`Peering::compress_through_ssh`]).
+    pub compress_asked: bool,
     /// A connection to the one `--to`'s receiver made before the run (non-blocking), which
     /// the first try takes instead of connecting: accel started through ssh tries the direct
     /// path with the stream's own connection, so the stream pays no second round trip.
@@ -205,6 +208,7 @@ impl Default for Peering {
             carried_out: None,
             ahead: None,
             compress: Compress::default(),
+            compress_asked: false,
             streams: 1,
             window: LEAST_WINDOW,
             hold: LEAST_WINDOW,
@@ -348,6 +352,18 @@ pub fn is_drop(error: &io::Error) -> bool {
     )
 }
 
+impl Peering {
+    /// What the frames become through the ssh session (`--via ssh`, or where the direct path
+    /// is closed): as asked, else none. The session is the stream's one connection: an
+    /// accel there of an older version, which refuses a compressing sender's (see `dial`),
+    /// cannot be dialed again, as one on the direct path is by the default `auto`; nor can
+    /// an older local accel that pulls be (it passes no `--compress` on unless asked, so a
+    /// remote sender without one never compresses through the session).
+    pub fn compress_through_ssh(&self) -> Compress {
+        if self.compress_asked { self.compress } else { Compress::None }
+    }
+}
+
 /// The first handshake message of a run's first `--to` connection, as that run makes it (a
 /// new stream; the first of `streams` connections; history when `peering` compresses), to
 /// be sent ahead on the connection given to the run ([`Peering::ahead`]).
@@ -387,9 +403,9 @@ pub struct Network {
     streams: u8,
     window: u64,
     hold: u64,
-    /// Each output compresses its frames (`--compress` other than none): its connections
-    /// speak wire version 6 (or 7).
-    history: bool,
+    /// What each output's frames become (`--compress`): other than none, its connections
+    /// speak wire version 6 (or 7); with auto, an older receiver is sent to uncompressed.
+    compress: Compress,
     /// [`Peering::ahead`], for the first output's first try.
     ahead: Option<handshake::Ahead>,
 }
@@ -506,7 +522,7 @@ impl Network {
             streams: peering.streams,
             window: peering.window.max(LEAST_WINDOW),
             hold: peering.hold,
-            history: peering.compress != Compress::None,
+            compress: peering.compress,
             ahead: peering.ahead.clone(),
         })
     }
@@ -551,13 +567,18 @@ impl Network {
                 dialed: Mutex::new(output.dialed.take()),
                 ahead: Mutex::new(ahead.map(Box::new)),
                 streams: self.streams,
-                history: self.history,
+                history: AtomicBool::new(self.compress != Compress::None),
+                falls_back: self.compress == Compress::Auto,
             };
             let first =
                 dialer.first(&output.resolved, stream, self.connect_for, patience, log, stop);
             let (socket, channel) = first.map_err(|why| {
                 SetupError::Unreached(format!("{}: {why}; nothing was sent", output.address))
             })?;
+            if self.compress != Compress::None && !dialer.compresses() {
+                // An older receiver: this stream goes uncompressed, over every connection.
+                output.link.compress(Compress::None);
+            }
             if let Some(terms) = channel.as_ref().and_then(Channel::joined) {
                 let mut channels = vec![];
                 for index in 1..terms.streams {

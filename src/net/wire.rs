@@ -96,9 +96,10 @@ const SEVERAL: &[u8; 7] = b"accelN5";
 
 /// The preamble's fixed part of version 6: version 4 whose compressed frames keep the
 /// session's history ([`Kind::ZstdMore`]). Only a sender that compresses says it (and
-/// version 7 for several connections): without `--compress`, the wire is version 4's (or
+/// version 7 for several connections): with `--compress none`, the wire is version 4's (or
 /// 5's), byte for byte. A receiver of version 4 or 5 refuses it at the preamble (it answers
-/// with its own), and the sender says that the receiver is too old for `--compress`.
+/// with its own): the sender says that the receiver is too old for a level asked for, and
+/// with `--compress auto` connects again without compression (see `dial`).
 const HISTORY: &[u8; 7] = b"accelN6";
 
 /// Version 5's several connections, each with version 6's compressed history.

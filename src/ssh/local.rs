@@ -77,6 +77,8 @@ pub fn run(config: &Config, closed: stdio::Closed) -> Exit {
             log.warn(format_args!("--streams {}: through ssh, one stream", config.net.streams));
             direct.net.streams = 1;
         }
+        // Compressed only if asked: an older remote accel cannot be dialed again.
+        direct.net.compress = config.net.compress_through_ssh();
     }
     match started.peer.take() {
         Some(Peer::Receiver { address, dialed }) => {
@@ -242,8 +244,10 @@ impl Started {
         // after the answer. It proves the key and carries no data: a remote that cannot
         // take the request leaves it unread.
         let mut ahead = None;
+        let mut through_ssh = peering.clone();
+        through_ssh.compress = peering.compress_through_ssh();
         if ssh.push && ssh.via == Via::Ssh && sent.is_ok() {
-            let mut opening = net::opening_ahead(peering, 1, &key).map_err(network)?;
+            let mut opening = net::opening_ahead(&through_ssh, 1, &key).map_err(network)?;
             sent = opening.send_ahead(&mut session);
             ahead = Some(Ahead::new(opening));
             log.debug(format_args!("{host}: the first handshake message is written"));
@@ -323,7 +327,8 @@ impl Started {
                     Err(why) => {
                         let _ = session.write_all(b"through-ssh\n");
                         // The session carries one connection.
-                        let mut opening = net::opening_ahead(peering, 1, &key).map_err(network)?;
+                        let mut opening =
+                            net::opening_ahead(&through_ssh, 1, &key).map_err(network)?;
                         if opening.send_ahead(&mut session).is_ok() {
                             ahead = Some(Ahead::new(opening));
                         }

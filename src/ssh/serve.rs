@@ -265,6 +265,9 @@ impl Session {
         config.net.resume = request.resume;
         if config.net.carried.is_some() {
             config.net.resume.within = Duration::ZERO;
+            // A pull's sender: compressed only if the local accel passed --compress on (an
+            // older one, which would refuse it, passes nothing unless asked).
+            config.net.compress = config.net.compress_through_ssh();
         }
         // The local accel says what the link does (connected, resumed); the remote's own
         // warnings, which would repeat it, only with --remote-args --debug or -v. Its errors

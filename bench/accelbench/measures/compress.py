@@ -109,7 +109,9 @@ def rows(ssh: list[str], host: str, accel: str, key: str, json_path) -> list[Row
         Row(AUTO, [to + ["--compress", "auto", f"--json={json_path}"]], f"{listen} > /dev/null"),
     ]
     for level in ZSTD_LEVELS:
-        out.append(Row(f"zstd -{level} | accel", [["zstd", "-q", "-T0", f"-{level}", "-c"], to],
+        # accel's own compression off: the level is zstd's, at both ends of accel.
+        out.append(Row(f"zstd -{level} | accel",
+                       [["zstd", "-q", "-T0", f"-{level}", "-c"], to + ["--compress", "none"]],
                        f"{listen} | zstd -q -d -c > /dev/null"))
     mbuffer = "mbuffer -q -s 128k -m 16M"
     out.append(Row(LZOP, [["lzop", "-c"], shlex.split(mbuffer),

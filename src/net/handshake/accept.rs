@@ -570,7 +570,11 @@ fn answer_hello(
     terms: Terms,
     stop: &Stop,
 ) -> Result<Option<Box<Channel>>, Stranger> {
-    let (cipher, version) = match wire::read_preamble(&got[..got.len().min(PREAMBLE_LEN)]) {
+    let preamble = match wire::read_preamble(&got[..got.len().min(PREAMBLE_LEN)]) {
+        Preamble::Accel(_, version) if version.history && test_older() => Preamble::OtherVersion,
+        preamble => preamble,
+    };
+    let (cipher, version) = match preamble {
         Preamble::Foreign => return Err(Stranger::NotAccel),
         _ if got.len() < PREAMBLE_LEN + 2 => return Ok(None),
         Preamble::OtherVersion => {
@@ -657,4 +661,20 @@ fn answer_hello(
         channel.join(join);
     }
     Ok(Some(Box::new(channel)))
+}
+
+/// The debug builds' test hook, `ACCEL_TEST_WIRE=5`: this receiver answers as one of wire
+/// version 5 does (an accel from before the compressed frames kept their history): the
+/// preamble of version 6 or 7 is another version's, answered with version 4's and an empty
+/// message, and the connection dropped; so that the tests can show what a compressing sender
+/// makes of an older receiver (`--compress auto` dials again without compression). `false`
+/// in release builds, and when not asked.
+fn test_older() -> bool {
+    #[cfg(debug_assertions)]
+    {
+        static ASKED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *ASKED.get_or_init(|| std::env::var("ACCEL_TEST_WIRE").is_ok_and(|asked| asked == "5"))
+    }
+    #[cfg(not(debug_assertions))]
+    false
 }

@@ -165,8 +165,9 @@ pub struct Link {
     /// the session ([`several`]).
     several: OnceLock<Arc<several::Several>>,
     /// What each frame's payload becomes (`--compress`): the setting, for each of several
-    /// connections' own compressor.
-    compress_setting: OnceLock<Compress>,
+    /// connections' own compressor (none until told, and again once an older receiver made
+    /// auto fall back).
+    compress_setting: Mutex<Compress>,
 }
 
 impl fmt::Debug for Link {
@@ -241,15 +242,21 @@ impl Link {
             asked: Mutex::new(None),
             told: AtomicU64::new(0),
             several: OnceLock::new(),
-            compress_setting: OnceLock::new(),
+            compress_setting: Mutex::new(Compress::None),
         })
     }
 
     /// Compresses the frames it sends as `setting` says (a sender's; the receiver takes what
-    /// each frame says). Before the run.
+    /// each frame says). Before the run: before it is established, or once its first
+    /// connection says what the receiver takes (none, from an older one).
     pub fn compress(&self, setting: Compress) {
         self.lock().compressor = Some(Compressor::new(setting, Some(Arc::clone(&self.log))));
-        let _ = self.compress_setting.set(setting);
+        *self.compress_setting.lock().unwrap_or_else(PoisonError::into_inner) = setting;
+    }
+
+    /// What each frame's payload becomes, for a connection's own compressor.
+    fn compress_setting(&self) -> Compress {
+        *self.compress_setting.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The peer's address, as the user gave it.

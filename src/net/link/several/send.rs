@@ -136,7 +136,7 @@ impl Link {
     /// that is no drop stops the stream.
     pub(in crate::net::link) fn send_on(&self, index: usize) {
         let several = self.several.get().expect("established");
-        let setting = self.compress_setting.get().copied().unwrap_or_default();
+        let setting = self.compress_setting();
         let mut compressor = Compressor::new(setting, None);
         loop {
             let error = match self.sending_on(several, index, &mut compressor) {
