@@ -214,13 +214,15 @@ class RowsTest(unittest.TestCase):
             self.assertEqual(argv[argv.index("--via") + 1], via)
             self.assertEqual(argv[argv.index("--ssh-command") + 1], "ssh -F /lab/ssh_config")
             self.assertEqual(argv[argv.index("--remote-accel") + 1], "/bin/accel")
+            # The transport measured as such: zeros would shrink a thousandfold under auto.
+            self.assertEqual(argv[argv.index("--compress") + 1], "none")
             self.assertEqual(argv[-2:], ["--", far])
         tcp = next(r for r in ssh.rows(lab, "10.0.0.2", "/bin/accel", far) if r.name == ssh.TCP)
         self.assertEqual(tcp.stages[0][-2:], ["-O", f"10.0.0.2:{ssh.TCP_PORT}"])
         self.assertEqual(tcp.listener, f"mbuffer -q -m 32M -I {ssh.TCP_PORT} | {far}")
         shown = ssh.shown(got[ssh.DIRECT][0], "/bin/accel", far)
         self.assertEqual(shown, "accel --to ssh://10.0.0.2 --ssh-command 'ssh -F /lab/ssh_config'"
-                                f" --remote-accel accel --via direct -- FAR")
+                                f" --remote-accel accel --via direct --compress none -- FAR")
 
     def test_with_roles_each_stage_starts_in_its_cgroup_and_is_shown_as_without(self):
         lab = SshLab.__new__(SshLab)

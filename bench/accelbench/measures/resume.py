@@ -28,8 +28,8 @@ from ..netlab import WAN_ONE_WAY_MS, WAN_RECEIVER, DelayLine, Netns, lab_section
 from ..stats import Samples, fmt_spread, interleaved, med
 from ..tools import other_builds
 from ..transfers import (
-    RECEIVER_ERR, SENDER_ERR, Pair, key_file, loopback_pairs, sane_samples, show_across,
-    transfer,
+    PLAIN_WIRE, RECEIVER_ERR, SENDER_ERR, Pair, key_file, loopback_pairs, sane_samples,
+    show_across, transfer,
 )
 
 # Lower than wan's 1 Gbit/s, so that 1 GiB takes about 45 s and sees some nine cuts.
@@ -208,7 +208,7 @@ def wan_cuts(ctx: Context) -> str:
 
     def sender(port: int) -> list[str]:
         return [accel, "--to", f"{WAN_RECEIVER}:{port}", "--key-file", key,
-                f"--json={sender_json}"]
+                f"--json={sender_json}", *PLAIN_WIRE]
 
     jobs = {STRAIGHT: (sender(RECEIVER_PORT), None), PROXIED: (sender(PROXY_PORT), 0.0),
             CUT: (sender(PROXY_PORT), CUT_EVERY_S)}

@@ -37,6 +37,7 @@ from ..netlab import (
 )
 from ..processes import RunResult, describe_exit, run_pipeline
 from ..stats import Samples, fmt_spread, interleaved, med, per_round, verdict
+from ..transfers import PLAIN_WIRE
 
 HEADING = "## Between hosts through ssh"
 READER = str(BENCH / "accelbench" / "reader.py")
@@ -294,7 +295,7 @@ def rows(lab: SshLab, host: str, accel: str, far: str, roles: "Roles | None" = N
     remote = str(roles.far_accel) if roles else accel
     for name, via in ((DIRECT, "direct"), (THROUGH, "ssh")):
         argv = [accel, "--to", f"ssh://{host}", "--ssh-command", shlex.join(ssh),
-                "--remote-accel", remote, "--via", via, "--", far]
+                "--remote-accel", remote, "--via", via, *PLAIN_WIRE, "--", far]
         out.append(Row(name, [role("here", argv)]))
     out.append(Row(TCP, [role("here", mbuffer + ["-O", f"{host}:{TCP_PORT}"])],
                    f"{shlex.join(role('there', mbuffer + ['-I', str(TCP_PORT)]))} | {far}"))

@@ -36,7 +36,7 @@ from ..netlab import (
     sshd_argv, veth,
 )
 from ..stats import Samples, fmt_spread, interleaved, med, per_round, verdict
-from ..transfers import SENDER_ERR, Pair, key_file, show_across, transfer
+from ..transfers import PLAIN_WIRE, SENDER_ERR, Pair, key_file, show_across, transfer
 
 HEADING = "## Several streams"
 CAPPED_HERE, CAPPED_FAR = "10.213.36.1", "10.213.36.2"
@@ -272,8 +272,8 @@ def accel_pair(name: str, accel: str, key: str, host: str, port: int, n: int,
     return Pair(name,
                 [accel, "--from", f"{host}:{port}", "--key-file", key, "-q", "-o", "/dev/null"]
                 + cc,
-                [[accel, "--to", f"{host}:{port}", "--key-file", key, "-q", "--streams", str(n)]
-                 + cc], port)
+                [[accel, "--to", f"{host}:{port}", "--key-file", key, "-q", *PLAIN_WIRE,
+                  "--streams", str(n)] + cc], port)
 
 
 # --------------------------------------------------------------------------------------------

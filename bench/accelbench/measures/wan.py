@@ -18,7 +18,7 @@ from ..netlab import WAN_ONE_WAY_MS, WAN_RATE, WAN_RECEIVER, DelayLine, Netns, l
 from ..processes import run_pipeline
 from ..stats import Samples, fmt_spread, interleaved, med
 from ..tools import other_builds
-from ..transfers import Pair, key_file, show_across, transfer
+from ..transfers import PLAIN_WIRE, Pair, key_file, show_across, transfer
 
 
 def run(ctx: Context) -> str:
@@ -32,7 +32,7 @@ def wan(ctx: Context) -> str:
     here = f"{WAN_RECEIVER}:9201"
     pairs = [
         Pair("accel", [accel, "--from", here, "--key-file", key],
-             [[accel, "--to", here, "--key-file", key]], 9201),
+             [[accel, "--to", here, "--key-file", key] + PLAIN_WIRE], 9201),
         Pair("mbuffer", ["mbuffer", "-q", "-m", "32M", "-I", "9201"],
              [["mbuffer", "-q", "-m", "32M", "-O", here]], 9201),
         Pair("nc", ["nc", "-l", WAN_RECEIVER, "9201"], [["nc", "-N", WAN_RECEIVER, "9201"]], 9201),
