@@ -461,7 +461,10 @@ impl Channel {
             self.hold_unsent(unsent);
         }
         let (sealed, wire) = (Instant::now(), self.batched());
-        self.write_out(stop, None, true, data)?;
+        if let Err(error) = self.write_out(stop, None, true, data) {
+            compressor.batch_lost();
+            return Err(error);
+        }
         if kept_let_go {
             self.sending.let_go_written += wire as u64;
         }
