@@ -717,6 +717,16 @@ fn older_remote(sshd: &Sshd) -> String {
 const UNCOMPRESSED: &str = "the receiver speaks an older version of accel's protocol, without \
                             compression; sending uncompressed";
 
+/// What pushes to an older remote accel (`older_remote`) through `sshd`: `options`, then the
+/// remote command `remote`.
+fn pushing_to_older(sshd: &Sshd, options: &[&str], remote: String) -> Vec<String> {
+    let mut args = vec!["--ssh-command".to_owned(), sshd.ssh_command()];
+    args.extend(["--remote-accel".to_owned(), older_remote(sshd)]);
+    args.extend(options.iter().map(|option| (*option).to_owned()));
+    args.extend(["--to".to_owned(), sshd.url(), "--".to_owned(), remote]);
+    args
+}
+
 /// `--compress auto` pushed to an older remote accel on the direct path: its first
 /// connection, made and handshaken before the run, is dropped there, and the sender dials
 /// again without compression, said once; the remote command's file is the input, byte for
@@ -727,19 +737,9 @@ fn auto_pushes_uncompressed_to_an_older_remote() {
     let received = sshd.dir.path("received");
     let json = sshd.dir.path("push.json");
     let data = prose(3 << 20, 351);
-    let args = [
-        "--ssh-command".to_owned(),
-        sshd.ssh_command(),
-        "--remote-accel".to_owned(),
-        older_remote(&sshd),
-        "--compress".to_owned(),
-        "auto".to_owned(),
-        format!("--json={}", json.display()),
-        "--to".to_owned(),
-        sshd.url(),
-        "--".to_owned(),
-        format!("cat > {}", received.display()),
-    ];
+    let json_arg = format!("--json={}", json.display());
+    let options = ["--compress", "auto", &json_arg];
+    let args = pushing_to_older(&sshd, &options, format!("cat > {}", received.display()));
     let (status, _, said) = run_fed(piped(&mut accel_with("auto", &args)), &data);
     assert!(status.success(), "{status}: {said}");
     assert_same(&std::fs::read(&received).unwrap(), &data, "the remote command's file");
@@ -784,20 +784,8 @@ fn auto_pulled_goes_uncompressed_to_an_older_receiver_here() {
 #[test]
 fn through_ssh_an_older_remote_is_refused_with_words() {
     let Some(sshd) = Sshd::start() else { return };
-    let args = [
-        "--ssh-command".to_owned(),
-        sshd.ssh_command(),
-        "--remote-accel".to_owned(),
-        older_remote(&sshd),
-        "--compress".to_owned(),
-        "auto".to_owned(),
-        "--via".to_owned(),
-        "ssh".to_owned(),
-        "--to".to_owned(),
-        sshd.url(),
-        "--".to_owned(),
-        "cat > /dev/null".to_owned(),
-    ];
+    let options = ["--compress", "auto", "--via", "ssh"];
+    let args = pushing_to_older(&sshd, &options, "cat > /dev/null".to_owned());
     let mut child = piped(&mut accel_with("auto", &args));
     let said = Said::collect(&mut child);
     drop(child.stdin.take());
@@ -818,18 +806,7 @@ fn through_ssh_the_default_goes_uncompressed_to_an_older_accel() {
     let Some(sshd) = Sshd::start() else { return };
     let received = sshd.dir.path("received");
     let data = prose(1 << 20, 354);
-    let args = [
-        "--ssh-command".to_owned(),
-        sshd.ssh_command(),
-        "--remote-accel".to_owned(),
-        older_remote(&sshd),
-        "--via".to_owned(),
-        "ssh".to_owned(),
-        "--to".to_owned(),
-        sshd.url(),
-        "--".to_owned(),
-        format!("cat > {}", received.display()),
-    ];
+    let args = pushing_to_older(&sshd, &["--via", "ssh"], format!("cat > {}", received.display()));
     let (status, _, said) = run_fed(piped(&mut accel_with("auto", &args)), &data);
     assert!(status.success(), "pushing: {status}: {said}");
     assert_same(&std::fs::read(&received).unwrap(), &data, "the remote command's file");
