@@ -215,7 +215,8 @@ pub fn unacknowledged(fd: BorrowedFd<'_>) -> Option<usize> {
 pub fn unsent(fd: BorrowedFd<'_>) -> Option<usize> {
     let mut bytes: libc::c_int = 0;
     // SAFETY: SIOCOUTQNSD writes one int at the pointer given; `fd` is a valid descriptor.
-    let done = unsafe { libc::ioctl(fd.as_raw_fd(), libc::SIOCOUTQNSD, &raw mut bytes) };
+    let done =
+        unsafe { libc::ioctl(fd.as_raw_fd(), libc::SIOCOUTQNSD as libc::Ioctl, &raw mut bytes) };
     if done == 0 { usize::try_from(bytes).ok() } else { None }
 }
 
